@@ -1,0 +1,49 @@
+"""Stowplan's domain vocabulary: plain frozen dataclasses, standard library only.
+
+Every step of the pipeline (read, formulate, solve, decode, verify, apply) speaks
+these types. Nothing here does I/O or imports anything outside the standard library;
+`planner` imports `models`, never the reverse.
+"""
+
+from models.resources import Resources, GPU_SUFFIX, dominant_units, is_gpu
+from models.objects import (
+    ObjectRef,
+    Problem,
+    Taint,
+    Toleration,
+    Node,
+    Topology,
+    ResourceFlavor,
+    Quota,
+    FlavorQuotas,
+    ResourceGroup,
+    PreemptionPolicy,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    TopologyRequest,
+    SliceLayer,
+    PodSet,
+    PodSetAssignment,
+    Workload,
+    WorkloadState,
+    Policy,
+    Snapshot,
+)
+from models.plan import (
+    Admission,
+    Eviction,
+    PendingEntry,
+    SolverReport,
+    Plan,
+    HOSTNAME_LABEL,
+)
+
+__all__ = [
+    "Resources", "GPU_SUFFIX", "dominant_units", "is_gpu",
+    "ObjectRef", "Problem", "Taint", "Toleration", "Node", "Topology", "ResourceFlavor",
+    "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
+    "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",
+    "PodSetAssignment", "Workload", "WorkloadState", "Policy", "Snapshot",
+    "Admission", "Eviction", "PendingEntry", "SolverReport", "Plan", "HOSTNAME_LABEL",
+]

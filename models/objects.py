@@ -1,0 +1,321 @@
+"""The snapshot's objects, as the planner sees them after reading.
+
+Readers (`planner.snapshot`) turn Kubernetes and Kueue objects into these; every
+field is already validated and in integer units, so the core never re-parses.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from models.resources import Resources
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    """kind/namespace/name of an object; namespace is "" for cluster-scoped kinds."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        if self.namespace:
+            return f"{self.kind}/{self.namespace}/{self.name}"
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with the input: where it is and what is wrong.
+
+    Problems are reported once on stderr and, when they keep a workload waiting,
+    again in the plan's `pending` reasons. `--strict` turns any problem into exit 2.
+    """
+
+    file: str
+    ref: ObjectRef | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: " if self.file else ""
+        obj = f"{self.ref}: " if self.ref else ""
+        fld = f"{self.field}: " if self.field else ""
+        return f"{where}{obj}{fld}{self.message}"
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str = ""               # "" with operator Exists tolerates everything
+    operator: str = "Equal"     # Equal | Exists
+    value: str = ""
+    effect: str = ""            # "" matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' rule (k8s.io/api/core/v1 Toleration.ToleratesTaint)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+def tolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> bool:
+    """True when every scheduling-relevant taint is tolerated (PreferNoSchedule is not binding)."""
+    return all(
+        taint.effect == "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations)
+        for taint in taints
+    )
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node that can take pods.
+
+    `allocatable` includes `pods`. `unmanaged` is what pods Stowplan does not manage
+    already request on it (with one `pods` each); what Stowplan's running workloads
+    use is derived from their assignments, so evictions can free it.
+    """
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Resources
+    unmanaged: Resources = Resources()
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+    @property
+    def free(self) -> Resources:
+        """Allocatable minus unmanaged usage, never negative."""
+        return (self.allocatable - self.unmanaged).clipped()
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Kueue Topology: node labels from the coarsest level to the finest."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ResourceFlavor:
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Taint, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Quota of one resource of one flavor; None limits mean "no limit"."""
+
+    nominal: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class FlavorQuotas:
+    flavor: str
+    resources: Mapping[str, Quota]
+
+
+@dataclass(frozen=True)
+class ResourceGroup:
+    """Resources covered together; a pod set takes one flavor per group, tried in order."""
+
+    covered_resources: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True)
+class PreemptionPolicy:
+    """Kueue ClusterQueue spec.preemption, defaults as in Kueue."""
+
+    within_cluster_queue: str = "Never"          # Never | LowerPriority | LowerOrNewerEqualPriority
+    reclaim_within_cohort: str = "Never"         # Never | LowerPriority | Any
+    borrow_within_cohort: str = "Never"          # Never | LowerPriority
+    borrow_max_priority_threshold: int | None = None
+
+
+@dataclass(frozen=True)
+class ClusterQueue:
+    name: str
+    resource_groups: tuple[ResourceGroup, ...]
+    cohort: str | None = None
+    # Raw LabelSelector ({matchLabels, matchExpressions}); None selects no namespace? see reader.
+    namespace_selector: Mapping[str, object] | None = None
+    preemption: PreemptionPolicy = PreemptionPolicy()
+    queueing_strategy: str = "BestEffortFIFO"    # BestEffortFIFO | StrictFIFO
+    when_can_borrow: str = "MayStopSearch"       # flavorFungibility
+    when_can_preempt: str = "TryNextFlavor"
+    inactive_reason: str | None = None           # set when the queue cannot admit (missing flavor, cohort cycle, ...)
+
+    @property
+    def active(self) -> bool:
+        return self.inactive_reason is None
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """Kueue Cohort: a node of the sharing tree, possibly with quota of its own."""
+
+    name: str
+    parent: str | None = None
+    resource_groups: tuple[ResourceGroup, ...] = ()
+    inactive_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+
+
+@dataclass(frozen=True)
+class SliceLayer:
+    """One layer of a slice request: each `size` consecutive pods in one domain of `level`."""
+
+    level: str
+    size: int
+
+
+@dataclass(frozen=True)
+class TopologyRequest:
+    """A pod set's Kueue TAS annotations, validated.
+
+    mode: "required" | "preferred" | "unconstrained" | None (no request).
+    """
+
+    mode: str | None = None
+    level: str | None = None
+    slices: tuple[SliceLayer, ...] = ()      # outer to inner
+    group: str | None = None                 # podset-group-name
+
+
+@dataclass(frozen=True)
+class PodSet:
+    name: str
+    count: int                      # pods wanted (parallelism, or replicas x parallelism)
+    request: Resources              # effective per-pod request, including one `pods`
+    min_count: int | None = None    # elastic minimum (job-min-parallelism); None: gang of `count`
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    topology: TopologyRequest = TopologyRequest()
+
+    @property
+    def minimum(self) -> int:
+        return self.count if self.min_count is None else self.min_count
+
+
+@dataclass(frozen=True)
+class PodSetAssignment:
+    """Where a pod set runs or will run: the shape of the plan's `podSets` entries.
+
+    `domains` is a tuple of (values, count) where values are the label values of
+    `levels`, coarse to fine; Stowplan always assigns down to the hostname level.
+    """
+
+    name: str
+    count: int
+    flavors: Mapping[str, str]                     # resource -> flavor
+    levels: tuple[str, ...]
+    domains: tuple[tuple[tuple[str, ...], int], ...]
+
+    def pods_per_node(self) -> dict[str, int]:
+        """Node name -> pods, taking the last level value as the node name."""
+        out: dict[str, int] = {}
+        for values, count in self.domains:
+            out[values[-1]] = out.get(values[-1], 0) + count
+        return out
+
+
+class WorkloadState(str, enum.Enum):
+    PENDING = "pending"        # suspended, waiting for admission
+    RUNNING = "running"        # admitted by Stowplan (assignment known)
+    EXTERNAL = "external"      # unsuspended outside Stowplan: reported, its pods unmanaged
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A Job or JobSet queued through a LocalQueue."""
+
+    ref: ObjectRef
+    local_queue: str
+    pod_sets: tuple[PodSet, ...]
+    cluster_queue: str | None = None          # resolved through the LocalQueue; None when unknown
+    priority: int = 0
+    queued_at: float = 0.0                    # epoch seconds: creation or last eviction
+    created_at: float = 0.0
+    uid: str = ""
+    state: WorkloadState = WorkloadState.PENDING
+    assignment: tuple[PodSetAssignment, ...] = ()   # for running workloads
+    admitted_at: float | None = None
+    checkpointed_at: float | None = None
+    preemption_cost: float | None = None            # stowplan.io/preemption-cost override
+    non_preemptible: bool = False
+    resource_version: str = ""
+    # Why it cannot be admitted at all (unknown queue, bad request, ...): planned as pending.
+    blocked_reason: str | None = None
+
+    @property
+    def elastic(self) -> bool:
+        return any(ps.min_count is not None for ps in self.pod_sets)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """stowplan.io/v1alpha1 PlannerPolicy spec, with defaults."""
+
+    time_limit_seconds: float = 20.0
+    mip_gap: float = 0.001
+    # Effective priority = priority + agingPerHour x hours waited (floored to an integer).
+    aging_per_hour: float = 0.0
+    # Preemption cost model: units x hours lost (capped) + restart cost.
+    max_lost_hours: float = 24.0
+    restart_cost: float = 1.0
+    minimum_runtime_seconds: float = 0.0
+    gpu_resources: tuple[str, ...] = ()       # extra resource names counted as GPUs
+    threads: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one planning cycle needs, read once."""
+
+    nodes: tuple[Node, ...] = ()
+    flavors: Mapping[str, ResourceFlavor] = field(default_factory=dict)
+    topologies: Mapping[str, Topology] = field(default_factory=dict)
+    cluster_queues: Mapping[str, ClusterQueue] = field(default_factory=dict)
+    cohorts: Mapping[str, Cohort] = field(default_factory=dict)
+    local_queues: Mapping[tuple[str, str], LocalQueue] = field(default_factory=dict)
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    workloads: tuple[Workload, ...] = ()
+    policy: Policy = Policy()
+    now: float = 0.0                            # planning time, epoch seconds
+    source: str = ""
+    digest: str = ""
+    object_count: int = 0
+    ignored_kinds: Mapping[str, int] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()

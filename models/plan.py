@@ -1,0 +1,61 @@
+"""The planner's answer: what starts where, what stops, what waits and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from models.objects import ObjectRef, PodSetAssignment
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class Admission:
+    workload: ObjectRef
+    cluster_queue: str
+    pod_sets: tuple[PodSetAssignment, ...]
+
+
+@dataclass(frozen=True)
+class Eviction:
+    workload: ObjectRef
+    reason: str                              # Preempted (same queue) | Reclaimed (cohort)
+    for_: tuple[ObjectRef, ...] = ()
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
+class PendingEntry:
+    workload: ObjectRef
+    reason: str
+
+
+@dataclass(frozen=True)
+class SolverReport:
+    """How the plan was found, honestly.
+
+    status: optimal | feasible (time limit or gap; bound and gap are then real) |
+    fallback (the greedy plan; `message` says why).
+    """
+
+    method: str                              # milp | greedy | pulp:NAME
+    status: str
+    objective: float
+    bound: float
+    gap: float
+    seconds: Mapping[str, float] = field(default_factory=dict)
+    message: str = ""
+    stages: tuple[Mapping[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: str
+    digest: str
+    object_count: int
+    solver: SolverReport
+    admissions: tuple[Admission, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    pending: tuple[PendingEntry, ...] = ()
+    summary: Mapping[str, object] = field(default_factory=dict)

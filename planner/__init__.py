@@ -1,0 +1,1 @@
+"""Stowplan's pipeline: read -> formulate -> solve -> decode -> verify -> apply."""

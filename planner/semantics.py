@@ -1,0 +1,288 @@
+"""Kueue's rules as small pure functions shared by the greedy baseline and the MILP.
+
+Which flavors a pod set may take in a ClusterQueue, which nodes a flavor choice
+allows, effective priority, dominant-resource volume, and the quota tree
+(nominal / borrowing / lending over hierarchical cohorts) with Kueue's
+`available()` arithmetic. The verifier deliberately re-derives quota feasibility
+on its own instead of importing this module.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from models import (
+    ClusterQueue, Node, PodSet, ResourceFlavor, Snapshot, Workload, dominant_units,
+)
+from models.objects import tolerated
+from models.resources import PODS, is_gpu
+
+FlavorResource = tuple[str, str]   # (flavor, resource)
+
+
+# ---------------------------------------------------------------- label selectors
+
+def selector_matches(selector: Mapping[str, object] | None, labels: Mapping[str, str]) -> bool:
+    """Kubernetes LabelSelector semantics; None matches nothing, {} matches everything."""
+    if selector is None:
+        return False
+    match_labels = selector.get("matchLabels") or {}
+    assert isinstance(match_labels, Mapping)
+    if any(labels.get(k) != v for k, v in match_labels.items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:  # type: ignore[union-attr]
+        key, op = expr.get("key"), expr.get("operator")
+        values = expr.get("values") or []
+        present = key in labels
+        if op == "In" and not (present and labels[key] in values):
+            return False
+        if op == "NotIn" and present and labels[key] in values:
+            return False
+        if op == "Exists" and not present:
+            return False
+        if op == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def namespace_allowed(snapshot: Snapshot, cq: ClusterQueue, namespace: str) -> bool:
+    labels = dict(snapshot.namespace_labels.get(namespace, {}))
+    labels.setdefault("kubernetes.io/metadata.name", namespace)
+    return selector_matches(cq.namespace_selector, labels)
+
+
+# ---------------------------------------------------------------- flavors
+
+@dataclass(frozen=True)
+class FlavorOption:
+    """One way to give a pod set a flavor per resource group.
+
+    `by_resource` maps each requested (and covered) resource to its flavor; `rank`
+    is the flavor indices per group, so lower ranks are earlier (preferred) flavors.
+    """
+
+    by_resource: Mapping[str, str]
+    flavors: tuple[str, ...]          # distinct flavors used, group order
+    rank: tuple[int, ...]
+
+    @property
+    def preference(self) -> int:
+        return sum(self.rank)
+
+
+def flavor_options(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
+    """All flavor choices for `pod_set` in `cq`, in preference order, or why there are none."""
+    requested = [r for r, v in pod_set.request.items() if v > 0]
+    groups: list[tuple[int, list[tuple[int, str]]]] = []
+    for resource in requested:
+        gi = next((i for i, g in enumerate(cq.resource_groups) if resource in g.covered_resources), None)
+        if gi is None:
+            if resource == PODS:
+                continue  # `pods` is charged to quota only where a queue lists it
+            return f"resource {resource} is not covered by ClusterQueue {cq.name}"
+        if all(gi != g for g, _ in groups):
+            groups.append((gi, []))
+    for gi, choices in groups:
+        for fi, fq in enumerate(cq.resource_groups[gi].flavors):
+            flavor = snapshot.flavors.get(fq.flavor)
+            if flavor is None:
+                continue
+            if not flavor_tolerated(flavor, pod_set):
+                continue
+            choices.append((fi, fq.flavor))
+        if not choices:
+            covered = ", ".join(cq.resource_groups[gi].covered_resources)
+            return f"no flavor for {covered} in ClusterQueue {cq.name} whose taints the pod set tolerates"
+    options = []
+    for combo in itertools.product(*(choices for _, choices in groups)):
+        by_resource: dict[str, str] = {}
+        for (gi, _), (_, flavor) in zip(groups, combo):
+            for resource in cq.resource_groups[gi].covered_resources:
+                if pod_set.request.get(resource) > 0:
+                    by_resource[resource] = flavor
+        flavors = tuple(dict.fromkeys(f for _, f in combo))
+        options.append(FlavorOption(by_resource, flavors, tuple(fi for fi, _ in combo)))
+    options.sort(key=lambda o: (o.preference, o.rank))
+    return options
+
+
+def flavor_tolerated(flavor: ResourceFlavor, pod_set: PodSet) -> bool:
+    """A flavor's nodeTaints admit only pod sets that tolerate them."""
+    return tolerated(flavor.node_taints, pod_set.tolerations)
+
+
+def node_allows(node: Node, flavors: Iterable[ResourceFlavor], pod_set: PodSet) -> bool:
+    """Can a pod of `pod_set`, given these flavors, run on `node`?"""
+    if not node.usable:
+        return False
+    flavor_list = list(flavors)
+    for flavor in flavor_list:
+        if any(node.labels.get(k) != v for k, v in flavor.node_labels.items()):
+            return False
+    if any(node.labels.get(k) != v for k, v in pod_set.node_selector.items()):
+        return False
+    tolerations = pod_set.tolerations + tuple(t for f in flavor_list for t in f.tolerations)
+    return tolerated(node.taints, tolerations)
+
+
+# ---------------------------------------------------------------- priority, volume
+
+def effective_priority(workload: Workload, snapshot: Snapshot) -> int:
+    """Priority plus aging: agingPerHour points for every hour waited (floored)."""
+    aging = snapshot.policy.aging_per_hour
+    if aging <= 0 or workload.state.value != "pending":
+        return workload.priority
+    hours = max(0.0, snapshot.now - workload.queued_at) / 3600.0
+    return workload.priority + int(math.floor(aging * hours))
+
+
+def pod_volume(pod_set: PodSet, snapshot: Snapshot) -> float:
+    """Dominant-resource units of one pod: GPUs (and policy-named GPU resources) else cores."""
+    extra = snapshot.policy.gpu_resources
+    gpus = sum(v for k, v in pod_set.request.items() if is_gpu(k) or k in extra)
+    return float(gpus) if gpus > 0 else dominant_units(pod_set.request)
+
+
+def queue_order_key(workload: Workload, snapshot: Snapshot) -> tuple[int, float, str, str]:
+    """Kueue's order within a queue: effective priority desc, then queue time, then UID."""
+    return (-effective_priority(workload, snapshot), workload.queued_at, workload.uid, str(workload.ref))
+
+
+# ---------------------------------------------------------------- quota tree
+
+@dataclass(frozen=True)
+class QuotaNode:
+    """A ClusterQueue or Cohort in the sharing tree, for one flavor/resource."""
+
+    name: str                 # "cq:NAME" or "cohort:NAME"
+    parent: str | None
+    nominal: int
+    borrowing_limit: int | None
+    lending_limit: int | None
+
+
+class QuotaTree:
+    """Kueue's hierarchical quota arithmetic (pkg/cache resource_node.go).
+
+    subtree(n)    = nominal(n) + sum over children c of (subtree(c) - guaranteed(c))
+    guaranteed(n) = max(0, subtree(n) - lendingLimit(n)) if a lending limit is set, else 0
+    usage(cohort) = sum over children c of max(0, usage(c) - guaranteed(c))
+    A node may use up to subtree + borrowingLimit, and the root up to its subtree.
+    """
+
+    def __init__(self, snapshot: Snapshot):
+        self.parent: dict[str, str | None] = {}
+        self.children: dict[str, list[str]] = {}
+        self.quota: dict[str, dict[FlavorResource, tuple[int, int | None, int | None]]] = {}
+        for cohort in sorted(snapshot.cohorts.values(), key=lambda c: c.name):
+            if cohort.inactive_reason:
+                continue
+            key = f"cohort:{cohort.name}"
+            parent = f"cohort:{cohort.parent}" if cohort.parent else None
+            self._add(key, parent, cohort.resource_groups)
+        for cq in sorted(snapshot.cluster_queues.values(), key=lambda q: q.name):
+            if not cq.active:
+                continue
+            parent = f"cohort:{cq.cohort}" if cq.cohort else None
+            self._add(f"cq:{cq.name}", parent, cq.resource_groups)
+        # Cohorts named only by a parentName or a queue exist implicitly, without quota.
+        for node, parent in list(self.parent.items()):
+            while parent is not None and parent not in self.parent:
+                self.parent[parent] = None
+                self.quota.setdefault(parent, {})
+                self.children.setdefault(parent, [])
+                parent = None
+        for node, parent in self.parent.items():
+            if parent is not None:
+                self.children.setdefault(parent, []).append(node)
+        for kids in self.children.values():
+            kids.sort()
+        self._subtree: dict[tuple[str, FlavorResource], int] = {}
+
+    def _add(self, key: str, parent: str | None, groups: Iterable[object]) -> None:
+        self.parent[key] = parent
+        self.children.setdefault(key, [])
+        table = self.quota.setdefault(key, {})
+        for group in groups:
+            for fq in group.flavors:  # type: ignore[attr-defined]
+                for resource, q in fq.resources.items():
+                    table[(fq.flavor, resource)] = (q.nominal, q.borrowing_limit, q.lending_limit)
+
+    def nodes(self) -> list[str]:
+        return sorted(self.parent)
+
+    def root_of(self, node: str) -> str:
+        while self.parent[node] is not None:
+            node = self.parent[node]  # type: ignore[assignment]
+        return node
+
+    def path(self, node: str) -> list[str]:
+        """node, its parent, ..., the root."""
+        out = [node]
+        while self.parent[out[-1]] is not None:
+            out.append(self.parent[out[-1]])  # type: ignore[arg-type]
+        return out
+
+    def limits(self, node: str, fr: FlavorResource) -> tuple[int, int | None, int | None]:
+        return self.quota.get(node, {}).get(fr, (0, None, None))
+
+    def lists(self, node: str, fr: FlavorResource) -> bool:
+        return fr in self.quota.get(node, {})
+
+    def subtree_quota(self, node: str, fr: FlavorResource) -> int:
+        key = (node, fr)
+        if key not in self._subtree:
+            total = self.limits(node, fr)[0]
+            for child in self.children.get(node, []):
+                total += self.subtree_quota(child, fr) - self.guaranteed(child, fr)
+            self._subtree[key] = total
+        return self._subtree[key]
+
+    def guaranteed(self, node: str, fr: FlavorResource) -> int:
+        lending = self.limits(node, fr)[2]
+        if lending is None:
+            return 0
+        return max(0, self.subtree_quota(node, fr) - lending)
+
+    def tree_usage(self, cq_usage: Mapping[str, Mapping[FlavorResource, int]], fr: FlavorResource) -> dict[str, int]:
+        """Usage of every node for one flavor/resource, given usage per `cq:NAME`."""
+        usage: dict[str, int] = {}
+
+        def walk(node: str) -> int:
+            if node.startswith("cq:"):
+                usage[node] = cq_usage.get(node, {}).get(fr, 0)
+            else:
+                usage[node] = sum(max(0, walk(c) - self.guaranteed(c, fr)) for c in self.children[node])
+            return usage[node]
+
+        for node in self.nodes():
+            if self.parent[node] is None:
+                walk(node)
+        return usage
+
+    def available(self, cq: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
+        """How much more of `fr` the queue `cq` may admit now (Kueue's available())."""
+        return self._available(cq, fr, usage)
+
+    def _available(self, node: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
+        used = usage.get(node, 0)
+        parent = self.parent[node]
+        if parent is None:
+            return self.subtree_quota(node, fr) - used
+        guaranteed = self.guaranteed(node, fr)
+        local = max(0, guaranteed - used)
+        from_parent = self._available(parent, fr, usage)
+        borrowing = self.limits(node, fr)[1]
+        if borrowing is not None:
+            stored = self.subtree_quota(node, fr) - guaranteed
+            used_in_parent = max(0, used - guaranteed)
+            from_parent = min(from_parent, stored - used_in_parent + borrowing)
+        return local + max(0, from_parent) if from_parent > 0 else local
+
+
+def quota_usage(pod_set: PodSet, option: FlavorOption, count: int) -> dict[FlavorResource, int]:
+    """What `count` pods of `pod_set` charge to quota under `option` (only covered resources)."""
+    return {(flavor, r): count * pod_set.request.get(r) for r, flavor in option.by_resource.items()}

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# Build (or find in the cache) every component of Stowplan's test control plane.
+#
+#   bash tests/controlplane/build.sh
+#
+# Idempotent: whatever already sits in the cache is skipped, so a warm run takes
+# a second or two. Nothing is written into the repository: binaries, wrapper Go
+# modules and the manifest live under
+#   ${STOWPLAN_CP_CACHE:-$HOME/.cache/stowplan-cp}/<component>-<version>/
+# and Kueue/JobSet CRDs are read at test time from the Go module cache.
+#
+# Components:
+#   kube-apiserver, kube-controller-manager, kube-scheduler
+#       built from the Go module k8s.io/kubernetes (STOWPLAN_K8S_VERSIONS, first
+#       one that builds wins) through a generated wrapper module that pins every
+#       k8s.io staging module to the matching v0.<minor>.<patch> tag.
+#   etcd
+#       Debian's etcd-server package (apt-get); if that fails, built from
+#       go.etcd.io/etcd/server/v3 in its own wrapper module.
+#   kwok
+#       go install sigs.k8s.io/kwok/cmd/kwok.
+#   Kueue and JobSet CRDs
+#       go mod download sigs.k8s.io/kueue, sigs.k8s.io/jobset (module cache only).
+#
+# At the end it writes $CACHE/manifest.env (KEY=VALUE lines) which
+# tests/controlplane/rig.py reads to find everything.
+set -euo pipefail
+
+CACHE=${STOWPLAN_CP_CACHE:-$HOME/.cache/stowplan-cp}
+K8S_VERSIONS=${STOWPLAN_K8S_VERSIONS:-"v1.36.3 v1.35.4"}
+KWOK_VERSIONS=${STOWPLAN_KWOK_VERSIONS:-"v0.8.0 v0.7.0"}
+ETCD_GO_VERSION=${STOWPLAN_ETCD_GO_VERSION:-v3.6.16}
+KUEUE_VERSION=${STOWPLAN_KUEUE_VERSION:-v0.17.0}
+# JobSet: the version Kueue's go.mod requires is used unless this is set.
+JOBSET_VERSION=${STOWPLAN_JOBSET_VERSION:-}
+K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler"
+
+BUILD_GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+# Two cores: keep the compiler from starting more jobs than that.
+export GOMAXPROCS=${GOMAXPROCS:-2}
+
+START=$(date +%s)
+log() { printf '[build.sh +%4ss] %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+command -v go >/dev/null || die "go is not on PATH"
+mkdir -p "$CACHE"
+
+# Print a field of `go mod download -json MODULE@VERSION` (Dir, GoMod, ...).
+mod_field() { # module@version field
+    local json
+    json=$(cd "$CACHE" && GOFLAGS= go mod download -json "$1") || return 1
+    printf '%s' "$json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+if d.get("Error"):
+    sys.stderr.write(d["Error"] + "\n"); sys.exit(1)
+print(d[sys.argv[1]])' "$2"
+}
+
+###########################################################################
+# Kubernetes control-plane binaries
+###########################################################################
+build_kubernetes() { # version -> 0 when all three binaries exist afterwards
+    local v=$1 out="$CACHE/kubernetes-$v" mod minor patch major tag w x
+    local missing=""
+    for b in $K8S_BINARIES; do [[ -x "$out/$b" ]] || missing+=" $b"; done
+    if [[ -z "$missing" ]]; then
+        log "kubernetes $v: cached in $out"
+        return 0
+    fi
+    log "kubernetes $v: building$missing"
+    mod=$(mod_field "k8s.io/kubernetes@$v" GoMod) || { log "kubernetes $v: module not available"; return 1; }
+    # v1.36.3 -> major 1, minor 36, patch 3, staging tag v0.36.3
+    major=${v#v}; major=${major%%.*}
+    minor=${v#v*.}; minor=${minor%%.*}
+    patch=${v##*.}
+    tag="v0.$minor.$patch"
+
+    w="$CACHE/src/kubernetes-wrapper-$v"
+    mkdir -p "$w"
+    (
+        cd "$w"
+        if [[ ! -f go.mod ]]; then
+            go mod init stowplan.test/controlplane/kubernetes >/dev/null 2>&1
+        fi
+        # Same language version and GODEBUG defaults as upstream's own build.
+        local gover godebug
+        gover=$(awk '$1=="go"{print $2; exit}' "$mod")
+        [[ -n "$gover" ]] && go mod edit -go="$gover"
+        godebug=$(awk '$1=="godebug"{print $2; exit}' "$mod")
+        [[ -n "$godebug" ]] && go mod edit -godebug="$godebug"
+        go mod edit -require="k8s.io/kubernetes@$v"
+        # Every `k8s.io/X => ./staging/src/k8s.io/X` replace of upstream's go.mod
+        # is ignored for a dependency: pin X to its published staging tag.
+        local n=0
+        for x in $(sed -nE 's#^[[:space:]]*(replace[[:space:]]+)?(k8s\.io/[^[:space:]]+)[[:space:]]+=>[[:space:]]+\./staging/.*#\2#p' "$mod"); do
+            go mod edit -replace="$x=$x@$tag"
+            n=$((n + 1))
+        done
+        (( n > 0 )) || { echo "no staging replaces found in $mod" >&2; exit 1; }
+        echo "$n staging modules pinned to $tag" >&2
+        local tools=""
+        for b in $K8S_BINARIES; do tools+=" k8s.io/kubernetes/cmd/$b@$v"; done
+        # shellcheck disable=SC2086
+        go get -tool $tools
+    ) || { log "kubernetes $v: wrapper module setup failed"; return 1; }
+
+    local ld="-s -w"
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ld+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+        ld+=" -X $p.gitTreeState=clean -X $p.gitCommit=0000000000000000000000000000000000000000"
+        ld+=" -X $p.buildDate=1970-01-01T00:00:00Z"
+    done
+    mkdir -p "$out"
+    for b in $K8S_BINARIES; do
+        [[ -x "$out/$b" ]] && { log "kubernetes $v: $b cached"; continue; }
+        log "kubernetes $v: go build $b (one at a time; this is the slow part)"
+        local t0=$(date +%s)
+        if ! (cd "$w" && GOFLAGS="$BUILD_GOFLAGS" CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"); then
+            rm -f "$out/$b.tmp"
+            log "kubernetes $v: go build $b failed"
+            return 1
+        fi
+        mv "$out/$b.tmp" "$out/$b"
+        log "kubernetes $v: $b built in $(( $(date +%s) - t0 ))s"
+    done
+    return 0
+}
+
+K8S_VERSION=""
+for v in $K8S_VERSIONS; do
+    if build_kubernetes "$v"; then K8S_VERSION=$v; break; fi
+    log "kubernetes $v did not build; trying the next version"
+done
+[[ -n "$K8S_VERSION" ]] || die "no Kubernetes version in '$K8S_VERSIONS' could be built"
+
+###########################################################################
+# etcd
+###########################################################################
+ETCD_BIN=""
+etcd_ok() { [[ -x "$1" ]] && "$1" --version >/dev/null 2>&1; }
+if [[ -n "${STOWPLAN_ETCD:-}" ]] && etcd_ok "$STOWPLAN_ETCD"; then
+    ETCD_BIN=$STOWPLAN_ETCD
+    log "etcd: using STOWPLAN_ETCD=$ETCD_BIN"
+fi
+if [[ -z "$ETCD_BIN" && "${STOWPLAN_ETCD_FROM:-apt}" == apt ]]; then
+    if etcd_ok /usr/bin/etcd; then
+        ETCD_BIN=/usr/bin/etcd
+        log "etcd: $ETCD_BIN ($(/usr/bin/etcd --version | head -1))"
+    elif command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
+        log "etcd: apt-get install etcd-server"
+        # The package's maintainer scripts would start an etcd service on
+        # :2379; we run our own on free ports, so forbid service starts.
+        policy_rc=/usr/sbin/policy-rc.d
+        had_policy=0; [[ -e $policy_rc ]] && had_policy=1
+        if (( ! had_policy )); then printf '#!/bin/sh\nexit 101\n' > $policy_rc; chmod +x $policy_rc; fi
+        export DEBIAN_FRONTEND=noninteractive
+        if ! apt-get install -y --no-install-recommends etcd-server >&2; then
+            apt-get update >&2 || true
+            apt-get install -y --no-install-recommends etcd-server >&2 || true
+        fi
+        (( had_policy )) || rm -f $policy_rc
+        # Should a service have started anyway, stop it: it is not ours.
+        if command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
+            systemctl stop etcd >&2 || true; systemctl disable etcd >&2 || true
+        fi
+        etcd_ok /usr/bin/etcd && ETCD_BIN=/usr/bin/etcd
+    fi
+fi
+if [[ -z "$ETCD_BIN" ]]; then
+    out="$CACHE/etcd-$ETCD_GO_VERSION"
+    if etcd_ok "$out/etcd"; then
+        log "etcd: cached in $out"
+    else
+        log "etcd: building go.etcd.io/etcd/server/v3@$ETCD_GO_VERSION in its own wrapper module"
+        w="$CACHE/src/etcd-wrapper-$ETCD_GO_VERSION"
+        mkdir -p "$w" "$out"
+        (
+            cd "$w"
+            [[ -f go.mod ]] || go mod init stowplan.test/controlplane/etcd >/dev/null 2>&1
+            go get -tool "go.etcd.io/etcd/server/v3@$ETCD_GO_VERSION"
+            GOFLAGS="$BUILD_GOFLAGS" CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
+            mv "$out/etcd.tmp" "$out/etcd"
+        ) || die "etcd: build failed"
+    fi
+    ETCD_BIN="$out/etcd"
+fi
+
+###########################################################################
+# KWOK
+###########################################################################
+KWOK_BIN=""
+for v in $KWOK_VERSIONS; do
+    out="$CACHE/kwok-$v"
+    if [[ -x "$out/kwok" ]]; then
+        log "kwok $v: cached in $out"; KWOK_BIN="$out/kwok"; break
+    fi
+    log "kwok $v: go install sigs.k8s.io/kwok/cmd/kwok@$v"
+    mkdir -p "$out"
+    if (cd "$CACHE" && GOFLAGS= CGO_ENABLED=0 GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$v"); then
+        KWOK_BIN="$out/kwok"; break
+    fi
+    log "kwok $v: install failed; trying the next version"
+done
+[[ -n "$KWOK_BIN" ]] || die "no KWOK version in '$KWOK_VERSIONS' could be installed"
+
+###########################################################################
+# Kueue and JobSet CRDs (read from the module cache at test time)
+###########################################################################
+KUEUE_DIR=$(mod_field "sigs.k8s.io/kueue@$KUEUE_VERSION" Dir) || die "cannot download sigs.k8s.io/kueue@$KUEUE_VERSION"
+KUEUE_CRDS="$KUEUE_DIR/config/components/crd/bases"
+ls "$KUEUE_CRDS"/kueue.x-k8s.io_*.yaml >/dev/null || die "no Kueue CRDs in $KUEUE_CRDS"
+log "kueue $KUEUE_VERSION: CRDs in $KUEUE_CRDS"
+if [[ -z "$JOBSET_VERSION" ]]; then
+    JOBSET_VERSION=$(awk '$1=="sigs.k8s.io/jobset"{print $2; exit}' "$(mod_field "sigs.k8s.io/kueue@$KUEUE_VERSION" GoMod)")
+    [[ -n "$JOBSET_VERSION" ]] || die "Kueue's go.mod does not name a JobSet version; set STOWPLAN_JOBSET_VERSION"
+fi
+JOBSET_DIR=$(mod_field "sigs.k8s.io/jobset@$JOBSET_VERSION" Dir) || die "cannot download sigs.k8s.io/jobset@$JOBSET_VERSION"
+JOBSET_CRD="$JOBSET_DIR/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"
+[[ -f "$JOBSET_CRD" ]] || die "no JobSet CRD at $JOBSET_CRD"
+log "jobset $JOBSET_VERSION: CRD $JOBSET_CRD"
+
+###########################################################################
+# Manifest for rig.py
+###########################################################################
+tmp="$CACHE/manifest.env.tmp.$$"
+{
+    echo "# written by tests/controlplane/build.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "K8S_VERSION=$K8S_VERSION"
+    for b in $K8S_BINARIES; do
+        key=$(echo "$b" | tr 'a-z-' 'A-Z_')
+        echo "$key=$CACHE/kubernetes-$K8S_VERSION/$b"
+    done
+    echo "ETCD=$ETCD_BIN"
+    echo "KWOK=$KWOK_BIN"
+    echo "KUEUE_VERSION=$KUEUE_VERSION"
+    echo "KUEUE_CRD_DIR=$KUEUE_CRDS"
+    echo "JOBSET_VERSION=$JOBSET_VERSION"
+    echo "JOBSET_CRD=$JOBSET_CRD"
+} > "$tmp"
+mv "$tmp" "$CACHE/manifest.env"
+log "done: $CACHE/manifest.env"
+cat "$CACHE/manifest.env" >&2
