@@ -1,0 +1,50 @@
+"""Errors that carry what went wrong and the exit code the CLI turns them into.
+
+Exit codes (documented in the README):
+  0 ok · 1 unexpected internal error · 2 bad input (file, policy, flag, or any
+  problem under --strict) · 3 a plan failed verification (never written) ·
+  4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale.
+"""
+
+from __future__ import annotations
+
+from models import ObjectRef
+
+
+class StowplanError(Exception):
+    exit_code = 1
+
+
+class InputError(StowplanError):
+    """Input the planner cannot run without: names the file, object and field."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, file: str = "", ref: ObjectRef | None = None, field: str = ""):
+        self.file, self.ref, self.field, self.detail = file, ref, field, message
+        parts = [p for p in (file, str(ref) if ref else "", field) if p]
+        super().__init__(": ".join(parts + [message]))
+
+
+class VerificationError(StowplanError):
+    """A plan broke a rule; it is never written or applied."""
+
+    exit_code = 3
+
+    def __init__(self, violations: list[str]):
+        self.violations = violations
+        shown = "\n  ".join(violations[:20])
+        more = f"\n  ... and {len(violations) - 20} more" if len(violations) > 20 else ""
+        super().__init__(f"plan failed verification ({len(violations)} violations):\n  {shown}{more}")
+
+
+class ClusterError(StowplanError):
+    exit_code = 4
+
+
+class LeaseHeldError(StowplanError):
+    exit_code = 5
+
+
+class StalePlanError(StowplanError):
+    exit_code = 6
