@@ -32,7 +32,7 @@ def node_path(node: Node, levels: tuple[str, ...]) -> Path | None:
     values = []
     for level in levels:
         if level == HOSTNAME_LABEL:
-            values.append(node.labels.get(HOSTNAME_LABEL, node.name))
+            values.append(node.name)  # the leaf is the node itself, named as the API names it
         elif level in node.labels:
             values.append(node.labels[level])
         else:
