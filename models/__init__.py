@@ -36,6 +36,7 @@ from models.plan import (
     PendingEntry,
     SolverReport,
     Plan,
+    Decisions,
     HOSTNAME_LABEL,
 )
 
@@ -45,5 +46,5 @@ __all__ = [
     "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
     "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",
     "PodSetAssignment", "Workload", "WorkloadState", "Policy", "Snapshot",
-    "Admission", "Eviction", "PendingEntry", "SolverReport", "Plan", "HOSTNAME_LABEL",
+    "Admission", "Eviction", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",
 ]

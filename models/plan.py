@@ -59,3 +59,11 @@ class Plan:
     evictions: tuple[Eviction, ...] = ()
     pending: tuple[PendingEntry, ...] = ()
     summary: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What a solver (greedy or MILP) decided, before the Plan is assembled."""
+
+    admissions: tuple[Admission, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
