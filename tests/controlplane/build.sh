@@ -192,19 +192,24 @@ fi
 # KWOK
 ###########################################################################
 KWOK_BIN=""
+KWOK_VERSION=""
 for v in $KWOK_VERSIONS; do
     out="$CACHE/kwok-$v"
     if [[ -x "$out/kwok" ]]; then
-        log "kwok $v: cached in $out"; KWOK_BIN="$out/kwok"; break
+        log "kwok $v: cached in $out"; KWOK_BIN="$out/kwok"; KWOK_VERSION=$v; break
     fi
     log "kwok $v: go install sigs.k8s.io/kwok/cmd/kwok@$v"
     mkdir -p "$out"
     if (cd "$CACHE" && GOFLAGS= CGO_ENABLED=0 GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$v"); then
-        KWOK_BIN="$out/kwok"; break
+        KWOK_BIN="$out/kwok"; KWOK_VERSION=$v; break
     fi
     log "kwok $v: install failed; trying the next version"
 done
 [[ -n "$KWOK_BIN" ]] || die "no KWOK version in '$KWOK_VERSIONS' could be installed"
+# The kwok binary alone has no stages (kwokctl embeds the defaults): the rig
+# reads the default node/pod stages from the module's kustomize/stage folder.
+KWOK_STAGE_DIR="$(mod_field "sigs.k8s.io/kwok@$KWOK_VERSION" Dir)/kustomize/stage" || die "cannot download sigs.k8s.io/kwok@$KWOK_VERSION"
+[[ -f "$KWOK_STAGE_DIR/pod/fast/pod-ready.yaml" ]] || die "no KWOK stages in $KWOK_STAGE_DIR"
 
 ###########################################################################
 # Kueue and JobSet CRDs (read from the module cache at test time)
@@ -235,6 +240,8 @@ tmp="$CACHE/manifest.env.tmp.$$"
     done
     echo "ETCD=$ETCD_BIN"
     echo "KWOK=$KWOK_BIN"
+    echo "KWOK_VERSION=$KWOK_VERSION"
+    echo "KWOK_STAGE_DIR=$KWOK_STAGE_DIR"
     echo "KUEUE_VERSION=$KUEUE_VERSION"
     echo "KUEUE_CRD_DIR=$KUEUE_CRDS"
     echo "JOBSET_VERSION=$JOBSET_VERSION"
