@@ -1,0 +1,312 @@
+"""Plan -> bytes for machines (YAML, JSON) and people (a table).
+
+An edge module: it may import yaml and json, and it never decides anything. Every
+format starts from `plan_to_dict`, whose key order is REFERENCE section 4's, so the
+same Plan always gives the same bytes. Floats are rounded for display (6 decimals,
+seconds 3); non-finite numbers (an unknown bound) become null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
+
+API_VERSION = "stowplan.io/v1alpha1"
+KIND = "Plan"
+FORMATS = ("table", "yaml", "json")
+SECONDS_KEYS = ("read", "build", "solve", "verify", "total")
+
+_DIGITS = 6
+_SECONDS_DIGITS = 3
+
+
+# ---------------------------------------------------------------- plain data
+
+def _number(value: float, digits: int = _DIGITS) -> float | None:
+    """A float fit for printing: rounded, never -0.0, None when not finite."""
+    value = float(value)
+    if not math.isfinite(value):
+        return None
+    return round(value, digits) + 0.0
+
+
+def _plain(value: Any) -> Any:
+    """Summary and stage values as YAML/JSON-safe data, keeping mapping order."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return _number(float(value))
+    if isinstance(value, ObjectRef):
+        return ref_to_dict(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [_plain(v) for v in items]
+    return str(value)
+
+
+def ref_to_dict(ref: ObjectRef) -> dict[str, str]:
+    return {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name}
+
+
+def pod_set_assignment_to_dict(pod_set: PodSetAssignment) -> dict[str, Any]:
+    """One `podSets` entry; also the item shape of the `stowplan.io/assignment` annotation."""
+    return {
+        "name": pod_set.name,
+        "count": int(pod_set.count),
+        "flavors": {resource: pod_set.flavors[resource] for resource in sorted(pod_set.flavors)},
+        "topologyAssignment": {
+            "levels": list(pod_set.levels),
+            "domains": [{"values": list(values), "count": int(count)} for values, count in pod_set.domains],
+        },
+    }
+
+
+def _solver_to_dict(solver: SolverReport) -> dict[str, Any]:
+    seconds = {key: _number(solver.seconds.get(key, 0.0), _SECONDS_DIGITS) for key in SECONDS_KEYS}
+    # Extra timings a pipeline may add (greedy, decode, ...) follow the five documented ones.
+    for key in sorted(k for k in solver.seconds if k not in SECONDS_KEYS):
+        seconds[key] = _number(solver.seconds[key], _SECONDS_DIGITS)
+    out: dict[str, Any] = {
+        "method": solver.method,
+        "status": solver.status,
+        "objective": _number(solver.objective),
+        "bound": _number(solver.bound),
+        "gap": _number(solver.gap),
+        "seconds": seconds,
+    }
+    if solver.message:
+        out["message"] = solver.message
+    if solver.stages:
+        out["stages"] = [_plain(stage) for stage in solver.stages]
+    return out
+
+
+def _admission_to_dict(admission: Admission) -> dict[str, Any]:
+    return {
+        "workload": ref_to_dict(admission.workload),
+        "clusterQueue": admission.cluster_queue,
+        "podSets": [pod_set_assignment_to_dict(ps) for ps in admission.pod_sets],
+    }
+
+
+def _eviction_to_dict(eviction: Eviction) -> dict[str, Any]:
+    return {
+        "workload": ref_to_dict(eviction.workload),
+        "reason": eviction.reason,
+        "for": [ref_to_dict(ref) for ref in eviction.for_],
+        "cost": _number(eviction.cost),
+    }
+
+
+def _pending_to_dict(entry: PendingEntry) -> dict[str, Any]:
+    return {"workload": ref_to_dict(entry.workload), "reason": entry.reason}
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The plan as plain data in REFERENCE section 4's shape and key order."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "snapshot": {"source": plan.source, "digest": plan.digest, "objects": int(plan.object_count)},
+        "solver": _solver_to_dict(plan.solver),
+        "admissions": [_admission_to_dict(a) for a in plan.admissions],
+        "evictions": [_eviction_to_dict(e) for e in plan.evictions],
+        "pending": [_pending_to_dict(p) for p in plan.pending],
+        "summary": _plain(plan.summary),
+    }
+
+
+# ---------------------------------------------------------------- YAML and JSON
+
+_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _PlanDumper(_BaseDumper):  # type: ignore[misc, valid-type]
+    """Block style, except leaves (a mapping of scalars or short lists, a list of scalars) in flow style."""
+
+
+class _FlowMap(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _FlowList(list):  # type: ignore[type-arg]
+    pass
+
+
+_PlanDumper.add_representer(
+    _FlowMap, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=True)
+)
+_PlanDumper.add_representer(
+    _FlowList, lambda d, data: d.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+)
+
+
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, (dict, list))
+
+
+def _flowed(value: Any) -> Any:
+    """Mark leaves for flow style: `{kind: Job, namespace: a, name: b}`, `[n1]`, `{values: [n1], count: 4}`."""
+    if isinstance(value, dict):
+        leaf = all(
+            _is_scalar(v) or (isinstance(v, list) and all(_is_scalar(x) for x in v)) for v in value.values()
+        )
+        items = {k: _flowed(v) for k, v in value.items()}
+        return _FlowMap(items) if leaf and value else items
+    if isinstance(value, list):
+        if value and all(_is_scalar(x) for x in value):
+            return _FlowList(value)
+        return [_flowed(v) for v in value]
+    return value
+
+
+def to_yaml(plan: Plan) -> str:
+    return str(
+        yaml.dump(
+            _flowed(plan_to_dict(plan)),
+            Dumper=_PlanDumper,
+            sort_keys=False,
+            default_flow_style=False,
+            allow_unicode=True,
+            width=4096,
+            indent=2,
+        )
+    )
+
+
+def to_json(plan: Plan) -> str:
+    return json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# ---------------------------------------------------------------- table
+
+MAX_NODES_SHOWN = 4
+MAX_REFS_SHOWN = 3
+
+
+def _show(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.6g}"
+
+
+def _compressed(items: list[str], limit: int) -> str:
+    """`a, b, c +N more`: enough to recognise, short enough for a terminal."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def _nodes(pod_set: PodSetAssignment) -> str:
+    return _compressed([f"{node}×{count}" for node, count in pod_set.pods_per_node().items()], MAX_NODES_SHOWN)
+
+
+def _flavors(pod_set: PodSetAssignment) -> str:
+    distinct = sorted(set(pod_set.flavors.values()))
+    if len(distinct) <= 1:
+        return distinct[0] if distinct else "-"
+    return ", ".join(f"{resource}={pod_set.flavors[resource]}" for resource in sorted(pod_set.flavors))
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths)] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _section(title: str, count: int, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    if not rows:
+        return [f"{title}: none"]
+    return [f"{title} ({count}):", *("  " + line for line in _table(header, rows))]
+
+
+def _admission_rows(admissions: Iterable[Admission]) -> list[tuple[str, ...]]:
+    rows = []
+    for admission in admissions:
+        for pod_set in admission.pod_sets:
+            name = str(admission.workload)
+            if len(admission.pod_sets) > 1:
+                name += f" [{pod_set.name}]"
+            rows.append((name, admission.cluster_queue, str(pod_set.count), _flavors(pod_set), _nodes(pod_set)))
+    return rows
+
+
+def _summary_lines(summary: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            shown = ", ".join(f"{k}={_scalar_text(v)}" for k, v in value.items()) or "-"
+        elif isinstance(value, list):
+            shown = ", ".join(_scalar_text(v) for v in value) or "-"
+        else:
+            shown = _scalar_text(value)
+        lines.append(f"  {key}: {shown}")
+    return lines
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, float) or value is None:
+        return _show(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def to_table(plan: Plan) -> str:
+    """For people: status line, admissions, evictions, pending with reasons, summary."""
+    data = plan_to_dict(plan)
+    solver = data["solver"]
+    seconds = solver["seconds"]
+    gap = "-" if solver["gap"] is None else f"{solver['gap'] * 100:.2f}%"
+    lines = [
+        f"Plan for {plan.source or '-'} ({plan.object_count} objects): "
+        f"{solver['method']} {solver['status']}, objective {_show(solver['objective'])}, "
+        f"bound {_show(solver['bound'])}, gap {gap}, time {seconds['total']:.3f}s "
+        f"(read {seconds['read']:.3f}, build {seconds['build']:.3f}, "
+        f"solve {seconds['solve']:.3f}, verify {seconds['verify']:.3f})",
+    ]
+    if plan.solver.message:
+        lines.append(f"Solver: {plan.solver.message}")
+    lines.append("")
+    lines += _section(
+        "Admissions", len(plan.admissions), ("WORKLOAD", "QUEUE", "PODS", "FLAVORS", "NODES"), _admission_rows(plan.admissions)
+    )
+    lines.append("")
+    lines += _section(
+        "Evictions",
+        len(plan.evictions),
+        ("WORKLOAD", "REASON", "COST", "FOR"),
+        [
+            (str(e.workload), e.reason, _show(_number(e.cost)),
+             _compressed([str(r) for r in e.for_], MAX_REFS_SHOWN) or "-")
+            for e in plan.evictions
+        ],
+    )
+    lines.append("")
+    lines += _section("Pending", len(plan.pending), ("WORKLOAD", "REASON"), [(str(p.workload), p.reason) for p in plan.pending])
+    if data["summary"]:
+        lines += ["", "Summary:", *_summary_lines(data["summary"])]
+    return "\n".join(lines) + "\n"
+
+
+def render(plan: Plan, fmt: str) -> str:
+    """The plan in one of FORMATS."""
+    if fmt == "yaml":
+        return to_yaml(plan)
+    if fmt == "json":
+        return to_json(plan)
+    if fmt == "table":
+        return to_table(plan)
+    raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
