@@ -1,0 +1,342 @@
+"""The `stowplan` command: a thin click layer over read -> plan -> render -> write.
+
+The only place that turns errors into exit codes (planner/errors.py lists them).
+Every flag also reads an environment variable (STOWPLAN_<COMMAND>_<FLAG>), so a
+CronJob configures everything through env. Nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import datetime as dt
+import functools
+import os
+import sys
+import tempfile
+import time
+import traceback
+from importlib import metadata
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+import click
+
+from models import Plan, Snapshot
+from planner.errors import InputError, StowplanError
+from planner.render import FORMATS, render
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  plan written (warnings, if any, on stderr)
+  1  unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)
+  2  bad input: unreadable or malformed file, malformed policy, bad flag,
+     or any reported problem under --strict; nothing is written
+  3  the plan failed independent verification; nothing is written"""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class StowplanFailure(click.ClickException):
+    """A StowplanError on its way out: `Error: ...` on stderr and its exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _debug() -> bool:
+    return os.environ.get("STOWPLAN_DEBUG", "") not in ("", "0", "false", "no")
+
+
+def _exits(command: F) -> F:
+    """Map Stowplan's errors to their exit codes and anything unexpected to exit 1."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except StowplanError as error:
+            if _debug():
+                traceback.print_exc()
+            raise StowplanFailure(str(error), error.exit_code) from error
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # noqa: BLE001 - the last line of defence
+            if _debug():
+                traceback.print_exc()
+            hint = "" if _debug() else " (run with STOWPLAN_DEBUG=1 for the traceback)"
+            raise StowplanFailure(f"internal error: {type(error).__name__}: {error}{hint}", 1) from error
+
+    return wrapper  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- parameter types
+
+class SolverType(click.ParamType):
+    """milp | greedy | pulp:NAME."""
+
+    name = "milp|greedy|pulp:NAME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if text in ("milp", "greedy"):
+            return text
+        if text.startswith("pulp:") and text[len("pulp:"):].strip():
+            return "pulp:" + text[len("pulp:"):].strip()
+        self.fail(f"{value!r} is not a solver: use milp, greedy or pulp:NAME (e.g. pulp:PULP_CBC_CMD)", param, ctx)
+
+
+class RFC3339Type(click.ParamType):
+    """An RFC 3339 timestamp with a zone, e.g. 2026-12-01T09:30:00Z."""
+
+    name = "RFC3339"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> dt.datetime:
+        if isinstance(value, dt.datetime):
+            return value
+        text = str(value).strip()
+        try:
+            parsed = dt.datetime.fromisoformat(text.replace("z", "Z"))
+        except ValueError:
+            self.fail(f"{value!r} is not an RFC 3339 time (e.g. 2026-12-01T09:30:00Z)", param, ctx)
+        if parsed.tzinfo is None:
+            self.fail(f"{value!r} has no time zone: add Z or an offset such as +01:00", param, ctx)
+        return parsed
+
+
+# ---------------------------------------------------------------- I/O helpers
+
+def _progress_enabled(quiet: bool) -> bool:
+    return not quiet and _isatty(sys.stderr)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _flush_c_stdio() -> None:
+    """Flush C's stdio buffers, so a solver's printf lands where fd 1 points now."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        libc.fflush(None)
+    except (OSError, AttributeError):
+        pass
+
+
+@contextlib.contextmanager
+def stdout_to_stderr(discard: bool = False) -> Iterator[None]:
+    """Send everything written to fd 1 (C++ solvers included) to stderr, or nowhere.
+
+    stdout carries only the plan; HiGHS and CBC print from native code, so
+    replacing sys.stdout alone would not keep them off it.
+    """
+    target = open(os.devnull, "w") if discard else sys.stderr
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    try:
+        saved = os.dup(1)
+        target_fd = target.fileno() if discard else 2
+        os.dup2(target_fd, 1)
+    except (OSError, ValueError):
+        saved = -1  # no usable fd 1 or 2: nothing native can reach stdout anyway
+    try:
+        with contextlib.redirect_stdout(target):
+            yield
+    finally:
+        _flush_c_stdio()
+        with contextlib.suppress(Exception):
+            target.flush()
+        if saved >= 0:
+            os.dup2(saved, 1)
+            os.close(saved)
+        if discard:
+            target.close()
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write the whole file or nothing: a temp file in the same folder, then os.replace."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    try:
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as error:
+        raise InputError(f"cannot write the plan: {error.strerror}", file=path) from error
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _report_problems(snapshot: Snapshot) -> int:
+    """Each problem once on stderr, in the reader's order; returns how many."""
+    problems = list(dict.fromkeys(snapshot.problems))
+    for problem in problems:
+        click.echo(f"warning: {problem}", err=True)
+    return len(problems)
+
+
+def _versions() -> str:
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    python = ".".join(str(n) for n in sys.version_info[:3])
+    return (
+        f"stowplan {version('stowplan')} (python {python}, highspy {version('highspy')}, "
+        f"pulp {version('pulp')}, click {version('click')}, pyyaml {version('pyyaml')})"
+    )
+
+
+# ---------------------------------------------------------------- commands
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+def cli() -> None:
+    """Stowplan: batch admission planning for Kubernetes with Kueue's semantics.
+
+    Decides which pending workloads start, where every pod goes and which running
+    workloads are evicted, all at once, as one mixed-integer program (HiGHS),
+    checked by an independent verifier before anything is written.
+
+    Every flag can also be set through an environment variable, named
+    STOWPLAN_<COMMAND>_<FLAG> (shown in each command's --help).
+    """
+
+
+@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
+@click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.option("--policy", "policy", metavar="FILE", show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
+@click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
+              help="Output format. Default: table when stdout is a terminal, else yaml (yaml with --out).")
+@click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Write the plan to FILE (atomically: all or nothing) instead of stdout.")
+@click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME", show_default=True, show_envvar=True,
+              help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
+@click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
+              type=click.FloatRange(min=0, min_open=True),
+              help="Solver time limit in seconds. Default: the policy's (20).")
+@click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
+              help="Relative MIP gap to stop at, 0 to 1 (0.01 = 1%). Default: the policy's (0.001).")
+@click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
+              help="Planning time for waiting, aging and lost work. Default: the snapshot's "
+                   "stowplan.io/snapshot-time, else its newest timestamp.")
+@click.option("--strict", is_flag=True, show_envvar=True,
+              help="Treat every reported input problem as an error (exit 2, nothing written).")
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True,
+              help="No progress lines and no solver output (warnings and errors still go to stderr).")
+@_exits
+def what_if(
+    snapshots: Sequence[str],
+    policy: str | None,
+    output: str | None,
+    out: str | None,
+    solver: str,
+    time_limit: float | None,
+    gap: float | None,
+    now: dt.datetime | None,
+    strict: bool,
+    quiet: bool,
+) -> None:
+    """Plan a snapshot offline: what would start, where, and what would be evicted.
+
+    SNAPSHOT is Kubernetes objects as `kubectl get -o yaml` prints them: a
+    `kind: List`, a multi-document YAML stream, or a folder of such files; several
+    are read as one snapshot. Nothing touches a cluster: this is how a platform
+    team asks "what happens if..." (a new quota, a bigger job, a lost rack).
+
+    Input problems that affect only some objects (an unknown LocalQueue, a
+    ClusterQueue naming a missing flavor, an unparsable request) are reported
+    once on stderr as "warning: FILE: KIND/NAMESPACE/NAME: FIELD: MESSAGE" and
+    the affected workloads wait with that reason; --strict makes them errors.
+
+    \b
+    Examples:
+      kubectl get nodes,pods,jobs,priorityclasses,clusterqueues,localqueues,\\
+        resourceflavors,cohorts,topologies,workloadpriorityclasses -A -o yaml > snap.yaml
+      stowplan what-if snap.yaml
+      stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 -o json --out plan.json
+      STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
+    """
+    from planner.pipeline import plan_snapshot
+    from planner.snapshot import read_snapshot
+
+    say = _progress(quiet)
+    started = time.monotonic()
+    say(f"reading {', '.join(snapshots)}")
+    snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
+    problems = _report_problems(snapshot)
+    if strict and problems:
+        raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
+    say(f"read {snapshot.object_count} objects, {len(snapshot.workloads)} workloads, "
+        f"{len(snapshot.nodes)} nodes in {time.monotonic() - started:.1f}s; planning with {solver}")
+
+    with stdout_to_stderr(discard=quiet):
+        plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap)
+    say(_outcome(plan))
+
+    to_stdout = out in (None, "-")
+    fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
+    text = render(plan, fmt)
+    if to_stdout:
+        click.echo(text, nl=False)
+    else:
+        assert out is not None
+        write_atomically(out, text)
+        say(f"wrote {out}")
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    enabled = _progress_enabled(quiet)
+
+    def say(message: str) -> None:
+        if enabled:
+            click.echo(f"stowplan: {message}", err=True)
+
+    return say
+
+
+def _outcome(plan: Plan) -> str:
+    s = plan.solver
+    return (f"{s.method} {s.status}: {len(plan.admissions)} admitted, {len(plan.evictions)} evicted, "
+            f"{len(plan.pending)} pending in {float(s.seconds.get('total', 0.0)):.1f}s")
+
+
+@cli.command("version", context_settings=CONTEXT)
+def version() -> None:
+    """Print Stowplan's version and those of its solver libraries."""
+    click.echo(_versions())
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: `stowplan` (every flag also from STOWPLAN_* env)."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="stowplan", auto_envvar_prefix="STOWPLAN")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,321 @@
+"""The `stowplan` CLI through click's CliRunner (stdout and stderr kept apart).
+
+Three groups: flags and help (no reader needed); the command's flow with a fake
+reader and planner (errors -> exit codes, warnings, --strict, atomic --out, env
+vars, solver chatter kept off stdout); and bad snapshots through the real reader.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from models import ObjectRef, PendingEntry, Plan, Problem, Snapshot, SolverReport
+from planner import cli as cli_module
+from planner.errors import InputError, VerificationError
+
+REPO = Path(__file__).resolve().parent.parent
+NOW_EPOCH = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone.utc).timestamp()
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli_module.cli, list(args), auto_envvar_prefix="STOWPLAN", env=env)
+
+
+def small_plan(source: str = "snap.yaml") -> Plan:
+    return Plan(
+        source=source, digest="sha256:00", object_count=3,
+        solver=SolverReport(method="milp", status="optimal", objective=1.0, bound=1.0, gap=0.0,
+                            seconds={"total": 0.5}),
+        pending=(PendingEntry(ObjectRef("Job", "team-a", "waits"), "LocalQueue team-a/nope not found"),),
+    )
+
+
+PROBLEM = Problem("snap.yaml", ObjectRef("Job", "team-a", "waits"), "metadata.labels[kueue.x-k8s.io/queue-name]",
+                  "LocalQueue team-a/nope not found")
+
+
+class Fakes:
+    """Stand-ins for the reader and the pipeline; they record how they were called."""
+
+    def __init__(self) -> None:
+        self.snapshot = Snapshot(source="snap.yaml", object_count=3)
+        self.read_error: Exception | None = None
+        self.plan_error: Exception | None = None
+        self.read_calls: list[dict[str, Any]] = []
+        self.plan_calls: list[dict[str, Any]] = []
+
+    def read_snapshot(self, sources: Any, *, policy_file: Any = None, now: Any = None) -> Snapshot:
+        self.read_calls.append({"sources": list(sources), "policy_file": policy_file, "now": now})
+        if self.read_error:
+            raise self.read_error
+        return self.snapshot
+
+    def plan_snapshot(self, snapshot: Snapshot, **kwargs: Any) -> Plan:
+        self.plan_calls.append(kwargs)
+        if self.plan_error:
+            raise self.plan_error
+        return small_plan(snapshot.source)
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
+    import planner.pipeline
+    import planner.snapshot
+
+    fake = Fakes()
+    monkeypatch.setattr(planner.snapshot, "read_snapshot", fake.read_snapshot, raising=False)
+    monkeypatch.setattr(planner.pipeline, "plan_snapshot", fake.plan_snapshot)
+    monkeypatch.delenv("STOWPLAN_DEBUG", raising=False)
+    return fake
+
+
+@pytest.fixture
+def snap(tmp_path: Path) -> Path:
+    path = tmp_path / "snap.yaml"
+    path.write_text("apiVersion: v1\nkind: List\nitems: []\n")
+    return path
+
+
+# ---------------------------------------------------------------- help, version, flags
+
+def test_help_teaches_what_if_env_vars_and_exit_codes() -> None:
+    result = run("what-if", "--help")
+    assert result.exit_code == 0
+    text = result.stdout
+    assert "Plan a snapshot offline" in text and "stowplan what-if snap.yaml" in text
+    for var in ("STOWPLAN_WHAT_IF_SOLVER", "STOWPLAN_WHAT_IF_TIME_LIMIT", "STOWPLAN_WHAT_IF_GAP",
+                "STOWPLAN_WHAT_IF_OUTPUT", "STOWPLAN_WHAT_IF_OUT", "STOWPLAN_WHAT_IF_POLICY",
+                "STOWPLAN_WHAT_IF_NOW", "STOWPLAN_WHAT_IF_STRICT", "STOWPLAN_WHAT_IF_QUIET"):
+        assert var in text
+    assert "Exit codes:" in text and "  3  the plan failed independent verification" in text
+
+
+def test_group_help_lists_only_what_if_and_version() -> None:
+    result = run("--help")
+    assert result.exit_code == 0
+    commands = result.stdout.split("Commands:")[1].split()
+    assert "what-if" in commands and "version" in commands
+    assert "plan" not in commands and "apply" not in commands
+
+
+def test_version() -> None:
+    result = run("version")
+    assert result.exit_code == 0 and result.stdout.startswith("stowplan ")
+    assert "highspy" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--gap", "2"], "--gap"),
+        (["--gap", "lots"], "--gap"),
+        (["--gap", "-0.1"], "--gap"),
+        (["--time-limit", "0"], "--time-limit"),
+        (["--time-limit", "-5"], "--time-limit"),
+        (["--time-limit", "soon"], "--time-limit"),
+        (["-o", "xml"], "--output"),
+        (["--solver", "cplex"], "--solver"),
+        (["--solver", "pulp:"], "--solver"),
+        (["--now", "yesterday"], "--now"),
+        (["--now", "2026-12-01T09:30:00"], "time zone"),
+        (["--policy", "missing-policy.yaml"], "missing-policy.yaml"),
+    ],
+    ids=lambda v: "_".join(v) if isinstance(v, list) else None,
+)
+def test_bad_flag_is_a_usage_error_and_writes_nothing(
+    flags: list[str], needle: str, fakes: Fakes, snap: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "plan.yaml"
+    result = run("what-if", str(snap), "--out", str(out), *flags)
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr and "Error:" in result.stderr
+    assert result.stdout == "" and not out.exists()
+    assert fakes.read_calls == []
+
+
+def test_missing_snapshot_file_is_exit_2_naming_it(fakes: Fakes, tmp_path: Path) -> None:
+    result = run("what-if", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == 2 and "nope.yaml" in result.stderr and "does not exist" in result.stderr
+
+
+def test_no_snapshot_is_a_usage_error() -> None:
+    result = run("what-if")
+    assert result.exit_code == 2 and "SNAPSHOT" in result.stderr
+
+
+def test_bad_flag_from_env_is_a_usage_error(fakes: Fakes, snap: Path) -> None:
+    result = run("what-if", str(snap), env={"STOWPLAN_WHAT_IF_GAP": "abc"})
+    assert result.exit_code == 2 and "--gap" in result.stderr
+
+
+# ---------------------------------------------------------------- the flow, with fakes
+
+def test_default_output_off_a_terminal_is_yaml_on_stdout(fakes: Fakes, snap: Path) -> None:
+    result = run("what-if", str(snap))
+    assert result.exit_code == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["kind"] == "Plan"
+    assert result.stderr == ""  # no progress lines when stderr is not a terminal
+    assert fakes.read_calls == [{"sources": [str(snap)], "policy_file": None, "now": None}]
+    assert fakes.plan_calls == [{"solver": "milp", "time_limit": None, "gap": None}]
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json", "table"])
+def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
+    from planner import render
+
+    result = run("what-if", str(snap), "-o", fmt)
+    assert result.exit_code == 0
+    assert result.stdout == render.render(small_plan(), fmt)
+
+
+def test_flags_reach_reader_and_planner(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("kind: PlannerPolicy\n")
+    result = run("what-if", str(snap), str(tmp_path), "--policy", str(policy), "--solver", "pulp:PULP_CBC_CMD",
+                 "--time-limit", "7.5", "--gap", "0.01", "--now", "2026-12-01T09:30:00Z")
+    assert result.exit_code == 0, result.stderr
+    assert fakes.read_calls == [{"sources": [str(snap), str(tmp_path)], "policy_file": str(policy),
+                                 "now": NOW_EPOCH}]
+    assert fakes.plan_calls == [{"solver": "pulp:PULP_CBC_CMD", "time_limit": 7.5, "gap": 0.01}]
+
+
+def test_env_vars_configure_every_flag(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    out = tmp_path / "env-plan.json"
+    result = run("what-if", str(snap), env={
+        "STOWPLAN_WHAT_IF_SOLVER": "greedy", "STOWPLAN_WHAT_IF_TIME_LIMIT": "3", "STOWPLAN_WHAT_IF_GAP": "0.5",
+        "STOWPLAN_WHAT_IF_OUTPUT": "json", "STOWPLAN_WHAT_IF_OUT": str(out), "STOWPLAN_WHAT_IF_QUIET": "1",
+        "STOWPLAN_WHAT_IF_NOW": "2026-12-01T10:30:00+01:00",
+    })
+    assert result.exit_code == 0, result.stderr
+    assert fakes.plan_calls == [{"solver": "greedy", "time_limit": 3.0, "gap": 0.5}]
+    assert fakes.read_calls[0]["now"] == NOW_EPOCH
+    assert json.loads(out.read_text())["kind"] == "Plan" and result.stdout == ""
+
+
+def test_out_is_written_whole_and_leaves_no_temp_files(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    out = folder / "plan.yaml"
+    out.write_text("old plan\n")
+    result = run("what-if", str(snap), "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    assert yaml.safe_load(out.read_text())["kind"] == "Plan"
+    assert sorted(p.name for p in folder.iterdir()) == ["plan.yaml"]
+
+
+def test_out_dash_means_stdout(fakes: Fakes, snap: Path) -> None:
+    result = run("what-if", str(snap), "--out", "-", "-o", "json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["kind"] == "Plan"
+
+
+def test_out_into_a_missing_folder_is_exit_2(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    result = run("what-if", str(snap), "--out", str(tmp_path / "no" / "such" / "plan.yaml"))
+    assert result.exit_code == 2 and "plan.yaml" in result.stderr and "cannot write" in result.stderr
+
+
+def test_problems_are_warned_once_and_the_plan_still_written(fakes: Fakes, snap: Path) -> None:
+    fakes.snapshot = replace(fakes.snapshot, problems=(PROBLEM, PROBLEM))
+    result = run("what-if", str(snap))
+    assert result.exit_code == 0
+    expected = ("warning: snap.yaml: Job/team-a/waits: metadata.labels[kueue.x-k8s.io/queue-name]: "
+                "LocalQueue team-a/nope not found\n")
+    assert result.stderr == expected
+    assert yaml.safe_load(result.stdout)["pending"][0]["reason"] == "LocalQueue team-a/nope not found"
+
+
+def test_strict_turns_problems_into_exit_2_and_writes_nothing(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    fakes.snapshot = replace(fakes.snapshot, problems=(PROBLEM,))
+    out = tmp_path / "plan.yaml"
+    result = run("what-if", str(snap), "--strict", "--out", str(out))
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("warning: snap.yaml: Job/team-a/waits: metadata.labels")
+    assert lines[-1].startswith("Error: 1 input problem(s)") and "--strict" in lines[-1]
+    assert not out.exists() and fakes.plan_calls == []
+
+
+def test_strict_without_problems_plans(fakes: Fakes, snap: Path) -> None:
+    assert run("what-if", str(snap), "--strict").exit_code == 0
+
+
+def test_input_error_is_exit_2_with_one_error_line(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    fakes.read_error = InputError("not valid YAML: mapping values are not allowed here (line 3)", file="snap.yaml")
+    out = tmp_path / "plan.yaml"
+    result = run("what-if", str(snap), "--out", str(out))
+    assert result.exit_code == 2
+    assert result.stderr == "Error: snap.yaml: not valid YAML: mapping values are not allowed here (line 3)\n"
+    assert not out.exists()
+
+
+def test_verification_error_is_exit_3_and_writes_nothing(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
+    fakes.plan_error = VerificationError(["node n1: cpu over allocatable by 500m"])
+    out = tmp_path / "plan.yaml"
+    result = run("what-if", str(snap), "--out", str(out))
+    assert result.exit_code == 3
+    assert result.stderr.startswith("Error: plan failed verification (1 violations):")
+    assert "node n1: cpu over allocatable" in result.stderr
+    assert not out.exists() and result.stdout == ""
+
+
+def test_unexpected_error_is_exit_1_without_traceback(fakes: Fakes, snap: Path) -> None:
+    fakes.plan_error = ZeroDivisionError("division by zero")
+    result = run("what-if", str(snap))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: internal error: ZeroDivisionError: division by zero")
+    assert "STOWPLAN_DEBUG=1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_debug_shows_the_traceback(fakes: Fakes, snap: Path) -> None:
+    fakes.plan_error = ZeroDivisionError("division by zero")
+    result = run("what-if", str(snap), env={"STOWPLAN_DEBUG": "1"})
+    assert result.exit_code == 1 and "Traceback" in result.stderr and "ZeroDivisionError" in result.stderr
+
+
+# ---------------------------------------------------------------- solver chatter stays off stdout
+
+CHATTY = textwrap.dedent("""
+    import os, sys
+    import planner.pipeline, planner.snapshot
+    from models import Snapshot
+    sys.path.insert(0, {tests!r})
+    from test_cli import small_plan
+
+    def plan_snapshot(snapshot, **kwargs):
+        os.write(1, b"native solver chatter on fd 1\\n")
+        print("python chatter on sys.stdout")
+        import ctypes, ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.printf(b"buffered C printf chatter\\n")
+        return small_plan()
+
+    planner.snapshot.read_snapshot = lambda sources, policy_file=None, now=None: Snapshot(source="snap.yaml")
+    planner.pipeline.plan_snapshot = plan_snapshot
+    from planner.cli import main
+    main(sys.argv[1:])
+""")
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_solver_chatter_never_reaches_stdout(quiet: bool, snap: Path) -> None:
+    script = CHATTY.format(tests=str(REPO / "tests"))
+    args = [sys.executable, "-c", script, "what-if", str(snap), "-o", "yaml"] + (["--quiet"] if quiet else [])
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "chatter" not in done.stdout
+    assert yaml.safe_load(done.stdout)["kind"] == "Plan"
+    for line in ("native solver chatter on fd 1", "python chatter on sys.stdout", "buffered C printf chatter"):
+        assert (line in done.stderr) != quiet
