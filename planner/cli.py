@@ -42,7 +42,7 @@ class StowplanFailure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click reads it per instance
 
 
 def _debug() -> bool:
@@ -75,7 +75,7 @@ def _exits(command: F) -> F:
 
 # ---------------------------------------------------------------- parameter types
 
-class SolverType(click.ParamType):
+class SolverType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """milp | greedy | pulp:NAME."""
 
     name = "milp|greedy|pulp:NAME"
@@ -89,7 +89,7 @@ class SolverType(click.ParamType):
         self.fail(f"{value!r} is not a solver: use milp, greedy or pulp:NAME (e.g. pulp:PULP_CBC_CMD)", param, ctx)
 
 
-class RFC3339Type(click.ParamType):
+class RFC3339Type(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """An RFC 3339 timestamp with a zone, e.g. 2026-12-01T09:30:00Z."""
 
     name = "RFC3339"
@@ -284,7 +284,7 @@ def what_if(
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
     """
     from planner.pipeline import plan_snapshot
-    from planner.snapshot import read_snapshot
+    from planner.snapshot import read_snapshot  # type: ignore[attr-defined, unused-ignore]
 
     say = _progress(quiet)
     started = time.monotonic()

@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import Any, Iterable, Mapping
 
-import yaml
+import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
 
@@ -131,7 +131,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 _BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _PlanDumper(_BaseDumper):  # type: ignore[misc, valid-type]
+class _PlanDumper(_BaseDumper):  # type: ignore[misc]
     """Block style, except leaves (a mapping of scalars or short lists, a list of scalars) in flow style."""
 
 
@@ -233,7 +233,7 @@ def _section(title: str, count: int, header: tuple[str, ...], rows: list[tuple[s
 
 
 def _admission_rows(admissions: Iterable[Admission]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for admission in admissions:
         for pod_set in admission.pod_sets:
             name = str(admission.workload)

@@ -319,3 +319,35 @@ def test_solver_chatter_never_reaches_stdout(quiet: bool, snap: Path) -> None:
     assert yaml.safe_load(done.stdout)["kind"] == "Plan"
     for line in ("native solver chatter on fd 1", "python chatter on sys.stdout", "buffered C printf chatter"):
         assert (line in done.stderr) != quiet
+
+
+# ---------------------------------------------------------------- terminals
+
+def test_on_a_terminal_default_is_table_with_progress_on_stderr(
+    fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
+    result = run("what-if", str(snap))
+    assert result.exit_code == 0
+    assert result.stdout.startswith("Plan for snap.yaml (3 objects): milp optimal")
+    progress = result.stderr.splitlines()
+    assert progress[0].startswith("stowplan: reading ") and all(p.startswith("stowplan: ") for p in progress)
+    assert any("milp optimal: 0 admitted, 0 evicted, 1 pending" in p for p in progress)
+
+
+def test_quiet_silences_progress_but_not_warnings(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
+    fakes.snapshot = replace(fakes.snapshot, problems=(PROBLEM,))
+    result = run("what-if", str(snap), "--quiet", "-o", "yaml")
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [f"warning: {PROBLEM}"]
+
+
+def test_out_with_a_terminal_still_defaults_to_yaml(
+    fakes: Fakes, snap: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
+    out = tmp_path / "plan.yaml"
+    result = run("what-if", str(snap), "--out", str(out))
+    assert result.exit_code == 0 and yaml.safe_load(out.read_text())["kind"] == "Plan"
+    assert f"stowplan: wrote {out}" in result.stderr
