@@ -1,0 +1,326 @@
+"""Kueue's TAS placement: how many pods go on which node, for one pod set.
+
+A faithful port of `pkg/cache/scheduler/tas_flavor_snapshot.go` (findTopologyAssignment):
+
+1. count how many pods fit on every leaf (node), floor(min over resources free/req),
+   and sum the counts up the domain tree once (slice counts at the slice level);
+2. find the level and domains: BestFit at the requested level (most slices first,
+   then fewest pods, then name; take the *smallest* domain that still fits);
+   required fails when none fits, preferred climbs one level at a time and at the
+   top takes domains in order until covered; unconstrained (and no request) uses
+   LeastFreeCapacity (fullest first) at the hostname level;
+3. descend level by level, filling as few children as possible, slices kept whole.
+
+Pure: no snapshot, no quota, no I/O. Node eligibility is the caller's business: it
+passes only the nodes a pod may use. The work is on numpy arrays over a `DomainTree`
+the caller can cache, so one call costs a few passes over the eligible nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from models import HOSTNAME_LABEL, Resources, TopologyRequest
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The answer for one pod set: pods per node, or why not.
+
+    `needed` and `fit` are in pods; `level` is the level of a failed single-domain
+    requirement (None: the failure is about the eligible nodes as a whole).
+    """
+
+    pods: Mapping[str, int] | None
+    reason: str = ""
+    needed: int = 0
+    fit: int = 0
+    level: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.pods is not None
+
+
+def level_noun(level: str) -> str:
+    """A short human name for a level: `cloud.provider.com/topology-rack` -> `rack`."""
+    if level == HOSTNAME_LABEL:
+        return "node"
+    name = level.rsplit("/", 1)[-1]
+    for prefix in ("topology-", "topology."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name or level
+
+
+class DomainTree:
+    """The domains of a set of nodes, level by level, as flat arrays.
+
+    Leaves are the nodes, sorted by their path so the children of every domain are
+    contiguous and index order is Kueue's `levelValues` order at every level.
+    """
+
+    def __init__(self, levels: tuple[str, ...], paths: Mapping[str, Path] | Sequence[tuple[str, Path]]):
+        items = paths.items() if isinstance(paths, Mapping) else paths
+        ordered = sorted(((tuple(p), n) for n, p in items), key=lambda x: (x[0], x[1]))
+        self.levels = tuple(levels)
+        self.names: list[str] = [n for _, n in ordered]
+        self.index: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+        depth = len(self.levels)
+        self.values: list[list[Path]] = [[] for _ in range(depth)]
+        node_domain = [np.zeros(len(ordered), dtype=np.int64) for _ in range(depth)]
+        parents: list[list[int]] = [[] for _ in range(depth)]
+        for leaf, (path, _) in enumerate(ordered):
+            for lvl in range(depth):
+                prefix = path[: lvl + 1]
+                vals = self.values[lvl]
+                if not vals or vals[-1] != prefix:
+                    vals.append(prefix)
+                    parents[lvl].append(int(node_domain[lvl - 1][leaf]) if lvl else 0)
+                node_domain[lvl][leaf] = len(vals) - 1
+        self.node_domain = node_domain
+        # first_child[l][d]: index at level l+1 of the first child of domain d at level l.
+        self.first_child: list[np.ndarray] = [
+            np.searchsorted(np.array(parents[lvl + 1], dtype=np.int64), np.arange(len(self.values[lvl])))
+            for lvl in range(depth - 1)
+        ]
+        self._value_index = [{v: i for i, v in enumerate(vals)} for vals in self.values]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def domain_index(self, lvl: int, values: Path) -> int | None:
+        return self._value_index[lvl].get(tuple(values))
+
+    def children(self, lvl: int, domain: int) -> range:
+        start = int(self.first_child[lvl][domain])
+        end = int(self.first_child[lvl][domain + 1]) if domain + 1 < len(self.values[lvl]) else len(self.values[lvl + 1])
+        return range(start, end)
+
+    def fill(self, counts: np.ndarray, slice_level: int, slice_size: int,
+             inner: Mapping[int, int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Pods (state) and slices (sliceState) that fit in every domain (Kueue fillInCounts)."""
+        depth = len(self.levels)
+        state: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * depth
+        state[depth - 1] = counts.astype(np.int64, copy=False)
+        for lvl in range(depth - 2, -1, -1):
+            child = state[lvl + 1]
+            if lvl + 1 in inner:  # children only contribute whole inner slices
+                child = child // inner[lvl + 1] * inner[lvl + 1]
+            state[lvl] = np.add.reduceat(child, self.first_child[lvl])
+        slices: list[np.ndarray] = [np.zeros(len(v), dtype=np.int64) for v in self.values]
+        slices[slice_level] = state[slice_level] // slice_size
+        for lvl in range(slice_level - 1, -1, -1):
+            slices[lvl] = np.add.reduceat(slices[lvl + 1], self.first_child[lvl])
+        return state, slices
+
+
+def leaf_counts(free: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """Pods of `request` fitting in each row of `free` (rows: nodes, columns: resources)."""
+    need = request > 0
+    if not need.any():
+        return np.zeros(free.shape[0], dtype=np.int64)
+    fits = free[:, need] // request[need]
+    return np.maximum(fits.min(axis=1), 0)
+
+
+# ---------------------------------------------------------------- the algorithm
+
+@dataclass(frozen=True)
+class _Request:
+    level_idx: int
+    required: bool
+    unconstrained: bool
+    slice_idx: int
+    slice_size: int
+    inner: Mapping[int, int]
+
+
+def _resolve(levels: tuple[str, ...], topology: TopologyRequest | None, count: int) -> _Request | str:
+    """Kueue's levelKey / slice level rules for one pod set on one topology."""
+    topo = topology or TopologyRequest()
+    deepest = len(levels) - 1
+    if topo.mode in ("required", "preferred"):
+        if topo.level not in levels:
+            return f"the flavor's topology has no level {topo.level}"
+        level_idx, required, unconstrained = levels.index(topo.level), topo.mode == "required", False
+    elif topo.slices:  # a slice-only request places from the top, unconstrained
+        level_idx, required, unconstrained = 0, False, True
+    else:              # unconstrained, or implied (no request): capacity only
+        level_idx, required, unconstrained = deepest, False, True
+    slice_idx, slice_size, inner = deepest, 1, {}
+    if topo.slices:
+        outer = topo.slices[0]
+        if outer.level not in levels:
+            return f"the flavor's topology has no slice level {outer.level}"
+        slice_idx, slice_size = levels.index(outer.level), max(1, outer.size)
+        if level_idx > slice_idx:
+            return f"slice level {outer.level} is above the requested level {levels[level_idx]}"
+        prev_idx, prev_size = slice_idx, slice_size
+        for layer in topo.slices[1:]:
+            if layer.level not in levels or levels.index(layer.level) <= prev_idx:
+                return f"slice layer {layer.level} must be a finer level than {levels[prev_idx]}"
+            if layer.size <= 0 or prev_size % layer.size:
+                return f"slice layer size {layer.size} must divide {prev_size}"
+            idx = levels.index(layer.level)
+            for lvl in range(prev_idx + 1, idx + 1):
+                inner[lvl] = layer.size
+            prev_idx, prev_size = idx, layer.size
+        if count % slice_size:
+            return f"{count} pods is not a multiple of the slice size {slice_size}"
+    return _Request(level_idx, required, unconstrained, slice_idx, slice_size, inner)
+
+
+def _sorted(domains: np.ndarray, state: np.ndarray, slices: np.ndarray, lfc: bool) -> np.ndarray:
+    """BestFit: slices desc, pods asc, name; LeastFreeCapacity: slices asc, pods asc, name."""
+    sl = slices[domains]
+    return domains[np.lexsort((domains, state[domains], sl if lfc else -sl))]
+
+
+def _best_fit(order: Sequence[int], vals: Sequence[int] | np.ndarray, needed: int) -> int:
+    """The first domain with the fewest slices still >= needed (Kueue findBestFitDomainBy)."""
+    best = order[0]
+    for d in order:
+        if needed <= vals[d] < vals[best]:
+            best = d
+    return best
+
+
+def _fill(order: np.ndarray, vals: np.ndarray, remaining: int, unit: int, best_fit: bool) -> dict[int, int] | None:
+    """Kueue updateCountsToMinimum: take domains in order, the last one best-fitted."""
+    out: dict[int, int] = {}
+    order_list = order[vals[order] > 0].tolist()
+    values = vals.tolist()
+    for i, d in enumerate(order_list):
+        if best_fit and values[d] >= remaining:
+            d = _best_fit(order_list[i:], values, remaining)
+        if values[d] >= remaining:
+            out[d] = remaining * unit
+            return out
+        out[d] = values[d] * unit
+        remaining -= values[d]
+    return None
+
+
+def _fail(req: _Request, levels: tuple[str, ...], count: int, fit_slices: int, single: bool) -> Placement:
+    size = req.slice_size
+    needed = count // size
+    what = "pods" if size == 1 else f"slices of {size} pods"
+    if single:
+        level = levels[req.level_idx]
+        where = f"in one {level_noun(level)} ({level})"
+    else:
+        level = None
+        where = "on the eligible nodes" if size == 1 else f"in whole {level_noun(levels[req.slice_idx])}s"
+    head = f"none of the {needed} {what} fit" if fit_slices == 0 else f"only {fit_slices} of {needed} {what} fit"
+    return Placement(None, f"{head} {where}", needed=count, fit=fit_slices * size, level=level)
+
+
+def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: TopologyRequest | None) -> Placement:
+    """Place `count` pods given how many fit on each leaf of `tree` (in tree order)."""
+    levels = tree.levels
+    if count <= 0:
+        return Placement({}, needed=0)
+    req = _resolve(levels, topology, count)
+    if isinstance(req, str):
+        return Placement(None, req, needed=count)
+    if len(tree) == 0:
+        return Placement(None, "no eligible nodes", needed=count)
+    state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner)
+    found = _find_level(tree, req, state, slices, count, req.level_idx)
+    if isinstance(found, Placement):
+        return found
+    fit_level, chosen = found
+    lfc, best_fit = req.unconstrained, not req.unconstrained
+    size = req.slice_size
+    chosen_order = np.array(chosen, dtype=np.int64)
+    current = _fill(chosen_order, slices[fit_level], count // size, size, best_fit)
+    if current is None:
+        return _fail(req, levels, count, int(slices[fit_level][chosen_order].sum()), False)
+    lvl = fit_level
+    depth = len(levels)
+    # Down to the slice level the children of all chosen domains are pooled (as Kueue does).
+    while lvl < min(depth - 1, req.slice_idx):
+        kids = np.concatenate([np.arange(tree.children(lvl, d).start, tree.children(lvl, d).stop) for d in current])
+        order = _sorted(kids, state[lvl + 1], slices[lvl + 1], lfc)
+        nxt = _fill(order, slices[lvl + 1], count // size, size, best_fit)
+        if nxt is None:
+            return Placement(None, "internal: pooled descent lost pods", needed=count)
+        current, lvl = nxt, lvl + 1
+    # Below it each domain splits its own pods among its children, inner slices whole.
+    while lvl < depth - 1:
+        unit = req.inner.get(lvl + 1, 1)
+        vals = state[lvl + 1] // unit
+        nxt = {}
+        for d, pods in current.items():
+            span = tree.children(lvl, d)
+            kids = np.arange(span.start, span.stop)
+            order = _sorted(kids, state[lvl + 1], vals, lfc)
+            part = _fill(order, vals, pods // unit, unit, best_fit)
+            if part is None:
+                return Placement(None, "internal: descent lost pods", needed=count)
+            nxt.update(part)
+        current, lvl = nxt, lvl + 1
+    pods = {tree.names[i]: c for i, c in sorted(current.items(), key=lambda kv: tree.names[kv[0]]) if c > 0}
+    return Placement(pods, needed=count, fit=count)
+
+
+def _find_level(tree: DomainTree, req: _Request, state: list[np.ndarray], slices: list[np.ndarray],
+                count: int, lvl: int) -> tuple[int, list[int]] | Placement:
+    """Kueue findLevelWithFitDomains: the level and the domains that take the pod set."""
+    levels = tree.levels
+    needed = count // req.slice_size
+    sl, st = slices[lvl], state[lvl]
+    order = _sorted(np.arange(len(sl)), st, sl, req.unconstrained)
+    if req.unconstrained:
+        fitting = order[sl[order] >= needed]
+        if len(fitting):
+            return lvl, [int(fitting[0])]
+    else:
+        top = int(order[0])
+        if sl[top] >= needed:
+            return lvl, [_best_fit(order.tolist(), sl, needed)]
+        if req.required:
+            return _fail(req, levels, count, int(sl[top]), True)
+        if lvl > 0:
+            return _find_level(tree, req, state, slices, count, lvl - 1)
+    # At the top (or unconstrained): take domains in order until covered.
+    remaining = needed
+    chosen: list[int] = []
+    order_list = order[sl[order] > 0].tolist()
+    values = sl.tolist()
+    for i, d in enumerate(order_list):
+        if remaining <= 0:
+            break
+        if not req.unconstrained and values[d] >= remaining:
+            d = _best_fit(order_list[i:], values, remaining)
+        chosen.append(d)
+        remaining -= values[d]
+    if remaining > 0:
+        return _fail(req, levels, count, needed - remaining, False)
+    return lvl, chosen
+
+
+def place(
+    free: Mapping[str, Resources],
+    request: Resources,
+    count: int,
+    paths: Mapping[str, Path],
+    levels: tuple[str, ...],
+    topology: TopologyRequest | None = None,
+) -> Placement:
+    """Place `count` pods of `request` on the eligible nodes (`paths`: node -> domain path).
+
+    `free` is each node's free capacity; nodes missing from it have none.
+    """
+    tree = DomainTree(levels, paths)
+    names = sorted({r for r, v in request.items() if v > 0})
+    req = np.array([request.get(r) for r in names], dtype=np.int64)
+    matrix = np.array([[free.get(n, Resources()).get(r) for r in names] for n in tree.names],
+                      dtype=np.int64).reshape(len(tree), len(names))
+    return place_counts(tree, leaf_counts(matrix, req), count, topology)
