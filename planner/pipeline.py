@@ -19,10 +19,12 @@ def plan_snapshot(
     solver: str = "milp",
     time_limit: float | None = None,
     gap: float | None = None,
+    read_seconds: float = 0.0,
 ) -> Plan:
     """Plan one cycle. Raises VerificationError if the chosen plan breaks a rule.
 
-    `time_limit` and `gap` override the snapshot's policy.
+    `time_limit` and `gap` override the snapshot's policy; `read_seconds` is how long
+    reading took, reported in the plan's timings.
     """
     if time_limit is not None or gap is not None:
         policy = snapshot.policy
@@ -33,4 +35,4 @@ def plan_snapshot(
         )
         snapshot = replace(snapshot, policy=policy)
     from planner.run import run_cycle  # the implementation lands with the MILP
-    return run_cycle(snapshot, solver)
+    return run_cycle(snapshot, solver, read_seconds)

@@ -1,0 +1,38 @@
+# Stowplan: every target sets itself up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test unit cluster-build cluster-up bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## Plan a bundled snapshot and print the plan as a table.
+demo: setup
+	$(VENV)/bin/stowplan what-if fixtures/multi-team-gpu.yaml -o table
+
+## Every test: unit, golden, property, CLI and the real control plane.
+test: setup cluster-build
+	$(PY) -m pytest -q
+
+## Only the tests that need no cluster (fast, for editing).
+unit: setup
+	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster"
+
+## Build (first time only) kube-apiserver, controller-manager, scheduler, etcd, KWOK.
+cluster-build:
+	bash tests/controlplane/build.sh
+
+## Start the test control plane for a person to play with; prints KUBECONFIG.
+cluster-up: setup cluster-build
+	$(PY) tests/controlplane/up.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,476 @@
+"""Snapshot -> one MILP, as arrays. One function per constraint family.
+
+Variables (no (workload, node) pairs, so the model grows with shapes and domains):
+  a[w]        binary  workload w is admitted (gang: all its pod sets or none)
+  u[p,f]      binary  pod set p takes flavor option f
+  c[p,f]      integer pods of p under f (elastic pod sets only; else count * u)
+  x[p,f,d]    binary  p is placed in domain d at its required level
+  n[p,f,d]    integer pods of p in domain d (preferred level, or elastic in a required domain)
+  k[p,f,e]    integer slices of p in domain e at its slice level
+  z[p,f,d]    binary  p uses domain d (preferred: counts domains spanned)
+  y[K,node]   integer pods of shape K put on a node (shape = request, node constraints, flavors)
+  b[q,fr]     continuous quota a queue/cohort draws from its parent, max(0, usage - guaranteed)
+
+Placement is exact although no variable names a (workload, node) pair: within one
+shape K, demands sit at domains of a tree and supply y at its leaves, and a
+transportation problem on a laminar family is feasible iff every subtree holds at
+least the demand placed inside it (Hall's condition). Node rows couple the shapes:
+sum over K of y[K,node] * request_K <= free(node). `decode` turns y back into nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from models import ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState
+from models.objects import Toleration
+from planner import capacity, semantics, topology
+from planner.model_arrays import INF, ModelArrays
+from planner.semantics import FlavorOption, FlavorResource, QuotaTree
+
+Path = tuple[str, ...]
+ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]
+
+# Secondary objective weights (the final stage, once every priority tier's volume is
+# fixed at its optimum): each term stays below one unit of the term before it.
+SPAN_WEIGHT = 1.0        # per extra domain a preferred pod set spans
+AGE_WEIGHT = 0.5         # spread over workloads: older first
+FLAVOR_WEIGHT = 0.25     # spread over pod sets: earlier flavor first
+
+
+@dataclass
+class Shape:
+    """Pods that are interchangeable for placement: same request, node constraints, flavors."""
+
+    key: ShapeKey
+    request: Resources
+    levels: tuple[str, ...]
+    paths: dict[str, Path]                 # eligible node -> domain path (ends with node)
+    supply: dict[str, int] = field(default_factory=dict)   # node -> y column
+
+
+@dataclass
+class Demand:
+    """A column (times coef) that places pods of a shape inside the domain `path`."""
+
+    shape: int
+    path: Path
+    col: int
+    coef: float
+
+
+@dataclass
+class Choice:
+    """Pod set `pod_set` of workload `workload` under flavor option `option`."""
+
+    workload: int
+    pod_set: int
+    option: FlavorOption
+    shape: int
+    use_col: int                            # u[p,f]
+    pods: list[tuple[int, float]]           # linear expression of the pod count
+    mode: str                               # "root" | "required" | "preferred"
+    level: int | None = None                # index into the shape's levels
+    slice_level: int | None = None
+    slice_size: int = 1
+    domain_cols: dict[Path, int] = field(default_factory=dict)   # x (required) or n (preferred) per domain
+    count_cols: dict[Path, int] = field(default_factory=dict)    # n per domain, elastic + required
+    slice_cols: dict[Path, int] = field(default_factory=dict)    # k per slice domain
+    span_cols: dict[Path, int] = field(default_factory=dict)     # z per domain
+
+
+@dataclass
+class Formulation:
+    arrays: ModelArrays
+    snapshot: Snapshot
+    workloads: list[Workload]
+    admit_col: list[int]
+    choices: list[Choice]
+    shapes: list[Shape]
+    tiers: list[int]                                       # effective priorities, high first
+    tier_volume: dict[int, list[tuple[int, float]]]        # tier -> volume expression
+    tier_max: dict[int, float]
+    secondary: list[tuple[int, float]]                     # minimised in the last stage
+    quota_cols: dict[tuple[str, FlavorResource], tuple[int, int]]   # b[q,fr] -> (column, its row)
+    quota_tree: QuotaTree
+    excluded: dict[ObjectRef, str]                         # candidates left out, and why
+    free: dict[str, Resources] = field(default_factory=dict)   # node -> free before the plan
+    demands: list[Demand] = field(default_factory=list)     # filled while adding pod sets
+
+
+def formulate(snapshot: Snapshot) -> Formulation:
+    """Build the whole MILP for one cycle."""
+    model = Formulation(
+        arrays=ModelArrays(), snapshot=snapshot, workloads=[], admit_col=[], choices=[],
+        shapes=[], tiers=[], tier_volume={}, tier_max={}, secondary=[], quota_cols={},
+        quota_tree=QuotaTree(snapshot), excluded={}, free=capacity.free_capacity(snapshot),
+    )
+    shape_index: dict[ShapeKey, int] = {}
+    for workload in candidates(snapshot, model.excluded):
+        add_workload(model, workload, model.free, shape_index)
+    add_hall_rows(model)
+    add_node_rows(model, model.free)
+    add_quota_rows(model)
+    add_objectives(model)
+    return model
+
+
+# ---------------------------------------------------------------- candidates
+
+def candidates(snapshot: Snapshot, excluded: dict[ObjectRef, str]) -> list[Workload]:
+    """Pending workloads that may be admitted at all; the rest wait with a reason."""
+    out = []
+    for workload in sorted(snapshot.workloads, key=lambda w: w.ref):
+        if workload.state is not WorkloadState.PENDING:
+            continue
+        reason = admissibility(snapshot, workload)
+        if reason:
+            excluded[workload.ref] = reason
+        else:
+            out.append(workload)
+    return out
+
+
+def admissibility(snapshot: Snapshot, workload: Workload) -> str | None:
+    if workload.blocked_reason:
+        return workload.blocked_reason
+    cq = snapshot.cluster_queues.get(workload.cluster_queue or "")
+    if cq is None:
+        return f"ClusterQueue {workload.cluster_queue} does not exist"
+    if not cq.active:
+        return f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}"
+    if not semantics.namespace_allowed(snapshot, cq, workload.ref.namespace):
+        return f"ClusterQueue {cq.name}'s namespaceSelector does not admit namespace {workload.ref.namespace}"
+    return None
+
+
+# ---------------------------------------------------------------- workloads and pod sets
+
+def add_workload(model: Formulation, workload: Workload, free: dict[str, Resources],
+                 shape_index: dict[ShapeKey, int]) -> None:
+    """a[w], and per pod set its flavor options: sum_f u[p,f] = a[w] (gang)."""
+    snapshot = model.snapshot
+    cq = snapshot.cluster_queues[workload.cluster_queue or ""]
+    per_pod_set: list[list[tuple[FlavorOption, int, Path | None]]] = []
+    for pod_set in workload.pod_sets:
+        options = semantics.flavor_options(snapshot, cq, pod_set)
+        if isinstance(options, str):
+            model.excluded[workload.ref] = options
+            return
+        usable = []
+        for option in options:
+            shape = shape_for(model, pod_set, option, free, shape_index)
+            if shape is not None:
+                usable.append((option, shape, None))
+        if not usable:
+            model.excluded[workload.ref] = f"no node can take a pod of pod set {pod_set.name}"
+            return
+        per_pod_set.append(usable)
+    w = len(model.workloads)
+    model.workloads.append(workload)
+    admit = model.arrays.add_binary(f"a[{workload.ref}]")
+    model.admit_col.append(admit)
+    for p, (pod_set, usable) in enumerate(zip(workload.pod_sets, per_pod_set)):
+        uses = []
+        for option, shape, _ in usable:
+            choice = add_choice(model, w, p, pod_set, option, shape)
+            if choice is not None:
+                uses.append(choice.use_col)
+        # sum_f u[p,f] - a[w] = 0: every pod set placed exactly when the workload is.
+        model.arrays.add_row(f"gang[{workload.ref},{pod_set.name}]",
+                             [(c, 1.0) for c in uses] + [(admit, -1.0)], 0.0, 0.0)
+
+
+def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
+              free: dict[str, Resources], shape_index: dict[ShapeKey, int]) -> int | None:
+    """The shape of pod_set's pods under `option`, with its eligible nodes; None if none."""
+    key: ShapeKey = (pod_set.request, tuple(sorted(pod_set.node_selector.items())),
+                     pod_set.tolerations, option.flavors)
+    if key in shape_index:
+        index = shape_index[key]
+        return index if model.shapes[index].paths else None
+    snapshot = model.snapshot
+    flavors = [snapshot.flavors[f] for f in option.flavors]
+    levels = topology.levels_for(snapshot, flavors)
+    paths: dict[str, Path] = {}
+    for node in snapshot.nodes:
+        if node.name not in free or not semantics.node_allows(node, flavors, pod_set):
+            continue
+        path = topology.node_path(node, levels)
+        if path is not None and pod_set.request.pods_fitting(free[node.name]) > 0:
+            paths[node.name] = path
+    shape_index[key] = len(model.shapes)
+    model.shapes.append(Shape(key, pod_set.request, levels, paths))
+    return shape_index[key] if paths else None
+
+
+def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: FlavorOption,
+               shape_id: int) -> Choice | None:
+    """Columns for one (pod set, flavor option) and the demands it places."""
+    arrays = model.arrays
+    shape = model.shapes[shape_id]
+    ref = model.workloads[w].ref
+    request = pod_set.topology
+    level = topology.level_index(shape.levels, request.level) if request.mode in ("required", "preferred") else None
+    if request.mode in ("required", "preferred") and level is None:
+        return None  # this flavor's topology lacks the level: the option is unusable
+    slice_level, slice_size = None, 1
+    if request.slices:
+        layer = request.slices[-1]  # innermost layer: the strictest grouping
+        slice_level, slice_size = topology.level_index(shape.levels, layer.level), layer.size
+        if slice_level is None or (level is not None and slice_level < level):
+            return None
+    tag = f"{ref},{pod_set.name},{'+'.join(option.flavors)}"
+    use = arrays.add_binary(f"u[{tag}]")
+    if pod_set.min_count is None:
+        pods = [(use, float(pod_set.count))]
+    else:
+        count = arrays.add_col(f"c[{tag}]", 0.0, pod_set.count, integer=True)
+        # min * u <= c <= count * u
+        arrays.add_row(f"min[{tag}]", [(count, 1.0), (use, -float(pod_set.minimum))], 0.0, INF)
+        arrays.add_row(f"max[{tag}]", [(count, 1.0), (use, -float(pod_set.count))], -INF, 0.0)
+        pods = [(count, 1.0)]
+    mode = "root" if level is None else request.mode or "root"
+    choice = Choice(w, p, option, shape_id, use, pods, mode, level, slice_level, slice_size)
+    model.choices.append(choice)
+    if mode == "required":
+        add_required_domains(model, choice, pod_set, tag)
+    elif mode == "preferred":
+        add_preferred_domains(model, choice, pod_set, tag)
+    else:
+        add_container(model, choice, pod_set, (), pods, tag)
+    return choice
+
+
+def domains_at(shape: Shape, level: int) -> dict[Path, list[str]]:
+    out: dict[Path, list[str]] = defaultdict(list)
+    for node, path in shape.paths.items():
+        out[path[: level + 1]].append(node)
+    return dict(sorted(out.items()))
+
+
+def domain_room(shape: Shape, nodes: list[str], free: dict[str, Resources]) -> int:
+    """Pods of this shape the nodes could hold if nothing else were placed there."""
+    return sum(shape.request.pods_fitting(free[n]) for n in nodes)
+
+
+def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str) -> None:
+    """x[p,f,d] for domains d at the required level: sum_d x = u (one domain or none)."""
+    arrays = model.arrays
+    shape = model.shapes[choice.shape]
+    assert choice.level is not None
+    elastic = pod_set.min_count is not None
+    for path, nodes in domains_at(shape, choice.level).items():
+        if domain_room(shape, nodes, model.free) < pod_set.minimum:
+            continue  # the domain could never hold the pod set: no column for it
+        name = f"{tag},{'/'.join(path)}"
+        x = arrays.add_binary(f"x[{name}]")
+        choice.domain_cols[path] = x
+        if not elastic:
+            add_container(model, choice, pod_set, path, [(x, float(pod_set.count))], name)
+            continue
+        # Elastic in a required domain: n[d] <= count * x[d], and sum_d n[d] = c.
+        n = arrays.add_col(f"n[{name}]", 0.0, pod_set.count, integer=True)
+        arrays.add_row(f"nx[{name}]", [(n, 1.0), (x, -float(pod_set.count))], -INF, 0.0)
+        choice.count_cols[path] = n
+        add_container(model, choice, pod_set, path, [(n, 1.0)], name)
+    arrays.add_row(f"one[{tag}]", [(x, 1.0) for x in choice.domain_cols.values()] + [(choice.use_col, -1.0)], 0.0, 0.0)
+    if elastic:
+        arrays.add_row(f"nsum[{tag}]", [(n, 1.0) for n in choice.count_cols.values()]
+                       + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
+
+
+def add_preferred_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str) -> None:
+    """n[p,f,d] pods per domain at the preferred level, z[p,f,d] marks a domain used."""
+    arrays = model.arrays
+    shape = model.shapes[choice.shape]
+    assert choice.level is not None
+    ns = []
+    for path, nodes in domains_at(shape, choice.level).items():
+        name = f"{tag},{'/'.join(path)}"
+        n = arrays.add_col(f"n[{name}]", 0.0, pod_set.count, integer=True)
+        z = arrays.add_binary(f"z[{name}]")
+        arrays.add_row(f"nz[{name}]", [(n, 1.0), (z, -float(pod_set.count))], -INF, 0.0)
+        choice.domain_cols[path] = n
+        choice.span_cols[path] = z
+        ns.append(n)
+        add_container(model, choice, pod_set, path, [(n, 1.0)], name)
+    arrays.add_row(f"spread[{tag}]", [(n, 1.0) for n in ns] + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
+
+
+def add_container(model: Formulation, choice: Choice, pod_set: PodSet, path: Path,
+                  pods: list[tuple[int, float]], tag: str) -> None:
+    """Place `pods` inside domain `path`: directly, or as whole slices in its subdomains."""
+    if choice.slice_level is None:
+        for col, coef in pods:
+            model.demands.append(Demand(choice.shape, path, col, coef))
+        return
+    arrays = model.arrays
+    shape = model.shapes[choice.shape]
+    size = choice.slice_size
+    ks = []
+    for sub, nodes in domains_at(shape, choice.slice_level).items():
+        if sub[: len(path)] != path:
+            continue
+        k = arrays.add_col(f"k[{tag},{'/'.join(sub)}]", 0.0, math.ceil(pod_set.count / size), integer=True)
+        choice.slice_cols[sub] = k
+        ks.append(k)
+        model.demands.append(Demand(choice.shape, sub, k, float(size)))
+    # size * sum_e k[e] = pods placed in this container
+    arrays.add_row(f"slices[{tag}]", [(k, float(size)) for k in ks] + [(c, -coef) for c, coef in pods], 0.0, 0.0)
+
+
+# ---------------------------------------------------------------- placement rows
+
+def add_hall_rows(model: Formulation) -> None:
+    """Per shape and domain D: demand placed inside D <= sum of y over D's nodes."""
+    arrays = model.arrays
+    by_shape: dict[int, list[Demand]] = defaultdict(list)
+    for demand in model.demands:
+        by_shape[demand.shape].append(demand)
+    for shape_id, shape_demands in sorted(by_shape.items()):
+        shape = model.shapes[shape_id]
+        for node in sorted(shape.paths):
+            room = shape.request.pods_fitting(model.free[node])
+            if room > 0:
+                shape.supply[node] = arrays.add_col(f"y[{shape_id},{node}]", 0.0, room, integer=True)
+        inside: dict[Path, list[tuple[int, float]]] = defaultdict(list)
+        for demand in shape_demands:
+            for depth in range(len(demand.path) + 1):
+                inside[demand.path[:depth]].append((demand.col, demand.coef))
+        nodes_under: dict[Path, list[int]] = defaultdict(list)
+        for node, path in shape.paths.items():
+            if node not in shape.supply:
+                continue
+            for depth in range(len(path) + 1):
+                if path[:depth] in inside:
+                    nodes_under[path[:depth]].append(shape.supply[node])
+        for path in sorted(inside):
+            terms = inside[path] + [(y, -1.0) for y in nodes_under.get(path, [])]
+            arrays.add_row(f"hall[{shape_id},{'/'.join(path)}]", terms, -INF, 0.0)
+
+
+def add_node_rows(model: Formulation, free: dict[str, Resources]) -> None:
+    """Per node and resource: sum over shapes of y * request <= free (when it can bind)."""
+    on_node: dict[str, list[tuple[int, Resources, int]]] = defaultdict(list)
+    for shape in model.shapes:
+        for node, col in shape.supply.items():
+            on_node[node].append((col, shape.request, int(model.arrays.col_upper[col])))
+    for node in sorted(on_node):
+        entries = on_node[node]
+        if len(entries) < 2:
+            continue  # y <= its own fit already respects the node
+        resources = sorted({r for _, req, _ in entries for r in req.names()})
+        for resource in resources:
+            most = sum(req.get(resource) * room for _, req, room in entries)
+            if most <= free[node].get(resource):
+                continue
+            model.arrays.add_row(f"node[{node},{resource}]",
+                                 [(col, float(req.get(resource))) for col, req, _ in entries if req.get(resource)],
+                                 -INF, float(free[node].get(resource)))
+
+
+# ---------------------------------------------------------------- quota rows
+
+def add_quota_rows(model: Formulation) -> None:
+    """Kueue's hierarchical quota, linear: b[q] >= usage(q) - guaranteed(q), b >= 0;
+    usage(cohort) = sum of children's b; usage <= subtree + borrowingLimit below the
+    root; usage(root) <= subtree(root). Rows already broken by running work alone
+    are relaxed to what is used now, so nothing new may add to them."""
+    tree = model.quota_tree
+    snapshot = model.snapshot
+    running = capacity.cluster_queue_usage(snapshot)
+    new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for choice in model.choices:
+        workload = model.workloads[choice.workload]
+        pod_set = workload.pod_sets[choice.pod_set]
+        for resource, flavor in choice.option.by_resource.items():
+            per_pod = pod_set.request.get(resource)
+            for col, coef in choice.pods:
+                new_usage[f"cq:{workload.cluster_queue}"][(flavor, resource)].append((col, coef * per_pod))
+    frs = sorted({fr for table in new_usage.values() for fr in table})
+    for fr in frs:
+        now = tree.tree_usage(running, fr)
+        active = {n for q in new_usage if fr in new_usage[q] for n in tree.path(q)}
+        expr: dict[str, tuple[list[tuple[int, float]], float]] = {}
+        for node in sorted(active, key=lambda n: -len(tree.path(n))):
+            expr[node] = quota_usage_expr(model, node, fr, running, new_usage, expr, now)
+        for node in sorted(active):
+            terms, constant = expr[node]
+            parent = tree.parent[node]
+            if parent is None:
+                cap = tree.subtree_quota(node, fr)
+            else:
+                limit = tree.limits(node, fr)[1]
+                if limit is None:
+                    continue
+                cap = tree.subtree_quota(node, fr) + limit
+            cap = max(cap, now.get(node, 0))
+            model.arrays.add_row(f"quota[{node},{fr[0]},{fr[1]}]", terms, -INF, float(cap - constant))
+
+
+def quota_usage_expr(model: Formulation, node: str, fr: FlavorResource,
+                     running: dict[str, dict[FlavorResource, int]],
+                     new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]],
+                     expr: dict[str, tuple[list[tuple[int, float]], float]],
+                     now: dict[str, int]) -> tuple[list[tuple[int, float]], float]:
+    """usage(node) as terms + constant; adds b[child] columns for children with demand."""
+    tree = model.quota_tree
+    if node.startswith("cq:"):
+        return list(new_usage.get(node, {}).get(fr, [])), float(running.get(node, {}).get(fr, 0))
+    terms: list[tuple[int, float]] = []
+    constant = 0.0
+    for child in tree.children.get(node, []):
+        if child not in expr:
+            constant += max(0, now.get(child, 0) - tree.guaranteed(child, fr))
+            continue
+        child_terms, child_const = expr[child]
+        b = model.arrays.add_col(f"b[{child},{fr[0]},{fr[1]}]", 0.0, INF)
+        # b >= usage(child) - guaranteed(child)
+        row = model.arrays.add_row(f"borrow[{child},{fr[0]},{fr[1]}]", [(b, 1.0)] + [(c, -k) for c, k in child_terms],
+                             child_const - tree.guaranteed(child, fr), INF)
+        model.quota_cols[(child, fr)] = (b, row)
+        terms.append((b, 1.0))
+    return terms, constant
+
+
+# ---------------------------------------------------------------- objectives
+
+def add_objectives(model: Formulation) -> None:
+    """Volume per priority tier (maximised tier by tier), then the tie-breakers."""
+    snapshot = model.snapshot
+    volume: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    most: dict[int, float] = defaultdict(float)
+    for choice in model.choices:
+        workload = model.workloads[choice.workload]
+        pod_set = workload.pod_sets[choice.pod_set]
+        tier = semantics.effective_priority(workload, snapshot)
+        per_pod = semantics.pod_volume(pod_set, snapshot)
+        volume[tier].extend((c, k * per_pod) for c, k in choice.pods)
+    for workload in model.workloads:
+        tier = semantics.effective_priority(workload, snapshot)
+        most[tier] += sum(ps.count * semantics.pod_volume(ps, snapshot) for ps in workload.pod_sets)
+    model.tiers = sorted(volume, reverse=True)
+    model.tier_volume = dict(volume)
+    model.tier_max = dict(most)
+    model.secondary = secondary_terms(model)
+
+
+def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
+    """Fewer domains spanned, then older workloads, then earlier flavors (minimised)."""
+    terms: list[tuple[int, float]] = []
+    for choice in model.choices:
+        if choice.mode == "preferred":
+            terms.extend((z, SPAN_WEIGHT) for z in choice.span_cols.values())
+    order = sorted(range(len(model.workloads)),
+                   key=lambda w: semantics.queue_order_key(model.workloads[w], model.snapshot)[1:])
+    count = max(1, len(order))
+    for rank, w in enumerate(order):
+        # The oldest gets the largest reward; all rewards together stay below AGE_WEIGHT.
+        terms.append((model.admit_col[w], -AGE_WEIGHT * (count - rank) / (count * count)))
+    prefs = [c for c in model.choices if c.option.preference > 0]
+    scale = FLAVOR_WEIGHT / (1 + sum(c.option.preference for c in prefs))
+    terms.extend((c.use_col, scale * c.option.preference) for c in prefs)
+    return terms

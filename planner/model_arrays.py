@@ -1,0 +1,81 @@
+"""A MILP held as plain arrays: columns, sparse rows, objective vectors.
+
+The formulation appends columns and rows here; solvers read the arrays (HiGHS
+through `passModel`, others through PuLP). No solver is imported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+INF = float("inf")
+
+
+@dataclass
+class ModelArrays:
+    col_lower: list[float] = field(default_factory=list)
+    col_upper: list[float] = field(default_factory=list)
+    col_integer: list[bool] = field(default_factory=list)
+    col_names: list[str] = field(default_factory=list)
+    row_lower: list[float] = field(default_factory=list)
+    row_upper: list[float] = field(default_factory=list)
+    row_names: list[str] = field(default_factory=list)
+    # Row-wise sparse entries: row index, column index, coefficient.
+    entry_row: list[int] = field(default_factory=list)
+    entry_col: list[int] = field(default_factory=list)
+    entry_val: list[float] = field(default_factory=list)
+
+    @property
+    def num_cols(self) -> int:
+        return len(self.col_lower)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.row_lower)
+
+    def add_col(self, name: str, lower: float = 0.0, upper: float = INF, integer: bool = False) -> int:
+        self.col_lower.append(lower)
+        self.col_upper.append(upper)
+        self.col_integer.append(integer)
+        self.col_names.append(name)
+        return len(self.col_lower) - 1
+
+    def add_binary(self, name: str) -> int:
+        return self.add_col(name, 0.0, 1.0, True)
+
+    def add_row(self, name: str, terms: Iterable[tuple[int, float]], lower: float = -INF, upper: float = INF) -> int:
+        """lower <= sum(coef * x[col]) <= upper; repeated columns are summed."""
+        row = len(self.row_lower)
+        merged: dict[int, float] = {}
+        for col, coef in terms:
+            merged[col] = merged.get(col, 0.0) + coef
+        for col in sorted(merged):
+            if merged[col] != 0.0:
+                self.entry_row.append(row)
+                self.entry_col.append(col)
+                self.entry_val.append(merged[col])
+        self.row_lower.append(lower)
+        self.row_upper.append(upper)
+        self.row_names.append(name)
+        return row
+
+    def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Row-wise compressed arrays (start, index, value) for passModel."""
+        rows = np.asarray(self.entry_row, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        index = np.asarray(self.entry_col, dtype=np.int32)[order]
+        value = np.asarray(self.entry_val, dtype=np.float64)[order]
+        counts = np.bincount(rows, minlength=self.num_rows) if len(rows) else np.zeros(self.num_rows, dtype=np.int64)
+        start = np.zeros(self.num_rows + 1, dtype=np.int32)
+        np.cumsum(counts, out=start[1:])
+        return start, index, value
+
+    def evaluate_rows(self, values: np.ndarray) -> np.ndarray:
+        """Row activities for a column vector (used to check a start before handing it over)."""
+        activity = np.zeros(self.num_rows)
+        np.add.at(activity, np.asarray(self.entry_row, dtype=np.int64),
+                  np.asarray(self.entry_val) * values[np.asarray(self.entry_col, dtype=np.int64)])
+        return activity

@@ -1,0 +1,107 @@
+"""One cycle, in order: greedy, formulate, start, solve, decode, verify, choose, assemble.
+
+The greedy plan is computed first: it is the MIP start, the fallback when the MILP
+finds nothing or fails, and the yardstick the MILP plan must meet. Whatever plan is
+chosen has passed the independent verifier; if none passes, that is an error.
+"""
+
+from __future__ import annotations
+
+import time
+
+from models import Decisions, Plan, Snapshot, SolverReport
+from planner import score
+from planner.assemble import assemble
+from planner.decode import DecodeError, decode
+from planner.errors import VerificationError
+from planner.formulate import Formulation, formulate
+from planner.greedy import greedy
+from planner.solve import HighsBackend, PulpBackend, solve
+from planner.verify import verify
+from planner.warmstart import empty_start, start_from
+
+
+def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
+    clock = Clock(read_seconds)
+    baseline = greedy(snapshot).decisions
+    greedy_violations = verify(snapshot, baseline)
+    clock.lap("build")
+    if solver == "greedy":
+        if greedy_violations:
+            raise VerificationError(greedy_violations)
+        return assemble(snapshot, baseline, greedy_report(snapshot, baseline, clock))
+
+    form = formulate(snapshot)
+    start = start_from(form, baseline)
+    start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
+    if start is None:
+        start = empty_start(form)
+    backend = make_backend(form, solver, snapshot)
+    clock.lap("build")
+    policy = snapshot.policy
+    outcome = solve(form, start, backend, policy.time_limit_seconds, policy.mip_gap)
+    clock.lap("solve")
+    try:
+        decisions = decode(form, outcome.values)
+        violations = verify(snapshot, decisions)
+    except DecodeError as error:
+        decisions, violations = Decisions(), [str(error)]
+    clock.lap("verify")
+
+    method = "milp" if solver == "milp" else solver
+    why = ""
+    if violations:
+        why = f"MILP plan failed verification ({violations[0]})"
+    elif score.compare(score.tier_volumes(snapshot, decisions), score.tier_volumes(snapshot, baseline)) < 0:
+        why = "MILP plan scored below greedy"
+    if why:
+        if greedy_violations:
+            raise VerificationError(violations or greedy_violations)
+        report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method)
+        return assemble(snapshot, baseline, report, form.excluded)
+    report = SolverReport(
+        method=method, status=outcome.status, objective=round(outcome.objective, 6),
+        bound=round(outcome.bound, 6), gap=round(outcome.gap, 6), seconds=clock.seconds(),
+        message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
+    )
+    return assemble(snapshot, decisions, report, form.excluded)
+
+
+def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+    if solver == "milp":
+        return HighsBackend(form.arrays, threads=snapshot.policy.threads, seed=snapshot.policy.seed)
+    if solver.startswith("pulp:"):
+        return PulpBackend(form.arrays, solver.split(":", 1)[1], threads=snapshot.policy.threads)
+    raise ValueError(f"unknown solver {solver!r}")
+
+
+def greedy_report(snapshot: Snapshot, decisions: Decisions, clock: "Clock", status: str = "feasible",
+                  message: str = "", method: str = "greedy") -> SolverReport:
+    """Greedy proves no bound of its own: the bound is all pending work admitted."""
+    from planner.formulate import candidates
+    from planner.semantics import pod_volume
+
+    objective = sum(max(0.0, v) for v in score.tier_volumes(snapshot, decisions).values())
+    bound = sum(ps.count * pod_volume(ps, snapshot) for w in candidates(snapshot, {}) for ps in w.pod_sets)
+    bound = max(bound, objective)
+    gap = 0.0 if bound <= 0 else (bound - objective) / bound
+    return SolverReport(method=method, status=status, objective=round(objective, 6), bound=round(bound, 6),
+                        gap=round(gap, 6), seconds=clock.seconds(), message=message)
+
+
+class Clock:
+    """Seconds per step (read, build, solve, verify) and the total."""
+
+    def __init__(self, read_seconds: float):
+        self.spent = {"read": read_seconds, "build": 0.0, "solve": 0.0, "verify": 0.0}
+        self.mark = time.monotonic()
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.spent[step] += now - self.mark
+        self.mark = now
+
+    def seconds(self) -> dict[str, float]:
+        out = {k: round(v, 3) for k, v in self.spent.items()}
+        out["total"] = round(sum(self.spent.values()), 3)
+        return out

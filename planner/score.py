@@ -1,0 +1,48 @@
+"""The objective's first criterion, measured on Decisions: volume per priority tier.
+
+Used to hold the MILP to "never worse than greedy": plans are compared tier by
+tier, highest effective priority first, on the dominant-resource volume admitted
+(minus what evictions take away).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from models import Decisions, Snapshot
+from planner import semantics
+from planner.capacity import pod_set_by_name
+
+TOLERANCE = 1e-6
+
+
+def tier_volumes(snapshot: Snapshot, decisions: Decisions) -> dict[int, float]:
+    """Effective priority -> volume admitted minus volume evicted."""
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    volume: dict[int, float] = defaultdict(float)
+    for admission in decisions.admissions:
+        workload = by_ref[admission.workload]
+        tier = semantics.effective_priority(workload, snapshot)
+        for assignment in admission.pod_sets:
+            pod_set = pod_set_by_name(workload, assignment.name)
+            if pod_set is not None:
+                volume[tier] += assignment.count * semantics.pod_volume(pod_set, snapshot)
+    for eviction in decisions.evictions:
+        workload = by_ref[eviction.workload]
+        tier = semantics.effective_priority(workload, snapshot)
+        for assignment in workload.assignment:
+            pod_set = pod_set_by_name(workload, assignment.name)
+            if pod_set is not None:
+                volume[tier] -= assignment.count * semantics.pod_volume(pod_set, snapshot)
+    return dict(volume)
+
+
+def compare(a: dict[int, float], b: dict[int, float]) -> int:
+    """1 if a is lexicographically better than b, -1 if worse, 0 if equal (within tolerance)."""
+    for tier in sorted(set(a) | set(b), reverse=True):
+        diff = a.get(tier, 0.0) - b.get(tier, 0.0)
+        if diff > TOLERANCE:
+            return 1
+        if diff < -TOLERANCE:
+            return -1
+    return 0

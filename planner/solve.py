@@ -1,0 +1,236 @@
+"""Solve a Formulation lexicographically and say honestly how well it went.
+
+Stages: for each priority tier, highest first, maximise that tier's admitted volume
+with every higher tier held at what it already achieved; then, with all tiers held,
+minimise the tie-breakers (locality, age, flavor order). Each stage starts from the
+previous stage's answer (the first from the greedy plan), so the answer never gets
+worse than the start under the objective. A tier whose start already admits all of
+its work is held without a solve.
+
+Backends: HiGHS through highspy (default), or any solver PuLP drives ("pulp:CBC").
+Neither prints to stdout.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from planner.formulate import Formulation
+from planner.model_arrays import INF, ModelArrays
+
+# Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
+HOLD_SLACK = 1e-6
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: str             # optimal | feasible | kept (start already best) | failed
+    objective: float
+    bound: float
+    seconds: float
+
+    def as_dict(self) -> dict[str, object]:
+        return {"stage": self.name, "status": self.status, "objective": round(self.objective, 6),
+                "bound": round(self.bound, 6), "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class Outcome:
+    values: np.ndarray
+    status: str                              # optimal | feasible
+    objective: float                         # admitted volume over all tiers
+    bound: float                             # sum of per-tier proven bounds
+    stages: list[StageResult] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def gap(self) -> float:
+        if self.bound <= 0:
+            return 0.0
+        return max(0.0, (self.bound - self.objective) / abs(self.bound))
+
+
+class Backend(Protocol):
+    def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None: ...
+    def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None: ...
+    def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]: ...
+
+
+def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
+    return float(sum(coef * values[col] for col, coef in terms))
+
+
+def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float) -> Outcome:
+    """Run the stages within `time_limit` seconds; `start` must be feasible."""
+    deadline = time.monotonic() + time_limit
+    incumbent = start.copy()
+    stages: list[StageResult] = []
+    tiers_left = [t for t in form.tiers if form.tier_volume[t]]
+    for index, tier in enumerate(tiers_left):
+        terms = form.tier_volume[tier]
+        achieved = value_of(terms, incumbent)
+        began = time.monotonic()
+        if achieved >= form.tier_max[tier] - HOLD_SLACK:
+            stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
+        else:
+            budget = max(0.05, (deadline - began) / (len(tiers_left) - index + 1))
+            backend.set_objective(terms, maximize=True)
+            values, status, bound = backend.run(budget, gap, incumbent)
+            if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
+                incumbent, achieved = values, value_of(terms, values)
+            else:
+                status = "feasible" if status != "failed" else status
+            upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
+            stages.append(StageResult(f"priority {tier}", status, achieved, upper, time.monotonic() - began))
+        backend.add_row(terms, achieved - HOLD_SLACK, INF)
+    if form.secondary:
+        began = time.monotonic()
+        backend.set_objective(form.secondary, maximize=False)
+        values, status, bound = backend.run(max(0.05, deadline - began), gap, incumbent)
+        before = value_of(form.secondary, incumbent)
+        if values is not None and value_of(form.secondary, values) <= before + 1e-9:
+            incumbent = values
+        after = value_of(form.secondary, incumbent)
+        stages.append(StageResult("tie-breakers", status, after, after if bound is None else bound,
+                                  time.monotonic() - began))
+    volume_stages = [s for s in stages if s.name.startswith("priority")]
+    objective = sum(s.objective for s in volume_stages)
+    bound = sum(s.bound for s in volume_stages)
+    proven = all(s.status in ("optimal", "kept") for s in volume_stages)
+    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+
+
+# ---------------------------------------------------------------- HiGHS
+
+class HighsBackend:
+    """highspy: the model is handed over once as arrays (passModel); stages add rows."""
+
+    def __init__(self, arrays: ModelArrays, threads: int = 1, seed: int = 0):
+        import highspy
+
+        self._hs = highspy
+        self.h = highspy.Highs()
+        self.h.setOptionValue("output_flag", False)
+        self.h.setOptionValue("log_to_console", False)
+        self.h.setOptionValue("threads", max(1, threads))
+        self.h.setOptionValue("random_seed", seed)
+        lp = highspy.HighsLp()
+        lp.num_col_ = arrays.num_cols
+        lp.num_row_ = arrays.num_rows
+        lp.col_cost_ = np.zeros(arrays.num_cols)
+        lp.col_lower_ = np.asarray(arrays.col_lower, dtype=np.float64)
+        lp.col_upper_ = np.asarray(arrays.col_upper, dtype=np.float64)
+        lp.row_lower_ = np.asarray(arrays.row_lower, dtype=np.float64)
+        lp.row_upper_ = np.asarray(arrays.row_upper, dtype=np.float64)
+        start, index, value = arrays.csr()
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = start
+        lp.a_matrix_.index_ = index
+        lp.a_matrix_.value_ = value
+        lp.a_matrix_.num_col_ = arrays.num_cols
+        lp.a_matrix_.num_row_ = arrays.num_rows
+        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
+                           for i in arrays.col_integer]
+        self.h.passModel(lp)
+        self.num_cols = arrays.num_cols
+
+    def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
+        cost = np.zeros(self.num_cols)
+        for col, coef in terms:
+            cost[col] += coef
+        self.h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
+        sense = self._hs.ObjSense.kMaximize if maximize else self._hs.ObjSense.kMinimize
+        self.h.changeObjectiveSense(sense)
+
+    def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
+        merged: dict[int, float] = {}
+        for col, coef in terms:
+            merged[col] = merged.get(col, 0.0) + coef
+        cols = np.asarray(sorted(merged), dtype=np.int32)
+        vals = np.asarray([merged[c] for c in sorted(merged)], dtype=np.float64)
+        self.h.addRow(lower, upper, len(cols), cols, vals)
+
+    def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        hs, h = self._hs, self.h
+        h.setOptionValue("time_limit", float(max(0.01, time_limit)))
+        h.setOptionValue("mip_rel_gap", float(gap))
+        solution = hs.HighsSolution()
+        solution.col_value = list(map(float, start))
+        solution.value_valid = True
+        h.setSolution(solution)
+        h.run()
+        model_status = h.getModelStatus()
+        info = h.getInfo()
+        has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+        values = np.asarray(h.getSolution().col_value, dtype=np.float64) if has_solution else None
+        if model_status == hs.HighsModelStatus.kOptimal:
+            status = "optimal"
+        elif has_solution:
+            status = "feasible"  # time limit or interrupted with a solution: bound below is real
+        else:
+            status = "failed"
+        bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
+        return values, status, bound
+
+
+# ---------------------------------------------------------------- PuLP
+
+class PulpBackend:
+    """Any solver PuLP drives, fed from the same arrays (the bridge, not a second model)."""
+
+    def __init__(self, arrays: ModelArrays, solver_name: str, threads: int = 1):
+        import pulp
+
+        self._pulp = pulp
+        self.solver_name = solver_name
+        self.threads = threads
+        self.prob = pulp.LpProblem("stowplan", pulp.LpMaximize)
+        self.vars = [
+            pulp.LpVariable(f"c{i}", lowBound=lo if lo > -INF else None, upBound=up if up < INF else None,
+                            cat=pulp.LpInteger if integer else pulp.LpContinuous)
+            for i, (lo, up, integer) in enumerate(zip(arrays.col_lower, arrays.col_upper, arrays.col_integer))
+        ]
+        rows: list[list[tuple[int, float]]] = [[] for _ in range(arrays.num_rows)]
+        for r, c, v in zip(arrays.entry_row, arrays.entry_col, arrays.entry_val):
+            rows[r].append((c, v))
+        for r, terms in enumerate(rows):
+            self.add_row(terms, arrays.row_lower[r], arrays.row_upper[r])
+
+    def _expr(self, terms: list[tuple[int, float]]):  # type: ignore[no-untyped-def]
+        return self._pulp.lpSum(coef * self.vars[col] for col, coef in terms)
+
+    def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
+        self.prob.sense = self._pulp.LpMaximize if maximize else self._pulp.LpMinimize
+        self.prob.setObjective(self._expr(terms) if terms else self._pulp.LpAffineExpression())
+
+    def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
+        expr = self._expr(terms)
+        if lower == upper:
+            self.prob += expr == lower
+            return
+        if lower > -INF:
+            self.prob += expr >= lower
+        if upper < INF:
+            self.prob += expr <= upper
+
+    def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        pulp = self._pulp
+        for var, value in zip(self.vars, start):
+            var.setInitialValue(round(value) if var.cat == pulp.LpInteger else value)
+        solver = pulp.getSolver(self.solver_name, msg=False, timeLimit=max(1, int(np.ceil(time_limit))),
+                                gapRel=gap, warmStart=True, threads=self.threads)
+        self.prob.solve(solver)
+        # PuLP's "Optimal" can follow a time limit: the solution status tells them apart.
+        solved = self.prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+        if not solved:
+            return None, "failed", None
+        values = np.asarray([v.value() if v.value() is not None else 0.0 for v in self.vars], dtype=np.float64)
+        if self.prob.sol_status == pulp.LpSolutionOptimal:
+            objective = float(pulp.value(self.prob.objective) or 0.0)
+            return values, "optimal", objective
+        return values, "feasible", None

@@ -1,0 +1,116 @@
+"""Decisions -> a column vector of the Formulation: the MIP start.
+
+The greedy plan (and, later, last cycle's plan) is written in the formulation's
+variables so HiGHS starts from it; the empty plan is the start of last resort.
+Quota columns b are filled in afterwards from their rows, deepest first.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from models import Decisions
+from planner.formulate import Formulation
+
+TOLERANCE = 1e-6
+
+
+def empty_start(form: Formulation) -> np.ndarray:
+    values = np.zeros(form.arrays.num_cols)
+    fill_quota_columns(form, values)
+    return values
+
+
+def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
+    """The decisions as a feasible column vector, or None if they do not fit the model."""
+    values = np.zeros(form.arrays.num_cols)
+    index = {w.ref: i for i, w in enumerate(form.workloads)}
+    choices = defaultdict(list)
+    for choice in form.choices:
+        choices[(choice.workload, choice.pod_set)].append(choice)
+    for admission in decisions.admissions:
+        w = index.get(admission.workload)
+        if w is None:
+            return None
+        workload = form.workloads[w]
+        values[form.admit_col[w]] = 1.0
+        for assignment in admission.pod_sets:
+            p = next((i for i, ps in enumerate(workload.pod_sets) if ps.name == assignment.name), None)
+            if p is None:
+                return None
+            flavors = dict(assignment.flavors)
+            choice = next((c for c in choices[(w, p)] if dict(c.option.by_resource) == flavors), None)
+            if choice is None or not place(form, choice, assignment.pods_per_node(), values):
+                return None
+    fill_quota_columns(form, values)
+    return values if feasible(form, values) else None
+
+
+def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]
+    """Set u, c, x/n/z, k and y for one pod set placed as `per_node` says."""
+    shape = form.shapes[choice.shape]
+    count = sum(per_node.values())
+    values[choice.use_col] = 1.0
+    for col, coef in choice.pods:
+        if col != choice.use_col:
+            values[col] = count / coef
+    by_domain: dict[tuple[str, ...], int] = defaultdict(int)
+    by_slice: dict[tuple[str, ...], int] = defaultdict(int)
+    for node, pods in per_node.items():
+        if node not in shape.supply:
+            return False
+        values[shape.supply[node]] += pods
+        path = shape.paths[node]
+        if choice.level is not None:
+            by_domain[path[: choice.level + 1]] += pods
+        if choice.slice_level is not None:
+            by_slice[path[: choice.slice_level + 1]] += pods
+    if choice.mode == "required":
+        if len(by_domain) != 1:
+            return False
+        (domain, pods), = by_domain.items()
+        if domain not in choice.domain_cols:
+            return False
+        values[choice.domain_cols[domain]] = 1.0
+        if choice.count_cols:
+            values[choice.count_cols[domain]] = pods
+    elif choice.mode == "preferred":
+        for domain, pods in by_domain.items():
+            if domain not in choice.domain_cols:
+                return False
+            values[choice.domain_cols[domain]] = pods
+            values[choice.span_cols[domain]] = 1.0
+    for domain, pods in by_slice.items():
+        if domain not in choice.slice_cols or pods % choice.slice_size:
+            return False
+        values[choice.slice_cols[domain]] = pods // choice.slice_size
+    return True
+
+
+def fill_quota_columns(form: Formulation, values: np.ndarray) -> None:
+    """b = max(0, usage - guaranteed), computed from each b's own row, children first."""
+    arrays = form.arrays
+    rows_of = dict(form.quota_cols.values())
+    for _ in range(len(rows_of) + 1):
+        activity = arrays.evaluate_rows(values)
+        changed = False
+        for col, row in rows_of.items():
+            without = activity[row] - values[col]
+            needed = max(0.0, arrays.row_lower[row] - without)
+            if abs(needed - values[col]) > TOLERANCE:
+                values[col] = needed
+                changed = True
+        if not changed:
+            return
+
+
+def feasible(form: Formulation, values: np.ndarray) -> bool:
+    arrays = form.arrays
+    activity = arrays.evaluate_rows(values)
+    lower = np.asarray(arrays.row_lower)
+    upper = np.asarray(arrays.row_upper)
+    cols_ok = np.all(values >= np.asarray(arrays.col_lower) - TOLERANCE) and \
+        np.all(values <= np.asarray(arrays.col_upper) + TOLERANCE)
+    return bool(cols_ok and np.all(activity >= lower - TOLERANCE) and np.all(activity <= upper + TOLERANCE))
