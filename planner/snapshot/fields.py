@@ -1,0 +1,159 @@
+"""Typed access to fields of decoded Kubernetes objects, failing with the field's path.
+
+Readers call these on plain dicts from YAML/JSON. A wrong type raises `Bad(field,
+message)`, which the reader turns into a Problem on the object (or an InputError
+where the planner cannot run without the value). Nothing here copies the input.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Any
+
+from models import Taint, Toleration
+
+_EMPTY: dict[str, Any] = {}
+
+
+class Bad(Exception):
+    """One field of one object is wrong."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def mapping(value: object, field: str) -> dict[str, Any]:
+    """A mapping field; absent (None) reads as empty."""
+    if value is None:
+        return _EMPTY
+    if type(value) is not dict:
+        raise Bad(field, f"must be a mapping, got {type_name(value)}")
+    return value
+
+
+def sequence(value: object, field: str) -> list[Any]:
+    """A list field; absent (None) reads as empty."""
+    if value is None:
+        return []
+    if type(value) is not list:
+        raise Bad(field, f"must be a list, got {type_name(value)}")
+    return value
+
+
+def string(value: object, field: str, required: bool = False) -> str | None:
+    if value is None or value == "":
+        if required:
+            raise Bad(field, "is required")
+        return None
+    if type(value) is not str:
+        raise Bad(field, f"must be a string, got {type_name(value)}")
+    return value
+
+
+def integer(value: object, field: str, default: int | None = None, minimum: int | None = None) -> int | None:
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise Bad(field, f"must be an integer, got {type_name(value)} {value!r}")
+    if minimum is not None and value < minimum:
+        raise Bad(field, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def boolean(value: object, field: str, default: bool = False) -> bool:
+    if value is None:
+        return default
+    if type(value) is not bool:
+        raise Bad(field, f"must be true or false, got {type_name(value)} {value!r}")
+    return value
+
+
+def string_map(value: object, field: str) -> dict[str, str]:
+    """Labels, annotations, nodeSelector: every value a string (YAML may not quote them)."""
+    result = mapping(value, field)
+    for key, item in result.items():
+        if type(item) is not str:
+            raise Bad(f"{field}[{key}]", f"must be a string, got {type_name(item)} {item!r} (quote it)")
+    return result
+
+
+def timestamp(value: object, field: str) -> float | None:
+    """An RFC 3339 time (string, or a datetime as YAML decodes bare ones) as epoch seconds."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif type(value) is str:
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise Bad(field, f"{value!r} is not an RFC 3339 time such as 2026-01-31T12:00:00Z") from None
+    else:
+        raise Bad(field, f"must be an RFC 3339 time string, got {type_name(value)} {value!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)   # kubectl always writes UTC ("Z")
+    return moment.timestamp()
+
+
+def number(value: object, field: str) -> float:
+    """A finite number; numeric strings are accepted since annotations are strings."""
+    if type(value) in (int, float):
+        result = float(value)  # type: ignore[arg-type]
+    elif type(value) is str:
+        try:
+            result = float(value)
+        except ValueError:
+            raise Bad(field, f"{value!r} is not a number") from None
+    else:
+        raise Bad(field, f"must be a number, got {type_name(value)} {value!r}")
+    if not math.isfinite(result):
+        raise Bad(field, f"{value!r} is not a finite number")
+    return result
+
+
+# ---------------------------------------------------------------- shared object parts
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def taints(value: object, field: str) -> tuple[Taint, ...]:
+    out = []
+    for i, item in enumerate(sequence(value, field)):
+        where = f"{field}[{i}]"
+        taint = mapping(item, where)
+        key = string(taint.get("key"), f"{where}.key", required=True)
+        effect = string(taint.get("effect"), f"{where}.effect", required=True)
+        if effect not in _EFFECTS:
+            raise Bad(f"{where}.effect", f"must be one of {', '.join(_EFFECTS)}, got {effect!r}")
+        out.append(Taint(key, string(taint.get("value"), f"{where}.value") or "", effect))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def tolerations(value: object, field: str) -> tuple[Toleration, ...]:
+    out = []
+    for i, item in enumerate(sequence(value, field)):
+        where = f"{field}[{i}]"
+        tol = mapping(item, where)
+        operator = string(tol.get("operator"), f"{where}.operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise Bad(f"{where}.operator", f"must be Equal or Exists, got {operator!r}")
+        effect = string(tol.get("effect"), f"{where}.effect") or ""
+        if effect and effect not in _EFFECTS:
+            raise Bad(f"{where}.effect", f"must be one of {', '.join(_EFFECTS)}, got {effect!r}")
+        out.append(Toleration(
+            key=string(tol.get("key"), f"{where}.key") or "",
+            operator=operator,
+            value=string(tol.get("value"), f"{where}.value") or "",
+            effect=effect,
+        ))
+    return tuple(out)

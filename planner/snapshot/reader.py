@@ -1,0 +1,665 @@
+"""Decoded Kubernetes objects -> one models.Snapshot.
+
+Steps, in order: sort objects by kind (rejecting duplicates), the policy, then
+what other objects refer to (namespaces, priority classes, flavors, topologies,
+cohorts, queues), then workloads, nodes, and the pods that tell which capacity is
+used outside Stowplan and where running workloads really are. Wrong objects become
+Problems that only affect what depends on them (as in Kueue); only what the planner
+cannot run without raises InputError. Everything is sorted for determinism.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar
+
+from models import (
+    HOSTNAME_LABEL, ClusterQueue, Cohort, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
+    Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
+)
+from planner.errors import InputError
+from planner.snapshot import kueue, loader, policy as policy_mod, workloads as wl
+from planner.snapshot.fields import (
+    Bad, boolean, mapping, number, string, string_map, taints, timestamp,
+)
+from planner.snapshot.quantity import QuantityError, parse_quantity
+from planner.snapshot.requests import effective_request_dict
+
+T = TypeVar("T")
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_MAX_PODS = 110
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+TERMINATED = ("Succeeded", "Failed")
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+
+
+class Kind(NamedTuple):
+    bucket: str
+    versions: tuple[str, ...]
+    namespaced: bool
+
+
+# (API group, kind) -> where it goes; other kinds are counted and ignored
+KINDS: dict[tuple[str, str], Kind] = {
+    ("", "Node"): Kind("node", ("v1",), False),
+    ("", "Pod"): Kind("pod", ("v1",), True),
+    ("", "Namespace"): Kind("namespace", ("v1",), False),
+    ("batch", "Job"): Kind("job", ("v1",), True),
+    ("jobset.x-k8s.io", "JobSet"): Kind("jobset", ("v1alpha2",), True),
+    ("scheduling.k8s.io", "PriorityClass"): Kind("priorityclass", ("v1",), False),
+    ("kueue.x-k8s.io", "ResourceFlavor"): Kind("flavor", KUEUE_VERSIONS, False),
+    ("kueue.x-k8s.io", "ClusterQueue"): Kind("clusterqueue", KUEUE_VERSIONS, False),
+    ("kueue.x-k8s.io", "Cohort"): Kind("cohort", KUEUE_VERSIONS + ("v1alpha1",), False),
+    ("kueue.x-k8s.io", "LocalQueue"): Kind("localqueue", KUEUE_VERSIONS, True),
+    ("kueue.x-k8s.io", "Topology"): Kind("topology", KUEUE_VERSIONS + ("v1alpha1",), False),
+    ("kueue.x-k8s.io", "WorkloadPriorityClass"): Kind("workloadpriorityclass", KUEUE_VERSIONS, False),
+    ("stowplan.io", "PlannerPolicy"): Kind("policy", ("v1alpha1",), False),
+}
+
+
+class Item(NamedTuple):
+    file: str
+    ref: ObjectRef
+    metadata: dict[str, Any]
+    obj: dict[str, Any]
+
+
+@dataclasses.dataclass
+class Draft:
+    """A workload being assembled: Workload's fields plus what still has to be resolved."""
+
+    item: Item
+    fields: dict[str, Any]
+    reasons: list[str]
+    pod_set_of_pod: Callable[[dict[str, str]], str]
+
+
+def read_snapshot(sources: Sequence[str], *, policy_file: str | None = None, now: float | None = None) -> Snapshot:
+    """Read snapshot files or folders (see planner.snapshot) into a models.Snapshot."""
+    if isinstance(sources, str):
+        sources = [sources]
+    loaded = loader.load(sources)
+    return _Reader(loaded).snapshot(",".join(sources), policy_file, now)
+
+
+class _Reader:
+    def __init__(self, loaded: loader.Loaded):
+        self.loaded = loaded
+        self.problems: set[Problem] = set()
+        self.ignored: Counter[str] = Counter()
+        self.buckets: dict[str, list[Item]] = {k.bucket: [] for k in KINDS.values()}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.priority_classes: dict[str, int | None] = {}     # None: present but invalid
+        self.default_priority = 0
+        self.workload_priority_classes: dict[str, int | None] = {}
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.bad_flavors: set[str] = set()
+        self.topologies: dict[str, Topology] = {}
+        self.bad_topologies: set[str] = set()
+        self.cohorts: dict[str, Cohort] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.local_queues: dict[tuple[str, str], LocalQueue] = {}
+        self.bad_local_queues: set[tuple[str, str]] = set()
+        self.drafts: dict[ObjectRef, Draft] = {}
+
+    # ------------------------------------------------------------ helpers
+
+    def problem(self, item: Item | None, field: str, message: str, file: str = "") -> None:
+        self.problems.add(Problem(item.file if item else file, item.ref if item else None, field, message))
+
+    def attempt(self, item: Item, fn: Callable[..., T], *args: Any, default: T,
+                reasons: list[str] | None = None) -> T:
+        """fn(*args), or `default` with a Problem (and a blocking reason) when a field is bad."""
+        try:
+            return fn(*args)
+        except Bad as bad:
+            self.problem(item, bad.field, bad.message)
+            if reasons is not None:
+                reasons.append(f"invalid {bad.field}: {bad.message}")
+            return default
+
+    # ------------------------------------------------------------ the recipe
+
+    def snapshot(self, source: str, policy_file: str | None, now: float | None) -> Snapshot:
+        self.sort_objects()
+        if policy_file is not None:
+            policy = policy_mod.read_policy_file(policy_file)
+        else:
+            policy = policy_mod.policy_from([(i.file, i.obj) for i in self.buckets["policy"]])
+        self.read_namespaces()
+        self.read_priority_classes()
+        self.read_flavors_and_topologies()
+        self.read_cohorts()
+        self.read_cluster_queues()
+        self.read_local_queues()
+        for item in self.buckets["job"]:
+            self.read_job(item)
+        for item in self.buckets["jobset"]:
+            self.read_jobset(item)
+        nodes = self.read_nodes()
+        unmanaged, bound = self.read_pods(nodes)
+        workloads = self.finish_workloads(bound)
+        node_list = tuple(
+            Node(name, labels, allocatable, Resources.of(unmanaged.get(name, {})), node_taints, ready, unschedulable)
+            for name, (labels, allocatable, node_taints, ready, unschedulable) in sorted(nodes.items())
+        )
+        return Snapshot(
+            nodes=node_list,
+            flavors=dict(sorted(self.flavors.items())),
+            topologies=dict(sorted(self.topologies.items())),
+            cluster_queues=dict(sorted(self.cluster_queues.items())),
+            cohorts=dict(sorted(self.cohorts.items())),
+            local_queues=dict(sorted(self.local_queues.items())),
+            namespace_labels=dict(sorted(self.namespace_labels.items())),
+            workloads=workloads,
+            policy=policy,
+            now=self.planning_time(now, workloads),
+            source=source,
+            digest=self.loaded.digest,
+            object_count=len(self.loaded.objects),
+            ignored_kinds=dict(sorted(self.ignored.items())),
+            problems=tuple(sorted(self.problems, key=_problem_key)),
+        )
+
+    def sort_objects(self) -> None:
+        """Route each object to its kind's bucket; an object twice is an InputError."""
+        seen: dict[tuple[str, str, str, str], str] = {}
+        kinds = KINDS
+        for file, obj in self.loaded.objects:
+            api_version = obj["apiVersion"]
+            kind_name = obj["kind"]
+            group, _, version = api_version.rpartition("/")
+            kind = kinds.get((group, kind_name))
+            if kind is None or version not in kind.versions:
+                self.ignored[f"{api_version}/{kind_name}"] += 1
+                if kind is not None:
+                    self.problem(None, "apiVersion", f"{kind_name} version {api_version} is not supported "
+                                 f"(expected {', '.join(kind.versions)}); object ignored", file)
+                continue
+            metadata = obj.get("metadata")
+            if type(metadata) is not dict:
+                metadata = {}
+            name = metadata.get("name")
+            namespace = ""
+            if kind.namespaced:
+                namespace = metadata.get("namespace") or DEFAULT_NAMESPACE
+            if type(name) is not str or not name or type(namespace) is not str:
+                self.problems.add(Problem(file, ObjectRef(kind_name, namespace if type(namespace) is str else "", ""),
+                                          "metadata.name", "a name (and, if namespaced, a namespace string) "
+                                          "is required; object ignored"))
+                continue
+            key = (group, kind_name, namespace, name)
+            ref = ObjectRef(kind_name, namespace, name)
+            if key in seen:
+                raise InputError(f"duplicate object: it is in {seen[key]} and again in {file}",
+                                 file=file, ref=ref, field="metadata.name")
+            seen[key] = file
+            self.buckets[kind.bucket].append(Item(file, ref, metadata, obj))
+
+    # ------------------------------------------------------------ what others refer to
+
+    def read_namespaces(self) -> None:
+        for item in self.buckets["namespace"]:
+            labels = self.attempt(item, string_map, item.metadata.get("labels"), "metadata.labels", default={})
+            self.namespace_labels[item.ref.name] = labels
+
+    def read_priority_classes(self) -> None:
+        for item in self.buckets["priorityclass"]:
+            value = self.attempt(item, kueue.read_priority_value, item.obj, default=None)
+            self.priority_classes[item.ref.name] = value
+            if value is not None and item.obj.get("globalDefault") is True:
+                self.default_priority = value
+        for item in self.buckets["workloadpriorityclass"]:
+            self.workload_priority_classes[item.ref.name] = self.attempt(
+                item, kueue.read_priority_value, item.obj, default=None)
+
+    def spec(self, item: Item) -> dict[str, Any] | None:
+        try:
+            return mapping(item.obj.get("spec"), "spec")
+        except Bad as bad:
+            self.problem(item, bad.field, bad.message)
+            return None
+
+    def read_flavors_and_topologies(self) -> None:
+        for item in self.buckets["flavor"]:
+            spec = self.spec(item)
+            flavor = None if spec is None else self.attempt(item, kueue.read_flavor, item.ref.name, spec, default=None)
+            if flavor is None:
+                self.bad_flavors.add(item.ref.name)
+            else:
+                self.flavors[item.ref.name] = flavor
+        for item in self.buckets["topology"]:
+            spec = self.spec(item)
+            topology = None if spec is None else self.attempt(item, kueue.read_topology, item.ref.name, spec,
+                                                              default=None)
+            if topology is None:
+                self.bad_topologies.add(item.ref.name)
+            else:
+                self.topologies[item.ref.name] = topology
+
+    def read_cohorts(self) -> None:
+        own: dict[str, str] = {}
+        items: dict[str, Item] = {}
+        for item in self.buckets["cohort"]:
+            name = item.ref.name
+            items[name] = item
+            spec = self.spec(item)
+            cohort = None if spec is None else self.attempt(item, kueue.read_cohort, name, spec, default=None)
+            if cohort is None:
+                parent = None
+                if spec is not None:
+                    raw = spec.get("parentName") or spec.get("parent")
+                    parent = raw if type(raw) is str else None
+                cohort = Cohort(name, parent)
+                own[name] = "its spec is invalid (see the reported problem)"
+            self.cohorts[name] = cohort
+        cycles = _cohort_cycles({n: c.parent for n, c in self.cohorts.items()})
+        for name, text in cycles.items():
+            field = "spec.parent" if "parent" in mapping(items[name].obj.get("spec"), "spec") else "spec.parentName"
+            self.problem(items[name], field, f"is part of a cohort cycle ({text}); the cohorts in it and "
+                                             "every ClusterQueue under them are inactive")
+            own[name] = f"in a cohort cycle {text}"
+        self.cohort_reason: dict[str, str | None] = {}
+        for name in sorted(self.cohorts):
+            self.cohort_reason[name] = self._cohort_inactive(name, own)
+        for name, reason in self.cohort_reason.items():
+            if reason:
+                self.cohorts[name] = dataclasses.replace(self.cohorts[name], inactive_reason=reason)
+
+    def _cohort_inactive(self, name: str, own: dict[str, str]) -> str | None:
+        """Why a cohort is inactive: its own fault, or the first inactive cohort above it."""
+        chain = []
+        current: str | None = name
+        while current is not None and current in self.cohorts and current not in chain:
+            if current in own:
+                return own[current] if current == name else f"cohort {current} is inactive ({own[current]})"
+            chain.append(current)
+            current = self.cohorts[current].parent
+        return None
+
+    def read_cluster_queues(self) -> None:
+        for item in self.buckets["clusterqueue"]:
+            name = item.ref.name
+            spec = self.spec(item)
+            reasons: list[str] = []
+            cq = None if spec is None else self.attempt(item, kueue.read_cluster_queue, name, spec, default=None,
+                                                        reasons=reasons)
+            if cq is None:
+                cq = ClusterQueue(name, (), inactive_reason=reasons[0] if reasons else "its spec is invalid")
+                self.cluster_queues[name] = cq
+                continue
+            assert spec is not None
+            for group in cq.resource_groups:
+                for fq in group.flavors:
+                    if fq.flavor in self.bad_flavors:
+                        reasons.append(f"flavor {fq.flavor} is invalid")
+                    elif fq.flavor not in self.flavors:
+                        reasons.append(f"flavor {fq.flavor} not found")
+                    else:
+                        topology = self.flavors[fq.flavor].topology_name
+                        if topology and topology not in self.topologies:
+                            state = "is invalid" if topology in self.bad_topologies else "does not exist"
+                            reasons.append(f"flavor {fq.flavor} names Topology {topology}, which {state}")
+            for reason in reasons:
+                self.problem(item, "spec.resourceGroups", f"{reason}; the ClusterQueue is inactive")
+            if cq.namespace_selector is None:
+                self.problem(item, "spec.namespaceSelector",
+                             "is not set, which in Kueue matches no namespace: this queue admits nothing; "
+                             "set it to {} to allow every namespace")
+            if cq.cohort is None and kueue.has_limits(cq.resource_groups):
+                self.problem(item, "spec.resourceGroups",
+                             "borrowingLimit/lendingLimit need a cohort (Kueue rejects them without one); "
+                             "they are ignored")
+            stop = spec.get("stopPolicy")
+            if stop not in (None, "None"):
+                reasons.append(f"stopped (spec.stopPolicy: {stop})")
+            if cq.cohort and self.cohort_reason.get(cq.cohort):
+                cohort_reason = self.cohort_reason[cq.cohort]
+                reasons.append(cohort_reason if cohort_reason.startswith("cohort ")  # type: ignore[union-attr]
+                               else f"cohort {cq.cohort} is inactive ({cohort_reason})")
+            if reasons:
+                cq = dataclasses.replace(cq, inactive_reason="; ".join(reasons))
+            self.cluster_queues[name] = cq
+
+    def read_local_queues(self) -> None:
+        for item in self.buckets["localqueue"]:
+            key = (item.ref.namespace, item.ref.name)
+            spec = self.spec(item)
+            lq = None if spec is None else self.attempt(
+                item, kueue.read_local_queue, item.ref.namespace, item.ref.name, spec, default=None)
+            if lq is None:
+                self.bad_local_queues.add(key)
+                continue
+            if lq.cluster_queue not in self.cluster_queues:
+                self.problem(item, "spec.clusterQueue", f"ClusterQueue {lq.cluster_queue} does not exist; "
+                                                        "workloads in this queue wait")
+            self.local_queues[key] = lq
+
+    # ------------------------------------------------------------ workloads
+
+    def read_job(self, item: Item) -> None:
+        meta = item.metadata
+        labels = self.attempt(item, string_map, meta.get("labels"), "metadata.labels", default=None)
+        if not labels or not labels.get(wl.QUEUE_LABEL):
+            return   # not queued through Kueue: its pods, if any, are unmanaged usage
+        if _owned_by(meta, "JobSet"):
+            return   # a JobSet's child Job: the JobSet is the workload
+        reasons: list[str] = []
+        spec = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
+        annotations = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
+                                   default={}, reasons=reasons)
+        count = self.attempt(item, wl.job_count, spec, "spec", default=1, reasons=reasons)
+        min_count = self.attempt(item, wl.min_parallelism, annotations, count, default=None, reasons=reasons)
+        template = self.attempt(item, mapping, spec.get("template"), "spec.template", default={}, reasons=reasons)
+        pod_set = self.pod_set(item, wl.JOB_POD_SET, count, template, "spec.template", min_count, reasons)
+        pod_spec = template.get("spec")
+        pc_name = pod_spec.get("priorityClassName") if type(pod_spec) is dict else None
+        self.draft(item, labels, annotations, spec, (pod_set,), pc_name, "spec.template.spec.priorityClassName",
+                   reasons, lambda pod_labels: wl.JOB_POD_SET)
+
+    def read_jobset(self, item: Item) -> None:
+        meta = item.metadata
+        labels = self.attempt(item, string_map, meta.get("labels"), "metadata.labels", default=None)
+        if not labels or not labels.get(wl.QUEUE_LABEL):
+            return
+        reasons: list[str] = []
+        spec = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
+        annotations = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
+                                   default={}, reasons=reasons)
+        entries = self.attempt(item, wl.jobset_pod_sets, spec, default=[], reasons=reasons)
+        pod_sets = []
+        pc_name, pc_field = None, ""
+        for name, count, template, field in entries:
+            pod_sets.append(self.pod_set(item, name, count, template, field, None, reasons))
+            pod_spec = template.get("spec")
+            if pc_name is None and type(pod_spec) is dict and pod_spec.get("priorityClassName") is not None:
+                pc_name, pc_field = pod_spec["priorityClassName"], f"{field}.spec.priorityClassName"
+        if not pod_sets:
+            pod_sets.append(PodSet("main", 1, Resources.of(pods=1)))
+        self.draft(item, labels, annotations, spec, tuple(sorted(pod_sets, key=lambda p: p.name)), pc_name,
+                   pc_field, reasons, lambda pod_labels: pod_labels.get(REPLICATED_JOB_LABEL, ""))
+
+    def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
+                min_count: int | None, reasons: list[str]) -> PodSet:
+        fallback = PodSet(name, count, Resources.of(pods=1), min_count)
+        return self.attempt(item, wl.build_pod_set, name, count, template, field, min_count,
+                            default=fallback, reasons=reasons)
+
+    def draft(self, item: Item, labels: dict[str, str], annotations: dict[str, str], spec: dict[str, Any],
+              pod_sets: tuple[PodSet, ...], pc_name: object, pc_field: str, reasons: list[str],
+              pod_set_of_pod: Callable[[dict[str, str]], str]) -> None:
+        meta = item.metadata
+        uid = meta.get("uid")
+        version = meta.get("resourceVersion")
+        fields: dict[str, Any] = {
+            "ref": item.ref,
+            "local_queue": labels[wl.QUEUE_LABEL],
+            "pod_sets": pod_sets,
+            "priority": self.priority(item, labels, pc_name, pc_field, reasons),
+            "uid": uid if type(uid) is str else "",
+            "resource_version": version if type(version) is str else "",
+        }
+        created = self.attempt(item, timestamp, meta.get("creationTimestamp"), "metadata.creationTimestamp",
+                               default=None)
+        evicted = self.annotation_time(item, annotations, wl.EVICTED_AT)
+        fields["created_at"] = created or 0.0
+        fields["queued_at"] = max(created or 0.0, evicted or 0.0)
+        fields["admitted_at"] = self.annotation_time(item, annotations, wl.ADMITTED_AT)
+        fields["checkpointed_at"] = self.annotation_time(item, annotations, wl.CHECKPOINTED_AT)
+        if wl.PREEMPTION_COST in annotations:
+            cost_field = f"metadata.annotations[{wl.PREEMPTION_COST}]"
+            cost = self.attempt(item, number, annotations[wl.PREEMPTION_COST], cost_field, default=None)
+            if cost is not None and cost < 0:
+                self.problem(item, cost_field, f"{cost:g} is negative; ignored")
+                cost = None
+            fields["preemption_cost"] = cost
+        flag = annotations.get(wl.NON_PREEMPTIBLE)
+        if flag is not None and flag not in ("true", "false"):
+            self.problem(item, f"metadata.annotations[{wl.NON_PREEMPTIBLE}]",
+                         f"must be \"true\" or \"false\", got {flag!r}; read as false")
+        fields["non_preemptible"] = flag == "true"
+        suspend = self.attempt(item, boolean, spec.get("suspend"), "spec.suspend", default=True, reasons=reasons)
+        if suspend:
+            fields["state"] = WorkloadState.PENDING
+        elif wl.ASSIGNMENT in annotations:
+            assignment = self.attempt(item, wl.parse_assignment, annotations[wl.ASSIGNMENT], pod_sets, default=None)
+            if assignment is None:
+                self.problem(item, f"metadata.annotations[{wl.ASSIGNMENT}]",
+                             "unreadable, so the running workload is treated as started outside Stowplan")
+                fields["state"] = WorkloadState.EXTERNAL
+            else:
+                fields["state"] = WorkloadState.RUNNING
+                fields["assignment"] = assignment
+        else:
+            fields["state"] = WorkloadState.EXTERNAL
+        self.drafts[item.ref] = Draft(item, fields, reasons, pod_set_of_pod)
+
+    def annotation_time(self, item: Item, annotations: dict[str, str], key: str) -> float | None:
+        if key not in annotations:
+            return None
+        return self.attempt(item, timestamp, annotations[key], f"metadata.annotations[{key}]", default=None)
+
+    def priority(self, item: Item, labels: dict[str, str], pc_name: object, pc_field: str,
+                 reasons: list[str]) -> int:
+        """WorkloadPriorityClass by label, else PriorityClass by name, else the global default (0)."""
+        wpc = labels.get(wl.PRIORITY_LABEL)
+        if wpc:
+            return self._class_value(item, self.workload_priority_classes, "WorkloadPriorityClass", wpc,
+                                     f"metadata.labels[{wl.PRIORITY_LABEL}]", reasons)
+        if pc_name is None or pc_name == "":
+            return self.default_priority
+        if type(pc_name) is not str:
+            self.problem(item, pc_field, f"must be a string, got {pc_name!r}")
+            reasons.append(f"invalid {pc_field}")
+            return 0
+        return self._class_value(item, self.priority_classes, "PriorityClass", pc_name, pc_field, reasons)
+
+    def _class_value(self, item: Item, table: dict[str, int | None], kind: str, name: str, field: str,
+                     reasons: list[str]) -> int:
+        if name not in table:
+            self.problem(item, field, f"{kind} {name} does not exist")
+            reasons.append(f"{kind} {name} does not exist (Kueue does not admit it)")
+            return 0
+        value = table[name]
+        if value is None:
+            reasons.append(f"{kind} {name} is invalid")
+            return 0
+        return value
+
+    # ------------------------------------------------------------ nodes and pods
+
+    def read_nodes(self) -> dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]]:
+        nodes = {}
+        for item in self.buckets["node"]:
+            try:
+                nodes[item.ref.name] = _node(item)
+            except Bad as bad:
+                self.problem(item, bad.field, f"{bad.message}; node skipped")
+        return nodes
+
+    def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], dict[ObjectRef, dict[str, dict[str, int]]]]:
+        """Unmanaged requests per node, and pods per node per pod set of each running workload."""
+        running = {ref for ref, d in self.drafts.items() if d.fields["state"] is WorkloadState.RUNNING}
+        unmanaged: dict[str, dict[str, int]] = {}
+        bound: dict[ObjectRef, dict[str, dict[str, int]]] = {}
+        for item in self.buckets["pod"]:
+            spec = item.obj.get("spec")
+            if type(spec) is not dict:
+                continue
+            node = spec.get("nodeName")
+            if not node or type(node) is not str:
+                continue
+            status = item.obj.get("status")
+            if type(status) is dict and status.get("phase") in TERMINATED:
+                continue
+            labels = item.metadata.get("labels")
+            if type(labels) is not dict:
+                labels = {}
+            owner = _pod_owner(item, labels)
+            if owner is not None and owner in running:
+                pod_set = self.drafts[owner].pod_set_of_pod(labels)
+                per_node = bound.setdefault(owner, {}).setdefault(pod_set, {})
+                per_node[node] = per_node.get(node, 0) + 1
+                continue
+            if node not in nodes:
+                continue
+            try:
+                request = effective_request_dict(spec, "spec")
+            except Bad as bad:
+                self.problem(item, bad.field, f"{bad.message}; only its pod slot is counted")
+                request = {"pods": 1}
+            usage = unmanaged.setdefault(node, {})
+            for name, amount in request.items():
+                usage[name] = usage.get(name, 0) + amount
+        return unmanaged, bound
+
+    # ------------------------------------------------------------ resolving
+
+    def finish_workloads(self, bound: dict[ObjectRef, dict[str, dict[str, int]]]) -> tuple[Workload, ...]:
+        out = []
+        for ref in sorted(self.drafts):
+            draft = self.drafts[ref]
+            fields, reasons = draft.fields, draft.reasons
+            fields["cluster_queue"] = self.resolve_queue(draft)
+            if ref in bound:
+                fields["assignment"] = _assignment_from_pods(fields["assignment"], bound[ref])
+            if reasons:
+                fields["blocked_reason"] = "; ".join(dict.fromkeys(reasons))
+            out.append(Workload(**fields))
+        return tuple(out)
+
+    def resolve_queue(self, draft: Draft) -> str | None:
+        ref = draft.item.ref
+        name = draft.fields["local_queue"]
+        key = (ref.namespace, name)
+        lq = self.local_queues.get(key)
+        if lq is None:
+            if key in self.bad_local_queues:
+                draft.reasons.insert(0, f"LocalQueue {name} in namespace {ref.namespace} is invalid")
+            else:
+                self.problem(draft.item, f"metadata.labels[{wl.QUEUE_LABEL}]",
+                             f"LocalQueue {name} does not exist in namespace {ref.namespace}")
+                draft.reasons.insert(0, f"LocalQueue {name} does not exist in namespace {ref.namespace}")
+            return None
+        cq = self.cluster_queues.get(lq.cluster_queue)
+        if cq is None:
+            draft.reasons.insert(0, f"LocalQueue {ref.namespace}/{name} points to ClusterQueue "
+                                    f"{lq.cluster_queue}, which does not exist")
+            return None
+        if cq.inactive_reason:
+            draft.reasons.insert(0, f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}")
+        return cq.name
+
+    def planning_time(self, now: float | None, workloads: tuple[Workload, ...]) -> float:
+        """--now, else the List's snapshot-time annotation, else the newest timestamp read."""
+        if now is not None:
+            return float(now)
+        for file, value in self.loaded.snapshot_times:
+            try:
+                stamp = timestamp(value, "metadata.annotations[stowplan.io/snapshot-time]")
+            except Bad as bad:
+                self.problem(None, bad.field, f"{bad.message}; using the newest timestamp instead", file)
+                continue
+            if stamp is not None:
+                return stamp
+        newest = 0.0
+        for w in workloads:
+            newest = max(newest, w.created_at, w.admitted_at or 0.0, w.checkpointed_at or 0.0)
+        for bucket in self.buckets.values():
+            for item in bucket:
+                raw = item.metadata.get("creationTimestamp")
+                if raw:
+                    try:
+                        newest = max(newest, timestamp(raw, "") or 0.0)
+                    except Bad:
+                        pass   # reported where it matters (workloads)
+        return newest
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def _problem_key(p: Problem) -> tuple[str, str, str, str]:
+    return (p.file, str(p.ref) if p.ref else "", p.field, p.message)
+
+
+def _cohort_cycles(parent: dict[str, str | None]) -> dict[str, str]:
+    """Cohort -> "a -> b -> a" for every cohort on a parentName cycle."""
+    cycles: dict[str, str] = {}
+    done: set[str] = set()
+    for start in sorted(parent):
+        path: list[str] = []
+        index: dict[str, int] = {}
+        current: str | None = start
+        while current is not None and current in parent and current not in done and current not in index:
+            index[current] = len(path)
+            path.append(current)
+            current = parent[current]
+        if current is not None and current in index:
+            cycle = path[index[current]:]
+            text = " -> ".join(cycle + [current])
+            for name in cycle:
+                cycles[name] = text
+        done.update(path)
+    return cycles
+
+
+def _owned_by(metadata: dict[str, Any], kind: str) -> bool:
+    owners = metadata.get("ownerReferences")
+    return type(owners) is list and any(type(o) is dict and o.get("kind") == kind for o in owners)
+
+
+def _pod_owner(item: Item, labels: dict[str, Any]) -> ObjectRef | None:
+    """The Job or JobSet a pod belongs to, from JobSet's label, the owner reference, or job-name."""
+    namespace = item.ref.namespace
+    jobset = labels.get(JOBSET_NAME_LABEL)
+    if jobset:
+        return ObjectRef("JobSet", namespace, jobset)
+    owners = item.metadata.get("ownerReferences")
+    if type(owners) is list:
+        for owner in owners:
+            if type(owner) is dict and owner.get("kind") == "Job" and type(owner.get("name")) is str:
+                return ObjectRef("Job", namespace, owner["name"])
+    for key in JOB_NAME_LABELS:
+        if labels.get(key):
+            return ObjectRef("Job", namespace, labels[key])
+    return None
+
+
+def _node(item: Item) -> tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]:
+    meta, obj = item.metadata, item.obj
+    labels = string_map(meta.get("labels"), "metadata.labels")
+    spec = mapping(obj.get("spec"), "spec")
+    status = mapping(obj.get("status"), "status")
+    allocatable: dict[str, int] = {}
+    for resource, value in mapping(status.get("allocatable"), "status.allocatable").items():
+        try:
+            allocatable[resource] = parse_quantity(value, resource)
+        except QuantityError as err:
+            raise Bad(f"status.allocatable.{resource}", str(err)) from None
+    allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+    ready = True
+    conditions = status.get("conditions")
+    if type(conditions) is list:
+        for condition in conditions:
+            if type(condition) is dict and condition.get("type") == "Ready":
+                ready = condition.get("status") == "True"
+    return (labels, Resources.of(allocatable), taints(spec.get("taints"), "spec.taints"), ready,
+            boolean(spec.get("unschedulable"), "spec.unschedulable"))
+
+
+def _assignment_from_pods(annotated: tuple[PodSetAssignment, ...],
+                          pods: dict[str, dict[str, int]]) -> tuple[PodSetAssignment, ...]:
+    """Bound pods are the truth: pods per node from them, flavors from the annotation."""
+    out = []
+    for entry in annotated:
+        per_node = pods.get(entry.name)
+        if not per_node:
+            out.append(entry)
+            continue
+        domains = tuple(((node,), count) for node, count in sorted(per_node.items()))
+        out.append(PodSetAssignment(entry.name, sum(per_node.values()), entry.flavors, (HOSTNAME_LABEL,), domains))
+    return tuple(out)
