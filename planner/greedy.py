@@ -1,0 +1,566 @@
+"""The greedy baseline: Kueue's scheduling cycles, replayed on a static snapshot.
+
+Each cycle takes the head of every active ClusterQueue, nominates each head against
+the state at the start of the cycle (flavor by flavor: quota through the QuotaTree,
+then node placement through `planner.placement`), orders the nominees (not
+borrowing first, then effective priority, then queue time) and admits each that
+still fits after the ones before it. It stops when a cycle changes nothing.
+
+No preemption yet: only pending workloads are admitted, running ones keep their
+capacity and quota. Free capacity and quota usage live in `ClusterState`, updated
+in place per admission (never recomputed), so a cycle costs what its heads cost.
+This module only computes; it writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from models import (
+    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, ObjectRef, PodSet, PodSetAssignment,
+    Resources, Snapshot, Workload, WorkloadState, is_gpu,
+)
+from planner import placement
+from planner.capacity import cluster_queue_usage, free_capacity, pod_set_by_name
+from planner.placement import DomainTree, Placement, level_noun
+from planner.semantics import (
+    FlavorOption, QuotaTree, effective_priority, flavor_options, namespace_allowed,
+    node_allows, queue_order_key, quota_usage,
+)
+from planner.topology import levels_for, node_path
+
+FlavorResource = tuple[str, str]
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class GreedyResult:
+    decisions: Decisions
+    reasons: dict[ObjectRef, str]   # pending, not admitted -> why, from greedy's last attempt
+
+
+# ---------------------------------------------------------------- words for quantities
+
+def amount(resource: str, value: int) -> str:
+    """A bare amount in the unit people use: cores for cpu, Gi for memory, units otherwise."""
+    if resource == "cpu":
+        return f"{value / 1000:g}"
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        if value % GIB == 0 or value >= 10 * GIB:
+            return f"{value / GIB:g}Gi"
+        return f"{value / (1 << 20):g}Mi"
+    return str(value)
+
+
+def quantity(resource: str, value: int) -> str:
+    """An amount with its resource named: `16 nvidia.com/gpu`, `4 cpu cores`, `64Gi memory`."""
+    if resource == "cpu":
+        return f"{amount(resource, value)} cpu core{'' if value == 1000 else 's'}"
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        return f"{amount(resource, value)} {resource}"
+    if resource == "pods":
+        return f"{value} pod{'' if value == 1 else 's'}"
+    return f"{value} {resource}"
+
+
+def pod_shape(request: Resources) -> str:
+    """One pod in a few words: its GPUs if it asks for any, else its cpu."""
+    gpus = [(r, v) for r, v in request.items() if is_gpu(r) and v > 0]
+    if gpus:
+        return " + ".join(quantity(r, v) for r, v in gpus)
+    if request.get("cpu") > 0:
+        return quantity("cpu", request.get("cpu"))
+    other = [(r, v) for r, v in request.items() if r != "pods" and v > 0]
+    return quantity(*other[0]) if other else "no resources"
+
+
+def admission_blocker(snapshot: Snapshot, workload: Workload) -> str | None:
+    """Why a workload can never be admitted in this snapshot, or None."""
+    if workload.blocked_reason:
+        return workload.blocked_reason
+    if workload.cluster_queue is None:
+        return f"LocalQueue {workload.ref.namespace}/{workload.local_queue} does not exist"
+    cq = snapshot.cluster_queues.get(workload.cluster_queue)
+    if cq is None:
+        return f"ClusterQueue {workload.cluster_queue} does not exist"
+    if not cq.active:
+        return f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}"
+    if not namespace_allowed(snapshot, cq, workload.ref.namespace):
+        return f"namespace {workload.ref.namespace} is not allowed by the namespaceSelector of ClusterQueue {cq.name}"
+    return None
+
+
+# ---------------------------------------------------------------- cluster state
+
+@dataclass
+class Choice:
+    """One pod set's flavor, count and nodes, with what it charges to quota."""
+
+    pod_set: PodSet
+    option: FlavorOption
+    count: int
+    pods: dict[str, int]
+    charges: dict[FlavorResource, int]
+
+    def assignment(self) -> PodSetAssignment:
+        return PodSetAssignment(
+            name=self.pod_set.name,
+            count=self.count,
+            flavors=dict(sorted(self.option.by_resource.items())),
+            levels=(HOSTNAME_LABEL,),
+            domains=tuple(((node,), c) for node, c in sorted(self.pods.items()) if c > 0),
+        )
+
+
+class ClusterState:
+    """Free node capacity (a nodes x resources matrix) and quota usage, updated in place."""
+
+    def __init__(self, snapshot: Snapshot, evicted: Iterable[ObjectRef] = ()):
+        gone = list(evicted)
+        self.snapshot = snapshot
+        free = free_capacity(snapshot, gone)
+        self.node_objs = sorted((n for n in snapshot.nodes if n.name in free), key=lambda n: n.name)
+        self.row = {n.name: i for i, n in enumerate(self.node_objs)}
+        names: set[str] = set()
+        for res in free.values():
+            names.update(res.names())
+        for w in snapshot.workloads:
+            for ps in w.pod_sets:
+                names.update(ps.request.names())
+        self.col = {r: j for j, r in enumerate(sorted(names))}
+        self.free = np.zeros((len(self.node_objs), len(self.col)), dtype=np.int64)
+        for n in self.node_objs:
+            for r, v in free[n.name].items():
+                self.free[self.row[n.name], self.col[r]] = v
+        self.quota = QuotaTree(snapshot)
+        self.cq_usage: dict[str, dict[FlavorResource, int]] = defaultdict(dict)
+        for key, usage in cluster_queue_usage(snapshot, gone).items():
+            self.cq_usage[key].update(usage)
+        self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
+        self._trees: dict[object, tuple[DomainTree, np.ndarray]] = {}
+        self._vectors: dict[Resources, np.ndarray] = {}
+
+    # -- quota
+
+    def _usage(self, fr: FlavorResource) -> dict[str, int]:
+        if fr not in self._tree_usage:
+            self._tree_usage[fr] = self.quota.tree_usage(self.cq_usage, fr)
+        return self._tree_usage[fr]
+
+    def available(self, cq: str, fr: FlavorResource) -> int:
+        return self.quota.available(f"cq:{cq}", fr, self._usage(fr))
+
+    def lists(self, cq: str, fr: FlavorResource) -> bool:
+        return self.quota.lists(f"cq:{cq}", fr)
+
+    def used(self, cq: str, fr: FlavorResource) -> int:
+        return self.cq_usage.get(f"cq:{cq}", {}).get(fr, 0)
+
+    def nominal(self, cq: str, fr: FlavorResource) -> int:
+        return self.quota.limits(f"cq:{cq}", fr)[0]
+
+    def charge(self, cq: str, fr: FlavorResource, delta: int) -> None:
+        """Add usage to a queue and carry the change up the cohort tree incrementally."""
+        key = f"cq:{cq}"
+        old = self.cq_usage[key].get(fr, 0)
+        self.cq_usage[key][fr] = old + delta
+        usage = self._tree_usage.get(fr)
+        if usage is None or key not in self.quota.parent:
+            return
+        node, new = key, old + delta
+        usage[node] = new
+        while self.quota.parent[node] is not None:
+            guaranteed = self.quota.guaranteed(node, fr)
+            change = max(0, new - guaranteed) - max(0, old - guaranteed)
+            if change == 0:
+                return
+            node = self.quota.parent[node]  # type: ignore[assignment]
+            old = usage.get(node, 0)
+            new = old + change
+            usage[node] = new
+
+    def quota_shortfall(self, cq: str, charges: Mapping[FlavorResource, int],
+                        pending: Mapping[FlavorResource, int]) -> str | None:
+        """None when the queue can take `charges` on top of `pending`, else why not."""
+        for fr, need in sorted(charges.items()):
+            flavor, resource = fr
+            if not self.lists(cq, fr):
+                return f"ClusterQueue {cq} has no quota entry for {resource} in flavor {flavor}"
+            if need <= 0:
+                continue
+            room = self.available(cq, fr) - pending.get(fr, 0)
+            if room < need:
+                return (f"insufficient quota for {resource} in flavor {flavor}: needs "
+                        f"{quantity(resource, need)}, {amount(resource, max(0, room))} available to ClusterQueue {cq}")
+        return None
+
+    def borrows(self, cq: str, charges: Mapping[FlavorResource, int]) -> bool:
+        """Kueue's Borrows(): some flavor/resource would go above the queue's nominal quota."""
+        return any(self.used(cq, fr) + v > self.nominal(cq, fr) for fr, v in charges.items() if v > 0)
+
+    # -- nodes
+
+    def vector(self, request: Resources) -> np.ndarray:
+        vec = self._vectors.get(request)
+        if vec is None:
+            vec = np.zeros(len(self.col), dtype=np.int64)
+            for r, v in request.items():
+                vec[self.col[r]] = v
+            self._vectors[request] = vec
+        return vec
+
+    def domain_tree(self, option: FlavorOption, pod_set: PodSet) -> tuple[DomainTree, np.ndarray]:
+        """The eligible nodes of a flavor choice for a pod set, as a domain tree and matrix rows."""
+        key = (option.flavors, tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations)
+        cached = self._trees.get(key)
+        if cached is None:
+            flavors = [self.snapshot.flavors[f] for f in option.flavors]
+            levels = levels_for(self.snapshot, flavors)
+            paths = {}
+            for node in self.node_objs:
+                if node_allows(node, flavors, pod_set):
+                    path = node_path(node, levels)
+                    if path is not None:
+                        paths[node.name] = path
+            tree = DomainTree(levels, paths)
+            rows = np.array([self.row[n] for n in tree.names], dtype=np.int64)
+            cached = self._trees[key] = (tree, rows)
+        return cached
+
+    def leaf_counts(self, rows: np.ndarray, request: Resources) -> np.ndarray:
+        return placement.leaf_counts(self.free[rows], self.vector(request))
+
+    def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
+        tree, rows = self.domain_tree(option, pod_set)
+        return placement.place_counts(tree, self.leaf_counts(rows, pod_set.request), count, pod_set.topology)
+
+    def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
+        vec = self.vector(request)
+        for node, count in pods.items():
+            self.free[self.row[node]] -= sign * count * vec
+
+    def nodes_fit(self, pods: Mapping[str, int], request: Resources) -> bool:
+        vec = self.vector(request)
+        return all(bool((self.free[self.row[n]] >= c * vec).all()) for n, c in pods.items())
+
+    # -- whole decisions
+
+    def commit(self, cq: str, choices: Sequence[Choice]) -> None:
+        for choice in choices:
+            self.take(choice.pods, choice.pod_set.request)
+            for fr, v in choice.charges.items():
+                self.charge(cq, fr, v)
+
+    def still_fits(self, cq: str, choices: Sequence[Choice]) -> bool:
+        """Does a nomination made earlier in the cycle still fit (Kueue re-checks, it does not redo)?"""
+        charges: dict[FlavorResource, int] = defaultdict(int)
+        for choice in choices:
+            for fr, v in choice.charges.items():
+                charges[fr] += v
+        if self.quota_shortfall(cq, charges, {}) is not None:
+            return False
+        taken: list[Choice] = []
+        try:
+            for choice in choices:  # pod sets of one workload may share nodes
+                if not self.nodes_fit(choice.pods, choice.pod_set.request):
+                    return False
+                self.take(choice.pods, choice.pod_set.request)
+                taken.append(choice)
+            return True
+        finally:
+            for choice in taken:
+                self.take(choice.pods, choice.pod_set.request, sign=-1)
+
+    def apply_admission(self, workload: Workload, admission: Admission) -> None:
+        """Account for a decided admission (explain and callers replaying a plan)."""
+        for psa in admission.pod_sets:
+            ps = pod_set_by_name(workload, psa.name)
+            if ps is None:
+                continue
+            self.take({n: c for n, c in psa.pods_per_node().items() if n in self.row}, ps.request)
+            for resource, flavor in psa.flavors.items():
+                self.charge(admission.cluster_queue, (flavor, resource), psa.count * ps.request.get(resource))
+
+
+# ---------------------------------------------------------------- one workload
+
+class _Tentative:
+    """Charges and node takes of a workload being tried, undone afterwards."""
+
+    def __init__(self, state: ClusterState):
+        self.state = state
+        self.pending: dict[FlavorResource, int] = defaultdict(int)
+        self.choices: list[Choice] = []
+
+    def add(self, choice: Choice) -> None:
+        self.state.take(choice.pods, choice.pod_set.request)
+        for fr, v in choice.charges.items():
+            self.pending[fr] += v
+        self.choices.append(choice)
+
+    def rollback(self, keep: int = 0) -> None:
+        while len(self.choices) > keep:
+            choice = self.choices.pop()
+            self.state.take(choice.pods, choice.pod_set.request, sign=-1)
+            for fr, v in choice.charges.items():
+                self.pending[fr] -= v
+
+
+def _try_pod_set(state: ClusterState, cq: ClusterQueue, ps: PodSet, count: int, tent: _Tentative) -> Choice | str:
+    """Flavor options in order; quota, then placement; flavorFungibility decides when to stop."""
+    options = flavor_options(state.snapshot, cq, ps)
+    if isinstance(options, str):
+        return options
+    first_reason: str | None = None
+    borrowing_fit: Choice | None = None
+    for option in options:
+        charges = quota_usage(ps, option, count)
+        short = state.quota_shortfall(cq.name, charges, tent.pending)
+        if short is not None:
+            first_reason = first_reason or short
+            continue
+        where = state.place(option, ps, count)
+        if not where.ok:
+            flavors = "/".join(option.flavors)
+            first_reason = first_reason or f"{count} pods of {pod_shape(ps.request)} on flavor {flavors}: {where.reason}"
+            continue
+        choice = Choice(ps, option, count, dict(where.pods or {}), charges)
+        total = {fr: tent.pending.get(fr, 0) + v for fr, v in charges.items()}
+        if not state.borrows(cq.name, total) or cq.when_can_borrow != "TryNextFlavor":
+            return choice
+        borrowing_fit = borrowing_fit or choice
+    if borrowing_fit is not None:
+        return borrowing_fit
+    return first_reason or f"no flavor of ClusterQueue {cq.name} fits"
+
+
+def _group_level(members: Sequence[PodSet]) -> str | None:
+    for mode in ("required", "preferred"):
+        for ps in members:
+            if ps.topology.mode == mode and ps.topology.level:
+                return ps.topology.level
+    return None
+
+
+def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], counts: Sequence[int],
+               tent: _Tentative) -> list[Choice] | str:
+    """Pod sets sharing a group name: one common domain at their level, smallest that fits first."""
+    level = _group_level(members)
+    if level is None:
+        return _try_each(state, cq, members, counts, tent)
+    all_options = [flavor_options(state.snapshot, cq, ps) for ps in members]
+    for opts in all_options:
+        if isinstance(opts, str):
+            return opts
+    names = ", ".join(ps.name for ps in members)
+    reason: str | None = None
+    for option in all_options[0]:  # type: ignore[union-attr]
+        picks = [option] + [next((o for o in opts if o.flavors == option.flavors), None)  # type: ignore[union-attr]
+                            for opts in all_options[1:]]
+        if any(p is None for p in picks):
+            continue
+        charges_each = [quota_usage(ps, opt, n) for ps, opt, n in zip(members, picks, counts)]  # type: ignore[arg-type]
+        total: dict[FlavorResource, int] = defaultdict(int)
+        for ch in charges_each:
+            for fr, v in ch.items():
+                total[fr] += v
+        short = state.quota_shortfall(cq.name, total, tent.pending)
+        if short is not None:
+            reason = reason or short
+            continue
+        trees = [state.domain_tree(opt, ps) for opt, ps in zip(picks, members)]  # type: ignore[arg-type]
+        if any(level not in tree.levels for tree, _ in trees):
+            reason = reason or f"the topology of flavor {'/'.join(option.flavors)} has no level {level}"
+            continue
+        # Room per domain for each member alone; candidates are domains where every member fits.
+        room: dict[tuple[str, ...], list[int]] = {}
+        for k, ((tree, rows), ps) in enumerate(zip(trees, members)):
+            lvl = tree.levels.index(level)
+            per_domain = np.bincount(tree.node_domain[lvl], weights=state.leaf_counts(rows, ps.request),
+                                     minlength=len(tree.values[lvl])) if len(tree) else np.zeros(0)
+            for d, values in enumerate(tree.values[lvl]):
+                room.setdefault(values, [0] * len(members))[k] = int(per_domain[d])
+        biggest = max(range(len(members)), key=lambda k: counts[k])
+        candidates = sorted((r[biggest], v) for v, r in room.items() if all(r[k] >= counts[k] for k in range(len(members))))
+        for _, values in candidates:
+            mark = len(tent.choices)
+            for (tree, rows), ps, opt, n, ch in zip(trees, members, picks, counts, charges_each):
+                lvl = tree.levels.index(level)
+                d = tree.domain_index(lvl, values)
+                leaf = state.leaf_counts(rows, ps.request)
+                leaf = np.where(tree.node_domain[lvl] == d, leaf, 0) if d is not None else leaf * 0
+                where = placement.place_counts(tree, leaf, n, ps.topology)
+                if not where.ok:
+                    tent.rollback(mark)
+                    break
+                tent.add(Choice(ps, opt, n, dict(where.pods or {}), ch))  # type: ignore[arg-type]
+            else:
+                return tent.choices[mark:]
+        reason = reason or f"pod sets {names} do not fit together in one {level_noun(level)} ({level})"
+    if reason is None:
+        return f"pod sets {names} have no common flavor in ClusterQueue {cq.name}"
+    return reason
+
+
+def _try_each(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], counts: Sequence[int],
+              tent: _Tentative) -> list[Choice] | str:
+    out = []
+    for ps, n in zip(members, counts):
+        result = _try_pod_set(state, cq, ps, n, tent)
+        if isinstance(result, str):
+            return f"pod set {ps.name}: {result}" if len(members) > 1 else result
+        tent.add(result)
+        out.append(result)
+    return out
+
+
+def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -> list[Choice] | str:
+    """Place every pod set of `workload` at `counts`, all or nothing; the state is left as found."""
+    cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
+    tent = _Tentative(state)
+    try:
+        done: set[int] = set()
+        many = len(workload.pod_sets) > 1
+        for i, ps in enumerate(workload.pod_sets):
+            if i in done:
+                continue
+            group = [j for j, other in enumerate(workload.pod_sets)
+                     if ps.topology.group and other.topology.group == ps.topology.group] or [i]
+            done.update(group)
+            members = [workload.pod_sets[j] for j in group]
+            if len(members) > 1:
+                result = _try_group(state, cq, members, [counts[j] for j in group], tent)
+            else:
+                result = _try_pod_set(state, cq, ps, counts[i], tent)
+                if isinstance(result, str):
+                    result = f"pod set {ps.name}: {result}" if many else result
+                else:
+                    tent.add(result)
+            if isinstance(result, str):
+                return result
+        order = {ps.name: k for k, ps in enumerate(workload.pod_sets)}
+        return sorted(tent.choices, key=lambda c: order[c.pod_set.name])
+    finally:
+        tent.rollback()
+
+
+def evaluate(state: ClusterState, workload: Workload) -> list[Choice] | str:
+    """Full counts first; an elastic workload then binary-searches the largest count that fits."""
+    full = [ps.count for ps in workload.pod_sets]
+    result = try_counts(state, workload, full)
+    if not isinstance(result, str) or not workload.elastic:
+        return result
+    deltas = [ps.count - ps.minimum for ps in workload.pod_sets]
+    steps = max(deltas)
+    if steps <= 0:
+        return result
+
+    def counts_at(k: int) -> list[int]:  # Kueue's PodSetReducer: all elastic pod sets shrink together
+        return [ps.count - math.ceil(d * k / steps) for ps, d in zip(workload.pod_sets, deltas)]
+
+    lowest = try_counts(state, workload, counts_at(steps))
+    if isinstance(lowest, str):
+        return lowest
+    lo, hi, best = 1, steps - 1, lowest
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        attempt = try_counts(state, workload, counts_at(mid))
+        if isinstance(attempt, str):
+            lo = mid + 1
+        else:
+            best, hi = attempt, mid - 1
+    return best
+
+
+# ---------------------------------------------------------------- the cycles
+
+@dataclass
+class _Entry:
+    workload: Workload
+    choices: list[Choice]
+    borrows: bool
+    key: tuple = field(default_factory=tuple)
+
+
+def greedy(snapshot: Snapshot) -> GreedyResult:
+    """Kueue's admission, cycle by cycle, until a cycle changes nothing."""
+    state = ClusterState(snapshot)
+    reasons: dict[ObjectRef, str] = {}
+    queues: dict[str, list[Workload]] = defaultdict(list)
+    for w in sorted(snapshot.workloads, key=lambda w: w.ref):
+        if w.state is not WorkloadState.PENDING:
+            continue
+        blocker = admission_blocker(snapshot, w)
+        if blocker is not None:
+            reasons[w.ref] = blocker
+            continue
+        queues[w.cluster_queue].append(w)  # type: ignore[index]
+    order_keys = {w.ref: queue_order_key(w, snapshot) for q in queues.values() for w in q}
+    for q in queues.values():
+        q.sort(key=lambda w: order_keys[w.ref])
+    position = {name: 0 for name in queues}
+    admitted: dict[ObjectRef, Admission] = {}
+    inadmissible: set[ObjectRef] = set()
+
+    while True:
+        heads = _heads(snapshot, queues, position, admitted, inadmissible)
+        if not heads:
+            break
+        nominated: list[_Entry] = []
+        for w in heads:  # every head against the state at the start of the cycle
+            result = evaluate(state, w)
+            if isinstance(result, str):
+                inadmissible.add(w.ref)
+                reasons[w.ref] = result
+                continue
+            charges: dict[FlavorResource, int] = defaultdict(int)
+            for c in result:
+                for fr, v in c.charges.items():
+                    charges[fr] += v
+            borrows = state.borrows(w.cluster_queue, charges)  # type: ignore[arg-type]
+            key = (borrows, -effective_priority(w, snapshot), w.queued_at, w.uid, str(w.ref))
+            nominated.append(_Entry(w, result, borrows, key))
+        nominated.sort(key=lambda e: e.key)
+        for entry in nominated:
+            cq = entry.workload.cluster_queue
+            if not state.still_fits(cq, entry.choices):  # type: ignore[arg-type]
+                continue  # skipped: tried again next cycle against the new state
+            state.commit(cq, entry.choices)  # type: ignore[arg-type]
+            admitted[entry.workload.ref] = Admission(
+                workload=entry.workload.ref,
+                cluster_queue=cq,  # type: ignore[arg-type]
+                pod_sets=tuple(c.assignment() for c in entry.choices),
+            )
+            reasons.pop(entry.workload.ref, None)
+
+    for name, q in queues.items():
+        cq = snapshot.cluster_queues[name]
+        if cq.queueing_strategy != "StrictFIFO":
+            continue
+        i = position[name]
+        if i < len(q) and q[i].ref in inadmissible:
+            for w in q[i + 1:]:
+                if w.ref not in admitted:
+                    reasons[w.ref] = f"waiting behind {q[i].ref} (StrictFIFO)"
+    decisions = Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)))
+    return GreedyResult(decisions=decisions, reasons=dict(sorted(reasons.items())))
+
+
+def _heads(snapshot: Snapshot, queues: Mapping[str, list[Workload]], position: dict[str, int],
+           admitted: Mapping[ObjectRef, Admission], inadmissible: set[ObjectRef]) -> list[Workload]:
+    """The head of every queue: BestEffortFIFO steps over inadmissible ones, StrictFIFO stops at them."""
+    heads = []
+    for name in sorted(queues):
+        q, i = queues[name], position[name]
+        strict = snapshot.cluster_queues[name].queueing_strategy == "StrictFIFO"
+        while i < len(q) and (q[i].ref in admitted or (not strict and q[i].ref in inadmissible)):
+            i += 1
+        position[name] = i
+        if i < len(q) and q[i].ref not in inadmissible:
+            heads.append(q[i])
+    return heads
