@@ -213,6 +213,6 @@ def test_ten_thousand_nodes_place_fast():
     counts = np.array([(i * 7) % 9 for i in range(len(tree))], dtype=np.int64)
     start = time.perf_counter()
     for _ in range(20):
-        assert place_counts(tree, counts, 64, required(RACK)).ok is False or True
+        place_counts(tree, counts, 64, required(RACK))
         assert place_counts(tree, counts, 500, preferred(RACK)).ok
     assert (time.perf_counter() - start) / 40 < 0.05
