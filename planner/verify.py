@@ -82,6 +82,10 @@ class _Index:
                     cover.setdefault(resource, gi)
             self.coverage[cq.name] = cover
         self.cohort_parent, self.cohort_cycle = _cohort_links(snapshot)
+        # Memos: node checks per (node, pod shape) and node domains per (node, levels, depth).
+        self.node_problems: dict[tuple[str, object], list[str]] = {}
+        self.domains: dict[tuple[str, tuple[str, ...], int], tuple[str | None, ...]] = {}
+        self.per_node: dict[int, dict[str, int]] = {}  # id(assignment) -> pods per node; decisions outlive it
 
     def flavor_levels(self, flavor: ResourceFlavor) -> tuple[str, ...] | None:
         if flavor.topology_name is None:
@@ -285,11 +289,7 @@ def _check_nodes(ix: _Index, workload: Workload, pod_set: PodSet, psa: PodSetAss
                  flavors: list[ResourceFlavor], out: list[str]) -> None:
     """Every pod on an existing, usable node its flavors and selectors allow."""
     where = f"{workload.ref}: pod set {pod_set.name}"
-    tolerations = pod_set.tolerations + tuple(t for f in flavors for t in f.tolerations)
-    topo_levels = [lv for f in flavors for lv in (ix.flavor_levels(f) or ())]
-    required_labels: dict[str, str] = {}
-    for flavor in flavors:
-        required_labels.update(flavor.node_labels)
+    shape = (tuple(f.name for f in flavors), tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations)
     for values, _ in psa.domains:
         if not values:
             out.append(f"{where}: a domain has no values (no node named)")
@@ -303,18 +303,31 @@ def _check_nodes(ix: _Index, workload: Workload, pod_set: PodSet, psa: PodSetAss
         for level, value in zip(psa.levels[:-1], values[:-1]):
             if _label_at(node, level) != value:
                 out.append(f"{where}: node {node.name} has {level}={_label_at(node, level)}, assignment says {value}")
-        if not (node.ready and not node.unschedulable):
-            out.append(f"{where}: node {node.name} is not usable (not ready or unschedulable)")
-        for flavor in flavors:
-            if any(node.labels.get(k) != v for k, v in flavor.node_labels.items()):
-                out.append(f"{where}: node {node.name} lacks flavor {flavor.name}'s nodeLabels")
-        if any(node.labels.get(k) != v for k, v in pod_set.node_selector.items()):
-            out.append(f"{where}: node {node.name} does not match the pod set's nodeSelector")
-        if not tolerated(node.taints, tolerations):
-            out.append(f"{where}: node {node.name} has a taint the pod set does not tolerate")
-        missing = sorted({lv for lv in topo_levels if _label_at(node, lv) is None})
-        if missing:
-            out.append(f"{where}: node {node.name} lacks topology level labels {missing}")
+        key = (node.name, shape)
+        problems = ix.node_problems.get(key)
+        if problems is None:
+            problems = ix.node_problems[key] = _node_problems(ix, node, pod_set, flavors)
+        out.extend(f"{where}: node {node.name} {problem}" for problem in problems)
+
+
+def _node_problems(ix: _Index, node: Node, pod_set: PodSet, flavors: list[ResourceFlavor]) -> list[str]:
+    """Why a pod of this shape (flavors, selector, tolerations) may not run on `node`."""
+    problems = []
+    if not (node.ready and not node.unschedulable):
+        problems.append("is not usable (not ready or unschedulable)")
+    for flavor in flavors:
+        if any(node.labels.get(k) != v for k, v in flavor.node_labels.items()):
+            problems.append(f"lacks flavor {flavor.name}'s nodeLabels")
+    if any(node.labels.get(k) != v for k, v in pod_set.node_selector.items()):
+        problems.append("does not match the pod set's nodeSelector")
+    tolerations = pod_set.tolerations + tuple(t for f in flavors for t in f.tolerations)
+    if not tolerated(node.taints, tolerations):
+        problems.append("has a taint the pod set does not tolerate")
+    topo_levels = {lv for f in flavors for lv in (ix.flavor_levels(f) or ())}
+    missing = sorted(lv for lv in topo_levels if _label_at(node, lv) is None)
+    if missing:
+        problems.append(f"lacks topology level labels {missing}")
+    return problems
 
 
 # ---------------------------------------------------------------- topology
@@ -330,13 +343,27 @@ def _levels_with(ix: _Index, flavors: list[ResourceFlavor], level: str) -> tuple
     return None
 
 
+def _per_node(ix: _Index, psa: PodSetAssignment) -> dict[str, int]:
+    """psa.pods_per_node(), computed once per assignment of the plan."""
+    per_node = ix.per_node.get(id(psa))
+    if per_node is None:
+        per_node = ix.per_node[id(psa)] = psa.pods_per_node()
+    return per_node
+
+
 def _pods_by_domain(ix: _Index, psa: PodSetAssignment, levels: tuple[str, ...], level: str) -> dict[tuple[str | None, ...], int]:
     depth = levels.index(level)
     counts: dict[tuple[str | None, ...], int] = defaultdict(int)
-    for node_name, count in psa.pods_per_node().items():
-        node = ix.nodes.get(node_name)
-        if node is not None:
-            counts[_domain(node, levels, depth)] += count
+    cache = ix.domains
+    for node_name, count in _per_node(ix, psa).items():
+        key = (node_name, levels, depth)
+        domain = cache.get(key)
+        if domain is None:
+            node = ix.nodes.get(node_name)
+            if node is None:
+                continue
+            domain = cache[key] = _domain(node, levels, depth)
+        counts[domain] += count
     return counts
 
 
@@ -450,13 +477,11 @@ def _check_node_capacity(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], ev
                          out: list[str]) -> None:
     """unmanaged + running (not evicted) + admitted <= allocatable, per node and resource."""
     new: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    who: dict[str, set[ObjectRef]] = defaultdict(set)
-    for ref, entry in admitted.items():
+    for entry in admitted.values():
         for pod_set, psa in entry.pairs:
-            for node_name, count in psa.pods_per_node().items():
+            for node_name, count in _per_node(ix, psa).items():
                 if node_name not in ix.nodes:
                     continue  # reported by the node check
-                who[node_name].add(ref)
                 target = new[node_name]
                 for resource, amount in pod_set.request.items():
                     target[resource] += amount * count
@@ -485,8 +510,10 @@ def _check_node_capacity(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], ev
             before = base[name][resource]
             limit = node.allocatable.get(resource)
             if added > 0 and before + added > max(limit, before):
+                who = [ref for ref, entry in admitted.items()
+                       if any(name in _per_node(ix, psa) for _, psa in entry.pairs)]
                 out.append(f"node {name}: {resource} {before + added} > allocatable {limit} "
-                           f"(running+unmanaged {before}); admitted there: {_named(who[name])}")
+                           f"(running+unmanaged {before}); admitted there: {_named(who)}")
 
 
 # ---------------------------------------------------------------- quota
