@@ -1,0 +1,127 @@
+"""Why each pending workload waits, in one sentence a user can act on.
+
+Computed against the state *after* the decisions (evictions gone, admissions in),
+whoever made them (greedy or MILP). Order of causes: what can never be admitted
+(blocked, inactive queue, namespace), then quota, then capacity or topology, then
+queue rules (StrictFIFO), and last "fits, but was not chosen". Quota and capacity
+are explained for the first flavor option, as a user reads the ClusterQueue.
+Pure: no I/O, deterministic.
+"""
+
+from __future__ import annotations
+
+from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
+from planner.greedy import (
+    Choice, ClusterState, _Tentative, admission_blocker, amount, pod_shape, quantity, try_counts,
+)
+from planner.placement import Placement
+from planner.semantics import flavor_options, queue_order_key, quota_usage
+
+FlavorResource = tuple[str, str]
+
+
+def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef, str]:
+    """Every PENDING workload not admitted by `decisions` -> why, after the decisions."""
+    state = ClusterState(snapshot, evicted=[e.workload for e in decisions.evictions])
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    for a in sorted(decisions.admissions, key=lambda a: a.workload):
+        if a.workload in by_ref:
+            state.apply_admission(by_ref[a.workload], a)
+    chosen = {a.workload for a in decisions.admissions}
+    waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
+               if w.state is WorkloadState.PENDING and w.ref not in chosen]
+    heads = _strict_fifo_heads(snapshot, waiting)
+    out: dict[ObjectRef, str] = {}
+    for w in waiting:
+        out[w.ref] = _reason(state, w, heads)
+    return out
+
+
+def _strict_fifo_heads(snapshot: Snapshot, waiting: list[Workload]) -> dict[str, Workload]:
+    """The first waiting workload of every StrictFIFO queue: it holds back the rest."""
+    heads: dict[str, Workload] = {}
+    for w in sorted(waiting, key=lambda w: queue_order_key(w, snapshot)):
+        cq = snapshot.cluster_queues.get(w.cluster_queue or "")
+        if cq is None or cq.queueing_strategy != "StrictFIFO" or admission_blocker(snapshot, w):
+            continue
+        heads.setdefault(cq.name, w)
+    return heads
+
+
+def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload]) -> str:
+    blocker = admission_blocker(state.snapshot, w)
+    if blocker is not None:
+        return blocker
+    cq = state.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+    counts = [ps.minimum for ps in w.pod_sets]
+    if isinstance(try_counts(state, w, counts), str):
+        return _why_not(state, cq, w, counts)
+    head = heads.get(cq.name)
+    if head is not None and head.ref != w.ref:
+        return f"waiting behind {head.ref} (StrictFIFO)"
+    return "fits in what is left, but was not chosen: the plan admitted other workloads instead"
+
+
+def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[int]) -> str:
+    """Quota first, then capacity, for the first flavor option of each pod set in turn."""
+    many = len(w.pod_sets) > 1
+    tent = _Tentative(state)
+    try:
+        for ps, n in zip(w.pod_sets, counts):
+            prefix = f"pod set {ps.name}: " if many else ""
+            options = flavor_options(state.snapshot, cq, ps)
+            if isinstance(options, str):
+                return prefix + options
+            option = options[0]
+            charges = quota_usage(ps, option, n)
+            short = _quota_sentence(state, cq, ps, n, charges, tent.pending)
+            if short is not None:
+                return prefix + short
+            where = state.place(option, ps, n)
+            if not where.ok:
+                return prefix + _capacity_sentence(ps, n, "/".join(option.flavors), where)
+            tent.add(Choice(ps, option, n, dict(where.pods or {}), charges))
+    finally:
+        tent.rollback()
+    # The first options fit one by one; what fails is their combination (or a group).
+    result = try_counts(state, w, counts)
+    return result if isinstance(result, str) else "does not fit together with its other pod sets"
+
+
+def _quota_sentence(state: ClusterState, cq: ClusterQueue, ps: PodSet, n: int,
+                    charges: dict[FlavorResource, int], pending: dict[FlavorResource, int]) -> str | None:
+    at_least = "at least " if n < ps.count else ""
+    # GPUs first: they are what people wait for.
+    for fr in sorted(charges, key=lambda fr: (not is_gpu(fr[1]), fr)):
+        flavor, resource = fr
+        need = charges[fr] + pending.get(fr, 0)
+        if not state.lists(cq.name, fr):
+            return f"ClusterQueue {cq.name} has no quota for {resource} in flavor {flavor}"
+        if charges[fr] <= 0:
+            continue
+        available = max(0, state.available(cq.name, fr))
+        if need <= available:
+            continue
+        within = min(available, max(0, state.nominal(cq.name, fr) - state.used(cq.name, fr)))
+        sentence = (f"needs {at_least}{quantity(resource, need)} of flavor {flavor} in ClusterQueue {cq.name}; "
+                    f"{amount(resource, within)} within nominal quota are free")
+        if cq.cohort:
+            more = available - within
+            sentence += (f", {amount(resource, more)} more borrowable from cohort {cq.cohort}" if more > 0
+                         else f", none borrowable from cohort {cq.cohort}")
+        return sentence
+    return None
+
+
+def _capacity_sentence(ps: PodSet, n: int, flavors: str, where: Placement) -> str:
+    at_least = "at least " if n < ps.count else ""
+    slices = ps.topology.slices
+    if where.level is not None:
+        shape = f" in slices of {slices[0].size} per {slices[0].level}" if slices else ""
+        return f"needs {at_least}{n} pods{shape} in one {where.level}; largest has room for {where.fit}"
+    if where.reason == "no eligible nodes":
+        return (f"needs {at_least}{n} pods of {pod_shape(ps.request)} on flavor {flavors} nodes; "
+                "no node matches the flavor's labels, the pod set's node selector and tolerations")
+    if where.reason.startswith(("only", "none")):
+        return f"needs {at_least}{n} pods of {pod_shape(ps.request)} on flavor {flavors} nodes; room for {where.fit}"
+    return where.reason

@@ -1,0 +1,107 @@
+"""Pending reasons (planner.explain): one actionable sentence, after the decisions."""
+
+from __future__ import annotations
+
+from models import (
+    Admission, ClusterQueue, Decisions, Eviction, FlavorQuotas, Node, ObjectRef, PodSet,
+    PodSetAssignment, Quota, ResourceFlavor, ResourceGroup, Resources, Snapshot, Topology,
+    TopologyRequest, Workload, WorkloadState,
+)
+from planner.explain import pending_reasons
+from planner.greedy import greedy
+
+GPU = "nvidia.com/gpu"
+HOST = "kubernetes.io/hostname"
+RACK = "cloud.provider.com/topology-rack"
+
+
+def node(name: str, gpus: int = 8, rack: str = "r1") -> Node:
+    return Node(name, {HOST: name, RACK: rack}, Resources.of({"cpu": 64_000, GPU: gpus, "pods": 110}))
+
+
+def queue(name: str, gpus: int, cohort: str | None = None, flavor: str = "h100", **kw: object) -> ClusterQueue:
+    group = ResourceGroup(("cpu", GPU), (FlavorQuotas(flavor, {"cpu": Quota(10_000_000), GPU: Quota(gpus, **kw)}),))  # type: ignore[arg-type]
+    return ClusterQueue(name, (group,), cohort=cohort, namespace_selector={})
+
+
+def job(name: str, cq: str, pods: int, gpus: int = 1, t: float = 0.0, **kw: object) -> Workload:
+    ps = PodSet("main", pods, Resources.of({"cpu": 1000, GPU: gpus, "pods": 1}), **kw)  # type: ignore[arg-type]
+    return Workload(ObjectRef("Job", "team-a", name), "lq", (ps,), cluster_queue=cq, queued_at=t, uid=name)
+
+
+def snapshot(nodes, queues, workloads, **kw) -> Snapshot:
+    flavors = {"h100": ResourceFlavor("h100", topology_name="dc")}
+    return Snapshot(
+        nodes=tuple(nodes), flavors=flavors, topologies={"dc": Topology("dc", (RACK, HOST))},
+        cluster_queues={q.name: q for q in queues}, workloads=tuple(workloads), **kw,
+    )
+
+
+def ref(name: str) -> ObjectRef:
+    return ObjectRef("Job", "team-a", name)
+
+
+def test_quota_sentence_names_nominal_and_borrowable_room():
+    nodes = [node(f"n{i}") for i in range(8)]
+    queues = [queue("team-a-cq", 8, cohort="ai-org"), queue("team-b-cq", 8, cohort="ai-org", lending_limit=4)]
+    s = snapshot(nodes, queues, [job("train", "team-a-cq", pods=2, gpus=8)])
+    reasons = pending_reasons(s, Decisions())
+    assert reasons == {ref("train"): (
+        "needs 16 nvidia.com/gpu of flavor h100 in ClusterQueue team-a-cq; "
+        "8 within nominal quota are free, 4 more borrowable from cohort ai-org")}
+
+
+def test_quota_sentence_counts_what_the_decisions_admitted():
+    nodes = [node(f"n{i}") for i in range(4)]
+    s = snapshot(nodes, [queue("team-a-cq", 8)], [job("first", "team-a-cq", pods=1, gpus=6),
+                                                  job("second", "team-a-cq", pods=1, gpus=4, t=1)])
+    decisions = greedy(s).decisions
+    assert [a.workload.name for a in decisions.admissions] == ["first"]
+    assert pending_reasons(s, decisions) == {ref("second"): (
+        "needs 4 nvidia.com/gpu of flavor h100 in ClusterQueue team-a-cq; 2 within nominal quota are free")}
+
+
+def test_capacity_sentence_for_a_required_rack():
+    nodes = [node(f"a{i}", rack="r1") for i in range(5)] + [node(f"b{i}", rack="r2") for i in range(2)]
+    req = TopologyRequest("required", RACK)
+    s = snapshot(nodes, [queue("team-a-cq", 1000)], [job("big", "team-a-cq", pods=64, topology=req)])
+    assert pending_reasons(s, Decisions()) == {ref("big"): (
+        "needs 64 pods in one cloud.provider.com/topology-rack; largest has room for 40")}
+
+
+def test_capacity_sentence_for_plain_pods():
+    nodes = [node("n0", gpus=4), node("n1", gpus=6)]
+    s = snapshot(nodes, [queue("team-a-cq", 100)], [job("wide", "team-a-cq", pods=16)])
+    assert pending_reasons(s, Decisions()) == {ref("wide"): (
+        "needs 16 pods of 1 nvidia.com/gpu on flavor h100 nodes; room for 10")}
+
+
+def test_evictions_give_back_capacity_and_quota():
+    running = Workload(
+        ObjectRef("Job", "team-a", "old"), "lq",
+        (PodSet("main", 1, Resources.of({"cpu": 1000, GPU: 8, "pods": 1})),), cluster_queue="team-a-cq",
+        state=WorkloadState.RUNNING,
+        assignment=(PodSetAssignment("main", 1, {"cpu": "h100", GPU: "h100"}, (HOST,), ((("n0",), 1),)),),
+    )
+    s = snapshot([node("n0")], [queue("team-a-cq", 8)], [running, job("new", "team-a-cq", pods=1, gpus=8)])
+    before = pending_reasons(s, Decisions())
+    assert before[ref("new")].startswith("needs 8 nvidia.com/gpu of flavor h100")
+    after = pending_reasons(s, Decisions(evictions=(Eviction(running.ref, "Preempted"),)))
+    assert after == {ref("new"): "fits in what is left, but was not chosen: the plan admitted other workloads instead"}
+
+
+def test_blocked_and_strict_fifo_reasons():
+    q = ClusterQueue("strict-cq", queue("x", 8).resource_groups, namespace_selector={},
+                     queueing_strategy="StrictFIFO")
+    s = snapshot([node("n0")], [q], [job("head", "strict-cq", pods=1, gpus=16),
+                                     job("behind", "strict-cq", pods=1, gpus=1, t=5)])
+    reasons = pending_reasons(s, Decisions())
+    assert reasons[ref("behind")] == "waiting behind Job/team-a/head (StrictFIFO)"
+    assert reasons[ref("head")].startswith("needs 16 nvidia.com/gpu")
+
+
+def test_admitted_workloads_get_no_reason():
+    s = snapshot([node("n0")], [queue("team-a-cq", 8)], [job("a", "team-a-cq", pods=1, gpus=8)])
+    decisions = greedy(s).decisions
+    assert decisions.admissions and pending_reasons(s, decisions) == {}
+    assert isinstance(decisions.admissions[0], Admission)
