@@ -659,8 +659,10 @@ def test_large_plan_is_fast() -> None:
 class Oracle:
     """Kueue's resource_node.go, written out again: admit one workload at a time."""
 
-    def __init__(self, parents: dict[str, str | None], quotas: dict[str, Quota]):
-        self.parents, self.quotas = parents, quotas
+    def __init__(self, parents: dict[str, str | None], quotas: dict[str, Quota], clamp: bool = False):
+        # clamp: what flows from the parent is never negative, so pre-existing overuse
+        # above a queue does not take away what it has guaranteed (see planner.verify).
+        self.parents, self.quotas, self.clamp = parents, quotas, clamp
         self.children = {n: [c for c, p in parents.items() if p == n] for n in parents}
 
     def subtree(self, n: str) -> int:
@@ -686,7 +688,7 @@ class Oracle:
         if limit is not None:
             stored = self.subtree(n) - self.guaranteed(n)
             from_parent = min(from_parent, stored - max(0, used - self.guaranteed(n)) + limit)
-        return local + from_parent
+        return local + (max(0, from_parent) if self.clamp else from_parent)
 
     def admits_in_some_order(self, base: dict[str, int], jobs: list[tuple[str, int]]) -> bool:
         for order in itertools.permutations(jobs):
@@ -765,3 +767,22 @@ def test_quota_verdict_matches_kueue_one_at_a_time(world) -> None:
     evictions = tuple(Eviction(by_name[f"r{i}"].ref, "Preempted") for i in evict)
     violations = verify(snap, D(*admissions, evictions=evictions))
     assert (violations == []) == expected, (violations, parents, quotas, running_jobs, evict, pending)
+
+
+@settings(max_examples=300, deadline=None)
+@given(quota_worlds())
+def test_quota_verdict_with_preexisting_overuse(world) -> None:
+    """Running work placed regardless of quota: admissions may only use what is free
+    (a queue's guaranteed part stays usable even when the cohort above is overused)."""
+    parents, quotas, candidates, pending, rnd = world
+    oracle = Oracle(parents, quotas, clamp=True)
+    base: dict[str, int] = {}
+    for cq, cores in candidates:
+        base[cq] = base.get(cq, 0) + cores
+    expected = oracle.admits_in_some_order(base, pending)
+    snap = world_snapshot(parents, quotas, candidates, pending)
+    by_name = {w.ref.name: w for w in snap.workloads}
+    assert verify(snap, D()) == []
+    admissions = [admit(by_name[f"p{i}"], psa({"n2": cores}, gpu=False)) for i, (_, cores) in enumerate(pending)]
+    violations = verify(snap, D(*admissions))
+    assert (violations == []) == expected, (violations, parents, quotas, candidates, pending)
