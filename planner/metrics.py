@@ -87,11 +87,11 @@ def _placed_after(snapshot: Snapshot, decisions: Decisions) -> Iterator[Placed]:
             yield from _pairs(workload, workload.assignment)
     seen: set[ObjectRef] = set()
     for admission in decisions.admissions:
-        workload = by_ref.get(admission.workload)
-        if workload is None or workload.ref in seen:
+        admitted = by_ref.get(admission.workload)
+        if admitted is None or admitted.ref in seen:
             continue
-        seen.add(workload.ref)
-        yield from _pairs(workload, admission.pod_sets)
+        seen.add(admitted.ref)
+        yield from _pairs(admitted, admission.pod_sets)
 
 
 def _pairs(workload: Workload, assignments: Iterable[PodSetAssignment]) -> Iterator[Placed]:

@@ -220,10 +220,11 @@ def _check_gang(workload: Workload, admission: Admission, out: list[str]) -> lis
         out.append(f"{ref}: assignment for unknown pod set {name}")
     pairs: list[tuple[PodSet, PodSetAssignment]] = []
     for pod_set in workload.pod_sets:
-        psa = by_name.get(pod_set.name)
-        if psa is None:
+        found = by_name.get(pod_set.name)
+        if found is None:
             out.append(f"{ref}: pod set {pod_set.name} has no assignment (gang: all pod sets or none)")
             continue
+        psa = found
         low = pod_set.count if pod_set.min_count is None else pod_set.min_count
         if not low <= psa.count <= pod_set.count:
             want = f"{pod_set.count}" if pod_set.min_count is None else f"{low}..{pod_set.count}"
@@ -494,15 +495,15 @@ def _check_node_capacity(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], ev
     for workload in ix.snapshot.workloads:
         if workload.state is not WorkloadState.RUNNING or workload.ref in evicted:
             continue
-        for psa in workload.assignment:
-            pod_set = _pod_set_of(workload, psa.name)
-            if pod_set is None:
+        for running in workload.assignment:
+            shape = _pod_set_of(workload, running.name)
+            if shape is None:
                 continue
-            for node_name, count in psa.pods_per_node().items():
-                usage = base.get(node_name)
-                if usage is not None:
-                    for resource, amount in pod_set.request.items():
-                        usage[resource] += amount * count
+            for node_name, count in running.pods_per_node().items():
+                on_node = base.get(node_name)
+                if on_node is not None:
+                    for resource, amount in shape.request.items():
+                        on_node[resource] += amount * count
     for name in sorted(new):
         node = ix.nodes[name]
         for resource in sorted(new[name]):
@@ -581,8 +582,8 @@ class _QuotaTree:
         snap = ix.snapshot
         self.parent: dict[tuple[str, str], tuple[str, str] | None] = {}
         self.limits: dict[tuple[str, str], dict[FR, tuple[int, int | None, int | None]]] = {}
-        for name, p in ix.cohort_parent.items():
-            self.parent[("cohort", name)] = ("cohort", p) if p is not None else None
+        for name, up in ix.cohort_parent.items():
+            self.parent[("cohort", name)] = ("cohort", up) if up is not None else None
             cohort = snap.cohorts.get(name)
             self.limits[("cohort", name)] = _quota_table(cohort.resource_groups if cohort else ())
         for cq in snap.cluster_queues.values():
@@ -592,9 +593,9 @@ class _QuotaTree:
             self.parent[key] = ("cohort", cq.cohort) if cq.cohort else None
             self.limits[key] = _quota_table(cq.resource_groups)
         self.children: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-        for key, p in self.parent.items():
-            if p is not None:
-                self.children[p].append(key)
+        for key, above in self.parent.items():
+            if above is not None:
+                self.children[above].append(key)
         self.roots = sorted(k for k, p in self.parent.items() if p is None)
 
     def quota(self, key: tuple[str, str], fr: FR) -> tuple[int, int | None, int | None]:
