@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from models import (
@@ -786,3 +787,30 @@ def test_quota_verdict_with_preexisting_overuse(world) -> None:
     admissions = [admit(by_name[f"p{i}"], psa({"n2": cores}, gpu=False)) for i, (_, cores) in enumerate(pending)]
     violations = verify(snap, D(*admissions))
     assert (violations == []) == expected, (violations, parents, quotas, candidates, pending)
+
+
+# ---------------------------------------------------------------- seeded plans from the greedy baseline
+
+def test_greedy_plans_pass_and_broken_ones_fail() -> None:
+    """Greedy's plans on seeded random snapshots are valid; the same plans with one pod
+    moved onto a node with room for nothing are not."""
+    randomgen = pytest.importorskip("tests.randomgen")
+    greedy = pytest.importorskip("planner.greedy").greedy
+    checked = 0
+    for seed in range(40):
+        for with_running, with_topology in ((False, False), (True, True)):
+            snap = randomgen.random_snapshot(seed, with_running=with_running, with_topology=with_topology)
+            decisions = greedy(snap).decisions
+            assert verify(snap, decisions) == [], (seed, with_running, with_topology)
+            if not decisions.admissions:
+                continue
+            first = decisions.admissions[0]
+            full = mk_node("full", cpu=0, gpu=0, pods=0)
+            broken_ps = replace(first.pod_sets[0], domains=((("full",), first.pod_sets[0].count),),
+                                levels=(HOST,))
+            broken = Decisions((replace(first, pod_sets=(broken_ps,) + first.pod_sets[1:]),)
+                               + decisions.admissions[1:], decisions.evictions)
+            snap_full = replace(snap, nodes=snap.nodes + (full,))
+            assert any(str(first.workload) in v and "full" in v for v in verify(snap_full, broken))
+            checked += 1
+    assert checked > 20
