@@ -37,7 +37,7 @@ def small_plan(source: str = "snap.yaml") -> Plan:
     return Plan(
         source=source, digest="sha256:00", object_count=3,
         solver=SolverReport(method="milp", status="optimal", objective=1.0, bound=1.0, gap=0.0,
-                            seconds={"total": 0.5}),
+                            seconds={"read": 0.25, "total": 0.5}),
         pending=(PendingEntry(ObjectRef("Job", "team-a", "waits"), "LocalQueue team-a/nope not found"),),
     )
 
@@ -178,6 +178,21 @@ def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
     result = run("what-if", str(snap), "-o", fmt)
     assert result.exit_code == 0
     assert result.stdout == render.render(small_plan(), fmt)
+
+
+def test_read_time_is_counted_when_the_pipeline_did_not(fakes: Fakes, snap: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = iter([100.0, 101.5, 300.0])
+    monkeypatch.setattr(cli_module.time, "monotonic", lambda: next(ticks))
+    plain = small_plan()
+    fakes.plan_snapshot = lambda snapshot, **kw: replace(  # type: ignore[method-assign]
+        plain, solver=replace(plain.solver, seconds={"build": 0.5, "total": 0.5}))
+    import planner.pipeline
+    monkeypatch.setattr(planner.pipeline, "plan_snapshot", fakes.plan_snapshot)
+    result = run("what-if", str(snap), "-o", "json")
+    assert result.exit_code == 0, result.stderr
+    seconds = json.loads(result.stdout)["solver"]["seconds"]
+    assert seconds["read"] == 1.5 and seconds["total"] == 2.0 and seconds["build"] == 0.5
 
 
 def test_flags_reach_reader_and_planner(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
