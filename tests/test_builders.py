@@ -319,3 +319,45 @@ def test_random_snapshot_sizes_and_variety():
                for g in q.resource_groups for fq in g.flavors for r in fq.resources)
     gpus = [ps.count * ps.request.get("nvidia.com/gpu") for s in snaps for w in s.workloads for ps in w.pod_sets]
     assert 0 in gpus and 1 in gpus and max(gpus) >= 8
+
+
+# ---------------------------------------------------------------- fixtures
+
+FIXTURES = sorted((__import__("pathlib").Path(__file__).resolve().parent.parent / "fixtures").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_fixture_is_a_kubectl_list_with_its_expectations(path):
+    """Each fixture reads as `kubectl get -o yaml` output and says what a correct plan does."""
+    import yaml
+
+    text = path.read_text()
+    assert text.startswith("# Stowplan fixture: ") and "A correct plan" in text
+    doc = yaml.safe_load(text)
+    assert (doc["apiVersion"], doc["kind"]) == ("v1", "List")
+    assert b.at(doc["metadata"]["annotations"]["stowplan.io/snapshot-time"]) == b.NOW
+    kinds = {item["kind"] for item in doc["items"]}
+    assert {"Node", "ResourceFlavor", "ClusterQueue", "LocalQueue", "Job", "Namespace"} <= kinds
+    for item in doc["items"]:
+        meta = item["metadata"]
+        assert meta["name"] and meta["uid"] and meta["creationTimestamp"]
+        if item["apiVersion"].startswith("kueue.x-k8s.io/"):
+            assert item["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+        if item["kind"] == "Node":
+            assert meta["labels"]["kubernetes.io/hostname"] == meta["name"]
+            assert "pods" in item["status"]["allocatable"]
+            assert {"type": "Ready", "status": "True"}.items() <= item["status"]["conditions"][0].items()
+        if item["kind"] == "Job":
+            assert "kueue.x-k8s.io/queue-name" in meta["labels"]
+            if not item["spec"]["suspend"]:
+                assert "stowplan.io/assignment" in meta["annotations"]
+    assert path.with_name("EXPECTATIONS.md").read_text().count(f"## {path.name}") == 1
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_fixture_reads_without_problems(path):
+    snapshot_reader = pytest.importorskip("planner.snapshot")
+    snap = snapshot_reader.read_snapshot([str(path)])
+    assert snap.problems == ()
+    assert snap.now == b.NOW
+    assert all(w.blocked_reason is None and w.cluster_queue for w in snap.workloads)
