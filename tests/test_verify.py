@@ -814,3 +814,14 @@ def test_greedy_plans_pass_and_broken_ones_fail() -> None:
             assert any(str(first.workload) in v and "full" in v for v in verify(snap_full, broken))
             checked += 1
     assert checked > 20
+
+
+def test_malformed_assignments_are_reported_not_fatal() -> None:
+    w = mk_workload("w", count=2)
+    r = mk_workload("r", state=WorkloadState.RUNNING,
+                    assignment=(PodSetAssignment("main", 1, {"cpu": "tas"}, (HOST,), (((), 1),)),))
+    empty = PodSetAssignment("main", 2, {"cpu": "tas"}, (HOST,), (((), 2),))
+    snap = mk_snapshot([w, r])
+    assert_caught(snap, D(admit(w, empty)), w.ref, "no values")
+    assert_caught(snap, D(admit(w, psa({"n1": 2}, gpu=False)), evictions=(Eviction(w.ref, "Preempted"),)),
+                  w.ref, "not running")
