@@ -117,6 +117,14 @@ class Choice:
         )
 
 
+@dataclass(frozen=True)
+class _Eligible:
+    key: object
+    tree: DomainTree
+    rows: np.ndarray            # matrix row of each leaf, in tree order
+    leaf_of_row: np.ndarray     # matrix row -> leaf index, -1 when not eligible
+
+
 class ClusterState:
     """Free node capacity (a nodes x resources matrix) and quota usage, updated in place."""
 
@@ -142,8 +150,11 @@ class ClusterState:
         for key, usage in cluster_queue_usage(snapshot, gone).items():
             self.cq_usage[key].update(usage)
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
-        self._trees: dict[object, tuple[DomainTree, np.ndarray]] = {}
+        self._trees: dict[object, _Eligible] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
+        # Rows whose free capacity changed, in order: cached leaf counts catch up from here.
+        self._changed: list[int] = []
+        self._counts: dict[tuple[object, Resources], tuple[np.ndarray, int]] = {}
 
     # -- quota
 
@@ -214,8 +225,8 @@ class ClusterState:
             self._vectors[request] = vec
         return vec
 
-    def domain_tree(self, option: FlavorOption, pod_set: PodSet) -> tuple[DomainTree, np.ndarray]:
-        """The eligible nodes of a flavor choice for a pod set, as a domain tree and matrix rows."""
+    def eligible(self, option: FlavorOption, pod_set: PodSet) -> _Eligible:
+        """The nodes a flavor choice allows a pod set, as a domain tree over matrix rows."""
         key = (option.flavors, tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations)
         cached = self._trees.get(key)
         if cached is None:
@@ -229,20 +240,40 @@ class ClusterState:
                         paths[node.name] = path
             tree = DomainTree(levels, paths)
             rows = np.array([self.row[n] for n in tree.names], dtype=np.int64)
-            cached = self._trees[key] = (tree, rows)
+            leaf_of_row = np.full(len(self.node_objs), -1, dtype=np.int64)
+            leaf_of_row[rows] = np.arange(len(rows))
+            cached = self._trees[key] = _Eligible(key, tree, rows, leaf_of_row)
         return cached
 
-    def leaf_counts(self, rows: np.ndarray, request: Resources) -> np.ndarray:
-        return placement.leaf_counts(self.free[rows], self.vector(request))
+    def leaf_counts(self, eligible: _Eligible, request: Resources) -> np.ndarray:
+        """Pods of `request` fitting on each eligible node now (read-only; cached, caught up by rows)."""
+        vec = self.vector(request)
+        key = (eligible.key, request)
+        cached = self._counts.get(key)
+        seen = len(self._changed)
+        if cached is None or seen - cached[1] > len(eligible.rows) // 4:
+            counts = placement.leaf_counts(self.free[eligible.rows], vec)
+        else:
+            counts, since = cached
+            if since < seen:
+                rows = np.unique(np.array(self._changed[since:], dtype=np.int64))
+                leaves = eligible.leaf_of_row[rows]
+                mine = leaves >= 0
+                counts[leaves[mine]] = placement.leaf_counts(self.free[rows[mine]], vec)
+        self._counts[key] = (counts, seen)
+        return counts
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
-        tree, rows = self.domain_tree(option, pod_set)
-        return placement.place_counts(tree, self.leaf_counts(rows, pod_set.request), count, pod_set.topology)
+        eligible = self.eligible(option, pod_set)
+        counts = self.leaf_counts(eligible, pod_set.request)
+        return placement.place_counts(eligible.tree, counts, count, pod_set.topology)
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)
         for node, count in pods.items():
-            self.free[self.row[node]] -= sign * count * vec
+            row = self.row[node]
+            self.free[row] -= sign * count * vec
+            self._changed.append(row)
 
     def nodes_fit(self, pods: Mapping[str, int], request: Resources) -> bool:
         vec = self.vector(request)
@@ -373,15 +404,16 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
         if short is not None:
             reason = reason or short
             continue
-        trees = [state.domain_tree(opt, ps) for opt, ps in zip(picks, members)]  # type: ignore[arg-type]
-        if any(level not in tree.levels for tree, _ in trees):
+        trees = [state.eligible(opt, ps) for opt, ps in zip(picks, members)]  # type: ignore[arg-type]
+        if any(level not in e.tree.levels for e in trees):
             reason = reason or f"the topology of flavor {'/'.join(option.flavors)} has no level {level}"
             continue
         # Room per domain for each member alone; candidates are domains where every member fits.
         room: dict[tuple[str, ...], list[int]] = {}
-        for k, ((tree, rows), ps) in enumerate(zip(trees, members)):
+        for k, (e, ps) in enumerate(zip(trees, members)):
+            tree = e.tree
             lvl = tree.levels.index(level)
-            per_domain = np.bincount(tree.node_domain[lvl], weights=state.leaf_counts(rows, ps.request),
+            per_domain = np.bincount(tree.node_domain[lvl], weights=state.leaf_counts(e, ps.request),
                                      minlength=len(tree.values[lvl])) if len(tree) else np.zeros(0)
             for d, values in enumerate(tree.values[lvl]):
                 room.setdefault(values, [0] * len(members))[k] = int(per_domain[d])
@@ -389,10 +421,11 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
         candidates = sorted((r[biggest], v) for v, r in room.items() if all(r[k] >= counts[k] for k in range(len(members))))
         for _, values in candidates:
             mark = len(tent.choices)
-            for (tree, rows), ps, opt, n, ch in zip(trees, members, picks, counts, charges_each):
+            for e, ps, opt, n, ch in zip(trees, members, picks, counts, charges_each):
+                tree = e.tree
                 lvl = tree.levels.index(level)
                 d = tree.domain_index(lvl, values)
-                leaf = state.leaf_counts(rows, ps.request)
+                leaf = state.leaf_counts(e, ps.request)
                 leaf = np.where(tree.node_domain[lvl] == d, leaf, 0) if d is not None else leaf * 0
                 where = placement.place_counts(tree, leaf, n, ps.topology)
                 if not where.ok:

@@ -182,29 +182,33 @@ def _sorted(domains: np.ndarray, state: np.ndarray, slices: np.ndarray, lfc: boo
     return domains[np.lexsort((domains, state[domains], sl if lfc else -sl))]
 
 
-def _best_fit(order: Sequence[int], vals: Sequence[int] | np.ndarray, needed: int) -> int:
-    """The first domain with the fewest slices still >= needed (Kueue findBestFitDomainBy)."""
-    best = order[0]
-    for d in order:
-        if needed <= vals[d] < vals[best]:
-            best = d
-    return best
+def _best_fit(vals: np.ndarray, needed: int) -> int:
+    """Position of the first domain with the fewest slices still >= needed (findBestFitDomainBy).
+
+    `vals` are the candidates' slice counts in sorted order; when none fits, the first.
+    """
+    fitting = np.where(vals >= needed, vals, np.iinfo(np.int64).max)
+    best = int(np.argmin(fitting))
+    return best if vals[best] >= needed else 0
 
 
 def _fill(order: np.ndarray, vals: np.ndarray, remaining: int, unit: int, best_fit: bool) -> dict[int, int] | None:
-    """Kueue updateCountsToMinimum: take domains in order, the last one best-fitted."""
-    out: dict[int, int] = {}
-    order_list = order[vals[order] > 0].tolist()
-    values = vals.tolist()
-    for i, d in enumerate(order_list):
-        if best_fit and values[d] >= remaining:
-            d = _best_fit(order_list[i:], values, remaining)
-        if values[d] >= remaining:
-            out[d] = remaining * unit
-            return out
-        out[d] = values[d] * unit
-        remaining -= values[d]
-    return None
+    """Kueue updateCountsToMinimum: take domains in order, the last one best-fitted.
+
+    Domain i of the order is the last one taken when the running total first reaches
+    `remaining`; BestFit then swaps it for the smallest later domain that covers the rest.
+    """
+    order = order[vals[order] > 0]
+    v = vals[order]
+    total = np.cumsum(v)
+    last = int(np.searchsorted(total, remaining))
+    if last >= len(order):
+        return None
+    out = {int(d): int(c) * unit for d, c in zip(order[:last], v[:last])}
+    rest = remaining - (int(total[last - 1]) if last else 0)
+    pick = last + (_best_fit(v[last:], rest) if best_fit else 0)
+    out[int(order[pick])] = rest * unit
+    return out
 
 
 def _fail(req: _Request, levels: tuple[str, ...], count: int, fit_slices: int, single: bool) -> Placement:
@@ -276,34 +280,29 @@ def _find_level(tree: DomainTree, req: _Request, state: list[np.ndarray], slices
     levels = tree.levels
     needed = count // req.slice_size
     sl, st = slices[lvl], state[lvl]
-    order = _sorted(np.arange(len(sl)), st, sl, req.unconstrained)
     if req.unconstrained:
-        fitting = order[sl[order] >= needed]
+        # LeastFreeCapacity: the fullest domain that still fits (a min, no need to sort).
+        fitting = np.flatnonzero(sl >= needed)
         if len(fitting):
+            fitting = fitting[sl[fitting] == sl[fitting].min()]
+            fitting = fitting[st[fitting] == st[fitting].min()]
             return lvl, [int(fitting[0])]
+        nonzero = np.flatnonzero(sl > 0)
+        order = _sorted(nonzero, st, sl, True)
     else:
+        order = _sorted(np.arange(len(sl)), st, sl, False)
         top = int(order[0])
         if sl[top] >= needed:
-            return lvl, [_best_fit(order.tolist(), sl, needed)]
+            return lvl, [int(order[_best_fit(sl[order], needed)])]
         if req.required:
             return _fail(req, levels, count, int(sl[top]), True)
         if lvl > 0:
             return _find_level(tree, req, state, slices, count, lvl - 1)
     # At the top (or unconstrained): take domains in order until covered.
-    remaining = needed
-    chosen: list[int] = []
-    order_list = order[sl[order] > 0].tolist()
-    values = sl.tolist()
-    for i, d in enumerate(order_list):
-        if remaining <= 0:
-            break
-        if not req.unconstrained and values[d] >= remaining:
-            d = _best_fit(order_list[i:], values, remaining)
-        chosen.append(d)
-        remaining -= values[d]
-    if remaining > 0:
-        return _fail(req, levels, count, needed - remaining, False)
-    return lvl, chosen
+    taken = _fill(order, sl, needed, 1, not req.unconstrained)
+    if taken is None:
+        return _fail(req, levels, count, int(sl.sum()), False)
+    return lvl, list(taken)
 
 
 def place(
