@@ -204,8 +204,8 @@ def resource_groups(quotas: QuotasSpec, groups: Sequence[Sequence[str]] | None =
     ones not given get nominal 0 (listed, so usable only by borrowing).
     """
     if groups is None:
-        covered = tuple(sorted({r for resources in quotas.values() for r in resources}))
-        groups = [covered] if covered else []
+        every = tuple(sorted({r for resources in quotas.values() for r in resources}))
+        groups = [every] if every else []
     out = []
     for covered in groups:
         flavors = []

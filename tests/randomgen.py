@@ -30,7 +30,7 @@ from models.objects import tolerated
 try:
     from tests import builders as b
 except ModuleNotFoundError:  # tests/ itself on sys.path
-    import builders as b  # type: ignore[no-redef]
+    import builders as b  # type: ignore[no-redef,import-not-found]
 
 GPU = b.GPU
 GI = 2**30
@@ -137,7 +137,7 @@ def _nodes(rng: random.Random, pools: list[_Pool], count: int,
             cpu, memory = rng.choice([32, 64, 96]), rng.choice(["256Gi", "512Gi"])
         else:
             cpu, memory = rng.choice([16, 32, 64]), rng.choice(["64Gi", "128Gi", "256Gi"])
-        unmanaged = None
+        unmanaged: dict[str, b.Qty] | None = None
         if rng.random() < 0.2:   # a DaemonSet or a pod started by hand
             unmanaged = {"cpu": rng.choice(["250m", "500m", "2"]), "memory": "1Gi", "pods": rng.randint(1, 3)}
             if pool.gpus and rng.random() < 0.3:
