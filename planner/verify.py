@@ -654,15 +654,18 @@ def _quota_table(groups: Iterable[object]) -> dict[FR, tuple[int, int | None, in
     return table
 
 
-def _charge(usage: dict[str, dict[FR, int]], cq: str, workload: Workload,
+def _charge(usage: dict[str, dict[FR, int]], cq: str, covered: Mapping[str, int], workload: Workload,
             assignments: Iterable[PodSetAssignment], pod_sets: Mapping[str, PodSet] | None = None) -> None:
-    """Add count x request of every flavored resource to `usage[cq]`."""
+    """Add count x request of every flavored resource the queue covers to `usage[cq]`
+    (an uncovered one is no quota usage; a plan that flavors one is reported by the flavor check)."""
     target = usage.setdefault(cq, defaultdict(int))
     for psa in assignments:
         pod_set = pod_sets.get(psa.name) if pod_sets is not None else _pod_set_of(workload, psa.name)
         if pod_set is None:
             continue
         for resource, flavor in psa.flavors.items():
+            if resource not in covered:
+                continue
             amount = pod_set.request.get(resource) * psa.count
             if amount:
                 target[(flavor, resource)] += amount
@@ -684,7 +687,7 @@ def _check_quota(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: s
             continue  # reported by the identity check
         pod_sets = {ps.name: ps for ps, _ in entry.pairs}
         mine: dict[str, dict[FR, int]] = {}
-        _charge(mine, cq.name, entry.workload, [psa for _, psa in entry.pairs], pod_sets)
+        _charge(mine, cq.name, ix.coverage[cq.name], entry.workload, [psa for _, psa in entry.pairs], pod_sets)
         target = new.setdefault(cq.name, defaultdict(int))
         for fr, amount in mine[cq.name].items():
             target[fr] += amount
@@ -698,7 +701,7 @@ def _check_quota(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: s
         if workload.state is not WorkloadState.RUNNING or workload.ref in evicted or workload.cluster_queue is None:
             continue
         if workload.cluster_queue in snap.cluster_queues:
-            _charge(base, workload.cluster_queue, workload, workload.assignment)
+            _charge(base, workload.cluster_queue, ix.coverage[workload.cluster_queue], workload, workload.assignment)
     final: dict[str, dict[FR, int]] = {}
     for cq_name in set(base) | set(new):
         merged: dict[FR, int] = defaultdict(int)
