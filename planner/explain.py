@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.greedy import (
-    Choice, ClusterState, _Tentative, admission_blocker, amount, pod_shape, quantity, try_counts,
+    Choice, ClusterState, _Tentative, admission_blocker, amount, pod_shape, pods, quantity, try_counts,
 )
 from planner.placement import Placement
 from planner.semantics import flavor_options, queue_order_key, quota_usage
@@ -118,10 +118,10 @@ def _capacity_sentence(ps: PodSet, n: int, flavors: str, where: Placement) -> st
     slices = ps.topology.slices
     if where.level is not None:
         shape = f" in slices of {slices[0].size} per {slices[0].level}" if slices else ""
-        return f"needs {at_least}{n} pods{shape} in one {where.level}; largest has room for {where.fit}"
+        return f"needs {at_least}{pods(n)}{shape} in one {where.level}; largest has room for {where.fit}"
     if where.reason == "no eligible nodes":
-        return (f"needs {at_least}{n} pods of {pod_shape(ps.request)} on flavor {flavors} nodes; "
+        return (f"needs {at_least}{pods(n)} of {pod_shape(ps.request)} on flavor {flavors} nodes; "
                 "no node matches the flavor's labels, the pod set's node selector and tolerations")
-    if where.reason.startswith(("only", "none")):
-        return f"needs {at_least}{n} pods of {pod_shape(ps.request)} on flavor {flavors} nodes; room for {where.fit}"
+    if where.reason.startswith(("only", "none", "the pod", "the slice")):
+        return f"needs {at_least}{pods(n)} of {pod_shape(ps.request)} on flavor {flavors} nodes; room for {where.fit}"
     return where.reason

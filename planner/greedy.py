@@ -68,6 +68,10 @@ def quantity(resource: str, value: int) -> str:
     return f"{value} {resource}"
 
 
+def pods(n: int) -> str:
+    return f"{n} pod" if n == 1 else f"{n} pods"
+
+
 def pod_shape(request: Resources) -> str:
     """One pod in a few words: its GPUs if it asks for any, else its cpu."""
     gpus = [(r, v) for r, v in request.items() if is_gpu(r) and v > 0]
@@ -358,7 +362,7 @@ def _try_pod_set(state: ClusterState, cq: ClusterQueue, ps: PodSet, count: int, 
         where = state.place(option, ps, count)
         if not where.ok:
             flavors = "/".join(option.flavors)
-            first_reason = first_reason or f"{count} pods of {pod_shape(ps.request)} on flavor {flavors}: {where.reason}"
+            first_reason = first_reason or f"{pods(count)} of {pod_shape(ps.request)} on flavor {flavors}: {where.reason}"
             continue
         choice = Choice(ps, option, count, dict(where.pods or {}), charges)
         total = {fr: tent.pending.get(fr, 0) + v for fr, v in charges.items()}

@@ -221,7 +221,12 @@ def _fail(req: _Request, levels: tuple[str, ...], count: int, fit_slices: int, s
     else:
         level = None
         where = "on the eligible nodes" if size == 1 else f"in whole {level_noun(levels[req.slice_idx])}s"
-    head = f"none of the {needed} {what} fit" if fit_slices == 0 else f"only {fit_slices} of {needed} {what} fit"
+    if needed == 1:
+        head = "the pod does not fit" if size == 1 else f"the slice of {size} pods does not fit"
+    elif fit_slices == 0:
+        head = f"none of the {needed} {what} fit"
+    else:
+        head = f"only {fit_slices} of {needed} {what} fit"
     return Placement(None, f"{head} {where}", needed=count, fit=fit_slices * size, level=level)
 
 

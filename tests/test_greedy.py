@@ -271,7 +271,7 @@ def test_taints_need_tolerations():
     tolerating = pod_set(gpus=4, tolerations=(Toleration("dedicated", "Equal", "ml", "NoSchedule"),))
     result = greedy(snap(tainted, [queue], [job("plain", gpus=4), job("tolerant", "team-a-cq", tolerating, t=1)]))
     assert admitted(result) == {"tolerant": {"t0": 1}}
-    assert reason(result, "plain") == "1 pods of 4 nvidia.com/gpu on flavor default: no eligible nodes"
+    assert reason(result, "plain") == "1 pod of 4 nvidia.com/gpu on flavor default: no eligible nodes"
 
 
 def test_flavor_taints_are_tolerated_by_the_flavors_tolerations_on_nodes():
@@ -319,7 +319,7 @@ def test_gang_of_two_pod_sets_is_all_or_nothing_on_nodes():
     result = greedy(snap([node("n0"), node("n1")], [cq("team-a-cq", ("default", quota(64)))], [jobset(*sets)]))
     assert result.decisions.admissions == ()
     assert result.reasons[ObjectRef("JobSet", "team-a", "js")] == (
-        "pod set driver: 1 pods of 1 nvidia.com/gpu on flavor default: none of the 1 pods fit on the eligible nodes")
+        "pod set driver: 1 pod of 1 nvidia.com/gpu on flavor default: the pod does not fit on the eligible nodes")
 
 
 TAS = ResourceFlavor("tas", topology_name="dc")
@@ -375,3 +375,16 @@ def test_output_is_deterministic_and_sorted():
         assert names == sorted(names)
     used = sum(a.pod_sets[0].count * (int(a.workload.name[1:]) % 3 + 1) for a in first.decisions.admissions)
     assert used <= 20
+
+
+def test_heads_that_nominated_the_same_node_are_retried_next_cycle():
+    # Both heads are nominated against the same start-of-cycle state and pick n0 (the
+    # fullest, then by name). The first in order takes it; the second no longer fits,
+    # is skipped (not marked inadmissible) and lands on n1 in the next cycle.
+    s = snap([node("n0"), node("n1")], [
+        cq("a-cq", ("default", quota(8)), cohort="pool"),
+        cq("b-cq", ("default", quota(8)), cohort="pool"),
+    ], [job("first", "a-cq", gpus=8, priority=5), job("second", "b-cq", gpus=8, priority=1)])
+    result = greedy(s)
+    assert admitted(result) == {"first": {"n0": 1}, "second": {"n1": 1}}
+    assert result.reasons == {}
