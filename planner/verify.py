@@ -17,6 +17,24 @@ where `final` counts unmanaged pods + running workloads not evicted + this plan'
 admissions and `base` counts the same without the admissions. Since `final` never
 decreases when work is added, this says: either the limit holds after the plan, or
 the admissions add nothing at all to that quantity (final == base).
+For quota this equals admitting the plan's workloads one at a time with Kueue's
+`available()`, in any order, where what a queue may take from its parent is never
+negative (tests/test_verify.py checks both against a brute-force oracle).
+
+Choices where the contract leaves room:
+- namespaceSelector None selects no namespace (Kueue's LabelSelectorAsSelector(nil),
+  and what the reader keeps for an absent field); {} selects every namespace.
+- The quota tree holds active ClusterQueues only (quota and usage alike), as Kueue's
+  scheduling snapshot does; cohorts named but not defined exist with no quota; a
+  parentName cycle is cut, and admitting below it, or below an inactive cohort, is a
+  violation.
+- Only resources a ClusterQueue covers are quota usage; requesting an uncovered one
+  other than `pods`, or giving a flavor to one, is a violation.
+- Pod-set groups bind only members with mode "required" and a level; "preferred" and
+  "unconstrained" impose nothing hard.
+- A domain at a level is a node's values at that level and every level above, so rack
+  "r1" in two blocks is two domains; the hostname level is the node's name.
+- Minimum runtime is measured from `admitted_at`; work without it is not held back.
 """
 
 from __future__ import annotations
