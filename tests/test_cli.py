@@ -375,14 +375,6 @@ def test_out_with_a_terminal_still_defaults_to_yaml(
 # warning naming them, the plan is still written (the affected workload waits),
 # and --strict turns it into exit 2 with nothing written.
 
-try:
-    from planner.snapshot import read_snapshot as _real_reader  # noqa: F401
-    HAVE_READER = True
-except ImportError:  # pragma: no cover - until the reader lands
-    HAVE_READER = False
-
-needs_reader = pytest.mark.skipif(not HAVE_READER, reason="planner.snapshot.read_snapshot not available yet")
-
 SNAPSHOT_TIME = "2026-12-01T12:00:00Z"
 
 
@@ -499,7 +491,6 @@ def _materialise(tmp_path: Path, text: str, files: dict[str, str], args: list[st
     return snap_path, [a.replace("{tmp}", str(tmp_path)) for a in args]
 
 
-@needs_reader
 @pytest.mark.parametrize("text, files, args, needles", [c[1:] for c in FATAL_CASES], ids=[c[0] for c in FATAL_CASES])
 def test_fatal_input_exits_2_and_writes_nothing(
     tmp_path: Path, text: str, files: dict[str, str], args: list[str], needles: list[str]
@@ -577,7 +568,6 @@ PROBLEM_CASES = [
 ]
 
 
-@needs_reader
 @pytest.mark.parametrize("text, ref, field, words, blocks", [c[1:] for c in PROBLEM_CASES],
                          ids=[c[0] for c in PROBLEM_CASES])
 def test_problem_under_strict_exits_2_and_writes_nothing(
@@ -592,13 +582,11 @@ def test_problem_under_strict_exits_2_and_writes_nothing(
     assert not out.exists() and result.stdout == ""
 
 
-@needs_reader
 @pytest.mark.parametrize("text, ref, field, words, blocks", [c[1:] for c in PROBLEM_CASES],
                          ids=[c[0] for c in PROBLEM_CASES])
 def test_problem_is_one_warning_and_the_plan_is_still_written(
     tmp_path: Path, text: str, ref: str, field: str, words: str, blocks: bool
 ) -> None:
-    pytest.importorskip("planner.run", reason="plan_snapshot's implementation (planner.run) has not landed")
     snap_path, _ = _materialise(tmp_path, text, {}, [])
     out = tmp_path / "plan.yaml"
     result = run("what-if", str(snap_path), "--out", str(out), "--solver", "greedy")
@@ -619,20 +607,26 @@ def test_problem_is_one_warning_and_the_plan_is_still_written(
         assert JOB_J in pending and pending[JOB_J]
 
 
-@needs_reader
 def test_fixture_plans_with_milp_end_to_end(tmp_path: Path) -> None:
-    pytest.importorskip("planner.run", reason="plan_snapshot's implementation (planner.run) has not landed")
     out = tmp_path / "plan.json"
     result = run("what-if", str(REPO / "fixtures" / "tiny.yaml"), "-o", "json", "--out", str(out))
     assert result.exit_code == 0, result.stderr
     plan = json.loads(out.read_text())
     assert plan["solver"]["method"] == "milp" and plan["solver"]["status"] == "optimal"
     assert {a["workload"]["name"] for a in plan["admissions"]} == {"finetune-llama", "eval-sweep"}
-    again = run("what-if", str(REPO / "fixtures" / "tiny.yaml"), "-o", "yaml")
-    first = yaml.safe_load(again.stdout)
+    first = yaml.safe_load(run("what-if", str(REPO / "fixtures" / "tiny.yaml"), "-o", "yaml").stdout)
     second = yaml.safe_load(run("what-if", str(REPO / "fixtures" / "tiny.yaml"), "-o", "yaml").stdout)
     for data in (first, second):
         data["solver"].pop("seconds")
         for stage in data["solver"].get("stages", []):
             stage.pop("seconds", None)
     assert first == second                        # same snapshot, same plan (timings aside)
+
+
+def test_real_solver_output_stays_off_stdout_in_a_real_process(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "planner.cli", "what-if", str(REPO / "fixtures" / "tiny.yaml")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "HiGHS" not in done.stdout
+    assert yaml.safe_load(done.stdout)["kind"] == "Plan"      # not a terminal: yaml
