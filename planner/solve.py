@@ -138,12 +138,14 @@ class HighsBackend:
                            for i in arrays.col_integer]
         self.h.passModel(lp)
         self.num_cols = arrays.num_cols
+        self._cost = np.zeros(arrays.num_cols)
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         cost = np.zeros(self.num_cols)
         for col, coef in terms:
             cost[col] += coef
         self.h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
+        self._cost = cost
         sense = self._hs.ObjSense.kMaximize if maximize else self._hs.ObjSense.kMinimize
         self.h.changeObjectiveSense(sense)
 
@@ -157,13 +159,33 @@ class HighsBackend:
 
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         hs, h = self._hs, self.h
-        h.setOptionValue("time_limit", float(max(0.01, time_limit)))
+        began = time.monotonic()
         h.setOptionValue("mip_rel_gap", float(gap))
+        h.setOptionValue("time_limit", float(max(0.01, time_limit)))
         solution = hs.HighsSolution()
         solution.col_value = list(map(float, start))
         solution.value_valid = True
         h.setSolution(solution)
         h.run()
+        result = self._result()
+        if result[0] is not None and not self._consistent(result[0]):
+            # Seen with HiGHS 1.16: after a re-solve from a start, the reported objective
+            # can be right while col_value still holds the start. Solve again without it.
+            h.clearSolver()
+            h.setOptionValue("time_limit", float(max(0.01, time_limit - (time.monotonic() - began))))
+            h.run()
+            result = self._result()
+            if result[0] is not None and not self._consistent(result[0]):
+                return None, "failed", None
+        return result
+
+    def _consistent(self, values: np.ndarray) -> bool:
+        reported = float(self.h.getInfo().objective_function_value)
+        actual = float(np.dot(self._cost, values))
+        return abs(reported - actual) <= 1e-6 * (1.0 + abs(reported))
+
+    def _result(self) -> tuple[np.ndarray | None, str, float | None]:
+        hs, h = self._hs, self.h
         model_status = h.getModelStatus()
         info = h.getInfo()
         has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
@@ -183,16 +205,19 @@ class HighsBackend:
 class PulpBackend:
     """Any solver PuLP drives, fed from the same arrays (the bridge, not a second model)."""
 
+    # Short names people type, mapped to PuLP's solver classes.
+    ALIASES = {"CBC": "PULP_CBC_CMD", "HIGHS": "HiGHS", "GUROBI": "GUROBI", "CPLEX": "CPLEX_CMD", "SCIP": "SCIP_CMD"}
+
     def __init__(self, arrays: ModelArrays, solver_name: str, threads: int = 1):
         import pulp
 
         self._pulp = pulp
-        self.solver_name = solver_name
+        self.solver_name = self.ALIASES.get(solver_name.upper(), solver_name)
         self.threads = threads
         self.prob = pulp.LpProblem("stowplan", pulp.LpMaximize)
         self.vars = [
-            pulp.LpVariable(f"c{i}", lowBound=lo if lo > -INF else None, upBound=up if up < INF else None,
-                            cat=pulp.LpInteger if integer else pulp.LpContinuous)
+            self.prob.add_variable(f"c{i}", lowBound=lo if lo > -INF else None, upBound=up if up < INF else None,
+                                   cat=pulp.LpInteger if integer else pulp.LpContinuous)
             for i, (lo, up, integer) in enumerate(zip(arrays.col_lower, arrays.col_upper, arrays.col_integer))
         ]
         rows: list[list[tuple[int, float]]] = [[] for _ in range(arrays.num_rows)]

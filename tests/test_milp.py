@@ -1,0 +1,175 @@
+"""Hand-computed cases for the MILP pipeline (greedy start, solve, decode, verify)."""
+
+import pytest
+
+from builders import (
+    GPU, NOW, ago, cq, flavor, job, lq, node, pod_set, preferred, required, sliced, snapshot,
+    topology, workload,
+)
+from models import ObjectRef, Policy
+from planner.pipeline import plan_snapshot
+from planner.verify import verify
+from models import Decisions
+
+RACK = "cloud.provider.com/topology-rack"
+BLOCK = "cloud.provider.com/topology-block"
+HOST = "kubernetes.io/hostname"
+
+
+def one_queue(nodes, workloads, gpus=64, flavors=None, quotas=None, **kw):
+    return snapshot(
+        nodes=nodes,
+        flavors=flavors or [flavor("default")],
+        cqs=[cq("cq", quotas=quotas or {"default": {GPU: gpus, "cpu": 1000, "memory": "4Ti"}})],
+        lqs=[lq("team", "lq", "cq")],
+        workloads=workloads,
+        **kw,
+    )
+
+
+def admitted(plan):
+    return {a.workload.name: a for a in plan.admissions}
+
+
+def test_more_volume_beats_the_older_head_at_equal_priority():
+    # 8 GPUs free. Greedy takes the oldest (6 GPUs) and then nothing else fits;
+    # volume comes before age, so the plan takes the two 4-GPU jobs (8 GPUs).
+    snap = one_queue(
+        [node("n1", gpu=8)],
+        [job("team", "old-6", pods=6, gpu=1, created=ago(hours=3)),
+         job("team", "new-4a", pods=4, gpu=1, created=ago(hours=2)),
+         job("team", "new-4b", pods=4, gpu=1, created=ago(hours=1))],
+    )
+    greedy_plan = plan_snapshot(snap, solver="greedy")
+    assert set(admitted(greedy_plan)) == {"old-6"}
+    plan = plan_snapshot(snap)
+    assert set(admitted(plan)) == {"new-4a", "new-4b"}
+    assert plan.solver.status == "optimal"
+    assert plan.solver.objective == 8.0
+    assert {p.workload.name for p in plan.pending} == {"old-6"}
+
+
+def test_priority_comes_before_volume():
+    # A 2-GPU job of priority 100 is admitted even though two 4-GPU jobs of
+    # priority 0 would fill the node.
+    snap = one_queue(
+        [node("n1", gpu=8)],
+        [job("team", "hi-2", pods=2, gpu=1, priority=100),
+         job("team", "lo-4a", pods=4, gpu=1), job("team", "lo-4b", pods=4, gpu=1)],
+    )
+    plan = plan_snapshot(snap)
+    names = set(admitted(plan))
+    assert "hi-2" in names and len(names) == 2
+
+
+def test_age_breaks_ties_between_equal_jobs():
+    snap = one_queue(
+        [node("n1", gpu=4)],
+        [job("team", "younger", pods=4, gpu=1, created=ago(minutes=5)),
+         job("team", "older", pods=4, gpu=1, created=ago(minutes=50))],
+    )
+    assert set(admitted(plan_snapshot(snap))) == {"older"}
+
+
+def test_earlier_flavor_is_preferred_when_both_fit():
+    snap = one_queue(
+        [node("a1", gpu=4, labels={"gpu-type": "a100"}), node("h1", gpu=4, labels={"gpu-type": "h100"})],
+        [job("team", "j", pods=2, gpu=1)],
+        flavors=[flavor("a100", node_labels={"gpu-type": "a100"}), flavor("h100", node_labels={"gpu-type": "h100"})],
+        quotas={"h100": {GPU: 8, "cpu": 100, "memory": "1Ti"}, "a100": {GPU: 8, "cpu": 100, "memory": "1Ti"}},
+    )
+    plan = plan_snapshot(snap)
+    (ps,) = admitted(plan)["j"].pod_sets
+    assert ps.flavors[GPU] == "h100"  # h100 is listed first in the queue
+    assert ps.domains == ((("h1",), 2),)
+
+
+def test_elastic_job_gets_the_largest_count_that_fits():
+    snap = one_queue([node("n1", gpu=5)], [job("team", "elastic", pods=8, min_pods=2, gpu=1)])
+    (ps,) = admitted(plan_snapshot(snap))["elastic"].pod_sets
+    assert ps.count == 5
+
+
+def test_elastic_job_below_its_minimum_waits():
+    snap = one_queue([node("n1", gpu=1)], [job("team", "elastic", pods=8, min_pods=2, gpu=1)])
+    plan = plan_snapshot(snap)
+    assert not plan.admissions and plan.pending[0].workload.name == "elastic"
+
+
+def test_gang_places_every_pod_set_or_none():
+    launcher = pod_set("launcher", 1, cpu="2")
+    workers = pod_set("workers", 4, gpu=2)
+    snap = one_queue([node("n1", gpu=8, cpu="8")], [workload("team", "mpi", pod_sets=[launcher, workers])])
+    (adm,) = plan_snapshot(snap).admissions
+    assert [p.name for p in adm.pod_sets] == ["launcher", "workers"]
+    assert [p.count for p in adm.pod_sets] == [1, 4]
+    # Only 6 GPUs: the workers cannot all run, so nothing of the gang starts.
+    small = one_queue([node("n1", gpu=6, cpu="8")], [workload("team", "mpi", pod_sets=[launcher, workers])])
+    assert not plan_snapshot(small).admissions
+
+
+def racks(free_per_rack, gpus_per_node=8, block="b1"):
+    nodes = []
+    for r, free in enumerate(free_per_rack):
+        full, rest = divmod(free, gpus_per_node)
+        sizes = [gpus_per_node] * full + ([rest] if rest else [])
+        for i, size in enumerate(sizes):
+            nodes.append(node(f"{block}-r{r}-n{i}", gpu=size, labels={BLOCK: block, RACK: f"{block}-r{r}"}))
+    return nodes
+
+
+def tas_snapshot(nodes, workloads):
+    return one_queue(nodes, workloads, gpus=10_000,
+                     flavors=[flavor("default", topology="default")],
+                     topologies=[topology("default", BLOCK, RACK, HOST)])
+
+
+def test_required_rack_takes_a_rack_that_holds_every_pod():
+    snap = tas_snapshot(racks([3, 5]), [job("team", "train", pods=4, gpu=1, topology=required(RACK))])
+    (ps,) = admitted(plan_snapshot(snap))["train"].pod_sets
+    assert {values[0].split("-n")[0] for values, _ in ps.domains} == {"b1-r1"}
+
+
+def test_required_rack_waits_when_no_rack_holds_it():
+    snap = tas_snapshot(racks([3, 3]), [job("team", "train", pods=4, gpu=1, topology=required(RACK))])
+    plan = plan_snapshot(snap)
+    assert not plan.admissions
+
+
+def test_slices_stay_whole_inside_racks():
+    # Two racks with 4 and 6 free GPUs: 8 pods in slices of 4 per rack fit (4 + 4),
+    # slices of 3 do not divide 8, slices of 8 do not fit a rack.
+    snap = tas_snapshot(racks([4, 6], gpus_per_node=2),
+                        [job("team", "sliced", pods=8, gpu=1, topology=sliced(RACK, 4, mode="required", mode_level=BLOCK))])
+    plan = plan_snapshot(snap)
+    (ps,) = admitted(plan)["sliced"].pod_sets
+    per_rack = {}
+    for values, count in ps.domains:
+        rack = values[0].rsplit("-n", 1)[0]
+        per_rack[rack] = per_rack.get(rack, 0) + count
+    assert sorted(per_rack.values()) == [4, 4]
+    too_big = tas_snapshot(racks([4, 6], gpus_per_node=2),
+                           [job("team", "sliced", pods=8, gpu=1, topology=sliced(RACK, 8))])
+    assert not plan_snapshot(too_big).admissions
+
+
+def test_pulp_cbc_finds_the_same_plan_as_highs():
+    snap = one_queue(
+        [node("n1", gpu=8)],
+        [job("team", "old-6", pods=6, gpu=1, created=ago(hours=3)),
+         job("team", "new-4a", pods=4, gpu=1, created=ago(hours=2)),
+         job("team", "new-4b", pods=4, gpu=1, created=ago(hours=1))],
+    )
+    highs = plan_snapshot(snap)
+    cbc = plan_snapshot(snap, solver="pulp:CBC")
+    assert cbc.solver.method == "pulp:CBC"
+    assert set(admitted(cbc)) == set(admitted(highs)) == {"new-4a", "new-4b"}
+
+
+def test_same_snapshot_gives_the_same_plan():
+    snap = tas_snapshot(racks([8, 16, 12]), [
+        job("team", f"j{i}", pods=p, gpu=1, topology=required(RACK) if i % 2 else preferred(RACK))
+        for i, p in enumerate([4, 8, 2, 6, 5])
+    ])
+    first, second = plan_snapshot(snap), plan_snapshot(snap)
+    assert first.admissions == second.admissions and first.pending == second.pending
