@@ -161,6 +161,27 @@ def stdout_to_stderr(discard: bool = False) -> Iterator[None]:
             target.close()
 
 
+def check_writable(path: str) -> None:
+    """The plan's folder exists and takes new files (the temp file of write_atomically)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"cannot write the plan: folder {folder} does not exist", file=path, field="--out")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write the plan: folder {folder} is not writable", file=path, field="--out")
+
+
+def write_stdout(text: str) -> None:
+    """The plan on stdout; a reader that went away (`| head`) ends us quietly with exit 1."""
+    try:
+        click.echo(text, nl=False)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        raise click.exceptions.Exit(1) from None
+
+
 def write_atomically(path: str, text: str) -> None:
     """Write the whole file or nothing: a temp file in the same folder, then os.replace."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -288,6 +309,10 @@ def what_if(
     from planner.snapshot import read_snapshot  # type: ignore[attr-defined, unused-ignore]
 
     say = _progress(quiet)
+    to_stdout = out in (None, "-")
+    if not to_stdout:
+        assert out is not None
+        check_writable(out)  # fail before a long solve, not after it
     started = time.monotonic()
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
@@ -303,11 +328,10 @@ def what_if(
     plan = _with_read_time(plan, read_seconds)
     say(_outcome(plan))
 
-    to_stdout = out in (None, "-")
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
     text = render(plan, fmt)
     if to_stdout:
-        click.echo(text, nl=False)
+        write_stdout(text)
     else:
         assert out is not None
         write_atomically(out, text)

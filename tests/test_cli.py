@@ -238,7 +238,21 @@ def test_out_dash_means_stdout(fakes: Fakes, snap: Path) -> None:
 
 def test_out_into_a_missing_folder_is_exit_2(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
     result = run("what-if", str(snap), "--out", str(tmp_path / "no" / "such" / "plan.yaml"))
-    assert result.exit_code == 2 and "plan.yaml" in result.stderr and "cannot write" in result.stderr
+    assert result.exit_code == 2 and "plan.yaml: --out: cannot write the plan" in result.stderr
+    assert "does not exist" in result.stderr
+    assert fakes.read_calls == []                  # checked before reading and solving
+
+
+def test_a_closed_pipe_on_stdout_ends_quietly(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    import click
+
+    monkeypatch.setattr(click, "echo", broken)
+    with pytest.raises(click.exceptions.Exit) as caught:
+        cli_module.write_stdout("plan\n")
+    assert caught.value.exit_code == 1
 
 
 def test_problems_are_warned_once_and_the_plan_still_written(fakes: Fakes, snap: Path) -> None:
