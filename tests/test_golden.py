@@ -1,0 +1,91 @@
+"""Golden plans: each bundled fixture plans to exactly its checked-in plan.
+
+Timings are the only part of a plan that changes between runs, so they are left
+out of the comparison. `STOWPLAN_UPDATE_GOLDEN=1 pytest tests/test_golden.py`
+rewrites the golden files after a deliberate change (review the diff!).
+"""
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.pipeline import plan_snapshot
+from planner.render import plan_to_dict, to_yaml
+from planner.snapshot import read_snapshot
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SNAPSHOTS = sorted(p for p in FIXTURES.glob("*.yaml") if not p.name.endswith(".plan.yaml"))
+
+
+def without_timings(plan_dict):
+    solver = dict(plan_dict["solver"])
+    solver.pop("seconds", None)
+    solver["stages"] = [{k: v for k, v in s.items() if k != "seconds"} for s in solver.get("stages", [])]
+    return {**plan_dict, "solver": solver, "snapshot": {**plan_dict["snapshot"], "source": Path(plan_dict["snapshot"]["source"]).name}}
+
+
+def plan_fixture(path: Path):
+    snapshot = read_snapshot([str(path)])
+    assert snapshot.problems == (), [str(p) for p in snapshot.problems]
+    return plan_snapshot(snapshot)
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_fixture_plans_to_its_golden_plan(path):
+    plan = plan_fixture(path)
+    assert plan.solver.status == "optimal"
+    got = without_timings(plan_to_dict(plan))
+    golden = path.with_name(path.stem + ".plan.yaml")
+    if os.environ.get("STOWPLAN_UPDATE_GOLDEN") == "1" or not golden.exists():
+        golden.write_text(yaml.safe_dump(got, sort_keys=False, width=120))
+        if os.environ.get("STOWPLAN_UPDATE_GOLDEN") != "1":
+            pytest.fail(f"{golden.name} was missing and has been written; review and commit it")
+    assert got == yaml.safe_load(golden.read_text())
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.stem)
+def test_same_snapshot_same_bytes_apart_from_timings(path):
+    def untimed_yaml(plan):
+        stages = tuple({k: v for k, v in s.items() if k != "seconds"} for s in plan.solver.stages)
+        return to_yaml(replace(plan, solver=replace(plan.solver, seconds={}, stages=stages)))
+
+    assert untimed_yaml(plan_fixture(path)) == untimed_yaml(plan_fixture(path))
+
+
+def names(entries):
+    return {f"{e.workload.namespace}/{e.workload.name}" for e in entries}
+
+
+def test_tiny_matches_the_hand_derived_expectations():
+    plan = plan_fixture(FIXTURES / "tiny.yaml")
+    assert names(plan.admissions) == {"ml-research/finetune-llama", "ml-research/eval-sweep"}
+    assert names(plan.pending) == {"ml-research/pretrain-small", "ml-research/notebook-export"}
+    nodes = {a.workload.name: {v[0] for ps in a.pod_sets for v, _ in ps.domains} for a in plan.admissions}
+    assert len(nodes["finetune-llama"]) == 1 and nodes["finetune-llama"].isdisjoint(nodes["eval-sweep"])
+
+
+def test_two_teams_cohort_matches_the_hand_derived_expectations():
+    plan = plan_fixture(FIXTURES / "two-teams-cohort.yaml")
+    assert names(plan.admissions) == {"team-a/a-protein-fold", "team-b/b-llm-pretrain",
+                                      "team-b/b-finetune", "team-b/b-eval"}
+    assert names(plan.pending) == {"team-b/b-sweep"}
+
+
+def test_multi_team_gpu_matches_the_hand_derived_expectations():
+    plan = plan_fixture(FIXTURES / "multi-team-gpu.yaml")
+    assert len(plan.admissions) == 22 and not plan.evictions
+    assert names(plan.pending) == {"team-llm/llm-pretrain-moe", "team-recsys/recsys-bigbatch",
+                                   "team-vision/vision-l4-bench", "team-data/data-gpu-ocr"}
+    reward = next(a for a in plan.admissions if a.workload.name == "llm-rlhf-reward")
+    assert reward.pod_sets[0].flavors["nvidia.com/gpu"] == "a100"
+
+
+def test_hierarchical_cohorts_matches_the_hand_derived_expectations():
+    plan = plan_fixture(FIXTURES / "hierarchical-cohorts.yaml")
+    counts = {a.workload.name: sum(ps.count for ps in a.pod_sets) for a in plan.admissions}
+    assert counts == {"search-ranker": 1, "reco-sweep": 4, "speech-asr-train": 1, "nlp-finetune": 2,
+                      "reco-retrieval": 1, "nlp-pretrain-elastic": 24}
+    assert names(plan.pending) == {"recommendations/reco-feature-ablation"}
