@@ -644,3 +644,20 @@ def test_real_solver_output_stays_off_stdout_in_a_real_process(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "HiGHS" not in done.stdout
     assert yaml.safe_load(done.stdout)["kind"] == "Plan"      # not a terminal: yaml
+
+
+FIXTURE_PLANS = sorted(p.name for p in (REPO / "fixtures").glob("*.plan.yaml"))
+
+
+@pytest.mark.parametrize("expected_name", FIXTURE_PLANS)
+def test_what_if_on_each_fixture_gives_its_expected_plan(expected_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end through the CLI: fixtures/X.yaml plans to fixtures/X.plan.yaml (timings aside)."""
+    monkeypatch.chdir(REPO / "fixtures")
+    snapshot_name = expected_name.replace(".plan.yaml", ".yaml")
+    result = run("what-if", snapshot_name, "-o", "yaml")
+    assert result.exit_code == 0, result.stderr
+    got = yaml.safe_load(result.stdout)
+    got["solver"].pop("seconds")
+    for stage in got["solver"].get("stages", []):
+        stage.pop("seconds", None)
+    assert got == yaml.safe_load((REPO / "fixtures" / expected_name).read_text())
