@@ -321,7 +321,7 @@ def what_if(
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started
     say(f"read {snapshot.object_count} objects, {len(snapshot.workloads)} workloads, "
-        f"{len(snapshot.nodes)} nodes in {read_seconds:.1f}s; planning with {solver}")
+        f"{len(snapshot.nodes)} nodes in {read_seconds:.2f}s; planning with {solver}")
 
     with stdout_to_stderr(discard=quiet):
         plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap)
@@ -361,7 +361,7 @@ def _with_read_time(plan: Plan, read_seconds: float) -> Plan:
 def _outcome(plan: Plan) -> str:
     s = plan.solver
     return (f"{s.method} {s.status}: {len(plan.admissions)} admitted, {len(plan.evictions)} evicted, "
-            f"{len(plan.pending)} pending in {float(s.seconds.get('total', 0.0)):.1f}s")
+            f"{len(plan.pending)} pending in {float(s.seconds.get("total", 0.0)):.2f}s")
 
 
 @cli.command("version", context_settings=CONTEXT)
