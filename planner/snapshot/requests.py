@@ -76,5 +76,10 @@ def effective_request_dict(pod_spec: dict[str, Any], field: str = "spec") -> dic
     return total
 
 
+def resources(amounts: dict[str, int]) -> Resources:
+    """Resources from a dict with unique keys: what Resources.of builds, without its merging."""
+    return Resources(tuple(sorted([item for item in amounts.items() if item[1] != 0])))
+
+
 def effective_request(pod_spec: dict[str, Any], field: str = "spec") -> Resources:
-    return Resources.of(effective_request_dict(pod_spec, field))
+    return resources(effective_request_dict(pod_spec, field))

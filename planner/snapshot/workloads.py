@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from models import HOSTNAME_LABEL, PodSet, PodSetAssignment, Resources, SliceLayer, TopologyRequest
+from models import HOSTNAME_LABEL, PodSet, PodSetAssignment, SliceLayer, TopologyRequest
 from planner.snapshot.fields import Bad, integer, mapping, sequence, string, string_map, tolerations
-from planner.snapshot.requests import effective_request_dict
+from planner.snapshot.requests import effective_request_dict, resources
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -32,6 +32,8 @@ PREEMPTION_COST = "stowplan.io/preemption-cost"
 NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
 MAX_SLICE_LAYERS = 3
 
+NO_TOPOLOGY = TopologyRequest()
+_PODSET_PREFIX = "kueue.x-k8s.io/podset-"
 JOB_POD_SET = "main"   # Kueue's name for a batch/v1 Job's only pod set
 
 
@@ -51,6 +53,8 @@ def topology_request(annotations: dict[str, str], field: str) -> TopologyRequest
 
     Level names are kept as written: whether a topology has them is decided later.
     """
+    if not any(key.startswith(_PODSET_PREFIX) for key in annotations):
+        return NO_TOPOLOGY
     modes = [(mode, annotations[key]) for mode, key in
              (("required", REQUIRED), ("preferred", PREFERRED), ("unconstrained", UNCONSTRAINED))
              if key in annotations]
@@ -125,7 +129,7 @@ def build_pod_set(name: str, count: int, template: dict[str, Any], field: str,
     return PodSet(
         name=name,
         count=count,
-        request=Resources.of(request),
+        request=resources(request),
         min_count=min_count,
         node_selector=string_map(spec.get("nodeSelector"), f"{field}.spec.nodeSelector"),
         tolerations=tolerations(spec.get("tolerations"), f"{field}.spec.tolerations"),
