@@ -361,7 +361,7 @@ def _with_read_time(plan: Plan, read_seconds: float) -> Plan:
 def _outcome(plan: Plan) -> str:
     s = plan.solver
     return (f"{s.method} {s.status}: {len(plan.admissions)} admitted, {len(plan.evictions)} evicted, "
-            f"{len(plan.pending)} pending in {float(s.seconds.get("total", 0.0)):.2f}s")
+            f"{len(plan.pending)} pending in {float(s.seconds.get('total', 0.0)):.2f}s")
 
 
 @cli.command("version", context_settings=CONTEXT)
