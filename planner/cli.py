@@ -288,7 +288,7 @@ def what_if(
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
     SNAPSHOT is Kubernetes objects as `kubectl get -o yaml` prints them: a
-    `kind: List`, a multi-document YAML stream, or a folder of such files; several
+    `kind: List`, a stream of YAML documents, or a folder of such files; several
     are read as one snapshot. Nothing touches a cluster: this is how a platform
     team asks "what happens if..." (a new quota, a bigger job, a lost rack).
 
@@ -299,7 +299,7 @@ def what_if(
 
     \b
     Examples:
-      kubectl get nodes,pods,jobs,priorityclasses,clusterqueues,localqueues,\\
+      kubectl get namespaces,nodes,pods,jobs,priorityclasses,clusterqueues,localqueues,\\
         resourceflavors,cohorts,topologies,workloadpriorityclasses -A -o yaml > snap.yaml
       stowplan what-if snap.yaml
       stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 -o json --out plan.json
