@@ -60,6 +60,13 @@ def string(value: object, field: str, required: bool = False) -> str | None:
     return value
 
 
+def required(value: object, field: str) -> str:
+    """A string field that must be present and non-empty."""
+    text = string(value, field, required=True)
+    assert text is not None
+    return text
+
+
 def integer(value: object, field: str, default: int | None = None, minimum: int | None = None) -> int | None:
     if value is None:
         return default
@@ -131,11 +138,11 @@ def taints(value: object, field: str) -> tuple[Taint, ...]:
     for i, item in enumerate(sequence(value, field)):
         where = f"{field}[{i}]"
         taint = mapping(item, where)
-        key = string(taint.get("key"), f"{where}.key", required=True)
-        effect = string(taint.get("effect"), f"{where}.effect", required=True)
+        key = required(taint.get("key"), f"{where}.key")
+        effect = required(taint.get("effect"), f"{where}.effect")
         if effect not in _EFFECTS:
             raise Bad(f"{where}.effect", f"must be one of {', '.join(_EFFECTS)}, got {effect!r}")
-        out.append(Taint(key, string(taint.get("value"), f"{where}.value") or "", effect))  # type: ignore[arg-type]
+        out.append(Taint(key, string(taint.get("value"), f"{where}.value") or "", effect))
     return tuple(out)
 
 

@@ -14,7 +14,7 @@ from models import (
     ResourceGroup, Topology,
 )
 from planner.snapshot.fields import (
-    Bad, integer, mapping, sequence, string, string_map, taints, tolerations,
+    Bad, integer, mapping, required, sequence, string, string_map, taints, tolerations,
 )
 from planner.snapshot.quantity import QuantityError, parse_quantity
 
@@ -47,17 +47,16 @@ def read_flavor(name: str, spec: dict[str, Any]) -> ResourceFlavor:
 
 
 def read_topology(name: str, spec: dict[str, Any]) -> Topology:
-    levels = []
+    levels: list[str] = []
     items = sequence(spec.get("levels"), "spec.levels")
     if not items:
         raise Bad("spec.levels", "must list at least one level")
     for i, item in enumerate(items):
-        label = string(mapping(item, f"spec.levels[{i}]").get("nodeLabel"), f"spec.levels[{i}].nodeLabel",
-                       required=True)
+        label = required(mapping(item, f"spec.levels[{i}]").get("nodeLabel"), f"spec.levels[{i}].nodeLabel")
         if label in levels:
             raise Bad(f"spec.levels[{i}].nodeLabel", f"{label!r} appears twice")
         levels.append(label)
-    return Topology(name, tuple(levels))  # type: ignore[arg-type]
+    return Topology(name, tuple(levels))
 
 
 def _quantity(value: object, resource: str, field: str) -> int:
@@ -78,10 +77,10 @@ def read_resource_groups(value: object, field: str = "spec.resourceGroups") -> t
         group = mapping(item, where)
         covered = []
         for ri, resource in enumerate(sequence(group.get("coveredResources"), f"{where}.coveredResources")):
-            name = string(resource, f"{where}.coveredResources[{ri}]", required=True)
+            name = required(resource, f"{where}.coveredResources[{ri}]")
             if name in seen_resources:
                 raise Bad(f"{where}.coveredResources[{ri}]", f"resource {name} is covered by more than one group")
-            seen_resources.add(name)  # type: ignore[arg-type]
+            seen_resources.add(name)
             covered.append(name)
         if not covered:
             raise Bad(f"{where}.coveredResources", "must list at least one resource")
@@ -89,36 +88,36 @@ def read_resource_groups(value: object, field: str = "spec.resourceGroups") -> t
         for fi, fitem in enumerate(sequence(group.get("flavors"), f"{where}.flavors")):
             fwhere = f"{where}.flavors[{fi}]"
             flavor = mapping(fitem, fwhere)
-            fname = string(flavor.get("name"), f"{fwhere}.name", required=True)
+            fname = required(flavor.get("name"), f"{fwhere}.name")
             if fname in seen_flavors:
                 raise Bad(f"{fwhere}.name", f"flavor {fname} is listed more than once")
-            seen_flavors.add(fname)  # type: ignore[arg-type]
+            seen_flavors.add(fname)
             quotas: dict[str, Quota] = {}
             for qi, qitem in enumerate(sequence(flavor.get("resources"), f"{fwhere}.resources")):
                 qwhere = f"{fwhere}.resources[{qi}]"
                 quota = mapping(qitem, qwhere)
-                resource = string(quota.get("name"), f"{qwhere}.name", required=True)
+                resource = required(quota.get("name"), f"{qwhere}.name")
                 if resource not in covered:
                     raise Bad(f"{qwhere}.name", f"resource {resource} is not in coveredResources {covered}")
                 if resource in quotas:
                     raise Bad(f"{qwhere}.name", f"resource {resource} is listed twice")
                 if quota.get("nominalQuota") is None:
                     raise Bad(f"{qwhere}.nominalQuota", "is required")
-                nominal = _quantity(quota["nominalQuota"], resource, f"{qwhere}.nominalQuota")  # type: ignore[arg-type]
+                nominal = _quantity(quota["nominalQuota"], resource, f"{qwhere}.nominalQuota")
                 borrowing = lending = None
                 if quota.get("borrowingLimit") is not None:
-                    borrowing = _quantity(quota["borrowingLimit"], resource, f"{qwhere}.borrowingLimit")  # type: ignore[arg-type]
+                    borrowing = _quantity(quota["borrowingLimit"], resource, f"{qwhere}.borrowingLimit")
                 if quota.get("lendingLimit") is not None:
-                    lending = _quantity(quota["lendingLimit"], resource, f"{qwhere}.lendingLimit")  # type: ignore[arg-type]
+                    lending = _quantity(quota["lendingLimit"], resource, f"{qwhere}.lendingLimit")
                     if lending > nominal:
                         raise Bad(f"{qwhere}.lendingLimit",
                                   f"{quota['lendingLimit']} is more than nominalQuota {quota['nominalQuota']}")
-                quotas[resource] = Quota(nominal, borrowing, lending)  # type: ignore[index]
+                quotas[resource] = Quota(nominal, borrowing, lending)
             missing = [r for r in covered if r not in quotas]
             if missing:
                 raise Bad(f"{fwhere}.resources", f"must give a quota for every covered resource; missing {missing}")
-            flavors.append(FlavorQuotas(fname, quotas))  # type: ignore[arg-type]
-        groups.append(ResourceGroup(tuple(covered), tuple(flavors)))  # type: ignore[arg-type]
+            flavors.append(FlavorQuotas(fname, quotas))
+        groups.append(ResourceGroup(tuple(covered), tuple(flavors)))
     return tuple(groups)
 
 
@@ -172,8 +171,8 @@ def _check_selector(selector: dict[str, Any], field: str) -> None:
     for i, item in enumerate(sequence(selector.get("matchExpressions"), f"{field}.matchExpressions")):
         where = f"{field}.matchExpressions[{i}]"
         expr = mapping(item, where)
-        string(expr.get("key"), f"{where}.key", required=True)
-        op = string(expr.get("operator"), f"{where}.operator", required=True)
+        required(expr.get("key"), f"{where}.key")
+        op = required(expr.get("operator"), f"{where}.operator")
         if op not in _OPERATORS:
             raise Bad(f"{where}.operator", f"must be one of {', '.join(_OPERATORS)}, got {op!r}")
         values = sequence(expr.get("values"), f"{where}.values")
@@ -191,8 +190,8 @@ def read_cohort(name: str, spec: dict[str, Any]) -> Cohort:
 
 
 def read_local_queue(namespace: str, name: str, spec: dict[str, Any]) -> LocalQueue:
-    cq = string(spec.get("clusterQueue"), "spec.clusterQueue", required=True)
-    return LocalQueue(namespace, name, cq)  # type: ignore[arg-type]
+    cq = required(spec.get("clusterQueue"), "spec.clusterQueue")
+    return LocalQueue(namespace, name, cq)
 
 
 def read_priority_value(obj: dict[str, Any]) -> int:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-import yaml
+import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from planner.errors import InputError
 
@@ -46,7 +46,7 @@ def expand(sources: Sequence[str]) -> list[str]:
     files: list[str] = []
     for source in sources:
         if os.path.isdir(source):
-            found = []
+            found: list[str] = []
             for root, dirs, names in os.walk(source):
                 dirs.sort()
                 found.extend(os.path.join(root, n) for n in names if n.endswith(SUFFIXES))
@@ -145,6 +145,5 @@ def flatten(path: str, doc: Any, where: str, loaded: Loaded, inherit: tuple[str,
 
 def _name_of(doc: dict[str, Any]) -> str:
     metadata = doc.get("metadata")
-    if type(metadata) is dict and type(metadata.get("name")) is str:
-        return metadata["name"]
-    return ""
+    name = metadata.get("name") if type(metadata) is dict else None
+    return name if type(name) is str else ""

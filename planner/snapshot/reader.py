@@ -224,7 +224,7 @@ class _Reader:
 
     def read_namespaces(self) -> None:
         for item in self.buckets["namespace"]:
-            labels = self.attempt(item, string_map, item.metadata.get("labels"), "metadata.labels", default={})
+            labels: dict[str, str] = self.attempt(item, string_map, item.metadata.get("labels"), "metadata.labels", default={})
             self.namespace_labels[item.name] = labels
 
     def read_priority_classes(self) -> None:
@@ -337,9 +337,10 @@ class _Reader:
             stop = spec.get("stopPolicy")
             if stop not in (None, "None"):
                 reasons.append(f"stopped (spec.stopPolicy: {stop})")
-            if cq.cohort and self.cohort_reason.get(cq.cohort):
-                cohort_reason = self.cohort_reason[cq.cohort]
-                reasons.append(cohort_reason if cohort_reason.startswith("cohort ")  # type: ignore[union-attr]
+            cohort_reason = self.cohort_reason.get(cq.cohort) if cq.cohort else None
+            if cohort_reason:
+                # inherited reasons already say which cohort ("cohort X is inactive (...)")
+                reasons.append(cohort_reason if cohort_reason.startswith("cohort ")
                                else f"cohort {cq.cohort} is inactive ({cohort_reason})")
             if reasons:
                 cq = dataclasses.replace(cq, inactive_reason="; ".join(reasons))
@@ -369,12 +370,12 @@ class _Reader:
         if _owned_by(meta, "JobSet"):
             return   # a JobSet's child Job: the JobSet is the workload
         reasons: list[str] = []
-        spec = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
-        annotations = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
+        spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
+        annotations: dict[str, str] = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
                                    default={}, reasons=reasons)
         count = self.attempt(item, wl.job_count, spec, "spec", default=1, reasons=reasons)
         min_count = self.attempt(item, wl.min_parallelism, annotations, count, default=None, reasons=reasons)
-        template = self.attempt(item, mapping, spec.get("template"), "spec.template", default={}, reasons=reasons)
+        template: dict[str, Any] = self.attempt(item, mapping, spec.get("template"), "spec.template", default={}, reasons=reasons)
         pod_set = self.pod_set(item, wl.JOB_POD_SET, count, template, "spec.template", min_count, reasons)
         pod_spec = template.get("spec")
         pc_name = pod_spec.get("priorityClassName") if type(pod_spec) is dict else None
@@ -387,10 +388,10 @@ class _Reader:
         if not labels or not labels.get(wl.QUEUE_LABEL):
             return
         reasons: list[str] = []
-        spec = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
-        annotations = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
+        spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
+        annotations: dict[str, str] = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
                                    default={}, reasons=reasons)
-        entries = self.attempt(item, wl.jobset_pod_sets, spec, default=[], reasons=reasons)
+        entries: list[tuple[str, int, dict[str, Any], str]] = self.attempt(item, wl.jobset_pod_sets, spec, default=[], reasons=reasons)
         pod_sets = []
         pc_name, pc_field = None, ""
         for name, count, template, field in entries:

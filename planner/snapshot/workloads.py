@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from models import HOSTNAME_LABEL, PodSet, PodSetAssignment, SliceLayer, TopologyRequest
-from planner.snapshot.fields import Bad, integer, mapping, sequence, string, string_map, tolerations
+from planner.snapshot.fields import Bad, integer, mapping, required, sequence, string, string_map, tolerations
 from planner.snapshot.requests import effective_request_dict, resources
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -194,7 +194,8 @@ def parse_assignment(text: str, pod_sets: tuple[PodSet, ...]) -> tuple[PodSetAss
             raise Bad(field, f"{where}: the last level must be {HOSTNAME_LABEL} (Stowplan names every pod's node), "
                              f"got {levels[-1]!r}")
         domains = []
-        for j, domain in enumerate(ta.get("domains") if type(ta.get("domains")) is list else [None]):
+        raw_domains = ta.get("domains")
+        for j, domain in enumerate(raw_domains if type(raw_domains) is list else [None]):
             if (type(domain) is not dict or type(domain.get("values")) is not list
                     or len(domain["values"]) != len(levels) or any(type(v) is not str for v in domain["values"])
                     or type(domain.get("count")) is not int or domain["count"] < 1):
@@ -220,10 +221,10 @@ def jobset_pod_sets(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]
     for i, item in enumerate(items):
         where = f"spec.replicatedJobs[{i}]"
         rjob = mapping(item, where)
-        name = string(rjob.get("name"), f"{where}.name", required=True)
+        name = required(rjob.get("name"), f"{where}.name")
         if name in names:
             raise Bad(f"{where}.name", f"{name!r} appears twice")
-        names.add(name)  # type: ignore[arg-type]
+        names.add(name)
         replicas = integer(rjob.get("replicas"), f"{where}.replicas", default=1, minimum=1)
         job_spec = mapping(mapping(rjob.get("template"), f"{where}.template").get("spec"), f"{where}.template.spec")
         parallelism = integer(job_spec.get("parallelism"), f"{where}.template.spec.parallelism", default=1, minimum=1)
