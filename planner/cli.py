@@ -258,7 +258,8 @@ def cli() -> None:
               help="Output format. Default: table when stdout is a terminal, else yaml (yaml with --out).")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the plan to FILE (atomically: all or nothing) instead of stdout.")
-@click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME", show_default=True, show_envvar=True,
+@click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
+              show_default=True, show_envvar=True,
               help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
 @click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
               type=click.FloatRange(min=0, min_open=True),
@@ -306,7 +307,7 @@ def what_if(
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
     """
     from planner.pipeline import plan_snapshot
-    from planner.snapshot import read_snapshot  # type: ignore[attr-defined, unused-ignore]
+    from planner.snapshot import read_snapshot
 
     say = _progress(quiet)
     to_stdout = out in (None, "-")
