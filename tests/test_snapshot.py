@@ -338,6 +338,12 @@ def test_job_fields(tmp_path):
     assert w.blocked_reason is None
 
 
+def test_missing_suspend_reads_as_suspended(tmp_path):
+    queued = job("j")
+    del queued["spec"]["suspend"]     # Kueue's webhook would have set it to true
+    assert workload(read(tmp_path, base() + [queued]), "j").state is WorkloadState.PENDING
+
+
 def test_parallelism_defaults_to_one_and_min_equal_to_count_is_not_elastic(tmp_path):
     objects = base() + [job("one"), job("gang", parallelism=4,
                                         annotations={"kueue.x-k8s.io/job-min-parallelism": "4"})]

@@ -447,6 +447,8 @@ def test_object_without_name_and_unsupported_version(tmp_path):
     fields = sorted(p.field for p in snap.problems)
     assert fields == ["apiVersion", "metadata.name"]
     assert snap.ignored_kinds == {"kueue.x-k8s.io/v1alpha1/ClusterQueue": 1}
+    old = next(p for p in snap.problems if p.field == "apiVersion")
+    assert old.ref == ObjectRef("ClusterQueue", "", "old") and "v1alpha1 is not supported" in old.message
     assert snap.nodes == ()
 
 

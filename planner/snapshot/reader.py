@@ -198,8 +198,14 @@ class _Reader:
             if kind is None or version not in kind.versions:
                 self.ignored[f"{api_version}/{kind_name}"] += 1
                 if kind is not None:
-                    self.problem(None, "apiVersion", f"{kind_name} version {api_version} is not supported "
-                                 f"(expected {', '.join(kind.versions)}); object ignored", file)
+                    metadata = obj.get("metadata")
+                    name = metadata.get("name") if type(metadata) is dict else None
+                    namespace = metadata.get("namespace") if type(metadata) is dict and kind.namespaced else ""
+                    ref = ObjectRef(kind_name, namespace if type(namespace) is str else "",
+                                    name if type(name) is str else "")
+                    self.problems.add(Problem(file, ref, "apiVersion",
+                                              f"version {api_version} is not supported (expected "
+                                              f"{', '.join(kind.versions)}); object ignored"))
                 continue
             metadata = obj.get("metadata")
             if type(metadata) is not dict:
@@ -446,7 +452,10 @@ class _Reader:
             self.problem(item, f"metadata.annotations[{wl.NON_PREEMPTIBLE}]",
                          f"must be \"true\" or \"false\", got {flag!r}; read as false")
         fields["non_preemptible"] = flag == "true"
+        # Kueue's webhook suspends a queued Job at creation, so a missing `suspend` reads as true
         suspend = self.attempt(item, boolean, spec.get("suspend"), "spec.suspend", default=True, reasons=reasons)
+        if spec.get("suspend") is None:
+            suspend = True
         if suspend:
             fields["state"] = WorkloadState.PENDING
         elif wl.ASSIGNMENT in annotations:
