@@ -388,18 +388,20 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
     level = _group_level(members)
     if level is None:
         return _try_each(state, cq, members, counts, tent)
-    all_options = [flavor_options(state.snapshot, cq, ps) for ps in members]
-    for opts in all_options:
+    all_options: list[list[FlavorOption]] = []
+    for ps in members:
+        opts = flavor_options(state.snapshot, cq, ps)
         if isinstance(opts, str):
             return opts
+        all_options.append(opts)
     names = ", ".join(ps.name for ps in members)
     reason: str | None = None
-    for option in all_options[0]:  # type: ignore[union-attr]
-        picks = [option] + [next((o for o in opts if o.flavors == option.flavors), None)  # type: ignore[union-attr]
-                            for opts in all_options[1:]]
-        if any(p is None for p in picks):
+    for option in all_options[0]:  # the members share a flavor, as they share nodes
+        found = [next((o for o in opts if o.flavors == option.flavors), None) for opts in all_options[1:]]
+        picks = [option] + [p for p in found if p is not None]
+        if len(picks) < len(members):
             continue
-        charges_each = [quota_usage(ps, opt, n) for ps, opt, n in zip(members, picks, counts)]  # type: ignore[arg-type]
+        charges_each = [quota_usage(ps, opt, n) for ps, opt, n in zip(members, picks, counts)]
         total: dict[FlavorResource, int] = defaultdict(int)
         for ch in charges_each:
             for fr, v in ch.items():
@@ -408,7 +410,7 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
         if short is not None:
             reason = reason or short
             continue
-        trees = [state.eligible(opt, ps) for opt, ps in zip(picks, members)]  # type: ignore[arg-type]
+        trees = [state.eligible(opt, ps) for opt, ps in zip(picks, members)]
         if any(level not in e.tree.levels for e in trees):
             reason = reason or f"the topology of flavor {'/'.join(option.flavors)} has no level {level}"
             continue
@@ -428,14 +430,14 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
             for e, ps, opt, n, ch in zip(trees, members, picks, counts, charges_each):
                 tree = e.tree
                 lvl = tree.levels.index(level)
-                d = tree.domain_index(lvl, values)
+                inside = tree.domain_index(lvl, values)
                 leaf = state.leaf_counts(e, ps.request)
-                leaf = np.where(tree.node_domain[lvl] == d, leaf, 0) if d is not None else leaf * 0
+                leaf = np.where(tree.node_domain[lvl] == inside, leaf, 0) if inside is not None else leaf * 0
                 where = placement.place_counts(tree, leaf, n, ps.topology)
                 if not where.ok:
                     tent.rollback(mark)
                     break
-                tent.add(Choice(ps, opt, n, dict(where.pods or {}), ch))  # type: ignore[arg-type]
+                tent.add(Choice(ps, opt, n, dict(where.pods or {}), ch))
             else:
                 return tent.choices[mark:]
         reason = reason or f"pod sets {names} do not fit together in one {level_noun(level)} ({level})"
@@ -471,15 +473,14 @@ def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -
             done.update(group)
             members = [workload.pod_sets[j] for j in group]
             if len(members) > 1:
-                result = _try_group(state, cq, members, [counts[j] for j in group], tent)
-            else:
-                result = _try_pod_set(state, cq, ps, counts[i], tent)
-                if isinstance(result, str):
-                    result = f"pod set {ps.name}: {result}" if many else result
-                else:
-                    tent.add(result)
-            if isinstance(result, str):
-                return result
+                grouped = _try_group(state, cq, members, [counts[j] for j in group], tent)
+                if isinstance(grouped, str):
+                    return grouped
+                continue
+            single = _try_pod_set(state, cq, ps, counts[i], tent)
+            if isinstance(single, str):
+                return f"pod set {ps.name}: {single}" if many else single
+            tent.add(single)
         order = {ps.name: k for k, ps in enumerate(workload.pod_sets)}
         return sorted(tent.choices, key=lambda c: order[c.pod_set.name])
     finally:
@@ -576,8 +577,7 @@ def greedy(snapshot: Snapshot) -> GreedyResult:
             reasons.pop(entry.workload.ref, None)
 
     for name, q in queues.items():
-        cq = snapshot.cluster_queues[name]
-        if cq.queueing_strategy != "StrictFIFO":
+        if snapshot.cluster_queues[name].queueing_strategy != "StrictFIFO":
             continue
         i = position[name]
         if i < len(q) and q[i].ref in inadmissible:

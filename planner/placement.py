@@ -275,8 +275,8 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
                 return Placement(None, "internal: descent lost pods", needed=count)
             nxt.update(part)
         current, lvl = nxt, lvl + 1
-    pods = {tree.names[i]: c for i, c in sorted(current.items(), key=lambda kv: tree.names[kv[0]]) if c > 0}
-    return Placement(pods, needed=count, fit=count)
+    per_node = {tree.names[i]: c for i, c in sorted(current.items(), key=lambda kv: tree.names[kv[0]]) if c > 0}
+    return Placement(per_node, needed=count, fit=count)
 
 
 def _find_level(tree: DomainTree, req: _Request, state: list[np.ndarray], slices: list[np.ndarray],
