@@ -152,3 +152,29 @@ def test_negative_limit_names_the_field():
     with pytest.raises(Bad) as err:
         effective_request(spec)
     assert err.value.field == "spec.initContainers[0].resources.limits.cpu"
+
+
+# ---------------------------------------------------------------- against the official client
+
+from decimal import Decimal  # noqa: E402
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+kubernetes_utils = pytest.importorskip("kubernetes.utils")
+
+_SUFFIXES = ["", "m", "k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "Pi", "e3", "E2", "e-2", "e0"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(whole=st.integers(min_value=0, max_value=10**6), frac=st.one_of(st.none(), st.integers(0, 999)),
+       suffix=st.sampled_from(_SUFFIXES), resource=st.sampled_from(["cpu", "memory"]))
+def test_agrees_with_kubernetes_client(whole, frac, suffix, resource):
+    text = f"{whole}.{frac:03d}{suffix}" if frac is not None else f"{whole}{suffix}"
+    exact = Decimal(kubernetes_utils.parse_quantity(text))
+    expected = exact * 1000 if resource == "cpu" else exact
+    expected_int = int(expected.to_integral_value(rounding="ROUND_CEILING"))
+    if expected_int > 2**63 - 1:            # beyond int64, as Kubernetes stores it: rejected
+        with pytest.raises(QuantityError, match="too large"):
+            parse_quantity(text, resource)
+    else:
+        assert parse_quantity(text, resource) == expected_int
