@@ -47,13 +47,31 @@ def control_plane():
     """The running ControlPlane (see tests/controlplane/rig.py)."""
     if _skip_cluster():
         pytest.skip("STOWPLAN_SKIP_CLUSTER is set")
+    global _RUNNING
     manifest = rig.build()
-    cp = rig.ControlPlane(manifest=manifest)
+    keep = os.environ.get("STOWPLAN_CP_KEEP", "") not in ("", "0")
+    cp = rig.ControlPlane(manifest=manifest, keep_workdir=keep)
     cp.start()
+    _RUNNING = cp
     try:
         yield cp
     finally:
+        _RUNNING = None
         cp.stop()
+        if keep:
+            sys.stderr.write(f"control plane work dir kept: {cp.workdir}\n")
+
+
+_RUNNING = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing cluster test shows the tail of every component's log."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _RUNNING is not None and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control plane logs", _RUNNING.diagnostics(lines=15)))
 
 
 @pytest.fixture

@@ -175,6 +175,7 @@ if [[ -z "$ETCD_BIN" ]]; then
         log "etcd: cached in $out"
     else
         log "etcd: building go.etcd.io/etcd/server/v3@$ETCD_GO_VERSION in its own wrapper module"
+        t0=$(date +%s)
         w="$CACHE/src/etcd-wrapper-$ETCD_GO_VERSION"
         mkdir -p "$w" "$out"
         (
@@ -184,6 +185,7 @@ if [[ -z "$ETCD_BIN" ]]; then
             GOFLAGS="$BUILD_GOFLAGS" CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
             mv "$out/etcd.tmp" "$out/etcd"
         ) || die "etcd: build failed"
+        log "etcd: built in $(( $(date +%s) - t0 ))s"
     fi
     ETCD_BIN="$out/etcd"
 fi
@@ -200,7 +202,9 @@ for v in $KWOK_VERSIONS; do
     fi
     log "kwok $v: go install sigs.k8s.io/kwok/cmd/kwok@$v"
     mkdir -p "$out"
+    t0=$(date +%s)
     if (cd "$CACHE" && GOFLAGS= CGO_ENABLED=0 GOBIN="$out" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$v"); then
+        log "kwok $v: built in $(( $(date +%s) - t0 ))s"
         KWOK_BIN="$out/kwok"; KWOK_VERSION=$v; break
     fi
     log "kwok $v: install failed; trying the next version"

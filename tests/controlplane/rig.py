@@ -78,8 +78,12 @@ def cache_dir() -> Path:
 
 def build(quiet: bool = False) -> dict[str, str]:
     """Run build.sh (a no-op when everything is cached) and load the manifest."""
-    stderr = subprocess.DEVNULL if quiet else None
-    subprocess.run(["bash", str(BUILD_SCRIPT)], check=True, stdout=sys.stderr, stderr=stderr)
+    out = subprocess.DEVNULL if quiet else None
+    r = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=out, stderr=out)
+    if r.returncode != 0:
+        raise ControlPlaneError(
+            f"`bash {BUILD_SCRIPT}` failed with exit code {r.returncode}; see its output above"
+        )
     return load_manifest()
 
 
@@ -141,7 +145,14 @@ def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-_libc = None
+# Loaded here, not in the child: between fork and exec only the prctl call runs.
+try:
+    _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    _prctl = _libc.prctl if _libc is not None else None
+except (OSError, AttributeError):  # pragma: no cover
+    _prctl = None
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signal.SIGKILL)
 
 
 def _child_setup() -> None:
@@ -149,16 +160,12 @@ def _child_setup() -> None:
 
     start_new_session already puts the child in its own process group so that
     stop() can kill it and whatever it started; PR_SET_PDEATHSIG covers the
-    parent being SIGKILLed (no atexit) so nothing is left behind.
+    parent being SIGKILLed (no atexit) so nothing is left behind. (The signal
+    fires when the *thread* that started the child exits: start the control
+    plane from a thread that outlives it, e.g. the main thread.)
     """
-    global _libc
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # pragma: no cover - not Linux
-        pass
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
 
 
 class _Proc:
@@ -176,7 +183,7 @@ class _Proc:
         with open(self.log, "ab") as f:
             f.write(f"\n==== {time.strftime('%H:%M:%S')} start: {' '.join(self.argv)}\n".encode())
             f.flush()
-            preexec = _child_setup if sys.platform.startswith("linux") else None
+            preexec = _child_setup if _prctl is not None else None
             self.popen = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -227,6 +234,20 @@ def _run(argv: list[str], cwd: Path) -> None:
     r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
         raise ControlPlaneError(f"{' '.join(argv)} failed ({r.returncode}):\n{r.stderr}")
+
+
+def _sweep_stale(parent: Path, prefix: str) -> None:
+    """Remove <prefix><pid>-* dirs left by a process that was SIGKILLed."""
+    for d in parent.glob(prefix + "*"):
+        pid = d.name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or (d / ".keep").exists():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
 
 
 _ETCD_FLAGS: dict[str, str] = {}
@@ -400,7 +421,10 @@ class ControlPlane:
     ):
         self.manifest = dict(manifest) if manifest is not None else load_manifest()
         self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="stowplan-cp-"))
+        if workdir is None:
+            _sweep_stale(Path(tempfile.gettempdir()), "stowplan-cp-")
+        self.workdir = (Path(workdir) if workdir else
+                        Path(tempfile.mkdtemp(prefix=f"stowplan-cp-{os.getpid()}-")))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.keep_workdir = keep_workdir
         self.want_kcm = controller_manager
@@ -475,7 +499,10 @@ class ControlPlane:
         self._cleanup.clear()
         if self._own_workdir and not self.keep_workdir and not self._failed:
             shutil.rmtree(self.workdir, ignore_errors=True)
-        elif self._failed:
+        elif self._own_workdir:
+            with contextlib.suppress(OSError):
+                (self.workdir / ".keep").touch()
+        if self._failed:
             sys.stderr.write(f"control plane work dir kept for inspection: {self.workdir}\n")
 
     def check(self) -> None:
@@ -575,7 +602,8 @@ class ControlPlane:
         # keep its data on tmpfs when there is one (it is small).
         shm = Path("/dev/shm")
         if shm.is_dir() and os.access(shm, os.W_OK):
-            d = Path(tempfile.mkdtemp(prefix="stowplan-etcd-", dir=shm))
+            _sweep_stale(shm, "stowplan-etcd-")
+            d = Path(tempfile.mkdtemp(prefix=f"stowplan-etcd-{os.getpid()}-", dir=shm))
             self._cleanup.append(d)
             return d
         return self.workdir / "etcd-data"

@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     def on_signal(signum, frame):  # noqa: ARG001
         stop["now"] = True
 
-    signal.signal(signal.SIGTERM, on_signal)
+    # SIGINT explicitly too: started in the background by a script, Python
+    # would inherit SIGINT as ignored and never see Ctrl-C/kill -INT.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
     t0 = time.monotonic()
     cp.start()
     try:
