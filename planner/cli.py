@@ -325,8 +325,7 @@ def what_if(
         f"{len(snapshot.nodes)} nodes in {read_seconds:.2f}s; planning with {solver}")
 
     with stdout_to_stderr(discard=quiet):
-        plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap)
-    plan = _with_read_time(plan, read_seconds)
+        plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
@@ -347,16 +346,6 @@ def _progress(quiet: bool) -> Callable[[str], None]:
             click.echo(f"stowplan: {message}", err=True)
 
     return say
-
-
-def _with_read_time(plan: Plan, read_seconds: float) -> Plan:
-    """Only the CLI sees the read: count it in seconds.read and .total unless the pipeline did."""
-    seconds = dict(plan.solver.seconds)
-    if seconds.get("read", 0.0) > 0.0:
-        return plan
-    seconds["read"] = read_seconds
-    seconds["total"] = float(seconds.get("total", 0.0)) + read_seconds
-    return replace(plan, solver=replace(plan.solver, seconds=seconds))
 
 
 def _outcome(plan: Plan) -> str:

@@ -286,3 +286,86 @@ class QuotaTree:
 def quota_usage(pod_set: PodSet, option: FlavorOption, count: int) -> dict[FlavorResource, int]:
     """What `count` pods of `pod_set` charge to quota under `option` (only covered resources)."""
     return {(flavor, r): count * pod_set.request.get(r) for r, flavor in option.by_resource.items()}
+
+
+# ---------------------------------------------------------------- preemption
+
+PREEMPTED = "Preempted"    # by a workload of the same ClusterQueue
+RECLAIMED = "Reclaimed"    # by a workload of another ClusterQueue in the cohort tree
+
+
+def evictable(workload: Workload, snapshot: Snapshot) -> bool:
+    """May this running workload be evicted at all (before asking who wants it gone)?"""
+    if workload.state.value != "running" or workload.non_preemptible or workload.cluster_queue is None:
+        return False
+    minimum = snapshot.policy.minimum_runtime_seconds
+    if minimum > 0 and workload.admitted_at is not None and snapshot.now - workload.admitted_at < minimum:
+        return False
+    return True
+
+
+def borrowing_queues(snapshot: Snapshot, tree: QuotaTree,
+                     usage: Mapping[str, Mapping[FlavorResource, int]]) -> set[str]:
+    """ClusterQueues using more than their nominal quota of some flavor/resource now."""
+    out = set()
+    for node, table in usage.items():
+        if any(amount > tree.limits(node, fr)[0] for fr, amount in table.items()):
+            out.add(node.removeprefix("cq:"))
+    return out
+
+
+def preemption_reason(snapshot: Snapshot, preemptor: Workload, victim: Workload,
+                      tree: QuotaTree, borrowing: set[str]) -> str | None:
+    """Kueue's rules: may `preemptor` evict `victim`? Returns Preempted / Reclaimed or None.
+
+    Base priorities decide (aging orders admissions, it grants no eviction rights),
+    so an evicted workload that ages does not come back for the one that evicted it.
+    """
+    cq = snapshot.cluster_queues.get(preemptor.cluster_queue or "")
+    if cq is None or victim.cluster_queue is None:
+        return None
+    policy = cq.preemption
+    if victim.cluster_queue == cq.name:
+        rule = policy.within_cluster_queue
+        if victim.priority < preemptor.priority and rule in ("LowerPriority", "LowerOrNewerEqualPriority"):
+            return PREEMPTED
+        if (rule == "LowerOrNewerEqualPriority" and victim.priority == preemptor.priority
+                and victim.queued_at > preemptor.queued_at):
+            return PREEMPTED
+        return None
+    own, other = f"cq:{cq.name}", f"cq:{victim.cluster_queue}"
+    if own not in tree.parent or other not in tree.parent or tree.root_of(own) != tree.root_of(other):
+        return None
+    reclaim = policy.reclaim_within_cohort
+    if victim.cluster_queue in borrowing and (
+            reclaim == "Any" or (reclaim == "LowerPriority" and victim.priority < preemptor.priority)):
+        return RECLAIMED
+    threshold = policy.borrow_max_priority_threshold
+    if (policy.borrow_within_cohort == "LowerPriority" and victim.priority < preemptor.priority
+            and (threshold is None or victim.priority <= threshold)):
+        return RECLAIMED
+    return None
+
+
+def eviction_cost(workload: Workload, snapshot: Snapshot) -> float:
+    """Work an eviction throws away: units x hours since start or checkpoint (capped),
+    plus the restart cost; `stowplan.io/preemption-cost` overrides the model."""
+    if workload.preemption_cost is not None:
+        return float(workload.preemption_cost)
+    policy = snapshot.policy
+    # Work since the later of start and last checkpoint is lost; without either, since creation.
+    starts = [t for t in (workload.admitted_at, workload.checkpointed_at) if t is not None]
+    since = max(starts) if starts else workload.created_at
+    hours = min(policy.max_lost_hours, max(0.0, snapshot.now - since) / 3600.0)
+    units = running_volume(workload, snapshot)
+    return units * hours + policy.restart_cost
+
+
+def running_volume(workload: Workload, snapshot: Snapshot) -> float:
+    """Dominant-resource units a running workload uses (its assigned pod counts)."""
+    total = 0.0
+    for assignment in workload.assignment:
+        pod_set = next((ps for ps in workload.pod_sets if ps.name == assignment.name), None)
+        if pod_set is not None:
+            total += assignment.count * pod_volume(pod_set, snapshot)
+    return total

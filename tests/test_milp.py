@@ -173,3 +173,10 @@ def test_same_snapshot_gives_the_same_plan():
     ])
     first, second = plan_snapshot(snap), plan_snapshot(snap)
     assert first.admissions == second.admissions and first.pending == second.pending
+
+
+def test_read_time_counts_in_the_plan_total():
+    snap = one_queue([node("n1", gpu=8)], [job("team", "j", pods=1, gpu=1)])
+    seconds = plan_snapshot(snap, read_seconds=2.5).solver.seconds
+    assert seconds["read"] == 2.5
+    assert seconds["total"] >= 2.5 + seconds["solve"]
