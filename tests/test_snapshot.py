@@ -299,6 +299,36 @@ def test_bound_pods_win_over_the_annotation(tmp_path):
     assert all(n.unmanaged == Resources() for n in snap.nodes)   # managed pods are not unmanaged usage
 
 
+def test_pods_not_yet_bound_keep_their_planned_nodes(tmp_path):
+    # just admitted: one pod bound on n2 (moved), three not scheduled yet
+    objects = base() + [
+        node("n1"), node("n2"),
+        job("fresh", suspend=False, parallelism=4, annotations={"stowplan.io/assignment": assignment({"n1": 4})}),
+        pod("fresh-a", "n2", owner_job="fresh"),
+        pod("fresh-b", "", owner_job="fresh"),
+    ]
+    w = workload(read(tmp_path, objects), "fresh")
+    assert w.assignment[0].count == 4
+    assert w.assignment[0].domains == ((("n1",), 3), (("n2",), 1))
+
+
+def test_succeeded_pods_give_their_place_back(tmp_path):
+    objects = base() + [
+        node("n1"),
+        job("finishing", suspend=False, parallelism=4, completions=4,
+            annotations={"stowplan.io/assignment": assignment({"n1": 4})}),
+        pod("f-0", "n1", owner_job="finishing"),
+        *[pod(f"f-{i}", "n1", owner_job="finishing", phase="Succeeded") for i in range(1, 4)],
+        job("long", suspend=False, parallelism=2, completions=10,
+            annotations={"stowplan.io/assignment": assignment({"n1": 2})}),
+        pod("l-0", "n1", owner_job="long"),
+        *[pod(f"l-{i}", "n1", owner_job="long", phase="Succeeded") for i in range(1, 6)],
+    ]
+    snap = read(tmp_path, objects)
+    assert workload(snap, "finishing").assignment[0].domains == ((("n1",), 1),)   # 3 of 4 done
+    assert workload(snap, "long").assignment[0].count == 2                       # 5 of 10 done: still 2 wide
+
+
 def test_pods_of_a_pending_job_and_of_unqueued_jobs_are_unmanaged(tmp_path):
     objects = base() + [
         node("n1"),

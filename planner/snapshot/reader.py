@@ -82,6 +82,17 @@ class Item:
 
 
 @dataclasses.dataclass
+class PodsSeen:
+    """The pods of one pod set of a running workload: bound and alive per node, and succeeded."""
+
+    per_node: dict[str, int] = dataclasses.field(default_factory=dict)
+    succeeded: int = 0
+
+
+PodsOf = dict[ObjectRef, dict[str, PodsSeen]]
+
+
+@dataclasses.dataclass
 class Draft:
     """A workload being assembled: Workload's fields plus what still has to be resolved."""
 
@@ -89,6 +100,7 @@ class Draft:
     fields: dict[str, Any]
     reasons: list[str]
     pod_set_of_pod: Callable[[dict[str, str]], str]
+    completions: int | None = None     # a Job's spec.completions: how many pods must succeed in all
 
 
 def read_snapshot(sources: Sequence[str], *, policy_file: str | None = None, now: float | None = None) -> Snapshot:
@@ -162,8 +174,8 @@ class _Reader:
         for item in self.buckets["jobset"]:
             self.read_jobset(item)
         nodes = self.read_nodes()
-        unmanaged, bound = self.read_pods(nodes)
-        workloads = self.finish_workloads(bound)
+        unmanaged, seen = self.read_pods(nodes)
+        workloads = self.finish_workloads(seen)
         node_list = tuple(
             Node(name, labels, allocatable, resources(unmanaged.get(name, {})), node_taints, ready, unschedulable)
             for name, (labels, allocatable, node_taints, ready, unschedulable) in sorted(nodes.items())
@@ -387,6 +399,9 @@ class _Reader:
         pc_name = pod_spec.get("priorityClassName") if type(pod_spec) is dict else None
         self.draft(item, labels, annotations, spec, (pod_set,), pc_name, "spec.template.spec.priorityClassName",
                    reasons, lambda pod_labels: wl.JOB_POD_SET)
+        completions = spec.get("completions")
+        if type(completions) is int:
+            self.drafts[item.ref].completions = completions
 
     def read_jobset(self, item: Item) -> None:
         meta = item.metadata
@@ -514,31 +529,30 @@ class _Reader:
                 self.problem(item, bad.field, f"{bad.message}; node skipped")
         return nodes
 
-    def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], dict[ObjectRef, dict[str, dict[str, int]]]]:
-        """Unmanaged requests per node, and pods per node per pod set of each running workload."""
+    def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], PodsOf]:
+        """Unmanaged requests per node, and what the pods of each running workload say."""
         running = {ref for ref, d in self.drafts.items() if d.fields["state"] is WorkloadState.RUNNING}
         unmanaged: dict[str, dict[str, int]] = {}
-        bound: dict[ObjectRef, dict[str, dict[str, int]]] = {}
+        seen: PodsOf = {}
         for item in self.buckets["pod"]:
             spec = item.obj.get("spec")
             if type(spec) is not dict:
                 continue
             node = spec.get("nodeName")
-            if not node or type(node) is not str:
-                continue
             status = item.obj.get("status")
-            if type(status) is dict and status.get("phase") in TERMINATED:
-                continue
+            phase = status.get("phase") if type(status) is dict else None
             labels = item.metadata.get("labels")
             if type(labels) is not dict:
                 labels = {}
             owner = _pod_owner(item, labels)
             if owner is not None and owner in running:
-                pod_set = self.drafts[owner].pod_set_of_pod(labels)
-                per_node = bound.setdefault(owner, {}).setdefault(pod_set, {})
-                per_node[node] = per_node.get(node, 0) + 1
+                pods = seen.setdefault(owner, {}).setdefault(self.drafts[owner].pod_set_of_pod(labels), PodsSeen())
+                if phase == "Succeeded":
+                    pods.succeeded += 1
+                elif phase != "Failed" and node and type(node) is str:
+                    pods.per_node[node] = pods.per_node.get(node, 0) + 1
                 continue
-            if node not in nodes:
+            if not node or phase in TERMINATED or node not in nodes:
                 continue
             try:
                 request = effective_request_dict(spec, "spec")
@@ -548,18 +562,18 @@ class _Reader:
             usage = unmanaged.setdefault(node, {})
             for name, amount in request.items():
                 usage[name] = usage.get(name, 0) + amount
-        return unmanaged, bound
+        return unmanaged, seen
 
     # ------------------------------------------------------------ resolving
 
-    def finish_workloads(self, bound: dict[ObjectRef, dict[str, dict[str, int]]]) -> tuple[Workload, ...]:
+    def finish_workloads(self, seen: PodsOf) -> tuple[Workload, ...]:
         out = []
         for ref in sorted(self.drafts):
             draft = self.drafts[ref]
             fields, reasons = draft.fields, draft.reasons
             fields["cluster_queue"] = self.resolve_queue(draft)
-            if ref in bound:
-                fields["assignment"] = _assignment_from_pods(fields["assignment"], bound[ref])
+            if ref in seen:
+                fields["assignment"] = _assignment_from_pods(fields["assignment"], seen[ref], draft.completions)
             if reasons:
                 fields["blocked_reason"] = "; ".join(dict.fromkeys(reasons))
             out.append(Workload(**fields))
@@ -684,15 +698,33 @@ def _node(item: Item) -> tuple[dict[str, str], Resources, tuple[Any, ...], bool,
             boolean(spec.get("unschedulable"), "spec.unschedulable"))
 
 
-def _assignment_from_pods(annotated: tuple[PodSetAssignment, ...],
-                          pods: dict[str, dict[str, int]]) -> tuple[PodSetAssignment, ...]:
-    """Bound pods are the truth: pods per node from them, flavors from the annotation."""
+def _assignment_from_pods(annotated: tuple[PodSetAssignment, ...], pods: dict[str, PodsSeen],
+                          completions: int | None) -> tuple[PodSetAssignment, ...]:
+    """Bound pods are the truth: pods per node from them, flavors from the annotation.
+
+    Pods still to be bound keep the places the annotation gave them (Kueue pins admitted
+    pods to their assigned nodes), and pods that already succeeded give their place back
+    (Kueue's reclaimable pods): a fresh admission whose pods are not yet scheduled does
+    not look like free capacity, and a finishing Job does not hold more than it runs.
+    """
     out = []
     for entry in annotated:
-        per_node = pods.get(entry.name)
-        if not per_node:
+        seen = pods.get(entry.name)
+        if seen is None:
             out.append(entry)
             continue
+        per_node = dict(seen.per_node)
+        wanted = entry.count - seen.succeeded
+        if completions is not None:
+            wanted = min(entry.count, completions - seen.succeeded)
+        left = wanted - sum(per_node.values())
+        for node, planned in sorted(entry.pods_per_node().items()):
+            if left <= 0:
+                break
+            extra = min(left, planned - per_node.get(node, 0))
+            if extra > 0:
+                per_node[node] = per_node.get(node, 0) + extra
+                left -= extra
         domains = tuple(((node,), count) for node, count in sorted(per_node.items()))
         out.append(PodSetAssignment(entry.name, sum(per_node.values()), entry.flavors, (HOSTNAME_LABEL,), domains))
     return tuple(out)
