@@ -13,7 +13,7 @@ import yaml
 from models import (
     HOSTNAME_LABEL, ObjectRef, PodSetAssignment, Resources, SliceLayer, TopologyRequest, WorkloadState,
 )
-from planner.snapshot import read_snapshot
+from planner.snapshot import build_snapshot, read_snapshot
 
 DATA = Path(__file__).parent / "data" / "snapshot"
 GI = 2**30
@@ -178,6 +178,14 @@ def test_nested_lists_flatten_and_api_lists_lend_kind_to_items(tmp_path):
     snap = read_snapshot([str(path)])
     assert [n.name for n in snap.nodes] == ["n1", "n2"]
     assert snap.object_count == 2
+
+
+def test_build_snapshot_from_decoded_objects():
+    objects = yaml.safe_load((DATA / "cluster.yaml").read_text())
+    from_file = read_snapshot([str(DATA / "cluster.yaml")])
+    built = build_snapshot([objects], source="cluster://test", digest="sha256:x")
+    assert built.source == "cluster://test" and built.digest == "sha256:x"
+    assert _without_origin(built) == _without_origin(from_file)
 
 
 def test_json_array_file(tmp_path):

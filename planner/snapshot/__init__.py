@@ -1,8 +1,10 @@
 """Snapshot readers: Kubernetes objects (as `kubectl get -o yaml/json` prints them) -> models.Snapshot.
 
-`read_snapshot(sources, policy_file=None, now=None)` reads files or folders. What the
-planner cannot run without (an unreadable or malformed file, a document that is not
-an object, a malformed PlannerPolicy, the same object twice) raises
+`read_snapshot(sources, policy_file=None, now=None)` reads files or folders;
+`build_snapshot(objects, source=..., ...)` does the same for objects already decoded
+(the live cluster reader's way in). What the planner cannot run without (an
+unreadable or malformed file, a document that is not an object, a malformed
+PlannerPolicy, the same object twice) raises
 planner.errors.InputError; every other fault becomes a models.Problem in
 `Snapshot.problems` and only affects what depends on it, as in Kueue.
 
@@ -11,7 +13,7 @@ reader); the planner's core never imports it.
 """
 
 from planner.snapshot.quantity import QuantityError, parse_quantity
-from planner.snapshot.reader import read_snapshot
+from planner.snapshot.reader import build_snapshot, read_snapshot
 from planner.snapshot.requests import effective_request
 
-__all__ = ["read_snapshot", "parse_quantity", "QuantityError", "effective_request"]
+__all__ = ["read_snapshot", "build_snapshot", "parse_quantity", "QuantityError", "effective_request"]
