@@ -571,3 +571,35 @@ def test_bare_yaml_timestamps_are_accepted(tmp_path):
     (tmp_path / "job.yaml").write_text(text)
     snap = read_snapshot([str(path), str(tmp_path / "job.yaml")])
     assert workload(snap, "j").created_at == T0_EPOCH
+
+
+# ---------------------------------------------------------------- scale
+
+@pytest.mark.slow
+def test_large_json_snapshot_reads_quickly_and_exactly(tmp_path):
+    import time
+
+    nodes_n, jobs_n = 4096, 5000
+    request = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
+    objects = base() + [node(f"n{i:05d}", cpu="64", memory="512Gi", gpus="8", ready="True",
+                             labels={"block": f"b{i // 512}", "rack": f"r{i // 32}"}) for i in range(nodes_n)]
+    for j in range(jobs_n):
+        name = f"job-{j:05d}"
+        if j % 2:
+            objects.append(job(name, parallelism=4, requests=request,
+                               template_annotations={"kueue.x-k8s.io/podset-preferred-topology": "rack"}))
+            continue
+        where = f"n{j % nodes_n:05d}"
+        objects.append(job(name, suspend=False, parallelism=2, requests=request,
+                           annotations={"stowplan.io/assignment": assignment({where: 2})}))
+        objects += [pod(f"{name}-{k}", where, owner_job=name, requests=request) for k in range(2)]
+    objects += [pod(f"ds-{i}", f"n{i:05d}", namespace="kube-system", requests={"cpu": "100m"})
+                for i in range(nodes_n)]
+    path = write(tmp_path, objects, "big.json", form="json")
+    started = time.perf_counter()
+    snap = read_snapshot([path])
+    elapsed = time.perf_counter() - started
+    assert len(snap.nodes) == nodes_n and len(snap.workloads) == jobs_n and snap.problems == ()
+    assert sum(w.state is WorkloadState.RUNNING for w in snap.workloads) == jobs_n // 2
+    assert all(n.unmanaged == Resources.of(cpu=100, pods=1) for n in snap.nodes)   # job pods are managed
+    assert elapsed < 10, f"reading {len(objects)} objects took {elapsed:.1f} s"
