@@ -148,6 +148,14 @@ def test_bad_policy_file(tmp_path):
         read_snapshot([snap], policy_file=str(policy))
 
 
+def test_policy_of_another_version(tmp_path):
+    policy = {"apiVersion": "stowplan.io/v1", "kind": "PlannerPolicy", "metadata": {"name": "p"}}
+    path = write(tmp_path, [policy])
+    with pytest.raises(InputError) as err:
+        read_snapshot([path])
+    assert err.value.file == path and err.value.field == "apiVersion" and "stowplan.io/v1alpha1" in str(err.value)
+
+
 def test_two_policies_in_snapshot(tmp_path):
     policies = [{"apiVersion": "stowplan.io/v1alpha1", "kind": "PlannerPolicy", "metadata": {"name": n}}
                 for n in ("a", "b")]

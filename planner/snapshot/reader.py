@@ -229,6 +229,9 @@ class _Reader:
             kind = kinds.get((group, kind_name))
             if kind is None or version not in kind.versions:
                 self.ignored[f"{api_version}/{kind_name}"] += 1
+                if kind is not None and kind.bucket == "policy":
+                    raise InputError(f"PlannerPolicy version {api_version} is not supported (expected "
+                                     f"{policy_mod.API_VERSION})", file=file, field="apiVersion")
                 if kind is not None:
                     metadata = obj.get("metadata")
                     name = metadata.get("name") if type(metadata) is dict else None
@@ -247,9 +250,9 @@ class _Reader:
             if kind.namespaced:
                 namespace = metadata.get("namespace") or DEFAULT_NAMESPACE
             if type(name) is not str or not name or type(namespace) is not str:
-                self.problems.add(Problem(file, ObjectRef(kind_name, namespace if type(namespace) is str else "", ""),
-                                          "metadata.name", "a name (and, if namespaced, a namespace string) "
-                                          "is required; object ignored"))
+                where = ObjectRef(kind_name, namespace if type(namespace) is str else "", "")
+                self.problems.add(Problem(file, where, "metadata.name", "a name (and, if namespaced, a namespace "
+                                                                        "string) is required; object ignored"))
                 continue
             key = (group, kind_name, namespace, name)
             if key in seen:
@@ -262,7 +265,8 @@ class _Reader:
 
     def read_namespaces(self) -> None:
         for item in self.buckets["namespace"]:
-            labels: dict[str, str] = self.attempt(item, string_map, item.metadata.get("labels"), "metadata.labels", default={})
+            labels: dict[str, str] = self.attempt(item, string_map, item.metadata.get("labels"), "metadata.labels",
+                                                  default={})
             self.namespace_labels[item.name] = labels
 
     def read_priority_classes(self) -> None:
@@ -400,20 +404,31 @@ class _Reader:
 
     # ------------------------------------------------------------ workloads
 
-    def read_job(self, item: Item) -> None:
+    def queued(self, item: Item) -> tuple[dict[str, str], dict[str, Any], dict[str, str], list[str]] | None:
+        """(labels, spec, annotations, blocking reasons) of a Job/JobSet queued through Kueue, else None."""
         meta = item.metadata
-        labels = self.attempt(item, string_map, meta.get("labels"), "metadata.labels", default=None)
+        labels: dict[str, str] | None = self.attempt(item, string_map, meta.get("labels"), "metadata.labels",
+                                                     default=None)
         if not labels or not labels.get(wl.QUEUE_LABEL):
-            return   # not queued through Kueue: its pods, if any, are unmanaged usage
-        if _owned_by(meta, "JobSet"):
-            return   # a JobSet's child Job: the JobSet is the workload
+            return None   # not queued through Kueue: its pods, if any, are unmanaged usage
         reasons: list[str] = []
-        spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
-        annotations: dict[str, str] = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
-                                   default={}, reasons=reasons)
+        spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={},
+                                            reasons=reasons)
+        annotations: dict[str, str] = self.attempt(item, string_map, meta.get("annotations"),
+                                                   "metadata.annotations", default={}, reasons=reasons)
+        return labels, spec, annotations, reasons
+
+    def read_job(self, item: Item) -> None:
+        if _owned_by(item.metadata, "JobSet"):
+            return   # a JobSet's child Job: the JobSet is the workload
+        head = self.queued(item)
+        if head is None:
+            return
+        labels, spec, annotations, reasons = head
         count = self.attempt(item, wl.job_count, spec, "spec", default=1, reasons=reasons)
         min_count = self.attempt(item, wl.min_parallelism, annotations, count, default=None, reasons=reasons)
-        template: dict[str, Any] = self.attempt(item, mapping, spec.get("template"), "spec.template", default={}, reasons=reasons)
+        template: dict[str, Any] = self.attempt(item, mapping, spec.get("template"), "spec.template", default={},
+                                                reasons=reasons)
         pod_set = self.pod_set(item, wl.JOB_POD_SET, count, template, "spec.template", min_count, reasons)
         pod_spec = template.get("spec")
         pc_name = pod_spec.get("priorityClassName") if type(pod_spec) is dict else None
@@ -424,15 +439,12 @@ class _Reader:
             self.drafts[item.ref].completions = completions
 
     def read_jobset(self, item: Item) -> None:
-        meta = item.metadata
-        labels = self.attempt(item, string_map, meta.get("labels"), "metadata.labels", default=None)
-        if not labels or not labels.get(wl.QUEUE_LABEL):
+        head = self.queued(item)
+        if head is None:
             return
-        reasons: list[str] = []
-        spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={}, reasons=reasons)
-        annotations: dict[str, str] = self.attempt(item, string_map, meta.get("annotations"), "metadata.annotations",
-                                   default={}, reasons=reasons)
-        entries: list[tuple[str, int, dict[str, Any], str]] = self.attempt(item, wl.jobset_pod_sets, spec, default=[], reasons=reasons)
+        labels, spec, annotations, reasons = head
+        entries: list[tuple[str, int, dict[str, Any], str]] = self.attempt(
+            item, wl.jobset_pod_sets, spec, default=[], reasons=reasons)
         pod_sets = []
         pc_name, pc_field = None, ""
         for name, count, template, field in entries:

@@ -229,5 +229,6 @@ def jobset_pod_sets(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]
         job_spec = mapping(mapping(rjob.get("template"), f"{where}.template").get("spec"), f"{where}.template.spec")
         parallelism = integer(job_spec.get("parallelism"), f"{where}.template.spec.parallelism", default=1, minimum=1)
         template = mapping(job_spec.get("template"), f"{where}.template.spec.template")
-        out.append((name, replicas * parallelism, template, f"{where}.template.spec.template"))  # type: ignore[operator]
+        assert replicas is not None and parallelism is not None   # both have defaults
+        out.append((name, replicas * parallelism, template, f"{where}.template.spec.template"))
     return out
