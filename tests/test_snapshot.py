@@ -393,10 +393,11 @@ def test_parallelism_defaults_to_one_and_min_equal_to_count_is_not_elastic(tmp_p
 
 # ---------------------------------------------------------------- JobSet
 
-def replicated_job(name, replicas, parallelism, requests, annotations=None):
+def replicated_job(name, replicas, parallelism, requests, annotations=None, completions=None):
     template = {"metadata": {"annotations": annotations} if annotations else {}, "spec": pod_spec(requests)}
     return {"name": name, "replicas": replicas,
-            "template": {"spec": {"parallelism": parallelism, "completions": parallelism, "template": template}}}
+            "template": {"spec": {"parallelism": parallelism, "completions": completions or parallelism,
+                                  "template": template}}}
 
 
 def jobset(name, suspend=True, annotations=None, replicated=None):
@@ -412,11 +413,12 @@ def test_jobset_pod_sets(tmp_path):
                        {"kueue.x-k8s.io/podset-required-topology": "rack",
                         "kueue.x-k8s.io/podset-group-name": "g"}),
         replicated_job("driver", 1, 1, {"cpu": "1"}, {"kueue.x-k8s.io/podset-group-name": "g"}),
+        replicated_job("short", 3, 4, {"cpu": "1"}, completions=2),    # 3 x min(4, 2)
     ])]
     snap = read(tmp_path, objects)
     w = workload(snap, "js", kind="JobSet")
-    assert [(p.name, p.count) for p in w.pod_sets] == [("driver", 1), ("workers", 8)]
-    workers = w.pod_sets[1]
+    assert [(p.name, p.count) for p in w.pod_sets] == [("driver", 1), ("short", 6), ("workers", 8)]
+    workers = w.pod_sets[2]
     assert workers.request == Resources.of({"cpu": 2000, "nvidia.com/gpu": 8, "pods": 1})
     assert workers.topology == TopologyRequest("required", "rack", (), "g")
     assert w.pod_sets[0].topology == TopologyRequest(None, None, (), "g")

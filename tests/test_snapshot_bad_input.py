@@ -473,3 +473,15 @@ def test_problems_are_sorted_and_deduplicated(tmp_path):
     snap = read(tmp_path, objects)
     keys = [(p.file, str(p.ref), p.field, p.message) for p in snap.problems]
     assert keys == sorted(keys) and len(set(keys)) == len(keys) == 4
+
+
+def test_bad_jobset_blocks_only_itself(tmp_path):
+    from tests.test_snapshot import jobset, replicated_job
+    bad = jobset("js", replicated=[replicated_job("w", 0, 1, {"cpu": "1"})])
+    dup = jobset("dup", replicated=[replicated_job("w", 1, 1, {"cpu": "1"}), replicated_job("w", 1, 1, {"cpu": "1"})])
+    snap = read(tmp_path, base() + [bad, dup, job("ok")])
+    the_problem(snap, ObjectRef("JobSet", "team-a", "js"), "spec.replicatedJobs[0].replicas")
+    the_problem(snap, ObjectRef("JobSet", "team-a", "dup"), "spec.replicatedJobs[1].name")
+    assert workload(snap, "js", kind="JobSet").blocked_reason
+    assert workload(snap, "dup", kind="JobSet").blocked_reason
+    assert workload(snap, "ok").blocked_reason is None

@@ -212,7 +212,8 @@ def parse_assignment(text: str, pod_sets: tuple[PodSet, ...]) -> tuple[PodSetAss
 
 
 def jobset_pod_sets(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any], str]]:
-    """(name, count, pod template, field) per replicated job: count = replicas x parallelism."""
+    """(name, count, pod template, field) per replicated job, as Kueue counts them:
+    replicas x min(parallelism, completions), parallelism defaulting to 1."""
     out = []
     names: set[str] = set()
     items = sequence(spec.get("replicatedJobs"), "spec.replicatedJobs")
@@ -227,8 +228,8 @@ def jobset_pod_sets(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]
         names.add(name)
         replicas = integer(rjob.get("replicas"), f"{where}.replicas", default=1, minimum=1)
         job_spec = mapping(mapping(rjob.get("template"), f"{where}.template").get("spec"), f"{where}.template.spec")
-        parallelism = integer(job_spec.get("parallelism"), f"{where}.template.spec.parallelism", default=1, minimum=1)
+        per_replica = job_count(job_spec, f"{where}.template.spec")   # Kueue: min(parallelism, completions)
         template = mapping(job_spec.get("template"), f"{where}.template.spec.template")
-        assert replicas is not None and parallelism is not None   # both have defaults
-        out.append((name, replicas * parallelism, template, f"{where}.template.spec.template"))
+        assert replicas is not None   # defaulted
+        out.append((name, replicas * per_replica, template, f"{where}.template.spec.template"))
     return out
