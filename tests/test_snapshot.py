@@ -605,3 +605,19 @@ def test_large_json_snapshot_reads_quickly_and_exactly(tmp_path):
     assert sum(w.state is WorkloadState.RUNNING for w in snap.workloads) == jobs_n // 2
     assert all(n.unmanaged == Resources.of(cpu=100, pods=1) for n in snap.nodes)   # job pods are managed
     assert elapsed < 10, f"reading {len(objects)} objects took {elapsed:.1f} s"
+
+
+def test_kubectl_output_reads_cleanly():
+    snap = read_snapshot([str(DATA / "kubectl-get.yaml")])
+    assert snap.problems == ()
+    assert snap.ignored_kinds == {"kueue.x-k8s.io/v1beta2/Workload": 1}
+    n = snap.nodes[0]
+    assert n.ready and n.allocatable.get("cpu") == 207_000 and n.allocatable.get("memory") == 1843200000 * 1024
+    assert n.unmanaged == Resources.of(cpu=100, memory=50 * 2**20, pods=1)
+    w = snap.workloads[0]
+    assert (w.ref, w.state, w.cluster_queue) == (ObjectRef("Job", "default", "sample-job-x7k2q"),
+                                                 WorkloadState.PENDING, "cluster-queue")
+    assert w.pod_sets[0].count == 3 and w.pod_sets[0].min_count == 2
+    assert w.pod_sets[0].request == Resources.of({"cpu": 1000, "memory": 200 * 2**20, "nvidia.com/gpu": 1, "pods": 1})
+    assert snap.cluster_queues["cluster-queue"].active
+    assert snap.now == w.created_at            # no snapshot-time: the newest timestamp
