@@ -188,6 +188,11 @@ def test_build_snapshot_from_decoded_objects():
     assert _without_origin(built) == _without_origin(from_file)
 
 
+def test_paths_and_a_single_string_are_accepted():
+    path = DATA / "cluster.yaml"
+    assert read_snapshot(path).source == read_snapshot([path]).source == read_snapshot(str(path)).source == str(path)
+
+
 def test_json_array_file(tmp_path):
     path = tmp_path / "arr.json"
     path.write_text(json.dumps([node("a"), node("b")]))

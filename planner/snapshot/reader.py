@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
 from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
@@ -106,11 +107,12 @@ class Draft:
 
 def read_snapshot(sources: Sequence[str], *, policy_file: str | None = None, now: float | None = None) -> Snapshot:
     """Read snapshot files or folders (see planner.snapshot) into a models.Snapshot."""
-    if isinstance(sources, str):
+    if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
+    paths = [os.fspath(source) for source in sources]
     with _no_gc():
-        loaded = loader.load(sources)
-        return _Reader(loaded).snapshot(",".join(sources), policy_file, now)
+        loaded = loader.load(paths)
+        return _Reader(loaded).snapshot(",".join(paths), policy_file, now)
 
 
 def build_snapshot(objects: Iterable[Any], *, source: str = "", digest: str = "", policy_file: str | None = None,
