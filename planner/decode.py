@@ -13,7 +13,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from models import HOSTNAME_LABEL, Admission, Decisions, PodSetAssignment
+from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, PodSetAssignment
+from planner import capacity, semantics
 from planner.formulate import Choice, Formulation, Path
 
 
@@ -79,7 +80,35 @@ def decode(form: Formulation, values: np.ndarray) -> Decisions:
         if len(pod_sets) != len(workload.pod_sets):
             raise DecodeError(f"{workload.ref}: admitted with {len(pod_sets)} of {len(workload.pod_sets)} pod sets")
         admissions.append(Admission(workload.ref, workload.cluster_queue or "", tuple(pod_sets)))
-    return Decisions(tuple(sorted(admissions, key=lambda a: a.workload)), ())
+    evictions = decode_evictions(form, values, admissions)
+    return Decisions(tuple(sorted(admissions, key=lambda a: a.workload)), evictions)
+
+
+def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Admission]) -> tuple[Eviction, ...]:
+    """Each evicted workload, the admitted workloads it makes way for, and its cost.
+
+    `for` lists the admitted workloads allowed to evict it that use its nodes, or,
+    when none does, those allowed that draw on the same quota tree.
+    """
+    snapshot = form.snapshot
+    tree = form.quota_tree
+    borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
+    by_ref = {w.ref: w for w in form.workloads}
+    nodes_of = {a.workload: {v[-1] for ps in a.pod_sets for v, _ in ps.domains} for a in admissions}
+    out = []
+    for victim, col in zip(form.victims, form.evict_col):
+        if not chosen(values, col):
+            continue
+        allowed = [(a.workload, semantics.preemption_reason(snapshot, by_ref[a.workload], victim, tree, borrowing))
+                   for a in admissions]
+        allowed = [(ref, reason) for ref, reason in allowed if reason]
+        if not allowed:
+            raise DecodeError(f"{victim.ref}: evicted but no admitted workload may evict it")
+        victim_nodes = set(capacity.node_usage_of(victim))
+        sharing = [(ref, reason) for ref, reason in allowed if nodes_of[ref] & victim_nodes] or allowed
+        out.append(Eviction(victim.ref, sharing[0][1], tuple(sorted(ref for ref, _ in sharing)),
+                            round(semantics.eviction_cost(victim, snapshot), 6)))
+    return tuple(sorted(out, key=lambda e: e.workload))
 
 
 def take_from_domain(form: Formulation, choice: Choice, path: Path, pods: int,

@@ -10,6 +10,11 @@ Variables (no (workload, node) pairs, so the model grows with shapes and domains
   z[p,f,d]    binary  p uses domain d (preferred: counts domains spanned)
   y[K,node]   integer pods of shape K put on a node (shape = request, node constraints, flavors)
   b[q,fr]     continuous quota a queue/cohort draws from its parent, max(0, usage - guaranteed)
+  e[r]        binary  running workload r is evicted (only where Kueue's policies allow it)
+  g[c]        binary  some workload of preemptor class c (queue, priority) is admitted
+
+An eviction gives back its nodes' capacity and its quota (e[r] terms in those rows),
+takes its volume from its own priority tier, and costs its lost work.
 
 Placement is exact although no variable names a (workload, node) pair: within one
 shape K, demands sit at domains of a tree and supply y at its leaves, and a
@@ -33,8 +38,10 @@ from planner.semantics import FlavorOption, FlavorResource, QuotaTree
 Path = tuple[str, ...]
 ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]
 
-# Secondary objective weights (the final stage, once every priority tier's volume is
-# fixed at its optimum): each term stays below one unit of the term before it.
+# Tie-breaker weights (the final stage, once every priority tier's volume and the
+# preemption cost are held at their optimum): each term stays below one unit of the
+# term before it.
+EVICTION_WEIGHT = 2.0    # per eviction: even a free one (cost 0) is never made for nothing
 SPAN_WEIGHT = 1.0        # per extra domain a preferred pod set spans
 AGE_WEIGHT = 0.5         # spread over workloads: older first
 FLAVOR_WEIGHT = 0.25     # spread over pod sets: earlier flavor first
@@ -97,7 +104,13 @@ class Formulation:
     quota_tree: QuotaTree
     excluded: dict[ObjectRef, str]                         # candidates left out, and why
     free: dict[str, Resources] = field(default_factory=dict)   # node -> free before the plan
+    room: dict[str, Resources] = field(default_factory=dict)   # node -> free if every victim left
     demands: list[Demand] = field(default_factory=list)     # filled while adding pod sets
+    victims: list[Workload] = field(default_factory=list)  # running workloads the plan may evict
+    evict_col: list[int] = field(default_factory=list)     # e[r]
+    cost_terms: list[tuple[int, float]] = field(default_factory=list)   # preemption cost, minimised
+    class_cols: dict[tuple[str, int], int] = field(default_factory=dict)  # g[c] per preemptor class
+    overcommitted: set[str] = field(default_factory=set)  # nodes running work already overfills
 
 
 def formulate(snapshot: Snapshot) -> Formulation:
@@ -107,9 +120,12 @@ def formulate(snapshot: Snapshot) -> Formulation:
         shapes=[], tiers=[], tier_volume={}, tier_max={}, secondary=[], quota_cols={},
         quota_tree=QuotaTree(snapshot), excluded={}, free=capacity.free_capacity(snapshot),
     )
+    pending = candidates(snapshot, model.excluded)
+    add_victims(model, pending)
     shape_index: dict[ShapeKey, int] = {}
-    for workload in candidates(snapshot, model.excluded):
-        add_workload(model, workload, model.free, shape_index)
+    for workload in pending:
+        add_workload(model, workload, model.room, shape_index)
+    add_preemption_rows(model)
     add_hall_rows(model)
     add_node_rows(model, model.free)
     add_quota_rows(model)
@@ -144,6 +160,90 @@ def admissibility(snapshot: Snapshot, workload: Workload) -> str | None:
     if not semantics.namespace_allowed(snapshot, cq, workload.ref.namespace):
         return f"ClusterQueue {cq.name}'s namespaceSelector does not admit namespace {workload.ref.namespace}"
     return None
+
+
+# ---------------------------------------------------------------- victims
+
+def add_victims(model: Formulation, pending: list[Workload]) -> None:
+    """e[r] for running workloads some pending workload may evict under Kueue's rules.
+
+    `room` is what each node would have free if every victim left; it bounds where
+    pods may go. Nodes already overcommitted by running work free nothing.
+    """
+    snapshot = model.snapshot
+    tree = model.quota_tree
+    borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
+    classes = preemptor_classes(pending)
+    model.room = dict(model.free)
+    overcommitted = {n for n, free in model.free.items() if any(v < 0 for _, v in free.items())}
+    for workload in sorted(capacity.running(snapshot), key=lambda w: w.ref):
+        if not semantics.evictable(workload, snapshot):
+            continue
+        if not any(allowed_preemptors(snapshot, members, workload, tree, borrowing)
+                   for members in classes.values()):
+            continue
+        model.victims.append(workload)
+        model.evict_col.append(model.arrays.add_binary(f"e[{workload.ref}]"))
+        for node, used in capacity.node_usage_of(workload).items():
+            if node in model.room and node not in overcommitted:
+                model.room[node] = model.room[node] + used
+    model.free = {n: f.clipped() for n, f in model.free.items()}
+    model.room = {n: r.clipped() for n, r in model.room.items()}
+    model.overcommitted = overcommitted
+
+
+def preemptor_classes(pending: list[Workload]) -> dict[tuple[str, int], list[Workload]]:
+    """Pending workloads by (ClusterQueue, base priority): Kueue's rules differ only by these,
+    except for the equal-priority "newer" rule, which looks at each workload."""
+    classes: dict[tuple[str, int], list[Workload]] = defaultdict(list)
+    for workload in pending:
+        classes[(workload.cluster_queue or "", workload.priority)].append(workload)
+    return dict(sorted(classes.items()))
+
+
+def allowed_preemptors(snapshot: Snapshot, members: list[Workload], victim: Workload,
+                       tree: QuotaTree, borrowing: set[str]) -> list[Workload]:
+    """Members of one preemptor class that may evict `victim`.
+
+    The rules depend only on the class (queue, base priority), except the
+    LowerOrNewerEqualPriority case (same queue, equal priority), which looks at
+    each member's queue time.
+    """
+    if members[0].cluster_queue == victim.cluster_queue and members[0].priority == victim.priority:
+        return [w for w in members if semantics.preemption_reason(snapshot, w, victim, tree, borrowing)]
+    return members if semantics.preemption_reason(snapshot, members[0], victim, tree, borrowing) else []
+
+
+def class_wide(members: list[Workload], victim: Workload) -> bool:
+    return not (members[0].cluster_queue == victim.cluster_queue and members[0].priority == victim.priority)
+
+
+def add_preemption_rows(model: Formulation) -> None:
+    """e[r] <= sum of g[c] over preemptor classes allowed to evict r, g[c] <= sum of a[w in c]:
+    nothing is evicted unless a workload that may evict it is admitted."""
+    if not model.victims:
+        return
+    snapshot = model.snapshot
+    tree = model.quota_tree
+    borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
+    index = {w.ref: i for i, w in enumerate(model.workloads)}
+    classes = preemptor_classes(model.workloads)
+    class_col: dict[tuple[str, int], int] = {}
+    for key, members in classes.items():
+        g = model.arrays.add_binary(f"g[{key[0]},{key[1]}]")
+        class_col[key] = g
+        model.arrays.add_row(f"class[{key[0]},{key[1]}]",
+                             [(g, 1.0)] + [(model.admit_col[index[w.ref]], -1.0) for w in members], -INF, 0.0)
+    model.class_cols = class_col
+    for victim, e in zip(model.victims, model.evict_col):
+        terms: list[tuple[int, float]] = [(e, 1.0)]
+        for key, members in classes.items():
+            allowed = allowed_preemptors(snapshot, members, victim, tree, borrowing)
+            if allowed and class_wide(members, victim):
+                terms.append((class_col[key], -1.0))
+            else:
+                terms.extend((model.admit_col[index[w.ref]], -1.0) for w in allowed)
+        model.arrays.add_row(f"preempt[{victim.ref}]", terms, -INF, 0.0)
 
 
 # ---------------------------------------------------------------- workloads and pod sets
@@ -263,7 +363,7 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
     assert choice.level is not None
     elastic = pod_set.min_count is not None
     for path, nodes in domains_at(shape, choice.level).items():
-        if domain_room(shape, nodes, model.free) < pod_set.minimum:
+        if domain_room(shape, nodes, model.room) < pod_set.minimum:
             continue  # the domain could never hold the pod set: no column for it
         name = f"{tag},{'/'.join(path)}"
         x = arrays.add_binary(f"x[{name}]")
@@ -333,7 +433,7 @@ def add_hall_rows(model: Formulation) -> None:
     for shape_id, shape_demands in sorted(by_shape.items()):
         shape = model.shapes[shape_id]
         for node in sorted(shape.paths):
-            room = shape.request.pods_fitting(model.free[node])
+            room = shape.request.pods_fitting(model.room[node])
             if room > 0:
                 shape.supply[node] = arrays.add_col(f"y[{shape_id},{node}]", 0.0, room, integer=True)
         inside: dict[Path, list[tuple[int, float]]] = defaultdict(list)
@@ -353,23 +453,28 @@ def add_hall_rows(model: Formulation) -> None:
 
 
 def add_node_rows(model: Formulation, free: dict[str, Resources]) -> None:
-    """Per node and resource: sum over shapes of y * request <= free (when it can bind)."""
+    """Per node and resource: sum over shapes of y * request - sum over victims of
+    e * usage <= free, written only where it can bind."""
     on_node: dict[str, list[tuple[int, Resources, int]]] = defaultdict(list)
     for shape in model.shapes:
         for node, col in shape.supply.items():
             on_node[node].append((col, shape.request, int(model.arrays.col_upper[col])))
+    freed: dict[str, list[tuple[int, Resources]]] = defaultdict(list)
+    for victim, e in zip(model.victims, model.evict_col):
+        for node, used in capacity.node_usage_of(victim).items():
+            if node in on_node and node not in model.overcommitted:
+                freed[node].append((e, used))
     for node in sorted(on_node):
         entries = on_node[node]
-        if len(entries) < 2:
+        if len(entries) < 2 and not freed[node]:
             continue  # y <= its own fit already respects the node
-        resources = sorted({r for _, req, _ in entries for r in req.names()})
-        for resource in resources:
+        for resource in sorted({r for _, req, _ in entries for r in req.names()}):
             most = sum(req.get(resource) * room for _, req, room in entries)
             if most <= free[node].get(resource):
                 continue
-            model.arrays.add_row(f"node[{node},{resource}]",
-                                 [(col, float(req.get(resource))) for col, req, _ in entries if req.get(resource)],
-                                 -INF, float(free[node].get(resource)))
+            terms = [(col, float(req.get(resource))) for col, req, _ in entries if req.get(resource)]
+            terms += [(e, -float(used.get(resource))) for e, used in freed[node] if used.get(resource)]
+            model.arrays.add_row(f"node[{node},{resource}]", terms, -INF, float(free[node].get(resource)))
 
 
 # ---------------------------------------------------------------- quota rows
@@ -391,6 +496,14 @@ def add_quota_rows(model: Formulation) -> None:
             for col, coef in choice.pods:
                 new_usage[f"cq:{workload.cluster_queue}"][(flavor, resource)].append((col, coef * per_pod))
     frs = sorted({fr for table in new_usage.values() for fr in table})
+    # An eviction gives back quota: -e[r] * usage, for what pending work could use.
+    for victim, e in zip(model.victims, model.evict_col):
+        queue = f"cq:{victim.cluster_queue}"
+        if queue not in tree.parent:
+            continue
+        for fr, amount in capacity.quota_usage_of(victim).items():
+            if amount and fr in frs:
+                new_usage[queue][fr].append((e, -float(amount)))
     for fr in frs:
         now = tree.tree_usage(running, fr)
         active = {n for q in new_usage if fr in new_usage[q] for n in tree.path(q)}
@@ -452,6 +565,11 @@ def add_objectives(model: Formulation) -> None:
     for workload in model.workloads:
         tier = semantics.effective_priority(workload, snapshot)
         most[tier] += sum(ps.count * semantics.pod_volume(ps, snapshot) for ps in workload.pod_sets)
+    for victim, e in zip(model.victims, model.evict_col):
+        # Evicting takes the victim's volume away from its own tier, and costs lost work.
+        volume[victim.priority].append((e, -semantics.running_volume(victim, snapshot)))
+        most.setdefault(victim.priority, 0.0)
+        model.cost_terms.append((e, semantics.eviction_cost(victim, snapshot)))
     model.tiers = sorted(volume, reverse=True)
     model.tier_volume = dict(volume)
     model.tier_max = dict(most)
@@ -459,8 +577,8 @@ def add_objectives(model: Formulation) -> None:
 
 
 def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
-    """Fewer domains spanned, then older workloads, then earlier flavors (minimised)."""
-    terms: list[tuple[int, float]] = []
+    """No needless eviction, fewer domains spanned, older workloads, earlier flavors (minimised)."""
+    terms: list[tuple[int, float]] = [(e, EVICTION_WEIGHT) for e in model.evict_col]
     for choice in model.choices:
         if choice.mode == "preferred":
             terms.extend((z, SPAN_WEIGHT) for z in choice.span_cols.values())

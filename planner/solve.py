@@ -88,21 +88,37 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
             stages.append(StageResult(f"priority {tier}", status, achieved, upper, time.monotonic() - began))
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
+    if form.cost_terms:
+        incumbent = minimise_stage(form.cost_terms, "preemption cost", backend, incumbent, deadline, gap, stages,
+                                   share=2, floor=0.0)
+        backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
     if form.secondary:
-        began = time.monotonic()
-        backend.set_objective(form.secondary, maximize=False)
-        values, status, bound = backend.run(max(0.05, deadline - began), gap, incumbent)
-        before = value_of(form.secondary, incumbent)
-        if values is not None and value_of(form.secondary, values) <= before + 1e-9:
-            incumbent = values
-        after = value_of(form.secondary, incumbent)
-        stages.append(StageResult("tie-breakers", status, after, after if bound is None else bound,
-                                  time.monotonic() - began))
+        incumbent = minimise_stage(form.secondary, "tie-breakers", backend, incumbent, deadline, gap, stages)
     volume_stages = [s for s in stages if s.name.startswith("priority")]
     objective = sum(s.objective for s in volume_stages)
     bound = sum(s.bound for s in volume_stages)
     proven = all(s.status in ("optimal", "kept") for s in volume_stages)
     return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+
+
+def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, incumbent: np.ndarray,
+                   deadline: float, gap: float, stages: list[StageResult], share: int = 1,
+                   floor: float | None = None) -> np.ndarray:
+    """Minimise `terms` from `incumbent`; keep the incumbent unless the answer is no worse.
+    With a known `floor` (a cost is never negative) an incumbent already there is kept unsolved."""
+    began = time.monotonic()
+    before = value_of(terms, incumbent)
+    if floor is not None and before <= floor + HOLD_SLACK:
+        stages.append(StageResult(name, "kept", before, before, 0.0))
+        return incumbent
+    backend.set_objective(terms, maximize=False)
+    values, status, bound = backend.run(max(0.05, (deadline - began) / share), gap, incumbent)
+    if values is not None and value_of(terms, values) <= before + 1e-9:
+        incumbent = values
+    after = value_of(terms, incumbent)
+    stages.append(StageResult(name, status, after, after if bound is None else min(bound, after),
+                              time.monotonic() - began))
+    return incumbent
 
 
 # ---------------------------------------------------------------- HiGHS

@@ -44,8 +44,21 @@ def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
             choice = next((c for c in choices[(w, p)] if dict(c.option.by_resource) == flavors), None)
             if choice is None or not place(form, choice, assignment.pods_per_node(), values):
                 return None
+    victim_index = {w.ref: i for i, w in enumerate(form.victims)}
+    for eviction in decisions.evictions:
+        if eviction.workload not in victim_index:
+            return None
+        values[form.evict_col[victim_index[eviction.workload]]] = 1.0
+    fill_class_columns(form, values)
     fill_quota_columns(form, values)
     return values if feasible(form, values) else None
+
+
+def fill_class_columns(form: Formulation, values: np.ndarray) -> None:
+    """g[c] = 1 when some workload of preemptor class c is admitted."""
+    for key, col in form.class_cols.items():
+        values[col] = float(any(values[form.admit_col[w]] > 0.5 for w, workload in enumerate(form.workloads)
+                                if (workload.cluster_queue or "", workload.priority) == key))
 
 
 def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]
