@@ -35,6 +35,16 @@ Choices where the contract leaves room:
 - A domain at a level is a node's values at that level and every level above, so rack
   "r1" in two blocks is two domains; the hostname level is the node's name.
 - Minimum runtime is measured from `admitted_at`; work without it is not held back.
+- Preemption is judged on base priorities (aging orders admissions, it grants no
+  eviction rights). An eviction must name, in `for_`, at least one admission of this
+  plan whose ClusterQueue's spec.preemption allows it; an eviction for nobody is a
+  violation. "Borrowing" (for reclaimWithinCohort) is the victim's queue using more
+  than its nominal quota of some flavor/resource before the plan. As in the
+  project's semantics, borrowWithinCohort LowerPriority allows victims in any queue
+  of the cohort tree below the preemptor's priority (and at most
+  maxPriorityThreshold), without asking whether the preemptor itself borrows.
+  Not checked: that a victim uses a flavor/resource or node its preemptor needs,
+  and Kueue's "already evicted first" ordering (orderings are the planner's choice).
 """
 
 from __future__ import annotations
@@ -104,6 +114,7 @@ class _Index:
         self.node_problems: dict[tuple[str, object], list[str]] = {}
         self.domains: dict[tuple[str, tuple[str, ...], int], tuple[str | None, ...]] = {}
         self.per_node: dict[int, dict[str, int]] = {}  # id(assignment) -> pods per node; decisions outlive it
+        self.borrowing: set[str] | None = None  # ClusterQueues borrowing before the plan, when first asked
 
     def flavor_levels(self, flavor: ResourceFlavor) -> tuple[str, ...] | None:
         if flavor.topology_name is None:
@@ -450,7 +461,8 @@ def _check_groups(ix: _Index, workload: Workload, pairs: list[tuple[PodSet, PodS
 
 def _check_evictions(ix: _Index, evictions: tuple[Eviction, ...], admitted: Mapping[ObjectRef, _Admitted],
                      out: list[str]) -> set[ObjectRef]:
-    """Only running, preemptible workloads, once each, for admissions of this plan."""
+    """Only running, preemptible workloads, once each, for admissions of this plan
+    that Kueue's preemption policies allow to evict them."""
     evicted: set[ObjectRef] = set()
     for eviction in evictions:
         ref = eviction.workload
@@ -469,20 +481,26 @@ def _check_evictions(ix: _Index, evictions: tuple[Eviction, ...], admitted: Mapp
             out.append(f"{ref}: both evicted and admitted in the same plan")
         if eviction.reason not in EVICTION_REASONS:
             out.append(f"{ref}: eviction reason {eviction.reason!r} is not one of {sorted(EVICTION_REASONS)}")
+        if not (isinstance(eviction.cost, (int, float)) and 0 <= eviction.cost < float("inf")):
+            out.append(f"{ref}: eviction cost {eviction.cost!r} is not a finite number >= 0")
         for target in eviction.for_:
             if target not in admitted:
                 out.append(f"{ref}: evicted for {target}, which this plan does not admit")
-        _check_preemption_policy(ix.snapshot, workload, eviction, out)
+        _check_preemption_policy(ix, workload, eviction, admitted, out)
     return evicted
 
 
-def _check_preemption_policy(snapshot: Snapshot, workload: Workload, eviction: Eviction, out: list[str]) -> None:
-    """Who may be evicted at all. For now: never non-preemptible work, never work
-    younger than policy.minimum_runtime_seconds (measured from admitted_at; work with
-    no admitted_at is not held back). The ClusterQueue preemption policies
-    (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort) land with the
-    preemption issue."""
-    ref = workload.ref
+def _check_preemption_policy(ix: _Index, workload: Workload, eviction: Eviction,
+                             admitted: Mapping[ObjectRef, _Admitted], out: list[str]) -> None:
+    """Who may be evicted, and for whom.
+
+    Never non-preemptible work, never work younger than policy.minimum_runtime_seconds
+    (measured from admitted_at; work with no admitted_at is not held back). And at
+    least one workload of `for_` admitted by this plan must be allowed to evict it by
+    its ClusterQueue's spec.preemption (see `_preemption_verdict`), with the reason
+    that rule gives: Preempted within the queue, Reclaimed across the cohort.
+    """
+    ref, snapshot = workload.ref, ix.snapshot
     if workload.non_preemptible:
         out.append(f"{ref}: evicted but it is non-preemptible")
     minimum = snapshot.policy.minimum_runtime_seconds
@@ -490,6 +508,115 @@ def _check_preemption_policy(snapshot: Snapshot, workload: Workload, eviction: E
         ran = snapshot.now - workload.admitted_at
         if ran < minimum:
             out.append(f"{ref}: evicted after {ran:.0f}s running, minimum runtime is {minimum:.0f}s")
+    if workload.state is not WorkloadState.RUNNING:
+        return  # reported above
+    if not eviction.for_:
+        out.append(f"{ref}: evicted for no workload; an eviction must make room for an admission of this plan")
+        return
+    refusals: list[str] = []
+    for target in eviction.for_:
+        entry = admitted.get(target)
+        if entry is None:
+            continue  # reported by the caller
+        reason, why = _preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, workload)
+        if reason is None:
+            refusals.append(f"not for {target}: {why}")
+        elif reason != eviction.reason:
+            refusals.append(f"for {target} the reason is {reason}, not {eviction.reason}")
+        else:
+            return
+    if refusals:
+        out.append(f"{ref}: eviction not allowed by the preemption policies: " + "; ".join(refusals[:MAX_NAMED]))
+
+
+def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: Workload) -> tuple[str | None, str]:
+    """Kueue's rules on base priorities: ("Preempted" | "Reclaimed", "") or (None, why not).
+
+    Same ClusterQueue, withinClusterQueue: LowerPriority (victim's priority below the
+    preemptor's) or LowerOrNewerEqualPriority (below, or equal and the victim queued
+    later). Another ClusterQueue of the same cohort tree: reclaimWithinCohort Any, or
+    LowerPriority with a lower priority, and only if the victim's queue was borrowing
+    before the plan (using more than its nominal quota of some flavor/resource); or
+    borrowWithinCohort LowerPriority with a lower priority at most
+    maxPriorityThreshold (when set).
+    """
+    cq = ix.snapshot.cluster_queues.get(cq_name)
+    if cq is None:
+        return None, f"ClusterQueue {cq_name} does not exist"
+    policy = cq.preemption
+    mine, theirs = preemptor.priority, victim.priority
+    if victim.cluster_queue == cq.name:
+        rule = policy.within_cluster_queue
+        if rule in ("LowerPriority", "LowerOrNewerEqualPriority") and theirs < mine:
+            return "Preempted", ""
+        if rule == "LowerOrNewerEqualPriority" and theirs == mine and victim.queued_at > preemptor.queued_at:
+            return "Preempted", ""
+        if rule not in ("LowerPriority", "LowerOrNewerEqualPriority"):
+            return None, f"withinClusterQueue of ClusterQueue {cq.name} is {rule}"
+        newer = " nor equal and queued later" if rule == "LowerOrNewerEqualPriority" else ""
+        return None, f"withinClusterQueue is {rule} and priority {theirs} is not below {mine}{newer}"
+    other = ix.snapshot.cluster_queues.get(victim.cluster_queue or "")
+    if (other is None or other.inactive_reason is not None or cq.inactive_reason is not None
+            or _cohort_root(ix, cq) is None or _cohort_root(ix, cq) != _cohort_root(ix, other)):
+        return None, f"ClusterQueue {victim.cluster_queue} is not in the cohort tree of ClusterQueue {cq.name}"
+    reclaim, borrow = policy.reclaim_within_cohort, policy.borrow_within_cohort
+    borrowing = other.name in _borrowing_before(ix)
+    if borrowing and (reclaim == "Any" or (reclaim == "LowerPriority" and theirs < mine)):
+        return "Reclaimed", ""
+    threshold = policy.borrow_max_priority_threshold
+    if borrow == "LowerPriority" and theirs < mine and (threshold is None or theirs <= threshold):
+        return "Reclaimed", ""
+    why = [f"reclaimWithinCohort is {reclaim}"]
+    if reclaim != "Never" and not borrowing:
+        why.append(f"ClusterQueue {other.name} was not borrowing")
+    elif reclaim == "LowerPriority":
+        why.append(f"priority {theirs} is not below {mine}")
+    if borrow == "LowerPriority":
+        if theirs >= mine:
+            why.append(f"borrowWithinCohort is LowerPriority but priority {theirs} is not below {mine}")
+        else:
+            why.append(f"borrowWithinCohort is LowerPriority but priority {theirs} is above maxPriorityThreshold {threshold}")
+    else:
+        why.append(f"borrowWithinCohort is {borrow}")
+    return None, ", ".join(why) + f" (ClusterQueue {cq.name})"
+
+
+def _cohort_root(ix: _Index, cq: ClusterQueue) -> str | None:
+    """The root of the cohort tree above `cq` (parentName cycles cut), None without a cohort."""
+    name = cq.cohort
+    seen: set[str] = set()
+    while name is not None and name not in seen:
+        seen.add(name)
+        parent = ix.cohort_parent.get(name)
+        if parent is None:
+            return name
+        name = parent
+    return name
+
+
+def _borrowing_before(ix: _Index) -> set[str]:
+    """ClusterQueues whose running work (before the plan) uses more than their nominal
+    quota of some flavor/resource. Every flavored resource of an assignment counts;
+    one the queue does not list has nominal 0."""
+    if ix.borrowing is None:
+        usage: dict[str, dict[FR, int]] = defaultdict(lambda: defaultdict(int))
+        for w in ix.snapshot.workloads:
+            if w.state is not WorkloadState.RUNNING or w.cluster_queue is None:
+                continue
+            for psa in w.assignment:
+                pod_set = _pod_set_of(w, psa.name)
+                if pod_set is None:
+                    continue
+                for resource, flavor in psa.flavors.items():
+                    usage[w.cluster_queue][(flavor, resource)] += psa.count * pod_set.request.get(resource)
+        borrowing = set()
+        for name, per_fr in usage.items():
+            cq = ix.snapshot.cluster_queues.get(name)
+            table = _quota_table(cq.resource_groups) if cq is not None else {}
+            if any(amount > table.get(fr, (0, None, None))[0] for fr, amount in per_fr.items()):
+                borrowing.add(name)
+        ix.borrowing = borrowing
+    return ix.borrowing
 
 
 # ---------------------------------------------------------------- node capacity
