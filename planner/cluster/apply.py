@@ -1,0 +1,452 @@
+"""Plan -> cluster writes: the only module that changes anything in a cluster.
+
+One cycle, in this order (Kueue's split: deciding is pure, this only issues):
+  1. finish what the last cycle started: gated pods of admitted workloads get
+     their node and lose the gate;
+  2. evictions: suspend, annotate why, drop the assignment, emit an Event;
+  3. admissions: ONE update per Job/JobSet that adds the flavor's nodeSelector
+     and tolerations, a required node affinity to the assigned nodes, the
+     scheduling gate `stowplan.io/topology`, the `stowplan.io/assignment` and
+     `stowplan.io/admitted-at` annotations, and unsuspends it; then an Event;
+  4. release the gates of the admitted workloads' pods as they appear, each
+     pod pinned to a node of the plan (nodeSelector kubernetes.io/hostname).
+
+Why this order is safe after a crash at any point:
+  - a Job is never running without its assignment: the unsuspend and the
+    assignment are one write;
+  - a pod never binds where the plan did not say: it is gated until it gets its
+    node, and the node affinity already limits it to the assigned nodes;
+  - evictions go first, so capacity is freed before it is claimed. A crash
+    between evictions and admissions leaves victims suspended (they wait in
+    their queues) and the admissions unwritten; the next cycle plans again from
+    what it reads. Until the victims' pods are gone they still count as used
+    capacity on their nodes (the reader counts every bound pod that is not a
+    running Stowplan workload's), so the next plan never double-books them;
+  - a crash during gate release leaves some pods gated; step 1 of the next
+    cycle releases them, counting the pods already placed, so no node gets more
+    pods of a workload than the plan gave it.
+Every write carries the resourceVersion the plan was made from (a PUT of the
+object read, or a JSON-patch `test`): a conflict skips that workload, it is
+reported, and the next cycle plans it again. A second apply of the same plan
+finds everything in place and writes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
+
+from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
+from planner.cluster.kube import ApiStatus, Kube, path_of
+
+GATE = "stowplan.io/topology"
+ASSIGNMENT = "stowplan.io/assignment"
+ADMITTED_AT = "stowplan.io/admitted-at"
+EVICTED_AT = "stowplan.io/evicted-at"
+EVICTION_REASON = "stowplan.io/eviction-reason"
+ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+API_VERSIONS = {"Job": ("batch/v1", "jobs"), "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets")}
+DONE = ("Succeeded", "Failed")
+
+
+@dataclasses.dataclass
+class ApplyReport:
+    dry_run: bool = False
+    admitted: list[ObjectRef] = dataclasses.field(default_factory=list)
+    evicted: list[ObjectRef] = dataclasses.field(default_factory=list)
+    unchanged: list[ObjectRef] = dataclasses.field(default_factory=list)
+    conflicts: list[tuple[ObjectRef, str]] = dataclasses.field(default_factory=list)
+    released: int = 0            # pods given their node and ungated
+    still_gated: int = 0         # gated pods of admitted workloads left for the next cycle
+    writes: int = 0
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def summary(self) -> str:
+        dry = " (dry run: nothing changed)" if self.dry_run else ""
+        return (f"applied{dry}: {len(self.admitted)} admitted, {len(self.evicted)} evicted, "
+                f"{self.released} pods released, {len(self.unchanged)} already in place, "
+                f"{len(self.conflicts)} conflicts, {self.still_gated} pods left gated")
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def workload_path(ref: ObjectRef) -> str:
+    api_version, plural = API_VERSIONS[ref.kind]
+    return path_of(api_version, plural, ref.namespace, ref.name)
+
+
+def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
+    """The stowplan.io/assignment annotation: the plan's podSets entries, exactly."""
+    from planner.render import pod_set_assignment_to_dict
+
+    return json.dumps([pod_set_assignment_to_dict(ps) for ps in pod_sets], separators=(",", ":"))
+
+
+def _same_assignment(a: str | None, b: str) -> bool:
+    if a is None:
+        return False
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    metadata = obj.setdefault("metadata", {})
+    if not isinstance(metadata.get("annotations"), dict):
+        metadata["annotations"] = {}
+    return metadata["annotations"]  # type: ignore[no-any-return]
+
+
+def _suspended(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("spec") or {}).get("suspend", True))
+
+
+def pod_templates(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Pod set name -> the pod template inside `obj` (the same dict, to edit in place)."""
+    spec = obj.get("spec") or {}
+    if kind == "Job":
+        return {"main": spec.setdefault("template", {})}
+    out = {}
+    for rj in spec.get("replicatedJobs") or ():
+        out[str(rj.get("name"))] = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
+    return out
+
+
+SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
+
+
+def _original_scheduling(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The templates' own scheduling fields: recorded at the first admission, the base of every later one."""
+    recorded = _annotations(obj).get(ORIGINAL)
+    if recorded:
+        try:
+            value = json.loads(recorded)
+            if isinstance(value, dict):
+                return value
+        except ValueError:
+            pass
+    out = {}
+    for name, template in pod_templates(kind, obj).items():
+        spec = template.get("spec") or {}
+        out[name] = {key: copy.deepcopy(spec[key]) for key in SCHEDULING_FIELDS if spec.get(key)}
+    return out
+
+
+def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
+                           flavors: Mapping[str, ResourceFlavor]) -> dict[str, Any]:
+    """The scheduling fields of an admitted pod template (pure): base + flavor + nodes + gate."""
+    used = [flavors[name] for name in sorted(set(pod_set.flavors.values())) if name in flavors]
+    selector = dict(base.get("nodeSelector") or {})
+    tolerations = [dict(t) for t in base.get("tolerations") or ()]
+    for flavor in used:
+        selector.update(flavor.node_labels)
+        for t in flavor.tolerations:
+            entry = {k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value),
+                                       ("effect", t.effect)) if v}
+            if entry not in tolerations:
+                tolerations.append(entry)
+    nodes = sorted(pod_set.pods_per_node())
+    pin = {"key": HOSTNAME_LABEL, "operator": "In", "values": nodes}
+    affinity = copy.deepcopy(dict(base.get("affinity") or {}))
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    # terms are ORed, expressions within one ANDed: the pin goes into every term
+    required["nodeSelectorTerms"] = [{**term, "matchExpressions": list(term.get("matchExpressions") or ()) + [pin]}
+                                     for term in terms]
+    gates = [dict(g) for g in base.get("schedulingGates") or ()]
+    if {"name": GATE} not in gates:
+        gates.append({"name": GATE})
+    out: dict[str, Any] = {"affinity": affinity, "schedulingGates": gates}
+    if selector:
+        out["nodeSelector"] = selector
+    if tolerations:
+        out["tolerations"] = tolerations
+    return out
+
+
+class Applier:
+    """Issues one plan's writes. `planned_versions`: ref -> resourceVersion the plan was made from."""
+
+    def __init__(self, kube: Kube, *, flavors: Mapping[str, ResourceFlavor],
+                 planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
+                 say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time):
+        self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        self.identity, self.say, self.clock = identity, say, clock
+        self.report = ApplyReport(dry_run=kube.dry_run)
+        self.assignments: dict[ObjectRef, list[PodSetAssignment]] = {}   # for gate release
+
+    # ------------------------------------------------------------ the cycle
+
+    def run(self, plan: Plan, running: Mapping[ObjectRef, list[PodSetAssignment]], *,
+            release_wait: float = 5.0) -> ApplyReport:
+        started = time.monotonic()
+        writes_before = self.kube.writes
+        self.assignments.update(running)
+        if running:
+            self.release_gates(set(running))                 # 1. finish the last cycle
+        for eviction in plan.evictions:                       # 2. free capacity
+            self.evict(eviction)
+        admitted: set[ObjectRef] = set()
+        for admission in plan.admissions:                     # 3. claim it
+            if self.admit(admission):
+                admitted.add(admission.workload)
+        t_writes = time.monotonic()
+        if admitted and not self.kube.dry_run:                # 4. pods, as they appear
+            self.release_until_placed(admitted, release_wait)
+        self.report.writes = self.kube.writes - writes_before
+        self.report.seconds = {"workloads": round(t_writes - started, 3),
+                               "release": round(time.monotonic() - t_writes, 3),
+                               "total": round(time.monotonic() - started, 3)}
+        return self.report
+
+    # ------------------------------------------------------------ workloads
+
+    def _read(self, ref: ObjectRef) -> dict[str, Any] | None:
+        obj = self.kube.get_or_none(workload_path(ref))
+        if obj is None:
+            self.report.conflicts.append((ref, "it no longer exists"))
+        return obj  # type: ignore[no-any-return]
+
+    def _changed(self, ref: ObjectRef, obj: dict[str, Any]) -> bool:
+        """True (and reported) when the object is not the version the plan was made from."""
+        planned = self.planned.get(ref)
+        now = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        if planned and planned != now:
+            self.report.conflicts.append((ref, f"changed since the plan was made (resourceVersion {planned} -> {now})"))
+            return True
+        return False
+
+    def _update(self, ref: ObjectRef, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """PUT the object as read and edited: its resourceVersion makes a concurrent change fail."""
+        try:
+            return self.kube.write("PUT", workload_path(ref), obj)  # type: ignore[no-any-return]
+        except ApiStatus as err:
+            if err.status in (409, 404):
+                self.report.conflicts.append((ref, f"{'conflict' if err.status == 409 else 'gone'}: {err.detail}"))
+                return None
+            raise
+
+    def admit(self, admission: Admission) -> bool:
+        ref = admission.workload
+        if ref.kind not in API_VERSIONS:
+            self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
+            return False
+        obj = self._read(ref)
+        if obj is None:
+            return False
+        annotations = _annotations(obj)
+        wanted = assignment_json(admission.pod_sets)
+        if not _suspended(obj):
+            if _same_assignment(annotations.get(ASSIGNMENT), wanted):
+                self.report.unchanged.append(ref)
+                self.assignments[ref] = list(admission.pod_sets)
+                return True   # its pods may still need releasing
+            self.report.conflicts.append((ref, "it is already running with another assignment"))
+            return False
+        if self._changed(ref, obj):
+            return False
+        original = _original_scheduling(ref.kind, obj)
+        templates = pod_templates(ref.kind, obj)
+        for pod_set in admission.pod_sets:
+            template = templates.get(pod_set.name)
+            if template is None:
+                self.report.conflicts.append((ref, f"it has no pod set {pod_set.name}"))
+                return False
+            spec = template.setdefault("spec", {})
+            for key in SCHEDULING_FIELDS:
+                spec.pop(key, None)
+            spec.update(admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors))
+        annotations[ORIGINAL] = json.dumps(original, separators=(",", ":"), sort_keys=True)
+        annotations[ASSIGNMENT] = wanted
+        annotations[ADMITTED_AT] = rfc3339(self.clock())
+        annotations.pop(EVICTION_REASON, None)
+        obj["spec"]["suspend"] = False
+        updated = self._update(ref, obj)
+        if updated is None:
+            return False
+        self.report.admitted.append(ref)
+        self.assignments[ref] = list(admission.pod_sets)
+        pods = sum(ps.count for ps in admission.pod_sets)
+        nodes = sorted({n for ps in admission.pod_sets for n in ps.pods_per_node()})
+        self.event(updated, "Admitted", f"Admitted by Stowplan into ClusterQueue {admission.cluster_queue}: "
+                                        f"{pods} pods on {len(nodes)} nodes ({', '.join(nodes[:5])}"
+                                        f"{' ...' if len(nodes) > 5 else ''})")
+        return True
+
+    def evict(self, eviction: Eviction) -> None:
+        ref = eviction.workload
+        if ref.kind not in API_VERSIONS:
+            self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
+            return
+        obj = self._read(ref)
+        if obj is None:
+            return
+        annotations = _annotations(obj)
+        if _suspended(obj) and ASSIGNMENT not in annotations:
+            self.report.unchanged.append(ref)
+            return
+        if self._changed(ref, obj):
+            return
+        why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
+        annotations[EVICTED_AT] = rfc3339(self.clock())
+        annotations[EVICTION_REASON] = why
+        annotations.pop(ASSIGNMENT, None)
+        annotations.pop(ADMITTED_AT, None)
+        obj.setdefault("spec", {})["suspend"] = True
+        updated = self._update(ref, obj)
+        if updated is None:
+            return
+        self.report.evicted.append(ref)
+        self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")
+
+    def event(self, obj: dict[str, Any], reason: str, message: str) -> None:
+        """A core/v1 Event on the workload; failing to record one never fails the cycle."""
+        meta = obj.get("metadata", {})
+        now = rfc3339(self.clock())
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name', 'workload')}.", "namespace": meta.get("namespace")},
+            "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                               "namespace": meta.get("namespace"), "name": meta.get("name"),
+                               "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")},
+            "reason": reason, "message": message[:1000], "type": "Normal",
+            "source": {"component": "stowplan"}, "reportingComponent": "stowplan",
+            "reportingInstance": self.identity[:128],
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            self.kube.write("POST", path_of("v1", "events", str(meta.get("namespace", ""))), body)
+        except ApiStatus as err:
+            self.say(f"warning: could not record the {reason} event for {meta.get('name')}: {err}")
+
+    # ------------------------------------------------------------ pods
+
+    def release_until_placed(self, refs: set[ObjectRef], wait: float) -> None:
+        """Release gates until every admitted pod is placed, or `wait` seconds pass."""
+        deadline = time.monotonic() + wait
+        while True:
+            missing = self.release_gates(refs)
+            if missing <= 0 or time.monotonic() >= deadline:
+                self.report.still_gated = max(missing, 0)
+                if missing > 0:
+                    self.say(f"{missing} pods not created or not placed yet: the next cycle releases them")
+                return
+            time.sleep(0.25)
+
+    def release_gates(self, refs: set[ObjectRef]) -> int:
+        """Give every gated pod of `refs` a node of its assignment and remove the gate.
+
+        Returns how many planned pods are still not placed (not created yet, or gated).
+        """
+        placed: dict[tuple[ObjectRef, str], dict[str, int]] = {}
+        gated: dict[tuple[ObjectRef, str], list[dict[str, Any]]] = {}
+        namespaces = sorted({r.namespace for r in refs})
+        for namespace in namespaces:
+            for pod in self.kube.list(path_of("v1", "pods", namespace), label_selector=JOB_NAME_LABEL):
+                key = _pod_set_of(pod, refs)
+                if key is None or (pod.get("status") or {}).get("phase") in DONE \
+                        or pod.get("metadata", {}).get("deletionTimestamp"):
+                    continue
+                spec = pod.get("spec") or {}
+                node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()) and not node:
+                    gated.setdefault(key, []).append(pod)
+                elif node:
+                    per_node = placed.setdefault(key, {})
+                    per_node[node] = per_node.get(node, 0) + 1
+                    if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()):
+                        gated.setdefault(key, []).append(pod)   # pinned but still gated: ungate only
+        missing = 0
+        for ref in sorted(refs):
+            for pod_set in self.assignments.get(ref, ()):
+                key = (ref, pod_set.name)
+                left = {n: c - placed.get(key, {}).get(n, 0) for n, c in sorted(pod_set.pods_per_node().items())}
+                for pod in sorted(gated.get(key, ()), key=lambda p: p["metadata"]["name"]):
+                    pinned = (pod.get("spec", {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                    node = pinned or next((n for n, c in left.items() if c > 0), None)
+                    if node is None:
+                        continue   # more pods than planned places (a replacement before its predecessor left)
+                    if self.release_pod(pod, node, pinned is None) and pinned is None:
+                        left[node] -= 1
+                missing += sum(c for c in left.values() if c > 0)
+        return missing
+
+    def release_pod(self, pod: dict[str, Any], node: str, pin: bool) -> bool:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        gates = spec.get("schedulingGates") or []
+        index = next(i for i, g in enumerate(gates) if g.get("name") == GATE)
+        ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion",
+                                      "value": meta.get("resourceVersion")}]
+        if pin:
+            if spec.get("nodeSelector"):
+                ops.append({"op": "add", "path": "/spec/nodeSelector/" + HOSTNAME_LABEL.replace("~", "~0")
+                            .replace("/", "~1"), "value": node})
+            else:
+                ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: node}})
+        ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+        try:
+            self.kube.write("PATCH", path_of("v1", "pods", meta["namespace"], meta["name"]), ops,
+                            content_type="application/json-patch+json")
+        except ApiStatus as err:
+            if err.status in (404, 409, 422):
+                return False   # changed or gone: the next pass or cycle looks again
+            raise
+        self.report.released += 1
+        return True
+
+
+def _pod_set_of(pod: dict[str, Any], refs: set[ObjectRef]) -> tuple[ObjectRef, str] | None:
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    namespace = meta.get("namespace", "")
+    jobset = labels.get(JOBSET_NAME_LABEL)
+    if jobset:
+        ref = ObjectRef("JobSet", namespace, jobset)
+        return (ref, str(labels.get(REPLICATED_JOB_LABEL, ""))) if ref in refs else None
+    job = labels.get(JOB_NAME_LABEL)
+    for owner in meta.get("ownerReferences") or ():
+        if owner.get("kind") == "Job":
+            job = owner.get("name")
+    ref = ObjectRef("Job", namespace, str(job))
+    return (ref, "main") if ref in refs else None
+
+
+def running_assignments(document: Mapping[str, Any]) -> dict[ObjectRef, list[PodSetAssignment]]:
+    """Unsuspended Jobs/JobSets carrying stowplan.io/assignment in a live List: whose gates to finish."""
+    out: dict[ObjectRef, list[PodSetAssignment]] = {}
+    for obj in document.get("items") or ():
+        kind = obj.get("kind")
+        if kind not in API_VERSIONS or _suspended(obj):
+            continue
+        meta = obj.get("metadata") or {}
+        text = (meta.get("annotations") or {}).get(ASSIGNMENT)
+        if not text:
+            continue
+        try:
+            out[ObjectRef(kind, meta.get("namespace", ""), meta.get("name", ""))] = parse_pod_sets(json.loads(text))
+        except (ValueError, KeyError, TypeError):
+            continue   # the reader reports an unreadable assignment
+    return out
+
+
+def parse_pod_sets(entries: Any) -> list[PodSetAssignment]:
+    """The plan's / annotation's podSets entries -> PodSetAssignments (KeyError/TypeError on bad shape)."""
+    out = []
+    for entry in entries:
+        ta = entry["topologyAssignment"]
+        out.append(PodSetAssignment(
+            str(entry["name"]), int(entry["count"]), dict(entry.get("flavors") or {}), tuple(ta["levels"]),
+            tuple((tuple(str(v) for v in d["values"]), int(d["count"])) for d in ta["domains"])))
+    return out
+

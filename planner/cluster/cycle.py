@@ -1,0 +1,186 @@
+"""One live cycle, as the CLI and the CronJob run it: read -> plan -> (check) -> lease -> apply.
+
+Also the saved-plan round trip: `plan --out` writes the plan with, under
+`snapshot.resourceVersions`, the resourceVersion of every object it would write;
+`apply --plan` applies such a file only if none of them changed since (an object
+already in the state the plan wants counts as unchanged, so re-applying a plan
+is a no-op, not an error).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import yaml  # type: ignore[import-untyped, unused-ignore]
+
+from models import Admission, Eviction, ObjectRef, Plan, SolverReport
+from planner.cluster.apply import (
+    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, _same_assignment, _suspended, assignment_json,
+    parse_pod_sets, running_assignments,
+)
+from planner.cluster.kube import Kube
+from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
+from planner.cluster.reader import LiveSnapshot, read_cluster
+from planner.errors import InputError, StalePlanError
+
+Say = Callable[[str], None]
+
+
+def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str | None = None,
+              solver: str = "milp", time_limit: float | None = None, gap: float | None = None,
+              say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
+    """Read the cluster and plan it (pure planning after the read)."""
+    from planner.pipeline import plan_snapshot
+
+    live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
+    snap = live.snapshot
+    say(f"read {snap.object_count} objects, {len(snap.workloads)} workloads, {len(snap.nodes)} nodes "
+        f"in {live.seconds:.2f}s; planning")
+    plan = plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
+    return live, plan
+
+
+def touched(plan: Plan) -> list[ObjectRef]:
+    return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions})
+
+
+def resource_versions(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
+    """The resourceVersion, at read time, of every object the plan writes."""
+    versions = {w.ref: w.resource_version for w in live.snapshot.workloads}
+    return {ref: versions.get(ref, "") for ref in touched(plan)}
+
+
+def ref_key(ref: ObjectRef) -> str:
+    return f"{ref.kind}/{ref.namespace}/{ref.name}"
+
+
+def plan_document(plan: Plan, versions: Mapping[ObjectRef, str]) -> dict[str, Any]:
+    from planner.render import plan_to_dict
+
+    data = plan_to_dict(plan)
+    data["snapshot"]["resourceVersions"] = {ref_key(ref): versions[ref] for ref in sorted(versions)}
+    return data
+
+
+def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str) -> str:
+    """The plan file `plan --out` writes (yaml or json), with the resourceVersions."""
+    data = plan_document(plan, versions)
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    from planner import render
+
+    return str(yaml.dump(render._flowed(data), Dumper=render._PlanDumper, sort_keys=False,
+                         default_flow_style=False, allow_unicode=True, width=4096, indent=2))
+
+
+def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
+    """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need."""
+    try:
+        with open(path, "rb") as handle:
+            data = yaml.safe_load(handle.read().decode("utf-8"))
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise InputError(f"not a YAML/JSON plan: {err}", file=path) from None
+    if not isinstance(data, dict) or data.get("kind") != "Plan":
+        raise InputError("not a Stowplan plan (kind: Plan)", file=path, field="kind")
+    raw_versions = (data.get("snapshot") or {}).get("resourceVersions")
+    if not isinstance(raw_versions, dict):
+        raise InputError("has no snapshot.resourceVersions: save plans to apply with `stowplan plan --out FILE`",
+                         file=path, field="snapshot.resourceVersions")
+    try:
+        versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
+        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
+                           for a in data.get("admissions") or ())
+        evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
+                                   float(e.get("cost") or 0.0)) for e in data.get("evictions") or ())
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
+    snapshot = data.get("snapshot") or {}
+    solver = data.get("solver") or {}
+    plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")), int(snapshot.get("objects") or 0),
+                SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
+                             float(solver.get("objective") or 0), float(solver.get("bound") or 0),
+                             float(solver.get("gap") or 0)),
+                admissions, evictions)
+    missing = [str(ref) for ref in touched(plan) if ref not in versions]
+    if missing:
+        raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,
+                         field="snapshot.resourceVersions")
+    return plan, versions
+
+
+def _ref(d: Mapping[str, Any]) -> ObjectRef:
+    return ObjectRef(str(d["kind"]), str(d.get("namespace") or ""), str(d["name"]))
+
+
+def _ref_of(key: str) -> ObjectRef:
+    kind, namespace, name = key.split("/", 2)
+    return ObjectRef(kind, namespace, name)
+
+
+def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnapshot) -> list[str]:
+    """What changed since a saved plan was made, one line per object (empty: still fresh)."""
+    raw = {ObjectRef(o.get("kind", ""), o.get("metadata", {}).get("namespace", ""), o.get("metadata", {}).get("name", "")): o
+           for o in live.document.get("items") or () if o.get("kind") in API_VERSIONS}
+    wanted = {a.workload: assignment_json(a.pod_sets) for a in plan.admissions}
+    evicted = {e.workload for e in plan.evictions}
+    out = []
+    for ref in touched(plan):
+        obj = raw.get(ref)
+        if obj is None:
+            out.append(f"{ref} no longer exists")
+            continue
+        now = str(obj.get("metadata", {}).get("resourceVersion", ""))
+        if now == versions.get(ref):
+            continue
+        annotation = (obj.get("metadata", {}).get("annotations") or {}).get(ASSIGNMENT)
+        if ref in wanted and not _suspended(obj) and _same_assignment(annotation, wanted[ref]):
+            continue   # already admitted as planned
+        if ref in evicted and _suspended(obj) and annotation is None:
+            continue   # already evicted
+        out.append(f"{ref} changed (resourceVersion {versions.get(ref)} -> {now})")
+    return out
+
+
+def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequence[str] = (),
+               policy_file: str | None = None, solver: str = "milp", time_limit: float | None = None,
+               gap: float | None = None, lease_namespace: str = DEFAULT_NAMESPACE, lease_name: str = DEFAULT_NAME,
+               identity: str | None = None, lease_duration: int = DEFAULT_DURATION, release_wait: float = 5.0,
+               say: Say = lambda _: None,
+               before_apply: Callable[[LiveSnapshot, Plan], None] | None = None) -> tuple[Plan, ApplyReport]:
+    """One cycle: take the Lease, read, plan (or load and check a saved plan), apply, release the Lease.
+
+    The Lease is taken before reading, so the plan is made from a state no other
+    planner is changing. A dry run takes no Lease and every write is dryRun=All.
+    `before_apply` is a test hook between planning and the first write.
+    """
+    lease = Lease(kube, namespace=lease_namespace, name=lease_name, identity=identity, duration=lease_duration)
+    if not kube.dry_run:
+        lease.acquire()
+        say(f"took Lease {lease_namespace}/{lease_name} as {lease.identity}")
+    try:
+        if plan_file is None:
+            live, plan = plan_live(kube, config_files=config_files, policy_file=policy_file, solver=solver,
+                                   time_limit=time_limit, gap=gap, say=say)
+            versions = resource_versions(plan, live)
+        else:
+            plan, versions = load_plan(plan_file)
+            live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
+            stale = stale_objects(plan, versions, live)
+            if stale:
+                raise StalePlanError(f"the saved plan {plan_file} is stale, nothing applied: " + "; ".join(stale)
+                                     + ". Plan again with `stowplan plan --out FILE`")
+        say(f"{len(plan.admissions)} admissions, {len(plan.evictions)} evictions to apply")
+        if before_apply is not None:
+            before_apply(live, plan)
+        applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
+                          identity=lease.identity, say=say)
+        started = time.monotonic()
+        report = applier.run(plan, running_assignments(live.document), release_wait=release_wait)
+        report.seconds["apply"] = round(time.monotonic() - started, 3)
+        return plan, report
+    finally:
+        lease.release()

@@ -1,0 +1,172 @@
+"""A thin raw-JSON door to the Kubernetes API: connect, get, list (paginated), write.
+
+Everything goes through the official client's connection handling (kubeconfig or
+in-cluster config, TLS, tokens) but bodies stay plain JSON: no model classes are
+built, which is what makes listing tens of thousands of pods fast, and the dicts
+are exactly what the file reader takes. Errors become ClusterError with the
+method, path, HTTP status and the API server's message; no header, token or
+kubeconfig content is ever put in a message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Iterator
+from urllib.parse import quote
+
+from planner.errors import ClusterError
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+PAGE_SIZE = 500
+TIMEOUT = 30.0
+
+
+class ApiStatus(ClusterError):
+    """A non-2xx answer; `status` is the HTTP code (409 conflict, 404 not found, ...)."""
+
+    def __init__(self, method: str, path: str, status: int, message: str):
+        self.status, self.method, self.path, self.detail = status, method, path, message
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient from --kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster config."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    try:
+        if kubeconfig or not _in_cluster():
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except (ConfigException, OSError, TypeError, ValueError) as err:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ClusterError(f"cannot load the cluster configuration ({where}): {_scrub(str(err))}") from None
+    return client.ApiClient(configuration)
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not os.environ.get("KUBECONFIG") and \
+        not os.path.exists(os.path.expanduser("~/.kube/config"))
+
+
+def _scrub(text: str) -> str:
+    """Never echo anything that looks like a credential."""
+    lowered = text.lower()
+    for word in ("token", "password", "bearer", "authorization", "client-key"):
+        if word in lowered:
+            return "(details withheld: the message mentions credentials)"
+    return text[:500]
+
+
+class Kube:
+    """Raw JSON requests on one ApiClient. `dry_run` adds dryRun=All to every write."""
+
+    def __init__(self, api_client: Any, *, dry_run: bool = False, timeout: float = TIMEOUT):
+        self.api = api_client
+        self.dry_run = dry_run
+        self.timeout = timeout
+        self.writes = 0               # counted for reports and tests
+        self.before_write: Callable[[str, str], None] | None = None   # test hook: (method, path)
+
+    @property
+    def host(self) -> str:
+        return str(getattr(self.api.configuration, "host", "?"))
+
+    def request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None,
+                body: Any = None, content_type: str = JSON) -> Any:
+        """One call; returns the decoded JSON body (or None); raises ApiStatus / ClusterError."""
+        headers = {"Accept": JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            m, url, hdrs, data, _ = self.api.param_serialize(
+                method, path, query_params=query or [], header_params=headers, body=body,
+                auth_settings=["BearerToken"])
+            response = self.api.call_api(m, url, hdrs, data, _request_timeout=self.timeout)
+            raw = response.read()
+        except ClusterError:
+            raise
+        except Exception as err:  # urllib3 connection errors, timeouts, TLS
+            raise ClusterError(f"{method} {path}: cannot reach the API server at {self.host}: "
+                               f"{type(err).__name__}: {_scrub(_reason(err))}") from None
+        if not 200 <= response.status < 300:
+            raise ApiStatus(method, path, response.status, _message(raw, response.reason))
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ClusterError(f"{method} {path}: the API server answered with something that is not JSON") from None
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def get_or_none(self, path: str) -> Any:
+        try:
+            return self.get(path)
+        except ApiStatus as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def list(self, path: str, *, label_selector: str | None = None, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:
+        """Every item of a collection, page by page (limit/continue), with kind and apiVersion set."""
+        token = ""
+        while True:
+            query: list[tuple[str, Any]] = [("limit", page_size)]
+            if token:
+                query.append(("continue", token))
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            page = self.request("GET", path, query=query)
+            kind = str(page.get("kind", ""))
+            item_kind = kind[:-4] if kind.endswith("List") else kind
+            api_version = page.get("apiVersion", "")
+            for item in page.get("items") or ():
+                item.setdefault("kind", item_kind)
+                item.setdefault("apiVersion", api_version)
+                yield item
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def write(self, method: str, path: str, body: Any, content_type: str = JSON) -> Any:
+        """A write, with dryRun=All when this Kube is a dry run."""
+        query = [("dryRun", "All")] if self.dry_run else []
+        if self.before_write is not None:
+            self.before_write(method, path)
+        result = self.request(method, path, query=query, body=body, content_type=content_type)
+        self.writes += 1
+        return result
+
+
+def _reason(err: Exception) -> str:
+    reason = getattr(err, "reason", None)
+    return str(reason if reason is not None else err)
+
+
+def _message(raw: bytes, fallback: str | None) -> str:
+    try:
+        status = json.loads(raw)
+        if isinstance(status, dict) and status.get("message"):
+            return str(status["message"])[:500]
+    except ValueError:
+        pass
+    text = raw.decode("utf-8", "replace").strip() if raw else ""
+    return (text or fallback or "no message")[:500]
+
+
+def path_of(api_version: str, plural: str, namespace: str = "", name: str = "") -> str:
+    """/api/v1/... or /apis/GROUP/VERSION/..., namespaced or not, one object or a collection."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{plural}"
+    if name:
+        base += f"/{quote(name, safe='')}"
+    return base

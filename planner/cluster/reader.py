@@ -1,0 +1,135 @@
+"""Live snapshot: every kind of REFERENCE section 2, listed from the API server.
+
+The objects are listed page by page as raw JSON, their `managedFields` dropped
+(bookkeeping the planner never reads), and gathered into one `kind: List` with a
+`stowplan.io/snapshot-time` annotation. That List goes through the file reader's
+own conversion (`planner.snapshot.build_snapshot`), so a live cycle and
+`stowplan what-if` on the file `stowplan snapshot` writes plan the same objects the
+same way. Kueue's objects come from the cluster when its API group is served
+(v1beta2, else v1beta1); otherwise from `--config` files. Reading never writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Sequence
+
+from models import Snapshot
+from planner.cluster.kube import ApiStatus, Kube, path_of
+
+SNAPSHOT_TIME = "stowplan.io/snapshot-time"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+KUEUE_PLURALS = ("resourceflavors", "topologies", "cohorts", "clusterqueues", "localqueues",
+                 "workloadpriorityclasses")
+KUEUE_KINDS = ("ResourceFlavor", "Topology", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+# (apiVersion, plural) always listed; Kueue's and JobSet's depend on discovery
+CORE_KINDS = (("v1", "namespaces"), ("v1", "nodes"), ("scheduling.k8s.io/v1", "priorityclasses"),
+              ("batch/v1", "jobs"), ("v1", "pods"))
+
+
+@dataclasses.dataclass
+class LiveSnapshot:
+    """What one live read produced: the List document, its JSON bytes, and the Snapshot."""
+
+    document: dict[str, Any]
+    data: bytes                      # the List as JSON: what `snapshot -o FILE.json` writes
+    snapshot: Snapshot
+    kueue_version: str | None        # None: Kueue's objects came from --config
+    counts: dict[str, int]
+    seconds: float
+
+
+def served_version(kube: Kube, group: str, wanted: Sequence[str]) -> str | None:
+    """The first of `wanted` that the API server serves for `group`, or None."""
+    info = kube.get_or_none(f"/apis/{group}")
+    if not info:
+        return None
+    served = {v.get("version") for v in info.get("versions") or ()}
+    return next((v for v in wanted if v in served), None)
+
+
+def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
+                 say: Callable[[str], None] = lambda _: None) -> tuple[list[dict[str, Any]], str | None, dict[str, int]]:
+    """All objects a snapshot needs, in a fixed order; plus the Kueue version used and counts per kind."""
+    items: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+
+    def collect(api_version: str, plural: str) -> None:
+        started = time.monotonic()
+        n = 0
+        try:
+            for obj in kube.list(path_of(api_version, plural)):
+                metadata = obj.get("metadata")
+                if isinstance(metadata, dict):
+                    metadata.pop("managedFields", None)
+                items.append(obj)
+                n += 1
+        except ApiStatus as err:
+            if err.status == 404:     # a resource this version of the API does not serve
+                return
+            raise
+        counts[plural] = n
+        if n >= PROGRESS_AT:
+            say(f"listed {n} {plural} in {time.monotonic() - started:.2f}s")
+
+    kueue = served_version(kube, KUEUE_GROUP, KUEUE_VERSIONS)
+    if kueue:
+        for plural in KUEUE_PLURALS:
+            collect(f"{KUEUE_GROUP}/{kueue}", plural)
+    else:
+        say("Kueue's API is not served: quota objects come from --config")
+    for obj in config_objects:
+        if obj.get("kind") in KUEUE_KINDS and str(obj.get("apiVersion", "")).startswith(KUEUE_GROUP + "/"):
+            if kueue:
+                continue       # the cluster's own objects win
+            items.append(obj)
+            counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
+        else:
+            items.append(obj)  # PlannerPolicy
+    for api_version, plural in CORE_KINDS:
+        collect(api_version, plural)
+    if served_version(kube, JOBSET_GROUP, (JOBSET_VERSION,)):
+        collect(f"{JOBSET_GROUP}/{JOBSET_VERSION}", "jobsets")
+    return items, kueue, counts
+
+
+PROGRESS_AT = 1000
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def read_cluster(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str | None = None,
+                 now: float | None = None, say: Callable[[str], None] = lambda _: None) -> LiveSnapshot:
+    """List the cluster into a models.Snapshot (and the List document it was made from).
+
+    `now` defaults to the clock, in whole seconds, so the snapshot-time annotation
+    written with the List gives `what-if` exactly the planning time of the live cycle.
+    """
+    from planner.snapshot import build_snapshot
+    from planner.snapshot.loader import load
+
+    started = time.monotonic()
+    stamp = float(math.floor(time.time() if now is None else now))
+    config_objects = [obj for _, obj in load(list(config_files)).objects] if config_files else []
+    items, kueue, counts = list_objects(kube, config_objects=config_objects, say=say)
+    document = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"annotations": {SNAPSHOT_TIME: rfc3339(stamp), "stowplan.io/source": kube.host}},
+        "items": items,
+    }
+    data = (json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    snapshot = build_snapshot([document], source=f"cluster {kube.host}", digest=digest,
+                              policy_file=policy_file, now=stamp)
+    return LiveSnapshot(document, data, snapshot, kueue, counts, time.monotonic() - started)
