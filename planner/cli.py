@@ -354,6 +354,199 @@ def _outcome(plan: Plan) -> str:
             f"{len(plan.pending)} pending in {float(s.seconds.get('total', 0.0)):.2f}s")
 
 
+# ---------------------------------------------------------------- live cluster
+
+LIVE_EXIT_CODES_HELP = EXIT_CODES_HELP + """
+  4  cluster API error (unreachable, forbidden, ...); no credentials are shown
+  5  another planner holds the Lease; nothing applied
+  6  the saved plan is stale (an object it touches changed); nothing applied"""
+
+
+def _cluster_options(command: F) -> F:
+    """--kubeconfig, --context, --config, --policy: where the live commands read from."""
+    options = [
+        click.option("--kubeconfig", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+                     help="Kubeconfig to use. Default: $KUBECONFIG, ~/.kube/config, else the in-cluster "
+                          "service account (the CronJob)."),
+        click.option("--context", metavar="NAME", show_envvar=True, help="Kubeconfig context to use."),
+        click.option("--config", "config", metavar="FILE", multiple=True, show_envvar=True,
+                     type=click.Path(exists=True, dir_okay=True, readable=True),
+                     help="YAML files or folders of Kueue objects (ClusterQueue, ResourceFlavor, ...), used when "
+                          "the cluster does not serve Kueue's API; a PlannerPolicy in them is used too. Repeatable."),
+        click.option("--policy", "policy", metavar="FILE", show_envvar=True,
+                     type=click.Path(exists=True, dir_okay=False, readable=True),
+                     help="PlannerPolicy YAML (stowplan.io/v1alpha1)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _solver_options(command: F) -> F:
+    options = [
+        click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
+                     show_default=True, show_envvar=True, help="milp (HiGHS), greedy or pulp:NAME."),
+        click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
+                     type=click.FloatRange(min=0, min_open=True), help="Solver time limit. Default: the policy's."),
+        click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
+                     help="Relative MIP gap to stop at. Default: the policy's."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) -> Any:
+    from planner.cluster import Kube, connect
+
+    return Kube(connect(kubeconfig, context), dry_run=dry_run)
+
+
+@cli.command("snapshot", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@click.option("-o", "--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Write the snapshot to FILE (JSON when it ends in .json, else YAML) instead of stdout.")
+@_cluster_options
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
+@_exits
+def snapshot_command(out: str | None, kubeconfig: str | None, context: str | None, config: Sequence[str],
+                     policy: str | None, quiet: bool) -> None:
+    """Read the live cluster into a snapshot file that `what-if` plans exactly as `plan` would.
+
+    Lists every kind Stowplan reads (paginated), as one `kind: List` with a
+    stowplan.io/snapshot-time annotation (the planning time), without managedFields.
+
+    \b
+    Examples:
+      stowplan snapshot -o snap.json && stowplan what-if snap.json
+      stowplan snapshot --config kueue-objects.yaml -o snap.yaml
+    """
+    import json
+
+    import yaml
+
+    from planner.cluster import read_cluster
+
+    say = _progress(quiet)
+    if out not in (None, "-"):
+        assert out is not None
+        check_writable(out)
+    live = read_cluster(_kube(kubeconfig, context), config_files=config, policy_file=policy, say=say)
+    _report_problems(live.snapshot)
+    say(f"read {live.snapshot.object_count} objects in {live.seconds:.2f}s")
+    if out is not None and out.endswith(".json"):
+        text = live.data.decode("utf-8")
+    elif out is not None and out != "-":
+        text = yaml.dump(live.document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+                         allow_unicode=True, width=4096)
+    else:
+        text = json.dumps(live.document, indent=1, ensure_ascii=False) + "\n"
+    if out in (None, "-"):
+        write_stdout(text)
+    else:
+        assert out is not None
+        write_atomically(out, text)
+        say(f"wrote {out}")
+
+
+@cli.command("plan", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@_cluster_options
+@_solver_options
+@click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
+              help="Output format. Default: table on a terminal, else yaml.")
+@click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Save the plan to FILE (yaml, or json for *.json) with snapshot.resourceVersions, for "
+                   "`stowplan apply --plan FILE`.")
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
+@_exits
+def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[str], policy: str | None,
+                 solver: str, time_limit: float | None, gap: float | None, output: str | None, out: str | None,
+                 quiet: bool) -> None:
+    """Plan the live cluster and show the plan; nothing is written to the cluster.
+
+    \b
+    Examples:
+      stowplan plan
+      stowplan plan --out plan.yaml && stowplan apply --plan plan.yaml
+    """
+    from planner.cluster import plan_live, resource_versions
+    from planner.cluster.cycle import render_saved
+
+    say = _progress(quiet)
+    if out not in (None, "-"):
+        assert out is not None
+        check_writable(out)
+    kube = _kube(kubeconfig, context)
+    with stdout_to_stderr(discard=quiet):
+        live, plan = plan_live(kube, config_files=config, policy_file=policy, solver=solver,
+                               time_limit=time_limit, gap=gap, say=say)
+    _report_problems(live.snapshot)
+    say(_outcome(plan))
+    if out in (None, "-"):
+        fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
+        write_stdout(render(plan, fmt))
+    else:
+        assert out is not None
+        fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
+        write_atomically(out, render_saved(plan, resource_versions(plan, live), fmt))
+        say(f"wrote {out}")
+
+
+@cli.command("apply", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@click.option("--plan", "plan", metavar="FILE", show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="Apply this saved plan (from `plan --out`) instead of planning now; refused (exit 6) if "
+                   "anything it touches changed since.")
+@click.option("--dry-run", "dry_run", is_flag=True, show_envvar=True,
+              help="Server-side dry run (dryRun=All): every write is checked, nothing changes, no Lease.")
+@_cluster_options
+@_solver_options
+@click.option("--namespace", "namespace", default="stowplan-system", show_default=True, show_envvar=True,
+              help="Namespace of the Lease that keeps two planners from applying at once.")
+@click.option("--lease-name", "lease_name", default="stowplan-planner", show_default=True, show_envvar=True,
+              help="Name of that Lease.")
+@click.option("--lease-duration", "lease_duration", default=60, show_default=True, show_envvar=True,
+              type=click.IntRange(min=1), metavar="SECONDS", help="How long the Lease lasts; longer than a cycle.")
+@click.option("--identity", "identity", show_envvar=True, metavar="NAME",
+              help="Holder identity in the Lease. Default: hostname-pid.")
+@click.option("--release-wait", "release_wait", default=5.0, show_default=True, show_envvar=True,
+              type=click.FloatRange(min=0), metavar="SECONDS",
+              help="How long to wait for admitted workloads' pods to release their gates; later pods are "
+                   "released by the next cycle.")
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
+@_exits
+def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, context: str | None,
+                  config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
+                  gap: float | None, namespace: str, lease_name: str, lease_duration: int,
+                  identity: str | None, release_wait: float, quiet: bool) -> None:
+    """Plan the live cluster and apply one cycle (or apply a saved plan).
+
+    Takes the Lease, finishes what the last cycle started (gated pods), evicts,
+    admits (one update per Job: node selector, tolerations, node affinity,
+    scheduling gate, stowplan.io/assignment, unsuspend), releases the admitted
+    pods' gates onto the planned nodes, and releases the Lease. Conflicting
+    workloads are skipped and reported; the next cycle repairs them. The result
+    is one line on stdout.
+
+    \b
+    Examples:
+      stowplan apply
+      stowplan apply --dry-run
+      stowplan plan --out plan.yaml && stowplan apply --plan plan.yaml
+    """
+    from planner.cluster import apply_live
+
+    say = _progress(quiet)
+    kube = _kube(kubeconfig, context, dry_run=dry_run)
+    with stdout_to_stderr(discard=quiet):
+        made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
+                                  solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
+                                  lease_name=lease_name, identity=identity, lease_duration=lease_duration,
+                                  release_wait=release_wait, say=say)
+    for ref, why in report.conflicts:
+        click.echo(f"warning: skipped {ref}: {why} (the next cycle repairs it)", err=True)
+    write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
+
+
 @cli.command("version", context_settings=CONTEXT)
 def version() -> None:
     """Print Stowplan's version and those of its solver libraries."""
