@@ -32,9 +32,9 @@ def pods_of(choice: Choice, values: np.ndarray) -> int:
 
 def demands_of(choice: Choice, values: np.ndarray) -> list[tuple[Path, int]]:
     """(domain, pods) the chosen pod set must place inside each domain."""
-    if choice.slice_cols:
+    if choice.slice_layers:
         return [(path, int(round(values[col])) * choice.slice_size)
-                for path, col in sorted(choice.slice_cols.items()) if round(values[col]) > 0]
+                for path, col in sorted(choice.slice_cols[-1].items()) if round(values[col]) > 0]
     if choice.mode == "required":
         if choice.count_cols:
             return [(path, int(round(values[col]))) for path, col in sorted(choice.count_cols.items())

@@ -29,7 +29,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from models import ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState
+from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
 from models.objects import Toleration
 from planner import capacity, semantics, topology
 from planner.model_arrays import INF, ModelArrays
@@ -43,6 +43,7 @@ ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...],
 # term before it.
 EVICTION_WEIGHT = 2.0    # per eviction: even a free one (cost 0) is never made for nothing
 SPAN_WEIGHT = 1.0        # per extra domain a preferred pod set spans
+FREE_WEIGHT = 1.0        # all domains kept entirely free, weighted by the volume they keep
 AGE_WEIGHT = 0.5         # spread over workloads: older first
 FLAVOR_WEIGHT = 0.25     # spread over pod sets: earlier flavor first
 
@@ -80,12 +81,21 @@ class Choice:
     pods: list[tuple[int, float]]           # linear expression of the pod count
     mode: str                               # "root" | "required" | "preferred"
     level: int | None = None                # index into the shape's levels
-    slice_level: int | None = None
-    slice_size: int = 1
+    slice_layers: list[tuple[int, int]] = field(default_factory=list)  # (level index, size), outer to inner
     domain_cols: dict[Path, int] = field(default_factory=dict)   # x (required) or n (preferred) per domain
     count_cols: dict[Path, int] = field(default_factory=dict)    # n per domain, elastic + required
-    slice_cols: dict[Path, int] = field(default_factory=dict)    # k per slice domain
+    slice_cols: list[dict[Path, int]] = field(default_factory=list)  # per layer: k per domain
     span_cols: dict[Path, int] = field(default_factory=dict)     # z per domain
+    upper_cols: dict[Path, int] = field(default_factory=dict)    # z per domain above the preferred level
+
+    @property
+    def slice_level(self) -> int | None:
+        """The innermost slice layer's level: where the pods' demands finally sit."""
+        return self.slice_layers[-1][0] if self.slice_layers else None
+
+    @property
+    def slice_size(self) -> int:
+        return self.slice_layers[-1][1] if self.slice_layers else 1
 
 
 @dataclass
@@ -111,6 +121,7 @@ class Formulation:
     cost_terms: list[tuple[int, float]] = field(default_factory=list)   # preemption cost, minimised
     class_cols: dict[tuple[str, int], int] = field(default_factory=dict)  # g[c] per preemptor class
     overcommitted: set[str] = field(default_factory=set)  # nodes running work already overfills
+    free_domain_cols: list[tuple[int, float]] = field(default_factory=list)  # f[D] and its reward
 
 
 def formulate(snapshot: Snapshot) -> Formulation:
@@ -127,6 +138,7 @@ def formulate(snapshot: Snapshot) -> Formulation:
         add_workload(model, workload, model.room, shape_index)
     add_preemption_rows(model)
     add_hall_rows(model)
+    add_free_domain_rows(model)
     add_node_rows(model, model.free)
     add_quota_rows(model)
     add_objectives(model)
@@ -281,6 +293,27 @@ def add_workload(model: Formulation, workload: Workload, free: dict[str, Resourc
         # sum_f u[p,f] - a[w] = 0: every pod set placed exactly when the workload is.
         model.arrays.add_row(f"gang[{workload.ref},{pod_set.name}]",
                              [(c, 1.0) for c in uses] + [(admit, -1.0)], 0.0, 0.0)
+    add_group_rows(model, w)
+
+
+def add_group_rows(model: Formulation, w: int) -> None:
+    """Pod sets sharing a podset-group-name with a required level share its domain:
+    for each domain d, sum_f x[p,f,d] is the same for every member p."""
+    workload = model.workloads[w]
+    members: dict[str, list[int]] = defaultdict(list)
+    for p, pod_set in enumerate(workload.pod_sets):
+        if pod_set.topology.group and pod_set.topology.mode == "required":
+            members[pod_set.topology.group].append(p)
+    mine = [c for c in model.choices if c.workload == w]
+    for group, pod_sets in sorted(members.items()):
+        per_pod_set = [[c for c in mine if c.pod_set == p] for p in pod_sets]
+        domains = sorted({d for choices in per_pod_set for c in choices for d in c.domain_cols})
+        first = per_pod_set[0]
+        for other in per_pod_set[1:]:
+            for d in domains:
+                terms = [(c.domain_cols[d], 1.0) for c in first if d in c.domain_cols]
+                terms += [(c.domain_cols[d], -1.0) for c in other if d in c.domain_cols]
+                model.arrays.add_row(f"group[{workload.ref},{group},{'/'.join(d)}]", terms, 0.0, 0.0)
 
 
 def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
@@ -316,12 +349,13 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
     level = topology.level_index(shape.levels, request.level) if request.mode in ("required", "preferred") else None
     if request.mode in ("required", "preferred") and level is None:
         return None  # this flavor's topology lacks the level: the option is unusable
-    slice_level, slice_size = None, 1
-    if request.slices:
-        layer = request.slices[-1]  # innermost layer: the strictest grouping
-        slice_level, slice_size = topology.level_index(shape.levels, layer.level), layer.size
-        if slice_level is None or (level is not None and slice_level < level):
+    layers: list[tuple[int, int]] = []
+    for layer in request.slices:  # outer to inner: each finer than (or as fine as) the one before
+        index = topology.level_index(shape.levels, layer.level)
+        floor = layers[-1][0] if layers else level
+        if index is None or (floor is not None and index < floor) or layer.size < 1:
             return None
+        layers.append((index, layer.size))
     tag = f"{ref},{pod_set.name},{'+'.join(option.flavors)}"
     use = arrays.add_binary(f"u[{tag}]")
     if pod_set.min_count is None:
@@ -333,7 +367,8 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
         arrays.add_row(f"max[{tag}]", [(count, 1.0), (use, -float(pod_set.count))], -INF, 0.0)
         pods = [(count, 1.0)]
     mode = "root" if level is None else request.mode or "root"
-    choice = Choice(w, p, option, shape_id, use, pods, mode, level, slice_level, slice_size)
+    choice = Choice(w, p, option, shape_id, use, pods, mode, level,
+                    slice_layers=layers, slice_cols=[{} for _ in layers])
     model.choices.append(choice)
     if mode == "required":
         add_required_domains(model, choice, pod_set, tag)
@@ -397,29 +432,40 @@ def add_preferred_domains(model: Formulation, choice: Choice, pod_set: PodSet, t
         choice.span_cols[path] = z
         ns.append(n)
         add_container(model, choice, pod_set, path, [(n, 1.0)], name)
+        # Spanning is also counted at every level above: z[D] >= z[d] for d inside D.
+        for depth in range(1, choice.level + 1):
+            upper = path[:depth]
+            if upper not in choice.upper_cols:
+                choice.upper_cols[upper] = arrays.add_binary(f"z[{tag},{'/'.join(upper)}]")
+            arrays.add_row(f"up[{name},{depth}]", [(choice.upper_cols[upper], 1.0), (z, -1.0)], 0.0, INF)
     arrays.add_row(f"spread[{tag}]", [(n, 1.0) for n in ns] + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
 
 
 def add_container(model: Formulation, choice: Choice, pod_set: PodSet, path: Path,
-                  pods: list[tuple[int, float]], tag: str) -> None:
-    """Place `pods` inside domain `path`: directly, or as whole slices in its subdomains."""
-    if choice.slice_level is None:
+                  pods: list[tuple[int, float]], tag: str, layer: int = 0) -> None:
+    """Place `pods` inside domain `path`: directly, or as whole slices of each layer.
+
+    Layer by layer (outer to inner): k[e] slices of `size` pods in each subdomain e
+    at the layer's level, with size * sum_e k[e] = the pods of the enclosing domain.
+    """
+    if layer == len(choice.slice_layers):
         for col, coef in pods:
             model.demands.append(Demand(choice.shape, path, col, coef))
         return
     arrays = model.arrays
     shape = model.shapes[choice.shape]
-    size = choice.slice_size
+    level, size = choice.slice_layers[layer]
     ks = []
-    for sub, nodes in domains_at(shape, choice.slice_level).items():
+    for sub in domains_at(shape, level):
         if sub[: len(path)] != path:
             continue
-        k = arrays.add_col(f"k[{tag},{'/'.join(sub)}]", 0.0, math.ceil(pod_set.count / size), integer=True)
-        choice.slice_cols[sub] = k
+        name = f"{tag},L{layer},{'/'.join(sub)}"
+        k = arrays.add_col(f"k[{name}]", 0.0, math.ceil(pod_set.count / size), integer=True)
+        choice.slice_cols[layer][sub] = k
         ks.append(k)
-        model.demands.append(Demand(choice.shape, sub, k, float(size)))
-    # size * sum_e k[e] = pods placed in this container
-    arrays.add_row(f"slices[{tag}]", [(k, float(size)) for k in ks] + [(c, -coef) for c, coef in pods], 0.0, 0.0)
+        add_container(model, choice, pod_set, sub, [(k, float(size))], name, layer + 1)
+    arrays.add_row(f"slices[{tag},L{layer}]",
+                   [(k, float(size)) for k in ks] + [(c, -coef) for c, coef in pods], 0.0, 0.0)
 
 
 # ---------------------------------------------------------------- placement rows
@@ -475,6 +521,53 @@ def add_node_rows(model: Formulation, free: dict[str, Resources]) -> None:
             terms = [(col, float(req.get(resource))) for col, req, _ in entries if req.get(resource)]
             terms += [(e, -float(used.get(resource))) for e, used in freed[node] if used.get(resource)]
             model.arrays.add_row(f"node[{node},{resource}]", terms, -INF, float(free[node].get(resource)))
+
+
+def add_free_domain_rows(model: Formulation) -> None:
+    """f[D] = 1 only if no new pod lands in domain D: sum of y over D + M f[D] <= M.
+
+    Only domains no Stowplan workload uses now are candidates (unmanaged pods such
+    as DaemonSets do not count). Rewarded in the tie-breakers in proportion to the
+    free volume they keep whole, so the big jobs to come find a rack or a block.
+    """
+    snapshot = model.snapshot
+    supply: dict[str, list[int]] = defaultdict(list)
+    for shape in model.shapes:
+        for node, col in shape.supply.items():
+            supply[node].append(col)
+    if not supply:
+        return
+    busy = {n for w in capacity.running(snapshot) for n in capacity.node_usage_of(w)}
+    layouts = {tuple(t.levels) if t.levels and t.levels[-1] == HOSTNAME_LABEL else tuple(t.levels) + (HOSTNAME_LABEL,)
+               for t in snapshot.topologies.values()} | {(HOSTNAME_LABEL,)}
+    nodes = {n.name: n for n in snapshot.nodes}
+    volume = {n: free_volume(model.free[n], snapshot) for n in supply}
+    for levels in sorted(layouts):
+        domains: dict[Path, list[str]] = defaultdict(list)
+        for name in sorted(supply):
+            path = topology.node_path(nodes[name], levels)
+            if path is None:
+                continue
+            for depth in range(1, len(path) + 1):
+                domains[path[:depth]].append(name)
+        total = sum(volume[n] for n in {m for members in domains.values() for m in members})
+        if total <= 0:
+            continue
+        for path, members in sorted(domains.items()):
+            if busy.intersection(members):
+                continue
+            cols = [c for m in members for c in supply[m]]
+            big_m = float(sum(model.arrays.col_upper[c] for c in cols))
+            f = model.arrays.add_binary(f"f[{'/'.join(levels)}:{'/'.join(path)}]")
+            model.arrays.add_row(f"free[{'/'.join(path)}]", [(c, 1.0) for c in cols] + [(f, big_m)], -INF, big_m)
+            reward = FREE_WEIGHT * sum(volume[m] for m in members) / total / (len(levels) * len(layouts))
+            model.free_domain_cols.append((f, reward))
+
+
+def free_volume(free: Resources, snapshot: Snapshot) -> float:
+    """Free GPUs on a node (policy GPU names included), else free cores."""
+    gpus = sum(v for k, v in free.items() if is_gpu(k) or k in snapshot.policy.gpu_resources)
+    return float(gpus) if gpus > 0 else free.get("cpu") / 1000.0
 
 
 # ---------------------------------------------------------------- quota rows
@@ -579,9 +672,14 @@ def add_objectives(model: Formulation) -> None:
 def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
     """No needless eviction, fewer domains spanned, older workloads, earlier flavors (minimised)."""
     terms: list[tuple[int, float]] = [(e, EVICTION_WEIGHT) for e in model.evict_col]
+    terms.extend((f, -reward) for f, reward in model.free_domain_cols)
     for choice in model.choices:
         if choice.mode == "preferred":
             terms.extend((z, SPAN_WEIGHT) for z in choice.span_cols.values())
+            # A domain spanned one level up weighs half as much, two levels up a quarter...
+            assert choice.level is not None
+            terms.extend((z, SPAN_WEIGHT * 0.5 ** (choice.level + 1 - len(path)))
+                         for path, z in choice.upper_cols.items())
     order = sorted(range(len(model.workloads)),
                    key=lambda w: semantics.queue_order_key(model.workloads[w], model.snapshot)[1:])
     count = max(1, len(order))

@@ -228,7 +228,12 @@ def _locality(snapshot: Snapshot, decisions: Decisions) -> dict[str, int | float
 # ---------------------------------------------------------------- free domains
 
 def _free_domains(snapshot: Snapshot, placed: list[Placed]) -> dict[str, int]:
-    busy_nodes = {n.name for n in snapshot.nodes if any(v > 0 for _, v in n.unmanaged.items())}
+    """Domains at each level with no pod of any Stowplan workload after the plan.
+
+    Pods Stowplan does not manage (DaemonSets, system pods) do not make a domain
+    busy: they sit on nearly every node and would hide what matters, whether a big
+    job could still take the whole rack."""
+    busy_nodes: set[str] = set()
     for _, _, psa in placed:
         busy_nodes.update(n for n, c in _pods_per_node(psa).items() if c > 0)
     usable = [n for n in snapshot.nodes if n.usable]

@@ -70,7 +70,7 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
         if col != choice.use_col:
             values[col] = count / coef
     by_domain: dict[tuple[str, ...], int] = defaultdict(int)
-    by_slice: dict[tuple[str, ...], int] = defaultdict(int)
+    by_slice: list[dict[tuple[str, ...], int]] = [defaultdict(int) for _ in choice.slice_layers]
     for node, pods in per_node.items():
         if node not in shape.supply:
             return False
@@ -78,8 +78,8 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
         path = shape.paths[node]
         if choice.level is not None:
             by_domain[path[: choice.level + 1]] += pods
-        if choice.slice_level is not None:
-            by_slice[path[: choice.slice_level + 1]] += pods
+        for layer, (level, _) in enumerate(choice.slice_layers):
+            by_slice[layer][path[: level + 1]] += pods
     if choice.mode == "required":
         if len(by_domain) != 1:
             return False
@@ -95,10 +95,13 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
                 return False
             values[choice.domain_cols[domain]] = pods
             values[choice.span_cols[domain]] = 1.0
-    for domain, pods in by_slice.items():
-        if domain not in choice.slice_cols or pods % choice.slice_size:
-            return False
-        values[choice.slice_cols[domain]] = pods // choice.slice_size
+            for depth in range(1, len(domain)):
+                values[choice.upper_cols[domain[:depth]]] = 1.0
+    for layer, (_, size) in enumerate(choice.slice_layers):
+        for domain, pods in by_slice[layer].items():
+            if domain not in choice.slice_cols[layer] or pods % size:
+                return False
+            values[choice.slice_cols[layer][domain]] = pods // size
     return True
 
 
