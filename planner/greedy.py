@@ -6,9 +6,15 @@ then node placement through `planner.placement`), orders the nominees (not
 borrowing first, then effective priority, then queue time) and admits each that
 still fits after the ones before it. It stops when a cycle changes nothing.
 
-No preemption yet: only pending workloads are admitted, running ones keep their
-capacity and quota. Free capacity and quota usage live in `ClusterState`, updated
-in place per admission (never recomputed), so a cycle costs what its heads cost.
+A head that does not fit may preempt (Kueue's classical preemption, see
+`preempt`): running workloads its ClusterQueue's policies let it evict are removed
+in Kueue's order until it fits, then added back in reverse where it still fits.
+Stowplan plans the end state, so the preemptor is admitted in the same plan as
+the evictions; Kueue would issue the evictions and admit it in a later cycle, once
+the victims have terminated.
+
+Free capacity and quota usage live in `ClusterState`, updated in place per
+admission or eviction (never recomputed), so a cycle costs what its heads cost.
 This module only computes; it writes nothing.
 """
 
@@ -17,20 +23,20 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from models import (
-    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, ObjectRef, PodSet, PodSetAssignment,
+    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, Eviction, ObjectRef, PodSet, PodSetAssignment,
     Resources, Snapshot, Workload, WorkloadState, is_gpu,
 )
 from planner import placement
-from planner.capacity import cluster_queue_usage, free_capacity, pod_set_by_name
+from planner.capacity import cluster_queue_usage, free_capacity, pod_set_by_name, quota_usage_of
 from planner.placement import DomainTree, Placement, level_noun
 from planner.semantics import (
-    FlavorOption, QuotaTree, effective_priority, flavor_options, namespace_allowed,
-    node_allows, queue_order_key, quota_usage,
+    FlavorOption, QuotaTree, borrowing_queues, effective_priority, eviction_cost, evictable,
+    flavor_options, namespace_allowed, node_allows, preemption_reason, queue_order_key, quota_usage,
 )
 from planner.topology import levels_for, node_path
 
@@ -311,6 +317,18 @@ class ClusterState:
             for choice in taken:
                 self.take(choice.pods, choice.pod_set.request, sign=-1)
 
+    def release(self, workload: Workload, sign: int = 1) -> None:
+        """Give back a running workload's nodes and quota (sign=1), or take them again (-1)."""
+        cq = workload.cluster_queue
+        for psa in workload.assignment:
+            ps = pod_set_by_name(workload, psa.name)
+            if ps is None:
+                continue
+            self.take({n: c for n, c in psa.pods_per_node().items() if n in self.row}, ps.request, sign=-sign)
+            if cq is not None:
+                for resource, flavor in psa.flavors.items():
+                    self.charge(cq, (flavor, resource), -sign * psa.count * ps.request.get(resource))
+
     def apply_admission(self, workload: Workload, admission: Admission) -> None:
         """Account for a decided admission (explain and callers replaying a plan)."""
         for psa in admission.pod_sets:
@@ -515,6 +533,206 @@ def evaluate(state: ClusterState, workload: Workload) -> list[Choice] | str:
     return best
 
 
+# ---------------------------------------------------------------- preemption
+
+MAX_CANDIDATES = 256   # per attempt, after Kueue's ordering: bounds the work one head can cost
+
+
+def may_preempt(cq: ClusterQueue) -> bool:
+    """Does the queue's spec.preemption let its workloads evict anything at all?"""
+    p = cq.preemption
+    return "Never" != p.within_cluster_queue or "Never" != p.reclaim_within_cohort or "Never" != p.borrow_within_cohort
+
+
+def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool]) -> list[int] | None:
+    """Kueue's classical search: remove candidates in order until `fits()`, then add
+    each back in reverse (all but the last removed), keeping it where it still fits.
+
+    Returns the indexes of the victims, left released in `state`; None, with `state`
+    as found, when even removing every candidate does not make it fit. Freeing more
+    never turns a fit into a misfit (quota and capacity only grow), so the shortest
+    fitting prefix is found by galloping then bisection: Kueue's answer in O(log k)
+    fit tests and O(k) releases for k victims, rather than n of each. (Were some
+    placement not monotone, the prefix found still fits.)
+    """
+    n = len(candidates)
+    removed = 0
+
+    def prefix(k: int) -> None:
+        nonlocal removed
+        while removed > k:
+            removed -= 1
+            state.release(candidates[removed], sign=-1)
+        while removed < k:
+            state.release(candidates[removed])
+            removed += 1
+
+    bad, k = -1, 0
+    while True:
+        prefix(k)
+        if fits():
+            break
+        bad = k
+        if k == n:
+            prefix(0)
+            return None
+        k = min(n, max(1, 2 * k))
+    lo, hi = bad + 1, k
+    while lo < hi:
+        mid = (lo + hi) // 2
+        prefix(mid)
+        if fits():
+            hi = mid
+        else:
+            lo = mid + 1
+    prefix(hi)
+    victims = set(range(hi))
+    for i in range(hi - 2, -1, -1):
+        state.release(candidates[i], sign=-1)
+        if fits():
+            victims.discard(i)
+        else:
+            state.release(candidates[i])
+    return sorted(victims)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    workload: Workload
+    reason: str            # Preempted | Reclaimed, from semantics.preemption_reason
+
+
+class Preemption:
+    """Kueue's classical preemption over a `ClusterState`, built once per run.
+
+    Candidates for a preemptor: running, evictable workloads not evicted yet, that
+    its ClusterQueue's policies allow it to evict (`semantics.preemption_reason`, on
+    base priorities) and that do not hold the same right over it (no thrash: a
+    victim of equal or higher priority that could reclaim from the preemptor's queue
+    once it borrows is left alone); only those using a flavor/resource the
+    preemptor could charge or sitting on a node it could use. Reclaiming needs the
+    victim's queue borrowing both before the plan (what the verifier checks) and
+    now. Order (Kueue's candidatesOrdering): other queues first, lower priority
+    first, most recently admitted first, then UID; at most MAX_CANDIDATES.
+    """
+
+    def __init__(self, state: ClusterState):
+        snap = state.snapshot
+        self.state = state
+        self.tree = state.quota
+        self.before = borrowing_queues(snap, self.tree, cluster_queue_usage(snap))
+        self.by_queue: dict[str, list[Workload]] = defaultdict(list)
+        for w in sorted(snap.workloads, key=lambda w: w.ref):
+            if w.state is WorkloadState.RUNNING and w.cluster_queue is not None and evictable(w, snap):
+                self.by_queue[w.cluster_queue].append(w)
+        for q in self.by_queue.values():  # Kueue's order within a queue: priority, newest admitted, UID
+            q.sort(key=self._order)
+        self.root = {name: self.tree.root_of(f"cq:{name}") for name in snap.cluster_queues
+                     if f"cq:{name}" in self.tree.parent}
+        self.evicted: dict[ObjectRef, Eviction] = {}
+        self._frs: dict[ObjectRef, set[FlavorResource]] = {}
+        self._rows: dict[ObjectRef, np.ndarray] = {}
+
+    @staticmethod
+    def _order(w: Workload) -> tuple[int, float, str, str]:
+        return (w.priority, -(w.admitted_at or 0.0), w.uid, str(w.ref))
+
+    def candidates(self, w: Workload) -> list[Candidate]:
+        snap, tree = self.state.snapshot, self.tree
+        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        policy = cq.preemption
+        borrowing = self.before & borrowing_queues(snap, tree, self.state.cq_usage)
+        back = borrowing | {cq.name}
+        limits: dict[str, float] = {}   # queue -> highest victim priority worth asking about
+        if policy.within_cluster_queue != "Never":
+            limits[cq.name] = w.priority - (policy.within_cluster_queue == "LowerPriority")
+        if (policy.reclaim_within_cohort != "Never" or policy.borrow_within_cohort != "Never") and \
+                tree.parent.get(f"cq:{cq.name}") is not None:
+            root = self.root.get(cq.name)
+            for name in self.by_queue:
+                if name != cq.name and self.root.get(name) == root:
+                    anyone = policy.reclaim_within_cohort == "Any" and name in borrowing
+                    limits[name] = math.inf if anyone else w.priority - 1
+        if not limits:
+            return []
+        needs, rows = self._needs(cq, w)
+        out = []
+        for name in sorted(limits):
+            taken = 0
+            for v in self.by_queue[name]:
+                if v.priority > limits[name] or taken >= MAX_CANDIDATES:
+                    break  # sorted by priority; and the first MAX of each queue cover the first MAX of all
+                if v.ref in self.evicted:
+                    continue
+                reason = preemption_reason(snap, w, v, tree, borrowing)
+                if reason is None:
+                    continue
+                if v.priority >= w.priority and preemption_reason(snap, v, w, tree, back) is not None:
+                    continue
+                if not (self._frs_of(v) & needs or rows[self._rows_of(v)].any()):
+                    continue
+                out.append(Candidate(v, reason))
+                taken += 1
+        out.sort(key=lambda c: (c.workload.cluster_queue == cq.name,) + self._order(c.workload))
+        return out[:MAX_CANDIDATES]
+
+    def _needs(self, cq: ClusterQueue, w: Workload) -> tuple[set[FlavorResource], np.ndarray]:
+        """Flavor/resources `w` could charge and the node rows it could use, over all flavor options."""
+        frs: set[FlavorResource] = set()
+        rows = np.zeros(len(self.state.node_objs), dtype=bool)
+        for ps in w.pod_sets:
+            options = flavor_options(self.state.snapshot, cq, ps)
+            if isinstance(options, str):
+                continue
+            for option in options:
+                frs.update((f, r) for r, f in option.by_resource.items() if ps.request.get(r) > 0)
+                rows[self.state.eligible(option, ps).rows] = True
+        return frs, rows
+
+    def _frs_of(self, v: Workload) -> set[FlavorResource]:
+        if v.ref not in self._frs:
+            self._frs[v.ref] = {fr for fr, amount in quota_usage_of(v).items() if amount > 0}
+        return self._frs[v.ref]
+
+    def _rows_of(self, v: Workload) -> np.ndarray:
+        if v.ref not in self._rows:
+            nodes = {n for psa in v.assignment for n in psa.pods_per_node()}
+            self._rows[v.ref] = np.array(sorted(self.state.row[n] for n in nodes if n in self.state.row),
+                                         dtype=np.int64)
+        return self._rows[v.ref]
+
+    def attempt(self, w: Workload) -> tuple[list[Choice], list[Candidate]] | None:
+        """Victims and choices that admit `w`, victims left released in the state; or None.
+
+        Full counts first; an elastic workload that cannot get them preempts for its
+        minimum, then takes the largest count the freed room allows.
+        """
+        candidates = self.candidates(w)
+        if not candidates:
+            return None
+        victims = [c.workload for c in candidates]
+        targets = [[ps.count for ps in w.pod_sets]]
+        if w.elastic:
+            targets.append([ps.minimum for ps in w.pod_sets])
+        for counts in targets:
+            chosen = minimal_victims(self.state, victims, lambda: not isinstance(try_counts(self.state, w, counts), str))
+            if chosen is None:
+                continue
+            result = evaluate(self.state, w)
+            if isinstance(result, str):  # cannot happen (the fit test just passed); stay safe
+                for i in chosen:
+                    self.state.release(victims[i], sign=-1)
+                continue
+            for i in chosen:
+                c = candidates[i]
+                self.by_queue[c.workload.cluster_queue].remove(c.workload)  # type: ignore[index]
+                self.evicted[c.workload.ref] = Eviction(
+                    workload=c.workload.ref, reason=c.reason, for_=(w.ref,),
+                    cost=eviction_cost(c.workload, self.state.snapshot))
+            return result, [candidates[i] for i in chosen]
+        return None
+
+
 # ---------------------------------------------------------------- the cycles
 
 @dataclass
@@ -523,10 +741,17 @@ class _Entry:
     choices: list[Choice]
     borrows: bool
     key: tuple = field(default_factory=tuple)
+    preempts: bool = False      # did not fit: tries preemption when its turn comes
 
 
 def greedy(snapshot: Snapshot) -> GreedyResult:
-    """Kueue's admission, cycle by cycle, until a cycle changes nothing."""
+    """Kueue's admission, cycle by cycle, until a cycle changes nothing.
+
+    A head that does not fit and whose ClusterQueue may preempt takes its turn among
+    the nominees (ordered as one that does not borrow) and preempts against the state
+    at that point. Evictions requeue the inadmissible workloads of the victims'
+    cohort trees (Kueue requeues on a workload leaving), so they are tried again.
+    """
     state = ClusterState(snapshot)
     reasons: dict[ObjectRef, str] = {}
     queues: dict[str, list[Workload]] = defaultdict(list)
@@ -539,11 +764,13 @@ def greedy(snapshot: Snapshot) -> GreedyResult:
             continue
         queues[w.cluster_queue].append(w)  # type: ignore[index]
     order_keys = {w.ref: queue_order_key(w, snapshot) for q in queues.values() for w in q}
+    by_ref = {w.ref: w for q in queues.values() for w in q}
     for q in queues.values():
         q.sort(key=lambda w: order_keys[w.ref])
     position = {name: 0 for name in queues}
     admitted: dict[ObjectRef, Admission] = {}
     inadmissible: set[ObjectRef] = set()
+    preemption: Preemption | None = None
 
     while True:
         heads = _heads(snapshot, queues, position, admitted, inadmissible)
@@ -553,8 +780,12 @@ def greedy(snapshot: Snapshot) -> GreedyResult:
         for w in heads:  # every head against the state at the start of the cycle
             result = evaluate(state, w)
             if isinstance(result, str):
-                inadmissible.add(w.ref)
                 reasons[w.ref] = result
+                if may_preempt(snapshot.cluster_queues[w.cluster_queue]):  # type: ignore[index]
+                    key = (False, -effective_priority(w, snapshot), w.queued_at, w.uid, str(w.ref))
+                    nominated.append(_Entry(w, [], False, key, preempts=True))
+                else:
+                    inadmissible.add(w.ref)
                 continue
             charges: dict[FlavorResource, int] = defaultdict(int)
             for c in result:
@@ -564,9 +795,19 @@ def greedy(snapshot: Snapshot) -> GreedyResult:
             key = (borrows, -effective_priority(w, snapshot), w.queued_at, w.uid, str(w.ref))
             nominated.append(_Entry(w, result, borrows, key))
         nominated.sort(key=lambda e: e.key)
+        requeue: set[str] = set()
         for entry in nominated:
             cq = entry.workload.cluster_queue
-            if not state.still_fits(cq, entry.choices):  # type: ignore[arg-type]
+            if entry.preempts:
+                preemption = preemption or Preemption(state)
+                found = preemption.attempt(entry.workload)
+                if found is None:
+                    inadmissible.add(entry.workload.ref)
+                    continue
+                entry.choices = found[0]
+                requeue.update(preemption.root.get(c.workload.cluster_queue or "", c.workload.cluster_queue or "")
+                               for c in found[1])
+            elif not state.still_fits(cq, entry.choices):  # type: ignore[arg-type]
                 continue  # skipped: tried again next cycle against the new state
             state.commit(cq, entry.choices)  # type: ignore[arg-type]
             admitted[entry.workload.ref] = Admission(
@@ -575,6 +816,10 @@ def greedy(snapshot: Snapshot) -> GreedyResult:
                 pod_sets=tuple(c.assignment() for c in entry.choices),
             )
             reasons.pop(entry.workload.ref, None)
+        if requeue and preemption is not None:
+            roots = preemption.root
+            inadmissible = {r for r in inadmissible
+                            if roots.get(by_ref[r].cluster_queue or "", by_ref[r].cluster_queue) not in requeue}
 
     for name, q in queues.items():
         if snapshot.cluster_queues[name].queueing_strategy != "StrictFIFO":
@@ -584,7 +829,9 @@ def greedy(snapshot: Snapshot) -> GreedyResult:
             for w in q[i + 1:]:
                 if w.ref not in admitted:
                     reasons[w.ref] = f"waiting behind {q[i].ref} (StrictFIFO)"
-    decisions = Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)))
+    evictions = preemption.evicted if preemption is not None else {}
+    decisions = Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)),
+                          evictions=tuple(evictions[r] for r in sorted(evictions)))
     return GreedyResult(decisions=decisions, reasons=dict(sorted(reasons.items())))
 
 
