@@ -1,0 +1,967 @@
+"""Seeded, deterministic snapshots of realistic GPU clusters (REFERENCE §2 form).
+
+`generate(spec)` returns one `kind: List` as a plain dict, exactly as `kubectl get
+-o json` would print the objects: Namespaces, Nodes (topology labels, allocatable,
+Ready), one Kueue v1beta2 Topology, ResourceFlavors tied to it, Cohorts (one, or a
+two-level tree), one ClusterQueue + LocalQueue per team, WorkloadPriorityClasses,
+batch/v1 Jobs and jobset.x-k8s.io/v1alpha2 JobSets. Pure: no I/O and no clock;
+the same spec (seed included) gives the same dict, so the same JSON bytes
+(`stowplan generate` does the writing).
+
+What it draws, all from one `random.Random(seed)`:
+
+- **Cluster.** `fanout[i]` domains of `levels[i]` inside each domain of the level
+  above (the last level is `kubernetes.io/hostname`, its fan-out the nodes per
+  leaf domain). Nodes are numbered in topology order, so every domain is a
+  contiguous range; label values are the path, e.g. `b02-r07` and node `b02-r07-n05`.
+  One GPU flavor, optionally a second GPU type on the last top-level domains.
+- **Queues.** `teams` ClusterQueues in cohort `org` (or in `cohort_groups`
+  sub-cohorts of it), nominal quotas splitting `quota_share` of each flavor's GPUs
+  (cpu and memory in the nodes' proportion) with random weights; about half have a
+  `borrowingLimit` (= nominal), about a third a `lendingLimit` (= nominal / 2).
+  Preemption: LowerPriority within the queue, reclaim Any, borrow LowerPriority up
+  to the middle priority.
+- **Jobs.** Small jobs follow the Philly mix (1 GPU 70%, 2: 10%, 4: 15%, 8: 5%),
+  some as sweeps of 1-GPU pods (a few elastic); `multi_node_share` of workloads are
+  multi-node training jobs of 16 to 2,048 GPUs (whole-node pods) with Kueue TAS
+  annotations: required or preferred at the finest level that holds them, some with
+  slices at the leaf domain, a share of them JobSets (launcher + workers, one
+  pod-set group when required). Priorities from WorkloadPriorityClasses by share.
+- **State.** Pending jobs are suspended, created over the last `history_hours`.
+  Running ones are unsuspended with `stowplan.io/assignment` (REFERENCE §2),
+  `stowplan.io/admitted-at` (runtimes after Philly's duration mix: 80% 30 min-17 h,
+  20% 17 h-7 days), mostly a `stowplan.io/checkpointed-at`, a few
+  `stowplan.io/non-preemptible`. They are placed within node capacity, within their
+  queue's nominal quota (so no queue borrows before the plan), and by their own
+  topology request (required: one domain; slices whole). Multi-node running work
+  takes at most `running_large_budget` of each queue's nominal, so small jobs fit.
+  If quota or nodes run out, fewer jobs run than asked (`generate` never overfills).
+
+Performance: objects are built directly as dicts (no templates deep-copied); the
+container `resources` dict of each pod shape is shared between jobs of that shape,
+which JSON output cannot tell apart (do not mutate the result in place).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+HOSTNAME = "kubernetes.io/hostname"
+DATACENTER = "cloud.provider.com/topology-datacenter"
+BLOCK = "cloud.provider.com/topology-block"
+RACK = "cloud.provider.com/topology-rack"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+GROUP = "kueue.x-k8s.io/podset-group-name"
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+ASSIGNMENT = "stowplan.io/assignment"
+ADMITTED_AT = "stowplan.io/admitted-at"
+CHECKPOINTED_AT = "stowplan.io/checkpointed-at"
+NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
+SNAPSHOT_TIME = "stowplan.io/snapshot-time"
+GENERATOR = "stowplan.io/generator"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+
+PHILLY = ((1, 70), (2, 10), (4, 15), (8, 5))
+MULTI_NODE_SIZES = ((16, 30), (32, 25), (64, 20), (128, 12), (256, 7), (512, 3), (1024, 2), (2048, 1))
+PRIORITIES = (("production", 1000, 0.15), ("standard", 100, 0.55), ("best-effort", 0, 0.30))
+TEAM_NAMES = ("llm", "vision", "speech", "recsys", "search", "ads", "robotics", "research",
+              "safety", "infra", "multimodal", "video", "translation", "bio", "code", "agents")
+SMALL_WORDS = ("finetune", "eval", "train", "ablation", "hpo", "distill", "bench", "notebook", "embed", "rl")
+LARGE_WORDS = ("pretrain", "train", "sft", "rlhf", "moe")
+IMAGES = ("nvcr.io/nvidia/pytorch:25.10-py3", "nvcr.io/nvidia/nemo:25.09", "ghcr.io/acme/trainer:3.4",
+          "ghcr.io/acme/eval-harness:1.9", "us-docker.pkg.dev/acme/ml/jax:0.7")
+LEVEL_PREFIX = {DATACENTER: "dc", BLOCK: "b", RACK: "r", HOSTNAME: "n"}
+STANDARD_LEVELS = {1: (HOSTNAME,), 2: (RACK, HOSTNAME), 3: (BLOCK, RACK, HOSTNAME),
+                   4: (DATACENTER, BLOCK, RACK, HOSTNAME)}
+
+
+def _f(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """Everything `generate` draws from; each field's `doc` metadata says what it does.
+
+    The defaults are the S preset (512 nodes, 300 pending + 300 running).
+    """
+
+    seed: int = _f(0, "seed of the one random.Random everything is drawn from")
+    levels: tuple[str, ...] = _f((BLOCK, RACK, HOSTNAME),
+                                 "topology node labels, coarse to fine; the last must be kubernetes.io/hostname")
+    fanout: tuple[int, ...] = _f((4, 8, 16), "domains of each level inside one domain of the level above (the "
+                                             "first: how many in all; the last: nodes per leaf domain); "
+                                             "nodes = their product")
+    gpus_per_node: int = _f(8, "GPUs per node (allocatable); multi-node jobs use whole nodes")
+    cpu_per_node: int = _f(192, "allocatable cpu cores per node")
+    memory_per_node_gi: int = _f(2000, "allocatable memory per node, in Gi")
+    pods_per_node: int = _f(110, "allocatable pods per node")
+    gpu_resource: str = _f("nvidia.com/gpu", "the GPU extended resource name")
+    flavor_label: str = _f("nvidia.com/gpu.product", "node label whose value selects a flavor's nodes")
+    flavor: str = _f("h100", "the (first) GPU ResourceFlavor, tied to the Topology")
+    gpu_product: str = _f("NVIDIA-H100-80GB-HBM3", "flavor_label value of the first flavor's nodes")
+    second_flavor: str = _f("", "a second GPU flavor on the last top-level domains ('' for none); "
+                                "queues list it after the first")
+    second_gpu_product: str = _f("NVIDIA-A100-SXM4-80GB", "flavor_label value of the second flavor's nodes")
+    second_flavor_share: float = _f(0.25, "share of top-level domains with the second flavor (at least one, "
+                                          "at most all but one)")
+    topology_name: str = _f("default", "name of the Kueue Topology")
+    teams: int = _f(8, "teams: one Namespace, LocalQueue and ClusterQueue each")
+    cohort_groups: int = _f(0, "0: every ClusterQueue in cohort org; k > 0: a two-level tree, org with k "
+                               "sub-cohorts org-1..org-k, teams round-robin")
+    quota_share: float = _f(1.0, "nominal quotas (queues plus org's own) add up to this share of each "
+                                 "flavor's GPUs; cpu and memory in the nodes' proportion")
+    root_quota_share: float = _f(0.0, "share of that quota held by cohort org itself")
+    borrowing_share: float = _f(0.5, "share of queues with borrowingLimit = nominal (the others: unlimited)")
+    lending_share: float = _f(0.3, "share of queues with lendingLimit = nominal / 2 (the others: no limit)")
+    pending: int = _f(300, "pending (suspended) workloads")
+    running: int = _f(300, "running workloads asked for (fewer if quota or nodes run out)")
+    multi_node_share: float = _f(0.1, "share of workloads that are multi-node training jobs, by count")
+    multi_node_sizes: tuple[tuple[int, int], ...] = _f(MULTI_NODE_SIZES, "multi-node job sizes as "
+                                                                         "GPUS:WEIGHT pairs")
+    max_job_gpus: int = _f(2048, "largest multi-node job (also at most half the cluster's GPUs)")
+    required_share: float = _f(0.5, "multi-node jobs with podset-required-topology at the finest level that "
+                                    "holds them (the others: podset-preferred-topology)")
+    slice_share: float = _f(0.4, "multi-node jobs spanning leaf domains with podset-slice-required-topology "
+                                 "at the leaf level (slice size: the largest divisor of the pod count that "
+                                 "fits a leaf)")
+    jobset_share: float = _f(0.3, "multi-node jobs that are JobSets (launcher + workers; one pod-set group "
+                                  "when required)")
+    small_sizes: tuple[tuple[int, int], ...] = _f(PHILLY, "small job sizes as GPUS:WEIGHT pairs (Philly)")
+    sweep_share: float = _f(0.2, "small multi-GPU jobs submitted as N pods of 1 GPU")
+    elastic_share: float = _f(0.3, "pending sweeps of 4+ pods with job-min-parallelism N/2")
+    unconstrained_share: float = _f(0.1, "single-pod jobs with podset-unconstrained-topology: true")
+    priorities: tuple[tuple[str, int, float], ...] = _f(PRIORITIES, "WorkloadPriorityClasses as "
+                                                                    "NAME:VALUE:SHARE triples")
+    history_hours: float = _f(72.0, "pending jobs were created over this many hours before now")
+    running_large_budget: float = _f(0.6, "running multi-node work takes at most this share of a queue's "
+                                          "nominal")
+    checkpoint_share: float = _f(0.6, "running jobs with stowplan.io/checkpointed-at (multi-node: 0.9)")
+    non_preemptible_share: float = _f(0.02, "running jobs with stowplan.io/non-preemptible: true")
+    now: str = _f("2026-12-01T12:00:00Z", "planning time, written as stowplan.io/snapshot-time")
+
+    @property
+    def nodes(self) -> int:
+        return math.prod(self.fanout)
+
+    def validate(self) -> None:
+        if len(self.levels) != len(self.fanout) or not self.levels:
+            raise ValueError(f"levels ({len(self.levels)}) and fanout ({len(self.fanout)}) must have the same "
+                             "length, at least 1")
+        if self.levels[-1] != HOSTNAME:
+            raise ValueError(f"the last level must be {HOSTNAME}")
+        if len(set(self.levels)) != len(self.levels):
+            raise ValueError("levels must be distinct")
+        if any(f < 1 for f in self.fanout):
+            raise ValueError("every fanout must be at least 1")
+        if self.gpus_per_node < 1 or self.cpu_per_node < 8 or self.memory_per_node_gi < 8:
+            raise ValueError("nodes need at least 1 GPU, 8 cpu and 8Gi")
+        if self.teams < 1 or self.cohort_groups < 0 or self.cohort_groups > self.teams:
+            raise ValueError("teams >= 1 and 0 <= cohort_groups <= teams")
+        if self.second_flavor and (self.fanout[0] < 2 or len(self.levels) < 2):
+            raise ValueError("a second flavor needs at least 2 top-level domains")
+        if self.second_flavor == self.flavor:
+            raise ValueError("second_flavor must differ from flavor")
+        if self.pending < 0 or self.running < 0:
+            raise ValueError("pending and running must be >= 0")
+        if not self.priorities or not self.small_sizes or not self.multi_node_sizes:
+            raise ValueError("priorities, small_sizes and multi_node_sizes must not be empty")
+        for name in ("quota_share", "root_quota_share", "borrowing_share", "lending_share", "multi_node_share",
+                     "required_share", "slice_share", "jobset_share", "sweep_share", "elastic_share",
+                     "unconstrained_share", "running_large_budget", "checkpoint_share", "non_preemptible_share",
+                     "second_flavor_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1")
+        _parse_time(self.now)
+
+
+# The fixtures' and benchmarks' shapes. Parameters not named keep the defaults above.
+PRESETS: dict[str, dict[str, Any]] = {
+    "S": dict(fanout=(4, 8, 16), pending=300, running=300),
+    "M": dict(fanout=(16, 16, 16), teams=16, pending=2000, running=2000),
+    "L": dict(levels=STANDARD_LEVELS[4], fanout=(4, 8, 32, 16), teams=32, cohort_groups=4,
+              pending=10000, running=10000),
+    "XL": dict(levels=STANDARD_LEVELS[4], fanout=(8, 16, 32, 16), teams=64, cohort_groups=8,
+               pending=40000, running=40000),
+    # Meta-like: 8-GPU hosts, racks of 16, blocks of 256 hosts (2,048 GPUs); 1,024 nodes.
+    "meta-like": dict(seed=1, fanout=(4, 16, 16), teams=6, pending=260, running=160,
+                      multi_node_share=0.15, max_job_gpus=1024),
+    # NVL72-like: GB200 trays of 4 GPUs, 18 per rack (72 GPUs in one NVLink domain), 16 racks.
+    "nvl72": dict(seed=2, fanout=(2, 8, 18), gpus_per_node=4, cpu_per_node=144, memory_per_node_gi=880,
+                  flavor="gb200", gpu_product="NVIDIA-GB200", teams=4, pending=150, running=90,
+                  multi_node_share=0.2, multi_node_sizes=((16, 20), (32, 20), (64, 15), (72, 25), (144, 12),
+                                                          (288, 8)),
+                  required_share=0.7, slice_share=0.6, max_job_gpus=288),
+    # Four levels: datacenter / block / rack / host, 192 nodes, A100s in the second datacenter,
+    # queues in a two-level cohort tree with quota at the root.
+    "four-level": dict(seed=3, levels=STANDARD_LEVELS[4], fanout=(2, 2, 4, 12), teams=6, cohort_groups=2,
+                       second_flavor="a100", second_flavor_share=0.5, root_quota_share=0.1,
+                       pending=120, running=80, multi_node_share=0.15, max_job_gpus=512),
+}
+
+
+def preset(name: str, **overrides: Any) -> GeneratorSpec:
+    """The named preset (PRESETS), with fields overridden."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}: one of {', '.join(PRESETS)}")
+    return dataclasses.replace(GeneratorSpec(**PRESETS[name]), **overrides)
+
+
+def spec_field_docs() -> dict[str, str]:
+    """Field name -> what it does (for --help)."""
+    return {f.name: f.metadata["doc"] for f in dataclasses.fields(GeneratorSpec)}
+
+
+# ---------------------------------------------------------------- helpers
+
+def _parse_time(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _stamp(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cpu_text(milli: int) -> str:
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def _weighted(rng: random.Random, pairs: tuple[tuple[Any, float], ...] | list[tuple[Any, float]]) -> Any:
+    total = sum(w for _, w in pairs)
+    x = rng.random() * total
+    for value, weight in pairs:
+        x -= weight
+        if x < 0:
+            return value
+    return pairs[-1][0]
+
+
+@dataclass
+class _PodSet:
+    name: str
+    count: int
+    gpus: int             # per pod
+    cpu: int              # milli per pod
+    mem: int              # Gi per pod
+    annotations: dict[str, str]
+    replicas: int = 1     # JobSet replicatedJob replicas (count = replicas x parallelism)
+    min_count: int | None = None
+
+
+@dataclass
+class _Job:
+    kind: str
+    team: int
+    name: str
+    priority: str
+    pod_sets: list[_PodSet]
+    large: bool
+    placed: list[tuple[str, dict[int, int]]] = field(default_factory=list)   # (pod set, node -> pods)
+    flavor: str = ""
+
+
+class _Cluster:
+    """Nodes in topology order with free capacity, and whole-free-node counts per leaf domain."""
+
+    def __init__(self, spec: GeneratorSpec):
+        self.spec = spec
+        n = spec.nodes
+        self.n = n
+        self.gpn = spec.gpus_per_node
+        self.cpu_node = spec.cpu_per_node * 1000
+        self.mem_node = spec.memory_per_node_gi
+        self.free_gpu = [self.gpn] * n
+        self.free_cpu = [self.cpu_node] * n
+        self.free_mem = [self.mem_node] * n
+        self.free_pods = [spec.pods_per_node] * n
+        # span[k]: nodes in one domain of level k (the hostname level spans 1)
+        self.span = [math.prod(spec.fanout[k + 1:]) for k in range(len(spec.fanout))]
+        self.leaf = self.span[-2] if len(self.span) > 1 else 1       # nodes per leaf (e.g. rack) domain
+        self.leaf_level = len(spec.levels) - 2                        # -1 when hostname is the only level
+        self.whole = [self.leaf] * (n // self.leaf)                    # whole free nodes per leaf domain
+        self.names, self.values = self._names()
+
+    def _names(self) -> tuple[list[str], list[list[str]]]:
+        spec = self.spec
+        parts_per_level = []
+        for k, (level, fan) in enumerate(zip(spec.levels, spec.fanout)):
+            prefix = LEVEL_PREFIX.get(level, f"l{k}-")
+            width = len(str(fan))
+            parts_per_level.append([f"{prefix}{i + 1:0{width}d}" for i in range(fan)])
+        values: list[list[str]] = [[] for _ in spec.levels]
+        names = []
+        for i in range(self.n):
+            path = []
+            for k, fan in enumerate(spec.fanout):
+                path.append(parts_per_level[k][(i // self.span[k]) % fan])
+            text = ""
+            for k, part in enumerate(path):
+                text = part if k == 0 else f"{text}-{part}"
+                values[k].append(text)
+            names.append(text)
+        return names, values
+
+    def is_whole(self, i: int, cpu: int, mem: int) -> bool:
+        return self.free_gpu[i] == self.gpn and self.free_cpu[i] >= cpu and self.free_mem[i] >= mem \
+            and self.free_pods[i] >= 1
+
+    def fits(self, i: int, gpus: int, cpu: int, mem: int) -> bool:
+        return self.free_gpu[i] >= gpus and self.free_cpu[i] >= cpu and self.free_mem[i] >= mem \
+            and self.free_pods[i] >= 1
+
+    def take(self, i: int, gpus: int, cpu: int, mem: int, log: list[tuple[int, int, int, int]]) -> None:
+        self.free_gpu[i] -= gpus
+        self.free_cpu[i] -= cpu
+        self.free_mem[i] -= mem
+        self.free_pods[i] -= 1
+        log.append((i, gpus, cpu, mem))
+        self._recount(i)
+
+    def undo(self, log: list[tuple[int, int, int, int]]) -> None:
+        for i, gpus, cpu, mem in reversed(log):
+            self.free_gpu[i] += gpus
+            self.free_cpu[i] += cpu
+            self.free_mem[i] += mem
+            self.free_pods[i] += 1
+            self._recount(i)
+        log.clear()
+
+    def _recount(self, i: int) -> None:
+        leaf = i // self.leaf
+        start = leaf * self.leaf
+        gpn, fg = self.gpn, self.free_gpu
+        self.whole[leaf] = sum(1 for j in range(start, start + self.leaf) if fg[j] == gpn)
+
+
+class _Generator:
+    def __init__(self, spec: GeneratorSpec):
+        spec.validate()
+        self.spec = spec
+        self.rng = random.Random(spec.seed)
+        self.now = _parse_time(spec.now)
+        self.cluster = _Cluster(spec)
+        self.version = 1000
+        self.gpn = spec.gpus_per_node
+        # job shapes: at most 3/4 of a node's cpu and memory per GPU, so GPUs bind first
+        self.cpu_per_gpu = max(1, spec.cpu_per_node * 3 // 4 // self.gpn) * 1000
+        self.mem_per_gpu = max(1, spec.memory_per_node_gi * 3 // 4 // self.gpn)
+        self.launcher_cpu = min(4000, spec.cpu_per_node * 1000 // 8)
+        self.launcher_mem = min(16, spec.memory_per_node_gi // 8)
+        self.resources_cache: dict[tuple[int, int, int], dict[str, Any]] = {}
+        self.counter = 0
+        self.partly: list[int] = []   # nodes small pods went to (packing bias)
+
+    # ------------------------------------------------------------ ids
+
+    def uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def meta(self, name: str, created: float, namespace: str | None = None,
+             labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        self.version += 1
+        meta: dict[str, Any] = {}
+        if annotations:
+            meta["annotations"] = annotations
+        meta["creationTimestamp"] = _stamp(created)
+        if labels:
+            meta["labels"] = labels
+        meta["name"] = name
+        if namespace is not None:
+            meta["namespace"] = namespace
+        meta["resourceVersion"] = str(self.version)
+        meta["uid"] = self.uid()
+        return meta
+
+    # ------------------------------------------------------------ the recipe
+
+    def build(self) -> dict[str, Any]:
+        spec = self.spec
+        self.setup_flavors()
+        self.setup_teams()
+        items: list[dict[str, Any]] = []
+        items += self.namespaces()
+        items += self.nodes()
+        items += self.kueue_objects()
+        running = self.running_jobs()
+        pending = [self.draw_job(self.pick_team(), running=False) for _ in range(spec.pending)]
+        for job in running:
+            items.append(self.job_object(job, running=True))
+        for job in pending:
+            items.append(self.job_object(job, running=False))
+        generator = {"seed": spec.seed, "nodes": spec.nodes, "pending": len(pending), "running": len(running),
+                     "runningAsked": spec.running}
+        return {
+            "apiVersion": "v1",
+            "items": items,
+            "kind": "List",
+            "metadata": {"annotations": {SNAPSHOT_TIME: spec.now,
+                                         GENERATOR: json.dumps(generator, separators=(",", ":"))},
+                         "resourceVersion": ""},
+        }
+
+    # ------------------------------------------------------------ cluster
+
+    def setup_flavors(self) -> None:
+        """Flavor name -> (first node, end node, product label); flavors in queue order."""
+        spec = self.spec
+        n = self.cluster.n
+        self.flavors: list[tuple[str, int, int, str]] = []
+        if spec.second_flavor:
+            top = spec.fanout[0]
+            second = min(top - 1, max(1, round(top * spec.second_flavor_share)))
+            cut = (top - second) * self.cluster.span[0]
+            self.flavors.append((spec.flavor, 0, cut, spec.gpu_product))
+            self.flavors.append((spec.second_flavor, cut, n, spec.second_gpu_product))
+        else:
+            self.flavors.append((spec.flavor, 0, n, spec.gpu_product))
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        created = self.now - 90 * 86400
+        out = []
+        for team in self.team_names:
+            out.append({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": self.meta(team, created, labels={"kubernetes.io/metadata.name": team}),
+                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        return out
+
+    def nodes(self) -> list[dict[str, Any]]:
+        spec, cl = self.spec, self.cluster
+        created = self.now - 60 * 86400
+        allocatable = {"cpu": str(spec.cpu_per_node), "ephemeral-storage": "7000Gi",
+                       "memory": f"{spec.memory_per_node_gi}Gi", spec.gpu_resource: str(spec.gpus_per_node),
+                       "pods": str(spec.pods_per_node)}
+        capacity = {"cpu": str(spec.cpu_per_node + 16 * (spec.cpu_per_node >= 64)), "ephemeral-storage": "7450Gi",
+                    "memory": f"{spec.memory_per_node_gi + 48}Gi", spec.gpu_resource: str(spec.gpus_per_node),
+                    "pods": str(spec.pods_per_node)}
+        conditions = [{"lastHeartbeatTime": spec.now, "lastTransitionTime": _stamp(created),
+                       "message": "kubelet is posting ready status", "reason": "KubeletReady",
+                       "status": "True", "type": "Ready"}]
+        status = {"allocatable": allocatable, "capacity": capacity, "conditions": conditions}
+        out = []
+        levels = spec.levels[:-1]
+        for flavor, lo, hi, product in self.flavors:
+            for i in range(lo, hi):
+                name = cl.names[i]
+                labels = {spec.flavor_label: product}
+                for k, level in enumerate(levels):
+                    labels[level] = cl.values[k][i]
+                labels[HOSTNAME] = name
+                labels["node.kubernetes.io/instance-type"] = f"{flavor}-x{spec.gpus_per_node}"
+                out.append({"apiVersion": "v1", "kind": "Node",
+                            "metadata": self.meta(name, created, labels=labels),
+                            "spec": {}, "status": status})
+        return out
+
+    # ------------------------------------------------------------ queues
+
+    def setup_teams(self) -> None:
+        spec, rng = self.spec, self.rng
+        names = []
+        for t in range(spec.teams):
+            base = TEAM_NAMES[t % len(TEAM_NAMES)]
+            names.append(f"team-{base}" if t < len(TEAM_NAMES) else f"team-{base}-{t // len(TEAM_NAMES) + 1}")
+        self.team_names = names
+        weights = [rng.uniform(0.5, 2.0) for _ in names]
+        total = sum(weights)
+        self.team_weights = [w / total for w in weights]
+        # per flavor: nominal GPUs per team, and the root's own
+        self.nominal: list[dict[str, int]] = [dict() for _ in names]
+        self.root_nominal: dict[str, int] = {}
+        for flavor, lo, hi, _ in self.flavors:
+            pool = int((hi - lo) * self.gpn * spec.quota_share)
+            root = int(pool * spec.root_quota_share)
+            self.root_nominal[flavor] = root
+            rest = pool - root
+            shares = [int(rest * w) for w in self.team_weights]
+            order = sorted(range(len(names)), key=lambda t: (-self.team_weights[t], t))
+            for j in range(rest - sum(shares)):
+                shares[order[j % len(order)]] += 1
+            for t, share in enumerate(shares):
+                self.nominal[t][flavor] = share
+        self.borrowing = [rng.random() < spec.borrowing_share for _ in names]
+        self.lending = [rng.random() < spec.lending_share for _ in names]
+        self.group_of = [t % spec.cohort_groups if spec.cohort_groups else -1 for t in range(len(names))]
+        # usage of running work per team and flavor: [gpu, cpu milli, mem Gi]
+        self.usage = [{f: [0, 0, 0] for f, *_ in self.flavors} for _ in names]
+        self.large_usage = [{f: 0 for f, *_ in self.flavors} for _ in names]
+
+    def quota_of(self, gpus: int) -> tuple[int, int]:
+        """cpu (milli) and memory (Gi) quota that goes with `gpus` GPUs of quota: the nodes' proportion."""
+        spec = self.spec
+        return gpus * spec.cpu_per_node * 1000 // self.gpn // 1000 * 1000, gpus * spec.memory_per_node_gi // self.gpn
+
+    def resources_entry(self, gpus: int, with_limits: bool, borrowing: bool, lending: bool) -> list[dict[str, Any]]:
+        spec = self.spec
+        cpu, mem = self.quota_of(gpus)
+        out = []
+        for name, amount, text in (("cpu", cpu, _cpu_text(cpu)), ("memory", mem, f"{mem}Gi"),
+                                   (spec.gpu_resource, gpus, str(gpus))):
+            entry: dict[str, Any] = {}
+            if with_limits and borrowing:
+                entry["borrowingLimit"] = text
+            if with_limits and lending:
+                half = amount // 2
+                entry["lendingLimit"] = _cpu_text(half // 1000 * 1000) if name == "cpu" else (
+                    f"{half}Gi" if name == "memory" else str(half))
+            entry["name"] = name
+            entry["nominalQuota"] = text
+            out.append(entry)
+        return out
+
+    def kueue_objects(self) -> list[dict[str, Any]]:
+        spec = self.spec
+        created = self.now - 30 * 86400
+        out: list[dict[str, Any]] = []
+        out.append({"apiVersion": KUEUE, "kind": "Topology", "metadata": self.meta(spec.topology_name, created),
+                    "spec": {"levels": [{"nodeLabel": level} for level in spec.levels]}})
+        for flavor, _, _, product in self.flavors:
+            out.append({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": self.meta(flavor, created),
+                        "spec": {"nodeLabels": {spec.flavor_label: product}, "topologyName": spec.topology_name}})
+        covered = ["cpu", "memory", spec.gpu_resource]
+        root_spec: dict[str, Any] = {}
+        if any(self.root_nominal.values()):
+            root_spec["resourceGroups"] = [{"coveredResources": covered, "flavors": [
+                {"name": f, "resources": self.resources_entry(self.root_nominal[f], False, False, False)}
+                for f, *_ in self.flavors]}]
+        out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": self.meta("org", created), "spec": root_spec})
+        for g in range(spec.cohort_groups):
+            out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": self.meta(f"org-{g + 1}", created),
+                        "spec": {"parentName": "org"}})
+        middle = sorted(value for _, value, _ in spec.priorities)[(len(spec.priorities) - 1) // 2]
+        for t, team in enumerate(self.team_names):
+            flavors = [{"name": f, "resources": self.resources_entry(self.nominal[t][f], True, self.borrowing[t],
+                                                                     self.lending[t])}
+                       for f, *_ in self.flavors]
+            cohort = "org" if self.group_of[t] < 0 else f"org-{self.group_of[t] + 1}"
+            out.append({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": self.meta(f"{team}-cq", created),
+                        "spec": {"cohortName": cohort,
+                                 "flavorFungibility": {"whenCanBorrow": "MayStopSearch",
+                                                       "whenCanPreempt": "TryNextFlavor"},
+                                 "namespaceSelector": {},
+                                 "preemption": {"borrowWithinCohort": {"maxPriorityThreshold": middle,
+                                                                       "policy": "LowerPriority"},
+                                                "reclaimWithinCohort": "Any",
+                                                "withinClusterQueue": "LowerPriority"},
+                                 "queueingStrategy": "BestEffortFIFO",
+                                 "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+                                 "stopPolicy": "None"}})
+        for team in self.team_names:
+            out.append({"apiVersion": KUEUE, "kind": "LocalQueue",
+                        "metadata": self.meta(f"{team}-queue", created, namespace=team),
+                        "spec": {"clusterQueue": f"{team}-cq", "stopPolicy": "None"}})
+        for name, value, _ in spec.priorities:
+            out.append({"apiVersion": KUEUE, "description": f"{name} workloads", "kind": "WorkloadPriorityClass",
+                        "metadata": self.meta(name, created), "value": value})
+        return out
+
+    # ------------------------------------------------------------ drawing jobs
+
+    def pick_team(self) -> int:
+        return _weighted(self.rng, list(enumerate(self.team_weights)))
+
+    def next_name(self, team: int, word: str) -> str:
+        self.counter += 1
+        return f"{self.team_names[team].removeprefix('team-')}-{word}-{self.counter:05d}"
+
+    def pick_priority(self) -> str:
+        return _weighted(self.rng, [(name, share) for name, _, share in self.spec.priorities])
+
+    def large_sizes(self) -> list[tuple[int, int]]:
+        cap = min(self.spec.max_job_gpus, self.cluster.n * self.gpn // 2)
+        sizes = [(g, w) for g, w in self.spec.multi_node_sizes if g <= cap and g >= 2 * self.gpn]
+        return sizes
+
+    def draw_job(self, team: int, running: bool, max_gpus: int | None = None) -> _Job:
+        spec, rng = self.spec, self.rng
+        sizes = self.large_sizes()
+        if max_gpus is not None:
+            sizes = [(g, w) for g, w in sizes if g <= max_gpus]
+        if sizes and rng.random() < spec.multi_node_share:
+            return self.draw_large(team, _weighted(rng, sizes), running)
+        return self.draw_small(team, _weighted(rng, spec.small_sizes), running)
+
+    def draw_small(self, team: int, gpus: int, running: bool) -> _Job:
+        spec, rng = self.spec, self.rng
+        annotations: dict[str, str] = {}
+        min_count = None
+        if gpus > 1 and rng.random() < spec.sweep_share:
+            count, per_pod = gpus, 1
+            if not running and count >= 4 and rng.random() < spec.elastic_share:
+                min_count = count // 2
+        else:
+            per_pod = min(gpus, self.gpn)
+            count = -(-gpus // per_pod)
+        if count > 1:
+            if rng.random() < 0.5 and len(spec.levels) > 1:
+                annotations[PREFERRED] = spec.levels[-2]
+        elif rng.random() < spec.unconstrained_share:
+            annotations[UNCONSTRAINED] = "true"
+        frac = rng.choice((2, 3, 4))   # quarters of the largest cpu/memory per GPU
+        cpu = self.cpu_per_gpu * per_pod * frac // 4 // 1000 * 1000 or 1000
+        mem = max(1, self.mem_per_gpu * per_pod * frac // 4)
+        word = "sweep" if per_pod == 1 and count > 1 else rng.choice(SMALL_WORDS)
+        ps = _PodSet("main", count, per_pod, cpu, mem, annotations, min_count=min_count)
+        return _Job("Job", team, self.next_name(team, word), self.pick_priority(), [ps], False)
+
+    def draw_large(self, team: int, gpus: int, running: bool) -> _Job:
+        spec, rng, cl = self.spec, self.rng, self.cluster
+        pods = -(-gpus // self.gpn)
+        annotations: dict[str, str] = {}
+        nonhost = spec.levels[:-1]
+        fit = None   # finest level whose one domain has enough nodes
+        for k in range(len(nonhost) - 1, -1, -1):
+            if cl.span[k] >= pods:
+                fit = k
+                break
+        required = fit is not None and rng.random() < spec.required_share
+        level = nonhost[fit] if fit is not None else (nonhost[0] if nonhost else None)
+        if level is not None:
+            annotations[REQUIRED if required else PREFERRED] = level
+        jobset = rng.random() < spec.jobset_share
+        sliced = False
+        if nonhost and pods > cl.leaf and not (jobset and required) and rng.random() < spec.slice_share:
+            size = max(d for d in range(1, cl.leaf + 1) if pods % d == 0)
+            if size >= 2:
+                annotations[SLICE_TOPOLOGY] = nonhost[-1]
+                annotations[SLICE_SIZE] = str(size)
+                sliced = True
+        cpu = self.cpu_per_gpu * self.gpn
+        mem = self.mem_per_gpu * self.gpn
+        word = rng.choice(LARGE_WORDS)
+        priority = self.pick_priority()
+        if not jobset:
+            ps = _PodSet("main", pods, self.gpn, cpu, mem, annotations)
+            return _Job("Job", team, self.next_name(team, word), priority, [ps], True)
+        launcher_ann: dict[str, str] = {}
+        if required and level is not None:
+            annotations[GROUP] = "trainer"
+            launcher_ann = {GROUP: "trainer", REQUIRED: level}
+        elif level is not None:
+            launcher_ann = {PREFERRED: level}
+        replicas = 1
+        if not sliced:
+            for r in (4, 2):
+                if pods % r == 0 and rng.random() < 0.3:
+                    replicas = pods // r
+                    break
+        workers = _PodSet("workers", pods, self.gpn, cpu, mem, annotations, replicas=replicas)
+        launcher = _PodSet("launcher", 1, 0, self.launcher_cpu, self.launcher_mem, launcher_ann)
+        return _Job("JobSet", team, self.next_name(team, word), priority, [launcher, workers], True)
+
+    # ------------------------------------------------------------ running work
+
+    def running_jobs(self) -> list[_Job]:
+        spec, rng = self.spec, self.rng
+        placed: list[_Job] = []
+        n_large = round(spec.running * spec.multi_node_share) if self.large_sizes() else 0
+        for _ in range(n_large):
+            team = self.pick_team()
+            budgets = {f: int(self.nominal[team][f] * spec.running_large_budget) - self.large_usage[team][f]
+                       for f, *_ in self.flavors}
+            sizes = [(g, w) for g, w in self.large_sizes() if g <= max(budgets.values())]
+            if not sizes:
+                continue
+            gpus = _weighted(rng, sizes)
+            while gpus >= 2 * self.gpn:
+                job = self.draw_large(team, gpus, running=True)
+                if self.place(job, budgets):
+                    placed.append(job)
+                    break
+                gpus //= 2
+        failures = 0
+        while len(placed) < spec.running and failures < 50:
+            team = self.pick_team()
+            job = self.draw_small(team, _weighted(rng, spec.small_sizes), running=True)
+            for attempt in range(len(self.team_names)):
+                if self.place(job, None):
+                    placed.append(job)
+                    break
+                job.team = (job.team + 1) % len(self.team_names)
+            else:
+                failures += 1
+        return placed
+
+    def place(self, job: _Job, large_budget: dict[str, int] | None) -> bool:
+        """Place a running job within its queue's nominal quota and node capacity, or change nothing."""
+        t = job.team
+        gpus = sum(ps.count * ps.gpus for ps in job.pod_sets)
+        cpu = sum(ps.count * ps.cpu for ps in job.pod_sets)
+        mem = sum(ps.count * ps.mem for ps in job.pod_sets)
+        for flavor, lo, hi, _ in self.flavors:
+            use = self.usage[t][flavor]
+            qcpu, qmem = self.quota_of(self.nominal[t][flavor])
+            if use[0] + gpus > self.nominal[t][flavor] or use[1] + cpu > qcpu or use[2] + mem > qmem:
+                continue
+            if large_budget is not None and gpus > large_budget[flavor]:
+                continue
+            log: list[tuple[int, int, int, int]] = []
+            placements = self.place_pod_sets(job, lo, hi, log)
+            if placements is None:
+                continue
+            job.placed = placements
+            job.flavor = flavor
+            use[0] += gpus
+            use[1] += cpu
+            use[2] += mem
+            if job.large:
+                self.large_usage[t][flavor] += gpus
+            return True
+        return False
+
+    def place_pod_sets(self, job: _Job, lo: int, hi: int, log: list[tuple[int, int, int, int]]
+                       ) -> list[tuple[str, dict[int, int]]] | None:
+        out: list[tuple[str, dict[int, int]]] = []
+        if job.large:
+            workers = job.pod_sets[-1]
+            nodes = self.place_large(workers, lo, hi, log)
+            if nodes is None:
+                return None
+            if job.kind == "JobSet":
+                launcher = job.pod_sets[0]
+                node = self.place_launcher(launcher, nodes, log)
+                if node is None:
+                    self.cluster.undo(log)
+                    return None
+                out.append((launcher.name, {node: 1}))
+            out.append((workers.name, {i: 1 for i in nodes}))
+            return out
+        ps = job.pod_sets[0]
+        per_node: dict[int, int] = {}
+        for _ in range(ps.count):
+            near = next(iter(per_node), None)
+            node = self.place_small(ps, lo, hi, near)
+            if node is None:
+                self.cluster.undo(log)
+                return None
+            self.cluster.take(node, ps.gpus, ps.cpu, ps.mem, log)
+            per_node[node] = per_node.get(node, 0) + 1
+        out.append((ps.name, per_node))
+        return out
+
+    def place_small(self, ps: _PodSet, lo: int, hi: int, near: int | None) -> int | None:
+        cl, rng = self.cluster, self.rng
+        if near is not None:   # keep a job's pods close: same leaf domain first
+            start = near // cl.leaf * cl.leaf
+            for i in range(start, start + cl.leaf):
+                if cl.fits(i, ps.gpus, ps.cpu, ps.mem):
+                    return i
+        # pack onto partly used nodes most of the time, spread otherwise (real clusters fragment)
+        partly = self.partly
+        for _ in range(6):
+            if not partly:
+                break
+            i = partly[rng.randrange(len(partly))]
+            if lo <= i < hi and cl.fits(i, ps.gpus, ps.cpu, ps.mem):
+                return i
+        for _ in range(24):
+            i = rng.randrange(lo, hi)
+            if cl.fits(i, ps.gpus, ps.cpu, ps.mem):
+                partly.append(i)
+                if len(partly) > 4096:
+                    del partly[: len(partly) // 2]
+                return i
+        start = rng.randrange(lo, hi)
+        for j in range(hi - lo):
+            i = lo + (start - lo + j) % (hi - lo)
+            if cl.fits(i, ps.gpus, ps.cpu, ps.mem):
+                return i
+        return None
+
+    def place_launcher(self, ps: _PodSet, workers: list[int], log: list[tuple[int, int, int, int]]) -> int | None:
+        """The launcher in the workers' domain at its required level (or near the first worker)."""
+        cl = self.cluster
+        level = ps.annotations.get(REQUIRED) or ps.annotations.get(PREFERRED)
+        span = cl.span[self.spec.levels.index(level)] if level else cl.leaf
+        start = workers[0] // span * span
+        for i in list(workers) + list(range(start, start + span)):
+            if cl.fits(i, 0, ps.cpu, ps.mem):
+                cl.take(i, 0, ps.cpu, ps.mem, log)
+                return i
+        return None
+
+    def place_large(self, ps: _PodSet, lo: int, hi: int, log: list[tuple[int, int, int, int]]) -> list[int] | None:
+        """Whole-node pods: one domain at the required level (slices whole), preferred falling back up."""
+        cl, rng, spec = self.cluster, self.rng, self.spec
+        pods = ps.count
+        ann = ps.annotations
+        slice_size = int(ann[SLICE_SIZE]) if SLICE_SIZE in ann else 1
+        level = ann.get(REQUIRED) or ann.get(PREFERRED)
+        k = spec.levels.index(level) if level else 0
+        leaves = range(lo // cl.leaf, hi // cl.leaf)
+        usable = {leaf: cl.whole[leaf] // slice_size * slice_size for leaf in leaves}
+
+        def domains(level_k: int) -> list[tuple[int, list[int]]]:
+            """(capacity, leaves) of every domain at level_k within [lo, hi)."""
+            per = max(1, cl.span[level_k] // cl.leaf)
+            out = []
+            for first in range(leaves.start, leaves.stop, per):
+                members = list(range(first, min(first + per, leaves.stop)))
+                out.append((sum(usable[m] for m in members), members))
+            return out
+
+        chosen: list[int] | None = None
+        if level is not None and cl.span[k] >= cl.leaf:
+            levels_to_try = [k] if REQUIRED in ann else list(range(k, -1, -1))
+            for level_k in levels_to_try:
+                fitting = [members for cap, members in domains(level_k) if cap >= pods]
+                if fitting:
+                    chosen = rng.choice(fitting)
+                    break
+        if chosen is None and (REQUIRED not in ann or level is None):
+            total = sum(usable.values())
+            if total >= pods:
+                chosen = sorted(leaves, key=lambda m: (-usable[m], m))
+        if chosen is None:
+            return None
+        nodes: list[int] = []
+        left = pods
+        order = list(chosen)
+        rng.shuffle(order)
+        for leaf in order:
+            if left == 0:
+                break
+            take = min(usable[leaf], left)
+            if take == 0:
+                continue
+            start = leaf * cl.leaf
+            got = 0
+            for i in range(start, start + cl.leaf):
+                if got == take:
+                    break
+                if cl.is_whole(i, ps.cpu, ps.mem):
+                    cl.take(i, ps.gpus, ps.cpu, ps.mem, log)
+                    nodes.append(i)
+                    got += 1
+            if got < take:   # whole-node count said yes but cpu/memory said no
+                cl.undo(log)
+                return None
+            left -= take
+        if left:
+            cl.undo(log)
+            return None
+        return nodes
+
+    # ------------------------------------------------------------ objects
+
+    def container_resources(self, gpus: int, cpu: int, mem: int) -> dict[str, Any]:
+        key = (gpus, cpu, mem)
+        cached = self.resources_cache.get(key)
+        if cached is None:
+            requests: dict[str, str] = {"cpu": _cpu_text(cpu), "memory": f"{mem}Gi"}
+            if gpus:
+                requests[self.spec.gpu_resource] = str(gpus)
+                cached = {"limits": {self.spec.gpu_resource: str(gpus)}, "requests": requests}
+            else:
+                cached = {"requests": requests}
+            self.resources_cache[key] = cached
+        return cached
+
+    def pod_template(self, ps: _PodSet, image: str) -> dict[str, Any]:
+        template: dict[str, Any] = {}
+        if ps.annotations:
+            template["metadata"] = {"annotations": ps.annotations}
+        template["spec"] = {"containers": [{"image": image, "imagePullPolicy": "IfNotPresent", "name": ps.name
+                                            if ps.name != "main" else "trainer",
+                                            "resources": self.container_resources(ps.gpus, ps.cpu, ps.mem)}],
+                            "restartPolicy": "Never", "schedulerName": "default-scheduler",
+                            "terminationGracePeriodSeconds": 30}
+        return template
+
+    def times(self, job: _Job, running: bool) -> tuple[float, dict[str, str]]:
+        """Creation time and Stowplan's time annotations."""
+        spec, rng = self.spec, self.rng
+        annotations: dict[str, str] = {}
+        if not running:
+            created = self.now - rng.random() * spec.history_hours * 3600
+            return created, annotations
+        if rng.random() < 0.8:   # Philly: 80% of jobs run 30 min to 17 h, 20% 17 h to 7 days
+            duration = math.exp(rng.uniform(math.log(1800), math.log(17 * 3600)))
+        else:
+            duration = math.exp(rng.uniform(math.log(17 * 3600), math.log(7 * 86400)))
+        elapsed = max(60.0, rng.uniform(0.02, 1.0) * duration)
+        admitted = self.now - elapsed
+        created = admitted - rng.expovariate(1 / 1800)
+        annotations[ADMITTED_AT] = _stamp(admitted)
+        if rng.random() < (0.9 if job.large else spec.checkpoint_share):
+            checkpoint = self.now - rng.random() * rng.choice((1800, 3600, 7200))
+            if checkpoint > admitted:
+                annotations[CHECKPOINTED_AT] = _stamp(checkpoint)
+        if rng.random() < spec.non_preemptible_share:
+            annotations[NON_PREEMPTIBLE] = "true"
+        return created, annotations
+
+    def assignment(self, job: _Job) -> str:
+        spec, cl = self.spec, self.cluster
+        entries = []
+        by_name = {ps.name: ps for ps in job.pod_sets}
+        for name, per_node in sorted(job.placed):
+            ps = by_name[name]
+            resources = ["cpu", "memory"] + ([spec.gpu_resource] if ps.gpus else [])
+            domains = [{"values": [cl.names[i]], "count": c} for i, c in sorted(per_node.items(),
+                                                                                key=lambda ic: cl.names[ic[0]])]
+            entries.append({"name": name, "count": sum(per_node.values()),
+                            "flavors": {r: job.flavor for r in sorted(resources)},
+                            "topologyAssignment": {"levels": [HOSTNAME], "domains": domains}})
+        return json.dumps(entries, separators=(",", ":"))
+
+    def job_object(self, job: _Job, running: bool) -> dict[str, Any]:
+        rng = self.rng
+        team = self.team_names[job.team]
+        created, annotations = self.times(job, running)
+        if running:
+            annotations[ASSIGNMENT] = self.assignment(job)
+        labels = {PRIORITY_LABEL: job.priority, QUEUE_LABEL: f"{team}-queue"}
+        image = rng.choice(IMAGES)
+        pods = sum(ps.count for ps in job.pod_sets)
+        status: dict[str, Any] = {}
+        if running:
+            status = {"active": pods, "startTime": annotations[ADMITTED_AT]}
+        if job.kind == "Job":
+            ps = job.pod_sets[0]
+            if ps.min_count is not None:
+                annotations[MIN_PARALLELISM] = str(ps.min_count)
+            spec: dict[str, Any] = {"backoffLimit": 6 if not job.large else 0,
+                                    "completionMode": "Indexed" if job.large else "NonIndexed",
+                                    "completions": ps.count, "parallelism": ps.count,
+                                    "suspend": not running, "template": self.pod_template(ps, image)}
+            return {"apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": self.meta(job.name, created, team, labels, dict(sorted(annotations.items()))),
+                    "spec": spec, "status": status}
+        replicated = []
+        for ps in job.pod_sets:
+            parallelism = ps.count // ps.replicas
+            replicated.append({"name": ps.name, "replicas": ps.replicas, "template": {"spec": {
+                "backoffLimit": 0, "completionMode": "Indexed", "completions": parallelism,
+                "parallelism": parallelism, "template": self.pod_template(ps, image)}}})
+        spec = {"failurePolicy": {"maxRestarts": 3}, "replicatedJobs": replicated,
+                "startupPolicy": {"startupPolicyOrder": "AnyOrder"}, "successPolicy": {"operator": "All"},
+                "suspend": not running}
+        if running:
+            status = {"replicatedJobsStatus": [{"active": ps.replicas, "failed": 0, "name": ps.name, "ready": 0,
+                                                "succeeded": 0, "suspended": 0} for ps in job.pod_sets]}
+        return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": self.meta(job.name, created, team, labels, dict(sorted(annotations.items()))),
+                "spec": spec, "status": status}
+
+
+def generate(spec: GeneratorSpec) -> dict[str, Any]:
+    """A snapshot (`kind: List`) drawn from `spec`; pure and deterministic."""
+    return _Generator(spec).build()
+
+
+def to_json(snapshot: dict[str, Any]) -> str:
+    """Compact JSON, one line, newline-terminated: the reader's fast path."""
+    return json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False) + "\n"
