@@ -6,7 +6,12 @@ a CPU pool), ClusterQueues in zero to two cohorts (sometimes nested, sometimes
 with quota of their own), quotas as shares of what the flavor's nodes hold, and
 pending workloads sized like the Philly trace (1 GPU 70%, 2: 10%, 4: 15%, 8: 5%)
 or CPU-only. Options add a Topology (block/rack/hostname) with TAS requests, and
-running workloads whose assignments respect node capacity and quota.
+running workloads whose assignments respect node capacity and quota (Kueue's
+available() up the cohort tree, so no cohort is overused). Every ClusterQueue draws
+a preemption policy (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort with
+an optional maxPriorityThreshold); with running work the PlannerPolicy may set a
+minimum runtime, and running workloads carry admission and checkpoint times, a
+cost override now and then, and rarely `non-preemptible`.
 
 Everything is drawn from one `random.Random(seed)` and every object refers only to
 objects that exist, so a failing seed is a reproducible bug report. Instances may
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from models import (
-    HOSTNAME_LABEL, ClusterQueue, Node, PodSet, Quota, ResourceFlavor, Resources, Snapshot,
+    HOSTNAME_LABEL, ClusterQueue, Node, PodSet, Policy, Quota, ResourceFlavor, Resources, Snapshot,
     TopologyRequest, Workload,
 )
 from models.objects import tolerated
@@ -78,9 +83,12 @@ def random_snapshot(seed: int, *, nodes: tuple[int, int] = (2, 12), workloads: t
                       namespaces=namespaces, now=now, source=f"random:{seed}")
     if with_running:
         running = _running(rng, snap, lqs, pools, now)
+        # Preemption knobs: sometimes a minimum runtime that protects the youngest work.
+        policy = Policy(minimum_runtime_seconds=rng.choice([0, 0, 600, 1800]),
+                          restart_cost=rng.choice([1.0, 1.0, 5.0]))
         snap = b.snapshot(nodes=node_list, flavors=flavors, cqs=cqs, cohorts=cohorts, lqs=lqs,
                           workloads=pending + running, topologies=list(snap.topologies.values()),
-                          namespaces=namespaces, now=now, source=f"random:{seed}")
+                          namespaces=namespaces, now=now, source=f"random:{seed}", policy=policy)
     return snap
 
 
@@ -315,7 +323,7 @@ def _running(rng: random.Random, snap: Snapshot, lqs, pools: list[_Pool], now: f
     free = {n.name: n.free for n in snap.nodes if n.usable}
     usage: dict[str, dict[tuple[str, str], int]] = {}
     out: list[Workload] = []
-    for i in range(rng.randint(1, 5)):
+    for i in range(rng.randint(1, 8)):
         local = rng.choice(lqs)
         queue = snap.cluster_queues[local.cluster_queue]
         pod_sets = _pod_sets(rng, pools, (), elastic=False)
@@ -331,7 +339,10 @@ def _running(rng: random.Random, snap: Snapshot, lqs, pools: list[_Pool], now: f
         if placed is None:
             continue
         placements, flavors = placed
-        admitted = rng.uniform(created + 60, now - 60)
+        # Admitted anywhere from a few minutes to days ago; checkpoints (drawn above) after that.
+        admitted = rng.uniform(max(created + 60, now - rng.choice([900, 4 * 3600, 72 * 3600])), now - 60)
+        if w.checkpointed_at is not None and w.checkpointed_at < admitted:
+            w = dataclasses.replace(w, checkpointed_at=rng.uniform(admitted, now))
         w = b.running(w, placements=placements, pod_set_flavors=flavors, admitted=admitted)
         out.append(w)
     return out
@@ -419,29 +430,17 @@ def _first_fit(nodes: list[Node], free: dict[str, Resources], request: Resources
 
 def _quota_ok(snap: Snapshot, queue: ClusterQueue, charge: dict[tuple[str, str], int],
               usage: dict[str, dict[tuple[str, str], int]]) -> bool:
-    limits = {(fq.flavor, r): q for g in queue.resource_groups for fq in g.flavors for r, q in fq.resources.items()}
-    mine = usage.get(queue.name, {})
-    within_nominal = all(mine.get(fr, 0) + amount <= limits[fr].nominal for fr, amount in charge.items())
-    if within_nominal or queue.cohort is None:
-        return within_nominal
-    for fr, amount in charge.items():
-        borrowing = limits[fr].borrowing_limit
-        if borrowing is not None and mine.get(fr, 0) + amount > limits[fr].nominal + borrowing:
-            return False
-    tree = _quota_tree(snap)
-    if tree is None:
+    """Would Kueue admit `charge` to `queue` on top of `usage`? Its available(), level by
+    level up the cohort tree (nominal, borrowingLimit, lendingLimit, cohort quota), so
+    running work never exceeds a cohort either."""
+    from planner.semantics import QuotaTree
+
+    tree = QuotaTree(snap)
+    key = f"cq:{queue.name}"
+    if key not in tree.parent:
         return False
     keyed = {f"cq:{name}": dict(v) for name, v in usage.items()}
     for fr, amount in charge.items():
-        if tree.available(f"cq:{queue.name}", fr, tree.tree_usage(keyed, fr)) < amount:
+        if not tree.lists(key, fr) or tree.available(key, fr, tree.tree_usage(keyed, fr)) < amount:
             return False
     return True
-
-
-def _quota_tree(snap: Snapshot):
-    """The project's quota tree (Kueue's available()), when the planner is importable."""
-    try:
-        from planner.semantics import QuotaTree
-    except ImportError:
-        return None
-    return QuotaTree(snap)

@@ -253,3 +253,44 @@ def test_preemption_stays_fast_at_scale() -> None:
     assert d.evictions and d.admissions
     assert verify(snap, d) == []
     assert took < 20, took
+
+
+# ---------------------------------------------------------------- seeded random instances
+
+def test_random_running_work_respects_every_quota_level() -> None:
+    """Running work in random snapshots is what Kueue could have admitted: replaying it
+    one workload at a time through the quota tree's available() never runs short
+    (seed 67 once put 6 l4 GPUs in a cohort with quota 5)."""
+    from randomgen import random_snapshot
+    from planner.capacity import quota_usage_of
+    from planner.semantics import QuotaTree
+
+    for seed in list(range(120)) + [67]:
+        for with_topology in (False, True):
+            snap = random_snapshot(seed, with_running=True, with_topology=with_topology)
+            tree = QuotaTree(snap)
+            usage: dict[str, dict] = {}
+            for w in snap.workloads:
+                if w.state.value != "running":
+                    continue
+                key = f"cq:{w.cluster_queue}"
+                for fr, amount in quota_usage_of(w).items():
+                    assert tree.available(key, fr, tree.tree_usage(usage, fr)) >= amount, (seed, w.ref, fr)
+                for fr, amount in quota_usage_of(w).items():
+                    usage.setdefault(key, {})[fr] = usage.get(key, {}).get(fr, 0) + amount
+
+
+def test_random_instances_with_running_work_preempt_and_verify() -> None:
+    from randomgen import random_snapshot
+
+    evictions = reasons = 0
+    seen: set[str] = set()
+    for seed in range(200):
+        snap = random_snapshot(30_000 + seed, with_running=True, with_topology=seed % 2 == 0)
+        decisions = greedy(snap).decisions
+        assert verify(snap, decisions) == [], seed
+        assert greedy(snap).decisions == decisions
+        evictions += len(decisions.evictions)
+        seen.update(e.reason for e in decisions.evictions)
+        reasons += bool(decisions.evictions)
+    assert evictions > 10 and seen == {"Preempted", "Reclaimed"}, (evictions, seen)
