@@ -26,62 +26,108 @@ def chosen(values: np.ndarray, col: int) -> bool:
     return values[col] > 0.5
 
 
-def pods_of(choice: Choice, values: np.ndarray) -> int:
-    return int(round(sum(coef * values[col] for col, coef in choice.pods)))
+def count(values: np.ndarray, col: int) -> int:
+    return int(round(values[col]))
 
 
-def demands_of(choice: Choice, values: np.ndarray) -> list[tuple[Path, int]]:
-    """(domain, pods) the chosen pod set must place inside each domain."""
-    if choice.slice_layers:
-        return [(path, int(round(values[col])) * choice.slice_size)
-                for path, col in sorted(choice.slice_cols[-1].items()) if round(values[col]) > 0]
-    if choice.mode == "required":
-        if choice.count_cols:
-            return [(path, int(round(values[col]))) for path, col in sorted(choice.count_cols.items())
-                    if round(values[col]) > 0]
-        return [(path, pods_of(choice, values)) for path, col in sorted(choice.domain_cols.items())
-                if chosen(values, col)]
+def member_demands(choice: Choice, values: np.ndarray) -> list[list[tuple[Path, int]]]:
+    """For each member of the class taking this choice: the (domain, pods) it must place.
+
+    Members of a class are identical, so the counts per domain are handed out in
+    order: the i-th member gets the i-th domain, and whole slices from its pool.
+    """
+    members = count(values, choice.use_col)
+    if members == 0:
+        return []
     if choice.mode == "preferred":
-        return [(path, int(round(values[col]))) for path, col in sorted(choice.domain_cols.items())
-                if round(values[col]) > 0]
-    return [((), pods_of(choice, values))]
+        # Preferred pod sets are classes of one: every domain's pods are that member's.
+        containers = [(p, count(values, c)) for p, c in sorted(choice.domain_cols.items()) if count(values, c)]
+        return [[piece for path, pods in containers for piece in slice_pieces(choice, values, path, pods)]]
+    per_member = int(round(sum(k * values[c] for c, k in choice.pods))) // members
+    if choice.mode == "required":
+        containers = [p for p, c in sorted(choice.domain_cols.items()) for _ in range(count(values, c))]
+    else:
+        containers = [()] * members
+    if not choice.slice_layers:
+        return [[(path, per_member)] for path in containers]
+    pools = {path: slice_units(choice, values, 0, path) for path in set(containers)}
+    needed = per_member // choice.slice_layers[0][1]
+    out = []
+    for path in containers:
+        units, pools[path] = pools[path][:needed], pools[path][needed:]
+        out.append([piece for unit in units for piece in unit])
+    return out
+
+
+def slice_pieces(choice: Choice, values: np.ndarray, path: Path, pods: int) -> list[tuple[Path, int]]:
+    """All of a container's pods, as whole slices when the pod set asks for slices."""
+    if not choice.slice_layers:
+        return [(path, pods)]
+    return [piece for unit in slice_units(choice, values, 0, path) for piece in unit]
+
+
+def slice_units(choice: Choice, values: np.ndarray, layer: int, path: Path) -> list[list[tuple[Path, int]]]:
+    """The slices of `layer` inside `path`, each as its innermost (domain, pods) pieces.
+    A slice of an outer layer is made of size/inner-size whole slices of the next."""
+    level, size = choice.slice_layers[layer]
+    last = layer == len(choice.slice_layers) - 1
+    out: list[list[tuple[Path, int]]] = []
+    for sub, col in sorted(choice.slice_cols[layer].items()):
+        if sub[: len(path)] != path or count(values, col) == 0:
+            continue
+        if last:
+            out.extend([[(sub, size)] for _ in range(count(values, col))])
+            continue
+        inner = slice_units(choice, values, layer + 1, sub)
+        ratio = size // choice.slice_layers[layer + 1][1]
+        for i in range(count(values, col)):
+            out.append([piece for unit in inner[i * ratio:(i + 1) * ratio] for piece in unit])
+    return out
 
 
 def decode(form: Formulation, values: np.ndarray) -> Decisions:
-    picked = [c for c in form.choices if chosen(values, form.admit_col[c.workload]) and chosen(values, c.use_col)]
+    """Admit the oldest members of each class; give every pod a node."""
     supply: dict[int, dict[str, int]] = {
-        s: {node: int(round(values[col])) for node, col in shape.supply.items()}
+        s: {node: count(values, col) for node, col in shape.supply.items()}
         for s, shape in enumerate(form.shapes)
     }
-    placed: dict[int, dict[str, int]] = defaultdict(dict)    # choice index -> node -> pods
-    jobs = []
-    for index, choice in enumerate(picked):
-        for path, pods in demands_of(choice, values):
-            jobs.append((-len(path), choice.workload, choice.pod_set, path, pods, index))
-    for _, _, _, path, pods, index in sorted(jobs):
-        choice = picked[index]
-        take_from_domain(form, choice, path, pods, supply[choice.shape], placed[index])
-    by_workload: dict[int, list[tuple[Choice, dict[str, int]]]] = defaultdict(list)
-    for index, choice in enumerate(picked):
-        by_workload[choice.workload].append((choice, placed[index]))
+    by_pod_set: dict[tuple[int, int], list[tuple[Choice, list[tuple[Path, int]]]]] = defaultdict(list)
+    for choice in form.choices:
+        for demands in member_demands(choice, values):
+            by_pod_set[(choice.workload, choice.pod_set)].append((choice, demands))
+    jobs = []      # (deepest first, member, pod set, domain, pods)
+    slots: dict[tuple[int, int, int], Choice] = {}
+    for w, members in enumerate(form.members):
+        admitted = count(values, form.admit_col[w])
+        for p in range(len(form.workloads[w].pod_sets)):
+            entries = by_pod_set.get((w, p), [])
+            if len(entries) != admitted:
+                raise DecodeError(f"{form.workloads[w].ref}: {admitted} admitted but pod set {p} placed {len(entries)} times")
+            for i, (choice, demands) in enumerate(entries):
+                slots[(w, i, p)] = choice
+                jobs.extend((-len(path), w, i, p, path, pods) for path, pods in demands)
+    placed: dict[tuple[int, int, int], dict[str, int]] = defaultdict(dict)
+    for _, w, i, p, path, pods in sorted(jobs):
+        choice = slots[(w, i, p)]
+        take_from_domain(form, choice, path, pods, supply[choice.shape], placed[(w, i, p)], form.members[w][i].ref)
     admissions = []
-    for w, entries in sorted(by_workload.items()):
-        workload = form.workloads[w]
-        pod_sets = []
-        for choice, nodes in sorted(entries, key=lambda e: e[0].pod_set):
-            pod_set = workload.pod_sets[choice.pod_set]
-            pod_sets.append(PodSetAssignment(
-                name=pod_set.name,
-                count=sum(nodes.values()),
-                flavors=dict(sorted(choice.option.by_resource.items())),
-                levels=(HOSTNAME_LABEL,),
-                domains=tuple(((node,), n) for node, n in sorted(nodes.items()) if n > 0),
-            ))
-        if len(pod_sets) != len(workload.pod_sets):
-            raise DecodeError(f"{workload.ref}: admitted with {len(pod_sets)} of {len(workload.pod_sets)} pod sets")
-        admissions.append(Admission(workload.ref, workload.cluster_queue or "", tuple(pod_sets)))
+    for w, members in enumerate(form.members):
+        for i in range(count(values, form.admit_col[w])):
+            workload = members[i]
+            pod_sets = []
+            for p, pod_set in enumerate(workload.pod_sets):
+                choice, nodes = slots[(w, i, p)], placed[(w, i, p)]
+                pod_sets.append(PodSetAssignment(
+                    name=pod_set.name,
+                    count=sum(nodes.values()),
+                    flavors=dict(sorted(choice.option.by_resource.items())),
+                    levels=(HOSTNAME_LABEL,),
+                    domains=tuple(((node,), n) for node, n in sorted(nodes.items()) if n > 0),
+                ))
+            admissions.append(Admission(workload.ref, workload.cluster_queue or "", tuple(pod_sets)))
+    admissions.sort(key=lambda a: a.workload)
     evictions = decode_evictions(form, values, admissions)
-    return Decisions(tuple(sorted(admissions, key=lambda a: a.workload)), evictions)
+    return Decisions(tuple(admissions), evictions)
 
 
 def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Admission]) -> tuple[Eviction, ...]:
@@ -93,7 +139,7 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
     snapshot = form.snapshot
     tree = form.quota_tree
     borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
-    by_ref = {w.ref: w for w in form.workloads}
+    by_ref = {m.ref: m for members in form.members for m in members}
     nodes_of = {a.workload: {v[-1] for ps in a.pod_sets for v, _ in ps.domains} for a in admissions}
     out = []
     for victim, col in zip(form.victims, form.evict_col):
@@ -112,7 +158,7 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
 
 
 def take_from_domain(form: Formulation, choice: Choice, path: Path, pods: int,
-                     supply: dict[str, int], placed: dict[str, int]) -> None:
+                     supply: dict[str, int], placed: dict[str, int], ref: object) -> None:
     """Give `pods` pods nodes inside `path`, fullest supply first, then by name."""
     shape = form.shapes[choice.shape]
     nodes = sorted((n for n, p in shape.paths.items() if p[: len(path)] == path and supply.get(n, 0) > 0),
@@ -126,5 +172,4 @@ def take_from_domain(form: Formulation, choice: Choice, path: Path, pods: int,
         placed[node] = placed.get(node, 0) + take
         left -= take
     if left:
-        ref = form.workloads[choice.workload].ref
         raise DecodeError(f"{ref}: {left} pods found no node in domain {'/'.join(path) or 'root'}")

@@ -1,10 +1,14 @@
 """Snapshot -> one MILP, as arrays. One function per constraint family.
 
+Identical pending workloads (same queue, priority, pod sets and topology requests)
+form one class w of N members, decided by counts: the oldest members are the ones
+admitted. Most classes have one member, where the integers below are binaries.
+
 Variables (no (workload, node) pairs, so the model grows with shapes and domains):
-  a[w]        binary  workload w is admitted (gang: all its pod sets or none)
-  u[p,f]      binary  pod set p takes flavor option f
+  a[w]        integer members of class w admitted (gang: all pod sets of each, or none)
+  u[p,f]      integer members whose pod set p takes flavor option f
   c[p,f]      integer pods of p under f (elastic pod sets only; else count * u)
-  x[p,f,d]    binary  p is placed in domain d at its required level
+  x[p,f,d]    integer members placed in domain d at p's required level
   n[p,f,d]    integer pods of p in domain d (preferred level, or elastic in a required domain)
   k[p,f,e]    integer slices of p in domain e at its slice level
   z[p,f,d]    binary  p uses domain d (preferred: counts domains spanned)
@@ -113,6 +117,7 @@ class Formulation:
     quota_cols: dict[tuple[str, FlavorResource], tuple[int, int]]   # b[q,fr] -> (column, its row)
     quota_tree: QuotaTree
     excluded: dict[ObjectRef, str]                         # candidates left out, and why
+    members: list[list[Workload]] = field(default_factory=list)  # per class, oldest first
     free: dict[str, Resources] = field(default_factory=dict)   # node -> free before the plan
     room: dict[str, Resources] = field(default_factory=dict)   # node -> free if every victim left
     demands: list[Demand] = field(default_factory=list)     # filled while adding pod sets
@@ -134,8 +139,8 @@ def formulate(snapshot: Snapshot) -> Formulation:
     pending = candidates(snapshot, model.excluded)
     add_victims(model, pending)
     shape_index: dict[ShapeKey, int] = {}
-    for workload in pending:
-        add_workload(model, workload, model.room, shape_index)
+    for members in workload_classes(snapshot, pending):
+        add_workload(model, members, model.room, shape_index)
     add_preemption_rows(model)
     add_hall_rows(model)
     add_free_domain_rows(model)
@@ -172,6 +177,25 @@ def admissibility(snapshot: Snapshot, workload: Workload) -> str | None:
     if not semantics.namespace_allowed(snapshot, cq, workload.ref.namespace):
         return f"ClusterQueue {cq.name}'s namespaceSelector does not admit namespace {workload.ref.namespace}"
     return None
+
+
+def workload_classes(snapshot: Snapshot, pending: list[Workload]) -> list[list[Workload]]:
+    """Pending workloads that are interchangeable, oldest (queue order) first.
+
+    Same ClusterQueue, priority (base and effective) and pod sets (counts, requests,
+    constraints, topology requests). Elastic pod sets and preferred topology stay
+    alone: their pods per domain are not a whole number of workloads.
+    """
+    classes: dict[object, list[Workload]] = defaultdict(list)
+    for workload in pending:
+        alone = any(ps.min_count is not None or ps.topology.mode == "preferred" for ps in workload.pod_sets)
+        key: object = workload.ref if alone else (
+            workload.cluster_queue, workload.priority, semantics.effective_priority(workload, snapshot),
+            tuple((ps.name, ps.count, ps.request, tuple(sorted(ps.node_selector.items())), ps.tolerations,
+                   ps.topology) for ps in workload.pod_sets))
+        classes[key].append(workload)
+    out = [sorted(members, key=lambda w: semantics.queue_order_key(w, snapshot)) for members in classes.values()]
+    return sorted(out, key=lambda members: members[0].ref)
 
 
 # ---------------------------------------------------------------- victims
@@ -260,33 +284,35 @@ def add_preemption_rows(model: Formulation) -> None:
 
 # ---------------------------------------------------------------- workloads and pod sets
 
-def add_workload(model: Formulation, workload: Workload, free: dict[str, Resources],
+def add_workload(model: Formulation, members: list[Workload], free: dict[str, Resources],
                  shape_index: dict[ShapeKey, int]) -> None:
-    """a[w], and per pod set its flavor options: sum_f u[p,f] = a[w] (gang)."""
+    """a[w] for a class, and per pod set its flavor options: sum_f u[p,f] = a[w] (gang)."""
     snapshot = model.snapshot
+    workload = members[0]
     cq = snapshot.cluster_queues[workload.cluster_queue or ""]
-    per_pod_set: list[list[tuple[FlavorOption, int, Path | None]]] = []
+    per_pod_set: list[list[tuple[FlavorOption, int]]] = []
     for pod_set in workload.pod_sets:
         options = semantics.flavor_options(snapshot, cq, pod_set)
         if isinstance(options, str):
-            model.excluded[workload.ref] = options
+            model.excluded.update({m.ref: options for m in members})
             return
         usable = []
         for option in options:
             shape = shape_for(model, pod_set, option, free, shape_index)
             if shape is not None:
-                usable.append((option, shape, None))
+                usable.append((option, shape))
         if not usable:
-            model.excluded[workload.ref] = f"no node can take a pod of pod set {pod_set.name}"
+            model.excluded.update({m.ref: f"no node can take a pod of pod set {pod_set.name}" for m in members})
             return
         per_pod_set.append(usable)
     w = len(model.workloads)
     model.workloads.append(workload)
-    admit = model.arrays.add_binary(f"a[{workload.ref}]")
+    model.members.append(members)
+    admit = model.arrays.add_col(f"a[{workload.ref}]", 0.0, len(members), integer=True)
     model.admit_col.append(admit)
     for p, (pod_set, usable) in enumerate(zip(workload.pod_sets, per_pod_set)):
         uses = []
-        for option, shape, _ in usable:
+        for option, shape in usable:
             choice = add_choice(model, w, p, pod_set, option, shape)
             if choice is not None:
                 uses.append(choice.use_col)
@@ -357,7 +383,8 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
             return None
         layers.append((index, layer.size))
     tag = f"{ref},{pod_set.name},{'+'.join(option.flavors)}"
-    use = arrays.add_binary(f"u[{tag}]")
+    size = len(model.members[w])
+    use = arrays.add_col(f"u[{tag}]", 0.0, size, integer=True)
     if pod_set.min_count is None:
         pods = [(use, float(pod_set.count))]
     else:
@@ -401,7 +428,8 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
         if domain_room(shape, nodes, model.room) < pod_set.minimum:
             continue  # the domain could never hold the pod set: no column for it
         name = f"{tag},{'/'.join(path)}"
-        x = arrays.add_binary(f"x[{name}]")
+        most = min(len(model.members[choice.workload]), domain_room(shape, nodes, model.room) // pod_set.count)
+        x = arrays.add_col(f"x[{name}]", 0.0, max(1, most), integer=True)
         choice.domain_cols[path] = x
         if not elastic:
             add_container(model, choice, pod_set, path, [(x, float(pod_set.count))], name)
@@ -655,9 +683,9 @@ def add_objectives(model: Formulation) -> None:
         tier = semantics.effective_priority(workload, snapshot)
         per_pod = semantics.pod_volume(pod_set, snapshot)
         volume[tier].extend((c, k * per_pod) for c, k in choice.pods)
-    for workload in model.workloads:
+    for workload, members in zip(model.workloads, model.members):
         tier = semantics.effective_priority(workload, snapshot)
-        most[tier] += sum(ps.count * semantics.pod_volume(ps, snapshot) for ps in workload.pod_sets)
+        most[tier] += len(members) * sum(ps.count * semantics.pod_volume(ps, snapshot) for ps in workload.pod_sets)
     for victim, e in zip(model.victims, model.evict_col):
         # Evicting takes the victim's volume away from its own tier, and costs lost work.
         volume[victim.priority].append((e, -semantics.running_volume(victim, snapshot)))
@@ -680,12 +708,17 @@ def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
             assert choice.level is not None
             terms.extend((z, SPAN_WEIGHT * 0.5 ** (choice.level + 1 - len(path)))
                          for path, z in choice.upper_cols.items())
-    order = sorted(range(len(model.workloads)),
-                   key=lambda w: semantics.queue_order_key(model.workloads[w], model.snapshot)[1:])
-    count = max(1, len(order))
-    for rank, w in enumerate(order):
-        # The oldest gets the largest reward; all rewards together stay below AGE_WEIGHT.
-        terms.append((model.admit_col[w], -AGE_WEIGHT * (count - rank) / (count * count)))
+    # The oldest workload gets the largest reward; all rewards together stay below
+    # AGE_WEIGHT. A class earns its members' mean reward per member admitted (its
+    # oldest members are the ones admitted, so this slightly favours large classes).
+    everyone = sorted(((m, w) for w, members in enumerate(model.members) for m in members),
+                      key=lambda pair: semantics.queue_order_key(pair[0], model.snapshot)[1:])
+    count = max(1, len(everyone))
+    reward: dict[int, list[float]] = defaultdict(list)
+    for rank, (_, w) in enumerate(everyone):
+        reward[w].append(AGE_WEIGHT * (count - rank) / (count * count))
+    for w, rewards in sorted(reward.items()):
+        terms.append((model.admit_col[w], -sum(rewards) / len(rewards)))
     prefs = [c for c in model.choices if c.option.preference > 0]
     scale = FLAVOR_WEIGHT / (1 + sum(c.option.preference for c in prefs))
     terms.extend((c.use_col, scale * c.option.preference) for c in prefs)

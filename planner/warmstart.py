@@ -26,7 +26,7 @@ def empty_start(form: Formulation) -> np.ndarray:
 def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
     """The decisions as a feasible column vector, or None if they do not fit the model."""
     values = np.zeros(form.arrays.num_cols)
-    index = {w.ref: i for i, w in enumerate(form.workloads)}
+    index = {m.ref: i for i, members in enumerate(form.members) for m in members}
     choices = defaultdict(list)
     for choice in form.choices:
         choices[(choice.workload, choice.pod_set)].append(choice)
@@ -35,7 +35,7 @@ def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
         if w is None:
             return None
         workload = form.workloads[w]
-        values[form.admit_col[w]] = 1.0
+        values[form.admit_col[w]] += 1.0   # a class counts its admitted members
         for assignment in admission.pod_sets:
             p = next((i for i, ps in enumerate(workload.pod_sets) if ps.name == assignment.name), None)
             if p is None:
@@ -65,10 +65,10 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
     """Set u, c, x/n/z, k and y for one pod set placed as `per_node` says."""
     shape = form.shapes[choice.shape]
     count = sum(per_node.values())
-    values[choice.use_col] = 1.0
+    values[choice.use_col] += 1.0
     for col, coef in choice.pods:
         if col != choice.use_col:
-            values[col] = count / coef
+            values[col] = count / coef  # elastic: a class of one
     by_domain: dict[tuple[str, ...], int] = defaultdict(int)
     by_slice: list[dict[tuple[str, ...], int]] = [defaultdict(int) for _ in choice.slice_layers]
     for node, pods in per_node.items():
@@ -86,7 +86,7 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
         (domain, pods), = by_domain.items()
         if domain not in choice.domain_cols:
             return False
-        values[choice.domain_cols[domain]] = 1.0
+        values[choice.domain_cols[domain]] += 1.0
         if choice.count_cols:
             values[choice.count_cols[domain]] = pods
     elif choice.mode == "preferred":
@@ -101,7 +101,7 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
         for domain, pods in by_slice[layer].items():
             if domain not in choice.slice_cols[layer] or pods % size:
                 return False
-            values[choice.slice_cols[layer][domain]] = pods // size
+            values[choice.slice_cols[layer][domain]] += pods // size
     return True
 
 
