@@ -15,8 +15,10 @@
 #       one that builds wins) through a generated wrapper module that pins every
 #       k8s.io staging module to the matching v0.<minor>.<patch> tag.
 #   etcd
-#       Debian's etcd-server package (apt-get); if that fails, built from
-#       go.etcd.io/etcd/server/v3 in its own wrapper module.
+#       built from go.etcd.io/etcd/server/v3 (STOWPLAN_ETCD_GO_VERSION) in its
+#       own wrapper module; if that fails, Debian's etcd-server (3.4, apt-get).
+#       STOWPLAN_ETCD_FROM="apt go" flips the order; STOWPLAN_ETCD=/path/etcd
+#       uses a given binary.
 #   kwok
 #       go install sigs.k8s.io/kwok/cmd/kwok.
 #   Kueue and JobSet CRDs
@@ -141,41 +143,15 @@ done
 ###########################################################################
 ETCD_BIN=""
 etcd_ok() { [[ -x "$1" ]] && "$1" --version >/dev/null 2>&1; }
-if [[ -n "${STOWPLAN_ETCD:-}" ]] && etcd_ok "$STOWPLAN_ETCD"; then
-    ETCD_BIN=$STOWPLAN_ETCD
-    log "etcd: using STOWPLAN_ETCD=$ETCD_BIN"
-fi
-if [[ -z "$ETCD_BIN" && "${STOWPLAN_ETCD_FROM:-apt}" == apt ]]; then
-    if etcd_ok /usr/bin/etcd; then
-        ETCD_BIN=/usr/bin/etcd
-        log "etcd: $ETCD_BIN ($(/usr/bin/etcd --version | head -1))"
-    elif command -v apt-get >/dev/null && [[ $(id -u) == 0 ]]; then
-        log "etcd: apt-get install etcd-server"
-        # The package's maintainer scripts would start an etcd service on
-        # :2379; we run our own on free ports, so forbid service starts.
-        policy_rc=/usr/sbin/policy-rc.d
-        had_policy=0; [[ -e $policy_rc ]] && had_policy=1
-        if (( ! had_policy )); then printf '#!/bin/sh\nexit 101\n' > $policy_rc; chmod +x $policy_rc; fi
-        export DEBIAN_FRONTEND=noninteractive
-        if ! apt-get install -y --no-install-recommends etcd-server >&2; then
-            apt-get update >&2 || true
-            apt-get install -y --no-install-recommends etcd-server >&2 || true
-        fi
-        (( had_policy )) || rm -f $policy_rc
-        # Should a service have started anyway, stop it: it is not ours.
-        if command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
-            systemctl stop etcd >&2 || true; systemctl disable etcd >&2 || true
-        fi
-        etcd_ok /usr/bin/etcd && ETCD_BIN=/usr/bin/etcd
-    fi
-fi
-if [[ -z "$ETCD_BIN" ]]; then
-    out="$CACHE/etcd-$ETCD_GO_VERSION"
+
+etcd_from_go() {
+    local out="$CACHE/etcd-$ETCD_GO_VERSION" w t0
     if etcd_ok "$out/etcd"; then
         log "etcd: cached in $out"
     else
         log "etcd: building go.etcd.io/etcd/server/v3@$ETCD_GO_VERSION in its own wrapper module"
         t0=$(date +%s)
+        # Its own module: sharing one with Kubernetes would bump common deps.
         w="$CACHE/src/etcd-wrapper-$ETCD_GO_VERSION"
         mkdir -p "$w" "$out"
         (
@@ -184,11 +160,56 @@ if [[ -z "$ETCD_BIN" ]]; then
             go get -tool "go.etcd.io/etcd/server/v3@$ETCD_GO_VERSION"
             GOFLAGS="$BUILD_GOFLAGS" CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
             mv "$out/etcd.tmp" "$out/etcd"
-        ) || die "etcd: build failed"
+        ) || { rm -f "$out/etcd.tmp"; log "etcd: Go build failed"; return 1; }
         log "etcd: built in $(( $(date +%s) - t0 ))s"
     fi
     ETCD_BIN="$out/etcd"
+}
+
+etcd_from_apt() {
+    if etcd_ok /usr/bin/etcd; then
+        ETCD_BIN=/usr/bin/etcd
+        log "etcd: $ETCD_BIN ($(/usr/bin/etcd --version | head -1))"
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null || [[ $(id -u) != 0 ]]; then
+        log "etcd: no apt-get as root here"; return 1
+    fi
+    log "etcd: apt-get install etcd-server"
+    # The package's maintainer scripts would start an etcd service on :2379;
+    # we run our own on free ports, so forbid service starts.
+    local policy_rc=/usr/sbin/policy-rc.d had_policy=0
+    [[ -e $policy_rc ]] && had_policy=1
+    if (( ! had_policy )); then printf '#!/bin/sh\nexit 101\n' > $policy_rc; chmod +x $policy_rc; fi
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends etcd-server >&2; then
+        apt-get update >&2 || true
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends etcd-server >&2 || true
+    fi
+    (( had_policy )) || rm -f $policy_rc
+    # Should a service have started anyway, stop it: it is not ours.
+    if command -v systemctl >/dev/null && systemctl is-active --quiet etcd 2>/dev/null; then
+        systemctl stop etcd >&2 || true; systemctl disable etcd >&2 || true
+    fi
+    etcd_ok /usr/bin/etcd && ETCD_BIN=/usr/bin/etcd
+}
+
+# Go first: Debian bookworm's etcd-server is 3.4.23, too old for the API
+# server's RequestWatchProgress, so every client-go informer (KWOK, the
+# controllers, Kueue) first fails its watch-list request and falls back; after
+# API server restarts their backoff then grows to tens of seconds.
+if [[ -n "${STOWPLAN_ETCD:-}" ]] && etcd_ok "$STOWPLAN_ETCD"; then
+    ETCD_BIN=$STOWPLAN_ETCD
+    log "etcd: using STOWPLAN_ETCD=$ETCD_BIN"
+else
+    for src in ${STOWPLAN_ETCD_FROM:-go apt}; do
+        case $src in
+            go) etcd_from_go && break ;;
+            apt) etcd_from_apt && break ;;
+            *) die "STOWPLAN_ETCD_FROM: unknown source '$src' (go, apt)" ;;
+        esac
+    done
 fi
+[[ -n "$ETCD_BIN" ]] || die "etcd: neither a Go build nor Debian's etcd-server worked"
 
 ###########################################################################
 # KWOK

@@ -209,11 +209,13 @@ class _Proc:
                 f"last lines of {self.log}:\n{_tail(self.log)}"
             )
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0, graceful: bool = True) -> None:
+        """SIGTERM the group, SIGKILL what is left after timeout (at once if
+        not graceful)."""
         p = self.popen
         if p is None:
             return
-        if p.poll() is None:
+        if graceful and p.poll() is None:
             try:
                 os.killpg(p.pid, signal.SIGTERM)
             except ProcessLookupError:
@@ -663,6 +665,8 @@ class ControlPlane:
             # The "kubernetes" Service would point at 127.0.0.1, which Endpoints
             # validation rejects: no reconciler, no log spam.
             "--endpoint-reconciler-type=none",
+            # A graceful stop otherwise waits 60 s for open watches.
+            "--shutdown-watch-termination-grace-period=2s",
             "--allow-privileged=true",
             "--profiling=false",
             f"--v={self.verbosity}",
@@ -679,11 +683,32 @@ class ControlPlane:
         self._spawn("kube-apiserver", self._apiserver_argv())
         self.wait_ready(timeout)
 
-    def stop_apiserver(self) -> None:
-        """Stop kube-apiserver only (etcd and the controllers keep running)."""
+    def stop_apiserver(self, graceful: bool = False, timeout: float = 60.0) -> None:
+        """Stop kube-apiserver only (etcd and the controllers keep running).
+
+        By default it is SIGKILLed: a crash, in-flight requests cut off. With
+        graceful=True it gets SIGTERM and drains first (that takes ~10 s
+        while the controllers hold watches open).
+        """
         p = self.procs.get("kube-apiserver")
         if p is not None:
-            p.stop()
+            p.stop(timeout=timeout, graceful=graceful)
+
+    def restart_controllers(self) -> None:
+        """Restart kube-controller-manager, kube-scheduler and KWOK.
+
+        Their client-go reflectors back off exponentially (0.8 s doubling to
+        30 s, reset after 2 min quiet) on every failed watch: after several
+        API server restarts in quick succession they can take tens of seconds
+        to notice new objects. Restarting them resets that.
+        """
+        if "kube-controller-manager" in self.procs:
+            self._start_kcm()
+        if "kube-scheduler" in self.procs:
+            self._start_scheduler()
+        if "kwok" in self.procs:
+            self._start_kwok()
+        self._wait_controllers()
 
     def apiserver_running(self) -> bool:
         p = self.procs.get("kube-apiserver")
