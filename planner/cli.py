@@ -422,7 +422,7 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     """
     import json
 
-    import yaml
+    import yaml  # type: ignore[import-untyped, unused-ignore]
 
     from planner.cluster import read_cluster
 

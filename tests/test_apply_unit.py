@@ -237,3 +237,15 @@ def test_gate_release_fills_the_planned_nodes_minus_pods_already_there():
     assert kube.objects["/api/v1/namespaces/team/pods/b"]["spec"]["schedulingGates"] == [{"name": "other"}]
     assert kube.objects["/api/v1/namespaces/team/pods/d"]["spec"]["schedulingGates"][-1] == {"name": GATE}
     assert missing == 0 and applier.report.released == 2
+
+
+def test_only_workloads_with_gated_pods_are_revisited():
+    running = job(suspend=False, annotations={ASSIGNMENT: assignment_json([PS])})
+    other = copy.deepcopy(running)
+    other["metadata"]["name"] = "done"
+    gated = {**pod("x"), "kind": "Pod"}
+    placed = {**pod("y", node="n1", gated=False), "kind": "Pod"}
+    placed["metadata"]["labels"] = {"batch.kubernetes.io/job-name": "done"}
+    doc = {"items": [running, other, gated, placed]}
+    assert set(running_assignments(doc)) == {REF, ObjectRef("Job", "team", "done")}
+    assert running_assignments(doc, only_gated=True) == {REF: [PS]}

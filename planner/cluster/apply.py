@@ -406,25 +406,46 @@ class Applier:
         return True
 
 
-def _pod_set_of(pod: dict[str, Any], refs: set[ObjectRef]) -> tuple[ObjectRef, str] | None:
+def _pod_set_of(pod: dict[str, Any], refs: set[ObjectRef] | None) -> tuple[ObjectRef, str] | None:
+    """(workload, pod set) of a Job's or JobSet's pod, if the workload is in `refs` (None: any)."""
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     namespace = meta.get("namespace", "")
     jobset = labels.get(JOBSET_NAME_LABEL)
     if jobset:
         ref = ObjectRef("JobSet", namespace, jobset)
-        return (ref, str(labels.get(REPLICATED_JOB_LABEL, ""))) if ref in refs else None
+        return (ref, str(labels.get(REPLICATED_JOB_LABEL, ""))) if refs is None or ref in refs else None
     job = labels.get(JOB_NAME_LABEL)
     for owner in meta.get("ownerReferences") or ():
         if owner.get("kind") == "Job":
             job = owner.get("name")
+    if not job:
+        return None
     ref = ObjectRef("Job", namespace, str(job))
-    return (ref, "main") if ref in refs else None
+    return (ref, "main") if refs is None or ref in refs else None
 
 
-def running_assignments(document: Mapping[str, Any]) -> dict[ObjectRef, list[PodSetAssignment]]:
-    """Unsuspended Jobs/JobSets carrying stowplan.io/assignment in a live List: whose gates to finish."""
+def gated_owners(document: Mapping[str, Any]) -> set[ObjectRef]:
+    """Workloads with pods still behind Stowplan's gate, in a live List."""
+    out = set()
+    for obj in document.get("items") or ():
+        if obj.get("kind") != "Pod":
+            continue
+        gates = (obj.get("spec") or {}).get("schedulingGates") or ()
+        if any(g.get("name") == GATE for g in gates):
+            owner = _pod_set_of(obj, None)
+            if owner is not None:
+                out.add(owner[0])
+    return out
+
+
+def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -> dict[ObjectRef, list[PodSetAssignment]]:
+    """Unsuspended Jobs/JobSets carrying stowplan.io/assignment in a live List: whose gates to finish.
+
+    With `only_gated`, just those that still have gated pods (the rest need nothing).
+    """
     out: dict[ObjectRef, list[PodSetAssignment]] = {}
+    wanted = gated_owners(document) if only_gated else None
     for obj in document.get("items") or ():
         kind = obj.get("kind")
         if kind not in API_VERSIONS or _suspended(obj):
@@ -433,8 +454,11 @@ def running_assignments(document: Mapping[str, Any]) -> dict[ObjectRef, list[Pod
         text = (meta.get("annotations") or {}).get(ASSIGNMENT)
         if not text:
             continue
+        ref = ObjectRef(kind, meta.get("namespace", ""), meta.get("name", ""))
+        if wanted is not None and ref not in wanted:
+            continue
         try:
-            out[ObjectRef(kind, meta.get("namespace", ""), meta.get("name", ""))] = parse_pod_sets(json.loads(text))
+            out[ref] = parse_pod_sets(json.loads(text))
         except (ValueError, KeyError, TypeError):
             continue   # the reader reports an unreadable assignment
     return out

@@ -179,7 +179,7 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
                           identity=lease.identity, say=say)
         started = time.monotonic()
-        report = applier.run(plan, running_assignments(live.document), release_wait=release_wait)
+        report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait)
         report.seconds["apply"] = round(time.monotonic() - started, 3)
         return plan, report
     finally:

@@ -40,9 +40,10 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     configuration = client.Configuration()
     try:
         if kubeconfig or not _in_cluster():
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=configuration)
         else:
-            config.load_incluster_config(client_configuration=configuration)
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, TypeError, ValueError) as err:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
         raise ClusterError(f"cannot load the cluster configuration ({where}): {_scrub(str(err))}") from None

@@ -103,6 +103,9 @@ def test_apply_admits_and_every_pod_binds_where_planned(kube, env_factory):
 def test_dry_run_changes_nothing(kube, env_factory, control_plane):
     env = env_factory(nodes=2)
     env.job("a", pods=2, gpus=4)
+    # the job controller records the Suspended condition once; after that nothing else writes the Job
+    wait_for("the job controller to see the suspended Job",
+             lambda: any(c.type == "Suspended" for c in (job_obj(env, "a").status.conditions or [])), 30)
     before = job_obj(env, "a").metadata.resource_version
     dry = Kube(connect(str(control_plane.kubeconfig)), dry_run=True)
     plan, report = cycle(dry, env)
