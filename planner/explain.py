@@ -5,6 +5,12 @@ whoever made them (greedy or MILP). Order of causes: what can never be admitted
 (blocked, inactive queue, namespace), then quota, then capacity or topology, then
 queue rules (StrictFIFO), and last "fits, but was not chosen". Quota and capacity
 are explained for the first flavor option, as a user reads the ClusterQueue.
+
+When it does not fit, one clause says what preemption could do: evicting running
+work its policies allow would make room (and the plan chose not to), or lower
+priority work would make room but may not be evicted, and why (the policy value,
+non-preemptible, minimum runtime). The victims are found as greedy finds them
+(Kueue's order, minimal set) and the state is restored afterwards.
 Pure: no I/O, deterministic.
 """
 
@@ -12,7 +18,8 @@ from __future__ import annotations
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.greedy import (
-    Choice, ClusterState, _Tentative, admission_blocker, amount, pod_shape, pods, quantity, try_counts,
+    Choice, ClusterState, Preemption, _Tentative, admission_blocker, amount, minimal_victims, pod_shape,
+    pods, quantity, try_counts,
 )
 from planner.placement import Placement
 from planner.semantics import flavor_options, queue_order_key, quota_usage
@@ -31,10 +38,67 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef,
     waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
                if w.state is WorkloadState.PENDING and w.ref not in chosen]
     heads = _strict_fifo_heads(snapshot, waiting)
+    hints = _Hints(state, [e.workload for e in decisions.evictions])
     out: dict[ObjectRef, str] = {}
     for w in waiting:
-        out[w.ref] = _reason(state, w, heads)
+        out[w.ref] = _reason(state, w, heads, hints)
     return out
+
+
+class _Hints:
+    """The preemption clause of a reason, built lazily and cached per shape of request."""
+
+    def __init__(self, state: ClusterState, evicted: list[ObjectRef]):
+        self.state, self.evicted = state, evicted
+        self.preemption: Preemption | None = None
+        self.cache: dict[object, str] = {}
+
+    def clause(self, w: Workload, counts: list[int]) -> str:
+        snapshot = self.state.snapshot
+        cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        key: object = None
+        if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
+            key = (cq.name, w.priority, tuple(counts),
+                   tuple((ps.request, ps.topology, tuple(sorted(ps.node_selector.items())), ps.tolerations)
+                         for ps in w.pod_sets))
+            if key in self.cache:
+                return self.cache[key]
+        if self.preemption is None:
+            self.preemption = Preemption(self.state, gone=self.evicted)
+        text = _preemption_clause(self.preemption, w, counts)
+        if key is not None:
+            self.cache[key] = text
+        return text
+
+
+def _preemption_clause(hint: Preemption, w: Workload, counts: list[int]) -> str:
+    state = hint.state
+
+    def fits() -> bool:
+        return not isinstance(try_counts(state, w, counts), str)
+
+    def room(victims: list[Workload], lower: str = "") -> str:
+        n = sum(psa.count for v in victims for psa in v.assignment)
+        return f"{len(victims)} {lower}running workload{'' if len(victims) == 1 else 's'} ({pods(n)})"
+
+    allowed = [c.workload for c in hint.candidates(w)]
+    found = minimal_victims(state, allowed, fits) if allowed else None
+    if found is not None:
+        victims = [allowed[i] for i in found]
+        for v in victims:
+            state.release(v, sign=-1)
+        if victims:
+            return f"; preempting {room(victims)} would make room, which this plan did not choose"
+        return ""
+    lower = hint.lower(w)
+    found = minimal_victims(state, lower, fits) if lower else None
+    if not found:
+        return ""
+    victims = [lower[i] for i in found]
+    for v in victims:
+        state.release(v, sign=-1)
+    why = sorted({hint.why_not(w, v) for v in victims})
+    return f"; evicting {room(victims, 'lower-priority ')} would make room, but {' and '.join(why[:2])}"
 
 
 def _strict_fifo_heads(snapshot: Snapshot, waiting: list[Workload]) -> dict[str, Workload]:
@@ -48,14 +112,14 @@ def _strict_fifo_heads(snapshot: Snapshot, waiting: list[Workload]) -> dict[str,
     return heads
 
 
-def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload]) -> str:
+def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload], hints: _Hints) -> str:
     blocker = admission_blocker(state.snapshot, w)
     if blocker is not None:
         return blocker
     cq = state.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
     counts = [ps.minimum for ps in w.pod_sets]
     if isinstance(try_counts(state, w, counts), str):
-        return _why_not(state, cq, w, counts)
+        return _why_not(state, cq, w, counts) + hints.clause(w, counts)
     head = heads.get(cq.name)
     if head is not None and head.ref != w.ref:
         return f"waiting behind {head.ref} (StrictFIFO)"

@@ -616,17 +616,22 @@ class Preemption:
     first, most recently admitted first, then UID; at most MAX_CANDIDATES.
     """
 
-    def __init__(self, state: ClusterState):
+    def __init__(self, state: ClusterState, gone: Iterable[ObjectRef] = ()):
+        """`gone`: workloads already released from `state` (evicted by decisions being explained)."""
         snap = state.snapshot
+        skip = set(gone)
         self.state = state
         self.tree = state.quota
         self.before = borrowing_queues(snap, self.tree, cluster_queue_usage(snap))
         self.by_queue: dict[str, list[Workload]] = defaultdict(list)
+        self.all_by_queue: dict[str, list[Workload]] = defaultdict(list)   # evictable or not
         for w in sorted(snap.workloads, key=lambda w: w.ref):
-            if w.state is WorkloadState.RUNNING and w.cluster_queue is not None and evictable(w, snap):
-                self.by_queue[w.cluster_queue].append(w)
-        for q in self.by_queue.values():  # Kueue's order within a queue: priority, newest admitted, UID
-            q.sort(key=self._order)
+            if w.state is WorkloadState.RUNNING and w.cluster_queue is not None and w.ref not in skip:
+                self.all_by_queue[w.cluster_queue].append(w)
+                if evictable(w, snap):
+                    self.by_queue[w.cluster_queue].append(w)
+        for q in list(self.by_queue.values()) + list(self.all_by_queue.values()):
+            q.sort(key=self._order)  # Kueue's order within a queue: priority, newest admitted, UID
         self.root = {name: self.tree.root_of(f"cq:{name}") for name in snap.cluster_queues
                      if f"cq:{name}" in self.tree.parent}
         self.evicted: dict[ObjectRef, Eviction] = {}
@@ -675,6 +680,48 @@ class Preemption:
                 taken += 1
         out.sort(key=lambda c: (c.workload.cluster_queue == cq.name,) + self._order(c.workload))
         return out[:MAX_CANDIDATES]
+
+    def lower(self, w: Workload) -> list[Workload]:
+        """Running work of lower base priority in `w`'s queue or cohort tree that it could
+        use the room of, whatever the policies say (for explaining), in Kueue's order."""
+        snap = self.state.snapshot
+        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        root = self.root.get(cq.name)
+        queues = [n for n in self.all_by_queue
+                  if n == cq.name or (root is not None and root != f"cq:{cq.name}" and self.root.get(n) == root)]
+        needs, rows = self._needs(cq, w)
+        out = []
+        for name in sorted(queues):
+            taken = 0
+            for v in self.all_by_queue[name]:
+                if v.priority >= w.priority or taken >= MAX_CANDIDATES:
+                    break
+                if v.ref in self.evicted or not (self._frs_of(v) & needs or rows[self._rows_of(v)].any()):
+                    continue
+                out.append(v)
+                taken += 1
+        out.sort(key=lambda v: (v.cluster_queue == cq.name,) + self._order(v))
+        return out[:MAX_CANDIDATES]
+
+    def why_not(self, w: Workload, v: Workload) -> str:
+        """Why `w` may not evict `v`, in a few words (for explaining)."""
+        snap = self.state.snapshot
+        if v.non_preemptible:
+            return "some of it is non-preemptible"
+        if not evictable(v, snap):
+            return "some of it has run less than the minimum runtime"
+        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        policy = cq.preemption
+        if v.cluster_queue == cq.name:
+            return f"withinClusterQueue is {policy.within_cluster_queue}"
+        if policy.reclaim_within_cohort == "Never" and policy.borrow_within_cohort == "Never":
+            return "reclaimWithinCohort is Never"
+        borrowing = self.before & borrowing_queues(snap, self.tree, self.state.cq_usage)
+        if policy.borrow_within_cohort == "Never" and v.cluster_queue not in borrowing:
+            return f"ClusterQueue {v.cluster_queue} is not borrowing"
+        if preemption_reason(snap, w, v, self.tree, borrowing) is not None:
+            return f"ClusterQueue {v.cluster_queue} could reclaim it back"
+        return f"the preemption policy of ClusterQueue {cq.name} does not allow it"
 
     def _needs(self, cq: ClusterQueue, w: Workload) -> tuple[set[FlavorResource], np.ndarray]:
         """Flavor/resources `w` could charge and the node rows it could use, over all flavor options."""

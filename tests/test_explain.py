@@ -105,3 +105,51 @@ def test_admitted_workloads_get_no_reason():
     decisions = greedy(s).decisions
     assert decisions.admissions and pending_reasons(s, decisions) == {}
     assert isinstance(decisions.admissions[0], Admission)
+
+
+# ---------------------------------------------------------------- preemption in reasons
+
+def _rack_world(within: str, *running_specs, pending_gpus: int = 8, quota: int = 16):
+    """Racks r1 (n1 n2) and r2 (n3 n4) of 4-GPU nodes; one queue; `running_specs` are
+    (name, priority, nodes, kwargs)."""
+    import builders as b
+
+    nodes = [b.node(n, gpu=4, labels={RACK: r}) for n, r in (("n1", "r1"), ("n2", "r1"), ("n3", "r2"), ("n4", "r2"))]
+    quotas = {"default": {GPU: quota, "cpu": 1000, "memory": "10Ti"}}
+    running = [b.running_job("team-a", name, cq="cq-a", gpu=1, nodes=placed, priority=prio, **kw)
+               for name, prio, placed, kw in running_specs]
+    want = b.job("team-a", "rack-job", cq="cq-a", pods=pending_gpus, gpu=1, priority=10,
+                 topology=b.required(RACK))
+    return b.snapshot(nodes=nodes, flavors=[b.flavor("default", topology="topo")],
+                      topologies=[b.topology("topo", RACK, HOST)],
+                      cqs=[b.cq("cq-a", quotas=quotas, within=within)], workloads=running + [want])
+
+
+def test_reason_says_which_policy_forbids_the_preemption_that_would_help():
+    s = _rack_world("Never", ("low-1", 0, {"n3": 4}, {}), ("low-2", 1, {"n4": 4}, {}),
+                    ("high", 20, {"n1": 4, "n2": 4}, {}), quota=32)
+    reasons = pending_reasons(s, greedy(s).decisions)
+    assert reasons == {ref("rack-job"): (
+        "needs 8 pods in one cloud.provider.com/topology-rack; largest has room for 0; "
+        "evicting 2 lower-priority running workloads (8 pods) would make room, but withinClusterQueue is Never")}
+
+
+def test_reason_says_when_preemption_was_allowed_but_not_chosen():
+    s = _rack_world("LowerPriority", ("low-1", 0, {"n3": 4}, {}), ("low-2", 1, {"n4": 4}, {}),
+                    ("high", 20, {"n1": 4, "n2": 4}, {}), quota=32)
+    assert pending_reasons(s, Decisions())[ref("rack-job")].endswith(
+        "; preempting 2 running workloads (8 pods) would make room, which this plan did not choose")
+    assert pending_reasons(s, greedy(s).decisions) == {}   # greedy did preempt
+
+
+def test_reason_names_non_preemptible_work_in_the_way():
+    s = _rack_world("LowerPriority", ("pinned", 0, {"n3": 4, "n4": 4}, {"non_preemptible": True}),
+                    ("high", 20, {"n1": 4, "n2": 4}, {}), quota=32)
+    assert pending_reasons(s, greedy(s).decisions)[ref("rack-job")].endswith(
+        "; evicting 1 lower-priority running workload (8 pods) would make room, but some of it is non-preemptible")
+
+
+def test_no_preemption_clause_when_nothing_of_lower_priority_would_help():
+    s = _rack_world("LowerPriority", ("high", 20, {"n1": 4, "n2": 4, "n3": 4}, {}), pending_gpus=8, quota=32)
+    reason = pending_reasons(s, greedy(s).decisions)[ref("rack-job")]
+    assert "evicting" not in reason and "preempting" not in reason
