@@ -48,6 +48,14 @@ die() { log "ERROR: $*"; exit 1; }
 
 command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$CACHE"
+# One build at a time per cache (two test sessions may start together).
+if command -v flock >/dev/null; then
+    exec 9>"$CACHE/.build.lock"
+    if ! flock -n 9; then
+        log "another build.sh holds $CACHE/.build.lock; waiting"
+        flock 9
+    fi
+fi
 
 # Print a field of `go mod download -json MODULE@VERSION` (Dir, GoMod, ...).
 mod_field() { # module@version field

@@ -6,7 +6,8 @@
         cp.make_node("n1", labels={...}, allocatable={"nvidia.com/gpu": "8"})
 
 Processes (all on 127.0.0.1, free ports, one temporary work dir):
-  etcd                      --unsafe-no-fsync, data dir in the work dir
+  etcd                      data on tmpfs (/dev/shm) when there is one, and
+                            --unsafe-no-fsync when the binary has it (3.5+)
   kube-apiserver            token auth (admin token in system:masters), RBAC,
                             serving cert from a throwaway CA (openssl)
   kube-controller-manager   all controllers but node-lifecycle (no kubelets)
@@ -14,6 +15,11 @@ Processes (all on 127.0.0.1, free ports, one temporary work dir):
   kwok                      --manage-all-nodes: keeps Nodes Ready and moves
                             bound pods to Running
 and, once the API is up, Kueue's CRDs (v1beta2 served) and JobSet's CRD.
+
+Job pods stay Running (KWOK's pod-complete stage is off unless
+job_pods_complete=True). stop_apiserver()/start_apiserver() crash or drain the
+API server and bring it back on the same port with the same etcd data.
+Components log to <workdir>/logs/<name>.log; a failed start prints their tails.
 
 Binaries and CRD locations come from the manifest that build.sh writes
 (``$STOWPLAN_CP_CACHE/manifest.env``, default ``~/.cache/stowplan-cp``).
