@@ -17,8 +17,8 @@ What it draws, all from one `random.Random(seed)`:
   One GPU flavor, optionally a second GPU type on the last top-level domains.
 - **Queues.** `teams` ClusterQueues in cohort `org` (or in `cohort_groups`
   sub-cohorts of it), nominal quotas splitting `quota_share` of each flavor's GPUs
-  (cpu and memory in the nodes' proportion) with random weights; about half have a
-  `borrowingLimit` (= nominal), about a third a `lendingLimit` (= nominal / 2).
+  (cpu and memory in the nodes' proportion) with random weights; half have a
+  `borrowingLimit` (= nominal), 30% a `lendingLimit` (= nominal / 2).
   Preemption: LowerPriority within the queue, reclaim Any, borrow LowerPriority up
   to the middle priority.
 - **Jobs.** Small jobs follow the Philly mix (1 GPU 70%, 2: 10%, 4: 15%, 8: 5%),
@@ -125,8 +125,10 @@ class GeneratorSpec:
     quota_share: float = _f(1.0, "nominal quotas (queues plus org's own) add up to this share of each "
                                  "flavor's GPUs; cpu and memory in the nodes' proportion")
     root_quota_share: float = _f(0.0, "share of that quota held by cohort org itself")
-    borrowing_share: float = _f(0.5, "share of queues with borrowingLimit = nominal (the others: unlimited)")
-    lending_share: float = _f(0.3, "share of queues with lendingLimit = nominal / 2 (the others: no limit)")
+    borrowing_share: float = _f(0.5, "share of queues (rounded, at least one) with borrowingLimit = nominal "
+                                     "(the others: unlimited)")
+    lending_share: float = _f(0.3, "share of queues (rounded, at least one) with lendingLimit = nominal / 2 "
+                                   "(the others: no limit)")
     pending: int = _f(300, "pending (suspended) workloads")
     running: int = _f(300, "running workloads asked for (fewer if quota or nodes run out)")
     multi_node_share: float = _f(0.1, "share of workloads that are multi-node training jobs, by count")
@@ -147,7 +149,9 @@ class GeneratorSpec:
     priorities: tuple[tuple[str, int, float], ...] = _f(PRIORITIES, "WorkloadPriorityClasses as "
                                                                     "NAME:VALUE:SHARE triples")
     history_hours: float = _f(72.0, "pending jobs were created over this many hours before now")
-    running_large_budget: float = _f(0.6, "running multi-node work takes at most this share of a queue's "
+    running_multi_node_share: float = _f(0.15, "share of running workloads drawn as multi-node jobs (by "
+                                                "count, within running_large_budget)")
+    running_large_budget: float = _f(0.75, "running multi-node work takes at most this share of a queue's "
                                           "nominal")
     checkpoint_share: float = _f(0.6, "running jobs with stowplan.io/checkpointed-at (multi-node: 0.9)")
     non_preemptible_share: float = _f(0.02, "running jobs with stowplan.io/non-preemptible: true")
@@ -181,7 +185,7 @@ class GeneratorSpec:
             raise ValueError("priorities, small_sizes and multi_node_sizes must not be empty")
         for name in ("quota_share", "root_quota_share", "borrowing_share", "lending_share", "multi_node_share",
                      "required_share", "slice_share", "jobset_share", "sweep_share", "elastic_share",
-                     "unconstrained_share", "running_large_budget", "checkpoint_share", "non_preemptible_share",
+                     "unconstrained_share", "running_multi_node_share", "running_large_budget", "checkpoint_share", "non_preemptible_share",
                      "second_flavor_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
@@ -197,8 +201,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "XL": dict(levels=STANDARD_LEVELS[4], fanout=(8, 16, 32, 16), teams=64, cohort_groups=8,
                pending=40000, running=40000),
     # Meta-like: 8-GPU hosts, racks of 16, blocks of 256 hosts (2,048 GPUs); 1,024 nodes.
-    "meta-like": dict(seed=1, fanout=(4, 16, 16), teams=6, pending=260, running=160,
-                      multi_node_share=0.15, max_job_gpus=1024),
+    "meta-like": dict(seed=1, fanout=(4, 16, 16), teams=6, pending=300, running=200,
+                      multi_node_share=0.15, running_multi_node_share=0.35, max_job_gpus=1024),
     # NVL72-like: GB200 trays of 4 GPUs, 18 per rack (72 GPUs in one NVLink domain), 16 racks.
     "nvl72": dict(seed=2, fanout=(2, 8, 18), gpus_per_node=4, cpu_per_node=144, memory_per_node_gi=880,
                   flavor="gb200", gpu_product="NVIDIA-GB200", teams=4, pending=150, running=90,
@@ -209,7 +213,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # queues in a two-level cohort tree with quota at the root.
     "four-level": dict(seed=3, levels=STANDARD_LEVELS[4], fanout=(2, 2, 4, 12), teams=6, cohort_groups=2,
                        second_flavor="a100", second_flavor_share=0.5, root_quota_share=0.1,
-                       pending=120, running=80, multi_node_share=0.15, max_job_gpus=512),
+                       pending=120, running=80, multi_node_share=0.15, running_multi_node_share=0.3,
+                       max_job_gpus=512),
 }
 
 
@@ -218,6 +223,62 @@ def preset(name: str, **overrides: Any) -> GeneratorSpec:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}: one of {', '.join(PRESETS)}")
     return dataclasses.replace(GeneratorSpec(**PRESETS[name]), **overrides)
+
+
+_PAIRS = ("multi_node_sizes", "small_sizes")
+
+
+def format_value(value: Any) -> str:
+    """A parameter's value as --set takes it (inverse of parse_setting)."""
+    if isinstance(value, tuple) and value and isinstance(value[0], tuple):
+        return ",".join(":".join(str(v) for v in item) for item in value)
+    if isinstance(value, tuple):
+        return ("x" if value and isinstance(value[0], int) else ",").join(str(v) for v in value)
+    return str(value)
+
+
+def parse_setting(spec: GeneratorSpec, key: str, text: str) -> dict[str, Any]:
+    """`key=text` from the command line -> fields to replace (ValueError when wrong).
+
+    `nodes` (or `fanout`) is the fan-out, AxBxC; with another number of levels than
+    `spec.levels`, the standard levels of that depth replace them.
+    """
+    names = {f.name: f for f in dataclasses.fields(GeneratorSpec)}
+    try:
+        if key in ("nodes", "fanout"):
+            fanout = tuple(int(v) for v in text.replace(",", "x").split("x"))
+            out: dict[str, Any] = {"fanout": fanout}
+            if len(fanout) != len(spec.levels):
+                if len(fanout) not in STANDARD_LEVELS:
+                    raise ValueError(f"{len(fanout)} levels: give levels=... too (standard levels exist for 1 to 4)")
+                out["levels"] = STANDARD_LEVELS[len(fanout)]
+            return out
+        if key not in names:
+            raise ValueError(f"unknown parameter {key!r}; parameters: {', '.join(names)}")
+        default = names[key].default
+        if key == "levels":
+            return {key: tuple(v.strip() for v in text.split(",") if v.strip())}
+        if key in _PAIRS:
+            pairs = []
+            for item in text.split(","):
+                gpus, _, weight = item.partition(":")
+                pairs.append((int(gpus), int(weight or 1)))
+            return {key: tuple(pairs)}
+        if key == "priorities":
+            triples = []
+            for item in text.split(","):
+                name, value, share = item.split(":")
+                triples.append((name.strip(), int(value), float(share)))
+            return {key: tuple(triples)}
+        if isinstance(default, bool):
+            return {key: text.lower() in ("1", "true", "yes")}
+        if isinstance(default, int):
+            return {key: int(text)}
+        if isinstance(default, float):
+            return {key: float(text)}
+        return {key: text}
+    except ValueError as error:
+        raise ValueError(f"parameter {key}={text!r}: {error}") from None
 
 
 def spec_field_docs() -> dict[str, str]:
@@ -491,8 +552,14 @@ class _Generator:
                 shares[order[j % len(order)]] += 1
             for t, share in enumerate(shares):
                 self.nominal[t][flavor] = share
-        self.borrowing = [rng.random() < spec.borrowing_share for _ in names]
-        self.lending = [rng.random() < spec.lending_share for _ in names]
+        def some(share: float) -> list[bool]:
+            """round(share x teams) queues at random (at least one when share > 0)."""
+            k = max(1 if share > 0 else 0, round(share * len(names)))
+            chosen = set(rng.sample(range(len(names)), k))
+            return [t in chosen for t in range(len(names))]
+
+        self.borrowing = some(spec.borrowing_share)
+        self.lending = some(spec.lending_share)
         self.group_of = [t % spec.cohort_groups if spec.cohort_groups else -1 for t in range(len(names))]
         # usage of running work per team and flavor: [gpu, cpu milli, mem Gi]
         self.usage = [{f: [0, 0, 0] for f, *_ in self.flavors} for _ in names]
@@ -666,7 +733,7 @@ class _Generator:
     def running_jobs(self) -> list[_Job]:
         spec, rng = self.spec, self.rng
         placed: list[_Job] = []
-        n_large = round(spec.running * spec.multi_node_share) if self.large_sizes() else 0
+        n_large = round(spec.running * spec.running_multi_node_share) if self.large_sizes() else 0
         for _ in range(n_large):
             team = self.pick_team()
             budgets = {f: int(self.nominal[team][f] * spec.running_large_budget) - self.large_usage[team][f]
@@ -965,3 +1032,16 @@ def generate(spec: GeneratorSpec) -> dict[str, Any]:
 def to_json(snapshot: dict[str, Any]) -> str:
     """Compact JSON, one line, newline-terminated: the reader's fast path."""
     return json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def to_yaml(snapshot: dict[str, Any]) -> str:
+    """Block YAML with libyaml's CSafeDumper, no anchors (shared sub-dicts are written out)."""
+    import yaml  # an edge: only the CLI writes YAML
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    class Dumper(base):  # type: ignore[valid-type, misc]
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return str(yaml.dump(snapshot, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=4096))

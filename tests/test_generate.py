@@ -1,0 +1,395 @@
+"""The snapshot generator (planner/generate.py) and `stowplan generate`.
+
+Determinism, that the reader takes its output with no problems, that counts and
+shapes follow the spec, the Philly size mix, that running work respects node
+capacity, quota and its own topology request, that TAS annotations read back as
+the intended TopologyRequests, the CLI's atomic write, and that a generated
+snapshot plans and verifies. The committed topology fixtures are exactly what
+their presets generate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from models import Decisions, SliceLayer, TopologyRequest, WorkloadState
+from planner import generate as g
+from planner.cli import cli
+from planner.pipeline import plan_snapshot
+from planner.snapshot import build_snapshot, read_snapshot
+from planner.snapshot.quantity import parse_quantity
+from planner.verify import verify
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURE_PRESETS = ("meta-like", "nvl72", "four-level")
+GPU = "nvidia.com/gpu"
+
+
+def small_spec(**overrides):
+    """A quick cluster: 2 blocks x 2 racks x 4 nodes."""
+    base = dict(fanout=(2, 2, 4), teams=3, pending=30, running=15, max_job_gpus=64,
+                multi_node_sizes=((16, 3), (32, 2), (64, 1)))
+    base.update(overrides)
+    return g.GeneratorSpec(**base)
+
+
+def snapshot_of(spec):
+    return build_snapshot([g.generate(spec)], source="generated")
+
+
+@pytest.fixture(scope="module")
+def snapshots():
+    """Snapshots (and their documents) of S and the fixture presets, built once."""
+    out = {}
+    for name in ("S",) + FIXTURE_PRESETS:
+        spec = g.preset(name)
+        document = g.generate(spec)
+        out[name] = (spec, document, build_snapshot([document], source=name))
+    return out
+
+
+# ---------------------------------------------------------------- determinism
+
+def test_same_seed_same_bytes_different_seed_different_bytes():
+    spec = g.preset("S")
+    first = g.to_json(g.generate(spec))
+    assert first == g.to_json(g.generate(spec))
+    assert first != g.to_json(g.generate(dataclasses.replace(spec, seed=spec.seed + 1)))
+
+
+def test_yaml_and_json_say_the_same():
+    document = g.generate(small_spec())
+    text = g.to_yaml(document)
+    assert "&id" not in text and "*id" not in text     # shared sub-dicts are written out, not aliased
+    assert yaml.safe_load(text) == json.loads(g.to_json(document))
+
+
+# ---------------------------------------------------------------- the reader takes it
+
+@pytest.mark.parametrize("name", ("S",) + FIXTURE_PRESETS)
+def test_reads_with_no_problems(snapshots, name):
+    _, document, snapshot = snapshots[name]
+    assert snapshot.problems == (), [str(p) for p in snapshot.problems[:5]]
+    assert all(w.blocked_reason is None for w in snapshot.workloads)
+    assert all(cq.active for cq in snapshot.cluster_queues.values())
+    assert snapshot.now == g._parse_time(g.GeneratorSpec().now)
+    assert snapshot.ignored_kinds == {}
+
+
+def test_reads_from_a_json_and_a_yaml_file(tmp_path):
+    document = g.generate(small_spec())
+    (tmp_path / "s.json").write_text(g.to_json(document))
+    (tmp_path / "s.yaml").write_text(g.to_yaml(document))
+    a = read_snapshot([str(tmp_path / "s.json")])
+    b = read_snapshot([str(tmp_path / "s.yaml")])
+    assert a.problems == b.problems == ()
+    assert a.workloads == b.workloads and a.nodes == b.nodes
+
+
+# ---------------------------------------------------------------- counts and shapes
+
+@pytest.mark.parametrize("name", ("S",) + FIXTURE_PRESETS)
+def test_counts_and_shapes_follow_the_spec(snapshots, name):
+    spec, document, snapshot = snapshots[name]
+    assert len(snapshot.nodes) == math.prod(spec.fanout) == spec.nodes
+    node = snapshot.nodes[0]
+    assert node.allocatable.get(spec.gpu_resource) == spec.gpus_per_node
+    assert node.allocatable.get("cpu") == spec.cpu_per_node * 1000
+    assert all(n.usable for n in snapshot.nodes)
+    (topology,) = snapshot.topologies.values()
+    assert topology.levels == spec.levels
+    for k, level in enumerate(spec.levels[:-1]):   # fan-out per level
+        domains = {tuple(n.labels[lv] for lv in spec.levels[:k + 1]) for n in snapshot.nodes}
+        assert len(domains) == math.prod(spec.fanout[:k + 1])
+    assert set(snapshot.flavors) == {spec.flavor} | ({spec.second_flavor} if spec.second_flavor else set())
+    assert all(f.topology_name == topology.name for f in snapshot.flavors.values())
+    assert len(snapshot.cluster_queues) == spec.teams == len(snapshot.local_queues)
+    expected_cohorts = 1 + spec.cohort_groups
+    assert len(snapshot.cohorts) == expected_cohorts
+    if spec.cohort_groups:
+        assert {c.parent for n, c in snapshot.cohorts.items() if n != "org"} == {"org"}
+    states = Counter(w.state for w in snapshot.workloads)
+    assert states[WorkloadState.PENDING] == spec.pending
+    assert states[WorkloadState.RUNNING] == spec.running
+    assert states[WorkloadState.EXTERNAL] == 0
+    # nominal quotas add up to the flavor's GPUs (quota_share 1), the root's own included
+    for flavor in snapshot.flavors:
+        nominal = sum(q.resources[spec.gpu_resource].nominal for cq in snapshot.cluster_queues.values()
+                      for rg in cq.resource_groups for q in rg.flavors if q.flavor == flavor)
+        nominal += sum(q.resources[spec.gpu_resource].nominal for c in snapshot.cohorts.values()
+                       for rg in c.resource_groups for q in rg.flavors if q.flavor == flavor)
+        label = snapshot.flavors[flavor].node_labels
+        gpus = sum(n.allocatable.get(spec.gpu_resource) for n in snapshot.nodes
+                   if all(n.labels.get(k) == v for k, v in label.items()))
+        assert nominal == gpus
+    limits = [q.resources[spec.gpu_resource] for cq in snapshot.cluster_queues.values()
+              for rg in cq.resource_groups for q in rg.flavors]
+    if spec.teams >= 6:
+        assert any(q.borrowing_limit is not None for q in limits)
+        assert any(q.lending_limit is not None for q in limits)
+    priorities = {w.priority for w in snapshot.workloads}
+    assert priorities == {value for _, value, _ in spec.priorities}
+
+
+def test_the_presets_have_the_sizes_the_benchmark_needs():
+    for name, nodes, levels, work in (("S", 512, 3, 300), ("M", 4096, 3, 2000), ("L", 16384, 4, 10000),
+                                      ("XL", 65536, 4, 40000)):
+        spec = g.preset(name)
+        assert (spec.nodes, len(spec.levels), spec.pending, spec.running, spec.gpus_per_node) == \
+            (nodes, levels, work, work, 8)
+        spec.validate()
+
+
+def test_nodes_setting_picks_standard_levels_for_another_depth():
+    spec = g.preset("S")
+    changed = dataclasses.replace(spec, **g.parse_setting(spec, "nodes", "2x4x8x16"))
+    assert changed.fanout == (2, 4, 8, 16) and changed.levels == g.STANDARD_LEVELS[4]
+    assert g.parse_setting(spec, "multi_node_sizes", "16:3,32:1") == {"multi_node_sizes": ((16, 3), (32, 1))}
+    assert g.parse_setting(spec, "priorities", "hi:10:0.5,lo:0:0.5") == \
+        {"priorities": (("hi", 10, 0.5), ("lo", 0, 0.5))}
+    with pytest.raises(ValueError, match="unknown parameter"):
+        g.parse_setting(spec, "nonsense", "1")
+    with pytest.raises(ValueError, match="the last level"):
+        dataclasses.replace(spec, levels=(g.BLOCK, g.RACK, "zone")).validate()
+
+
+def test_one_level_and_two_flavors_work_too():
+    for spec in (small_spec(levels=(g.HOSTNAME,), fanout=(12,)),
+                 small_spec(second_flavor="a100", cohort_groups=2, root_quota_share=0.2)):
+        snapshot = snapshot_of(spec)
+        assert snapshot.problems == ()
+        assert Counter(w.state for w in snapshot.workloads)[WorkloadState.PENDING] == spec.pending
+
+
+# ---------------------------------------------------------------- the job mix
+
+def test_small_jobs_follow_the_philly_mix():
+    spec = small_spec(pending=6000, running=0, multi_node_share=0.0, fanout=(2, 2, 8))
+    snapshot = snapshot_of(spec)
+    sizes = Counter(sum(ps.count * ps.request.get(GPU) for ps in w.pod_sets) for w in snapshot.workloads)
+    total = sum(sizes.values())
+    for gpus, share in ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05)):
+        assert abs(sizes[gpus] / total - share) < 0.02, (gpus, sizes[gpus] / total)
+    assert set(sizes) == {1, 2, 4, 8}
+
+
+def test_multi_node_jobs_are_whole_nodes_of_the_listed_sizes(snapshots):
+    spec, _, snapshot = snapshots["S"]
+    listed = {gpus for gpus, _ in spec.multi_node_sizes}
+    large = [w for w in snapshot.workloads if sum(ps.count * ps.request.get(GPU) for ps in w.pod_sets) >= 16]
+    assert len(large) >= 0.5 * spec.multi_node_share * spec.pending
+    kinds = Counter(w.ref.kind for w in large)
+    assert kinds["Job"] and kinds["JobSet"]
+    for w in large:
+        gpu_sets = [ps for ps in w.pod_sets if ps.request.get(GPU)]
+        assert all(ps.request.get(GPU) == spec.gpus_per_node for ps in gpu_sets)
+        assert sum(ps.count * ps.request.get(GPU) for ps in gpu_sets) in listed
+        if w.ref.kind == "JobSet":
+            assert [ps.name for ps in w.pod_sets] == ["launcher", "workers"]
+            assert w.pod_sets[0].count == 1 and w.pod_sets[0].request.get(GPU) == 0
+
+
+# ---------------------------------------------------------------- running work is valid
+
+def _domain(node, levels, level):
+    return tuple(node.labels[lv] for lv in levels[:levels.index(level) + 1])
+
+
+@pytest.mark.parametrize("name", ("S",) + FIXTURE_PRESETS)
+def test_running_work_fits_nodes_quota_and_its_topology(snapshots, name):
+    spec, _, snapshot = snapshots[name]
+    nodes = {n.name: n for n in snapshot.nodes}
+    used: dict[str, Counter] = defaultdict(Counter)
+    quota_used: dict[tuple[str, str, str], int] = Counter()
+    running = [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING]
+    assert running
+    for w in running:
+        assert w.admitted_at is not None and w.admitted_at <= snapshot.now
+        assert w.created_at <= w.admitted_at
+        if w.checkpointed_at is not None:
+            assert w.admitted_at <= w.checkpointed_at <= snapshot.now
+        pod_sets = {ps.name: ps for ps in w.pod_sets}
+        assert {a.name for a in w.assignment} == set(pod_sets)
+        group_domains = {}
+        for a in w.assignment:
+            ps = pod_sets[a.name]
+            assert a.count == ps.count
+            per_node = a.pods_per_node()
+            for node_name, pods in per_node.items():
+                node = nodes[node_name]
+                flavor = snapshot.flavors[a.flavors["cpu"]]
+                assert all(node.labels.get(k) == v for k, v in flavor.node_labels.items())
+                for resource, amount in ps.request.items():
+                    used[node_name][resource] += amount * pods
+            for resource, amount in ps.request.items():
+                if resource in a.flavors:
+                    quota_used[(w.cluster_queue, a.flavors[resource], resource)] += amount * ps.count
+            topo = ps.topology
+            if topo.mode == "required":
+                domains = {_domain(nodes[n], spec.levels, topo.level) for n in per_node}
+                assert len(domains) == 1, (w.ref, topo.level, domains)
+                if topo.group:
+                    group_domains[a.name] = domains
+            for layer in topo.slices:
+                by_domain = Counter()
+                for n, pods in per_node.items():
+                    by_domain[_domain(nodes[n], spec.levels, layer.level)] += pods
+                assert all(c % layer.size == 0 for c in by_domain.values()), (w.ref, by_domain)
+        if len(group_domains) > 1:
+            assert len({frozenset(d) for d in group_domains.values()}) == 1, w.ref
+    for node_name, usage in used.items():
+        allocatable = nodes[node_name].allocatable
+        for resource, amount in usage.items():
+            assert amount <= allocatable.get(resource), (node_name, resource, amount)
+    for (cq_name, flavor, resource), amount in quota_used.items():
+        cq = snapshot.cluster_queues[cq_name]
+        (quota,) = [fq.resources[resource] for rg in cq.resource_groups for fq in rg.flavors
+                    if fq.flavor == flavor]
+        assert amount <= quota.nominal, (cq_name, flavor, resource, amount, quota.nominal)
+    assert verify(snapshot, Decisions()) == []
+
+
+def test_running_work_carries_preemption_inputs(snapshots):
+    _, _, snapshot = snapshots["S"]
+    running = [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING]
+    assert sum(w.checkpointed_at is not None for w in running) > len(running) // 3
+    assert any(w.non_preemptible for w in running)
+    hours = sorted((snapshot.now - w.admitted_at) / 3600 for w in running)
+    assert hours[0] < 1 and hours[-1] > 17      # Philly's long tail of multi-day jobs
+
+
+# ---------------------------------------------------------------- TAS annotations
+
+def _expected_request(annotations):
+    if not any(k.startswith("kueue.x-k8s.io/podset-") for k in annotations):
+        return TopologyRequest()
+    mode = level = None
+    if g.REQUIRED in annotations:
+        mode, level = "required", annotations[g.REQUIRED]
+    elif g.PREFERRED in annotations:
+        mode, level = "preferred", annotations[g.PREFERRED]
+    elif annotations.get(g.UNCONSTRAINED) == "true":
+        mode = "unconstrained"
+    slices = ()
+    if g.SLICE_TOPOLOGY in annotations:
+        slices = (SliceLayer(annotations[g.SLICE_TOPOLOGY], int(annotations[g.SLICE_SIZE])),)
+    return TopologyRequest(mode=mode, level=level, slices=slices, group=annotations.get(g.GROUP))
+
+
+def _templates(obj):
+    if obj["kind"] == "Job":
+        yield "main", obj["spec"]["template"]
+    else:
+        for rjob in obj["spec"]["replicatedJobs"]:
+            yield rjob["name"], rjob["template"]["spec"]["template"]
+
+
+@pytest.mark.parametrize("name", ("S",) + FIXTURE_PRESETS)
+def test_tas_annotations_read_as_the_intended_requests(snapshots, name):
+    spec, document, snapshot = snapshots[name]
+    workloads = {(w.ref.kind, w.ref.namespace, w.ref.name): w for w in snapshot.workloads}
+    seen = Counter()
+    for obj in document["items"]:
+        if obj["kind"] not in ("Job", "JobSet"):
+            continue
+        meta = obj["metadata"]
+        w = workloads[(obj["kind"], meta["namespace"], meta["name"])]
+        pod_sets = {ps.name: ps for ps in w.pod_sets}
+        for pod_set, template in _templates(obj):
+            expected = _expected_request(template.get("metadata", {}).get("annotations", {}))
+            assert pod_sets[pod_set].topology == expected
+            assert expected.level is None or expected.level in spec.levels
+            seen[expected.mode] += 1
+            seen["slices"] += bool(expected.slices)
+            seen["group"] += bool(expected.group)
+            if expected.slices:
+                assert pod_sets[pod_set].count % expected.slices[0].size == 0
+    # S's racks hold 128 GPUs, so only its few larger jobs can have slices (none with seed 0)
+    for kind in ("required", "preferred") + (("slices",) if name != "S" else ()):
+        assert seen[kind], (name, kind, seen)
+    if name in ("S", "meta-like"):
+        assert seen["group"] and seen["unconstrained"], seen
+
+
+def test_required_levels_hold_the_job():
+    spec, snapshot = g.preset("meta-like"), None
+    snapshot = snapshot_of(spec)
+    span = {level: math.prod(spec.fanout[k + 1:]) for k, level in enumerate(spec.levels)}
+    for w in snapshot.workloads:
+        for ps in w.pod_sets:
+            if ps.topology.mode == "required":
+                assert ps.count <= span[ps.topology.level], (w.ref, ps.count, ps.topology.level)
+
+
+# ---------------------------------------------------------------- the command
+
+def test_cli_writes_exactly_the_generated_bytes_atomically(tmp_path):
+    out = tmp_path / "nvl72.json"
+    result = CliRunner().invoke(cli, ["generate", "--preset", "nvl72", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == g.to_json(g.generate(g.preset("nvl72")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nvl72.json"]    # no temp file left behind
+
+
+def test_cli_settings_seed_nodes_and_yaml(tmp_path):
+    out = tmp_path / "x.yaml"
+    args = ["generate", "--seed", "9", "--nodes", "2x2x4", "--set", "pending=12", "--set", "running=5",
+            "--set", "teams=2", "-o", "yaml", "--out", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    spec = dataclasses.replace(g.preset("S"), seed=9, fanout=(2, 2, 4), pending=12, running=5, teams=2)
+    assert yaml.safe_load(out.read_text()) == g.generate(spec)
+    snapshot = read_snapshot([str(out)])
+    assert snapshot.problems == () and len(snapshot.nodes) == 16
+
+
+def test_cli_bad_parameter_writes_nothing_and_keeps_the_old_file(tmp_path):
+    out = tmp_path / "keep.json"
+    out.write_text("old")
+    for args in (["--set", "teams=zero"], ["--set", "bogus=1"], ["--set", "levels=a,b"], ["--nodes", "4x0x2"]):
+        result = CliRunner().invoke(cli, ["generate", *args, "--out", str(out)])
+        assert result.exit_code == 2, (args, result.output)
+        assert out.read_text() == "old"
+    result = CliRunner().invoke(cli, ["generate", "--out", str(tmp_path / "missing" / "x.json")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+
+
+def test_cli_help_documents_every_parameter_and_preset():
+    result = CliRunner().invoke(cli, ["generate", "--help"])
+    assert result.exit_code == 0
+    for f in dataclasses.fields(g.GeneratorSpec):
+        assert f"  {f.name} [" in result.output, f.name
+    for name in g.PRESETS:
+        assert f"  {name} " in result.output
+
+
+# ---------------------------------------------------------------- it plans
+
+@pytest.mark.parametrize("solver", ["milp", "greedy"])
+def test_a_generated_snapshot_plans_and_verifies(solver):
+    spec = small_spec(seed=4, pending=40, running=20, fanout=(2, 2, 4))
+    snapshot = snapshot_of(spec)
+    plan = plan_snapshot(snapshot, solver=solver, time_limit=20)
+    assert plan.solver.status in ("optimal", "feasible")
+    assert plan.admissions
+    assert verify(snapshot, Decisions(plan.admissions, plan.evictions)) == []
+
+
+# ---------------------------------------------------------------- committed fixtures
+
+@pytest.mark.parametrize("name", FIXTURE_PRESETS)
+def test_committed_fixture_is_what_its_preset_generates(name):
+    path = FIXTURES / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path.name} not committed yet")
+    assert path.read_text() == g.to_json(g.generate(g.preset(name)))
+    assert os.path.getsize(path) < 5 * 2**20
