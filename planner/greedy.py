@@ -165,6 +165,7 @@ class ClusterState:
         # Rows whose free capacity changed, in order: cached leaf counts catch up from here.
         self._changed: list[int] = []
         self._counts: dict[tuple[object, Resources], tuple[np.ndarray, int]] = {}
+        self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
 
     # -- quota
 
@@ -292,6 +293,7 @@ class ClusterState:
     # -- whole decisions
 
     def commit(self, cq: str, choices: Sequence[Choice]) -> None:
+        self.version += 1
         for choice in choices:
             self.take(choice.pods, choice.pod_set.request)
             for fr, v in choice.charges.items():
@@ -635,6 +637,7 @@ class Preemption:
         self.root = {name: self.tree.root_of(f"cq:{name}") for name in snap.cluster_queues
                      if f"cq:{name}" in self.tree.parent}
         self.evicted: dict[ObjectRef, Eviction] = {}
+        self._failed: dict[object, int] = {}   # shape of a failed attempt -> state version then
         self._frs: dict[ObjectRef, set[FlavorResource]] = {}
         self._rows: dict[ObjectRef, np.ndarray] = {}
 
@@ -754,8 +757,41 @@ class Preemption:
         Full counts first; an elastic workload that cannot get them preempts for its
         minimum, then takes the largest count the freed room allows.
         """
+        snap = self.state.snapshot
+        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        key: object = None
+        if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
+            key = (cq.name, w.priority, tuple((ps.count, ps.minimum, ps.request, ps.topology, ps.tolerations,
+                                               tuple(sorted(ps.node_selector.items()))) for ps in w.pod_sets))
+            if self._failed.get(key) == self.state.version:
+                return None  # the same request failed and nothing has changed since
+        found = self._attempt(cq, w)
+        if found is None and key is not None:
+            self._failed[key] = self.state.version
+        return found
+
+    def _quota_could_fit(self, cq: ClusterQueue, w: Workload, candidates: Sequence[Candidate]) -> bool:
+        """A cheap necessary test before any search: with every candidate's quota given
+        back (each unit raises what the queue may take by at most one), does some
+        flavor option of every pod set fit its minimum?"""
+        freed: dict[FlavorResource, int] = defaultdict(int)
+        for c in candidates:
+            for fr, amount in quota_usage_of(c.workload).items():
+                freed[fr] += amount
+        for ps in w.pod_sets:
+            options = flavor_options(self.state.snapshot, cq, ps)
+            if isinstance(options, str):
+                return False
+            if not any(all(self.state.lists(cq.name, fr)
+                           and need <= max(0, self.state.available(cq.name, fr)) + freed[fr]
+                           for fr, need in quota_usage(ps, option, ps.minimum).items())
+                       for option in options):
+                return False
+        return True
+
+    def _attempt(self, cq: ClusterQueue, w: Workload) -> tuple[list[Choice], list[Candidate]] | None:
         candidates = self.candidates(w)
-        if not candidates:
+        if not candidates or not self._quota_could_fit(cq, w, candidates):
             return None
         victims = [c.workload for c in candidates]
         targets = [[ps.count for ps in w.pod_sets]]
@@ -770,6 +806,7 @@ class Preemption:
                 for i in chosen:
                     self.state.release(victims[i], sign=-1)
                 continue
+            self.state.version += 1
             for i in chosen:
                 c = candidates[i]
                 self.by_queue[c.workload.cluster_queue].remove(c.workload)  # type: ignore[index]
