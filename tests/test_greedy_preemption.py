@@ -294,3 +294,12 @@ def test_random_instances_with_running_work_preempt_and_verify() -> None:
         seen.update(e.reason for e in decisions.evictions)
         reasons += bool(decisions.evictions)
     assert evictions > 10 and seen == {"Preempted", "Reclaimed"}, (evictions, seen)
+
+
+def test_elastic_preemptor_preempts_for_its_minimum_when_the_full_count_cannot_be_had() -> None:
+    nodes = [node("n1", gpu=8)]
+    pinned = run("pinned", 4, priority=0, nodes={"n1": 4}, non_preemptible=True, admitted=ago(hours=2))
+    loose = run("loose", 4, priority=0, nodes={"n1": 4}, admitted=ago(hours=1))
+    d = plan(one_queue("LowerPriority", pinned, loose, want("elastic", 8, min_pods=2), nodes=nodes))
+    assert evicted(d) == {"loose": ("Preempted", ("elastic",))}
+    assert [ps.count for ps in d.admissions[0].pod_sets] == [4]   # the most the freed room allows
