@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import math
 import random
@@ -867,30 +868,27 @@ class _Generator:
         slice_size = int(ann[SLICE_SIZE]) if SLICE_SIZE in ann else 1
         level = ann.get(REQUIRED) or ann.get(PREFERRED)
         k = spec.levels.index(level) if level else 0
-        leaves = range(lo // cl.leaf, hi // cl.leaf)
-        usable = {leaf: cl.whole[leaf] // slice_size * slice_size for leaf in leaves}
-
-        def domains(level_k: int) -> list[tuple[int, list[int]]]:
-            """(capacity, leaves) of every domain at level_k within [lo, hi)."""
-            per = max(1, cl.span[level_k] // cl.leaf)
-            out = []
-            for first in range(leaves.start, leaves.stop, per):
-                members = list(range(first, min(first + per, leaves.stop)))
-                out.append((sum(usable[m] for m in members), members))
-            return out
+        first_leaf = lo // cl.leaf
+        whole = cl.whole
+        usable_list = [w // slice_size * slice_size for w in whole[first_leaf:hi // cl.leaf]]
+        usable = dict(enumerate(usable_list, first_leaf))
+        prefix = [0, *itertools.accumulate(usable_list)]
+        count = len(usable_list)
 
         chosen: list[int] | None = None
         if level is not None and cl.span[k] >= cl.leaf:
             levels_to_try = [k] if REQUIRED in ann else list(range(k, -1, -1))
             for level_k in levels_to_try:
-                fitting = [members for cap, members in domains(level_k) if cap >= pods]
+                per = max(1, cl.span[level_k] // cl.leaf)   # leaf domains in one domain of level_k
+                fitting = [start for start in range(0, count, per)
+                           if prefix[min(start + per, count)] - prefix[start] >= pods]
                 if fitting:
-                    chosen = rng.choice(fitting)
+                    start = rng.choice(fitting)
+                    chosen = list(range(first_leaf + start, first_leaf + min(start + per, count)))
                     break
         if chosen is None and (REQUIRED not in ann or level is None):
-            total = sum(usable.values())
-            if total >= pods:
-                chosen = sorted(leaves, key=lambda m: (-usable[m], m))
+            if prefix[-1] >= pods:
+                chosen = sorted(usable, key=lambda m: (-usable[m], m))
         if chosen is None:
             return None
         nodes: list[int] = []
