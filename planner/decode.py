@@ -137,16 +137,15 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
     when none does, those allowed that draw on the same quota tree.
     """
     snapshot = form.snapshot
-    tree = form.quota_tree
-    borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
+    rules = form.preemption
     by_ref = {m.ref: m for members in form.members for m in members}
     nodes_of = {a.workload: {v[-1] for ps in a.pod_sets for v, _ in ps.domains} for a in admissions}
     out = []
     for victim, col in zip(form.victims, form.evict_col):
         if not chosen(values, col):
             continue
-        allowed = [(a.workload, semantics.preemption_reason(snapshot, by_ref[a.workload], victim, tree, borrowing))
-                   for a in admissions]
+        assert rules is not None
+        allowed = [(a.workload, rules.reason(by_ref[a.workload], victim)) for a in admissions]
         allowed = [(ref, reason) for ref, reason in allowed if reason]
         if not allowed:
             raise DecodeError(f"{victim.ref}: evicted but no admitted workload may evict it")

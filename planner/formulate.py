@@ -124,9 +124,11 @@ class Formulation:
     victims: list[Workload] = field(default_factory=list)  # running workloads the plan may evict
     evict_col: list[int] = field(default_factory=list)     # e[r]
     cost_terms: list[tuple[int, float]] = field(default_factory=list)   # preemption cost, minimised
-    class_cols: dict[tuple[str, int], int] = field(default_factory=dict)  # g[c] per preemptor class
+    class_cols: dict[tuple[str, int, bool], int] = field(default_factory=dict)  # g[c] per preemptor class
+    preemption: "Preemption | None" = None               # the eviction rules of this snapshot
     overcommitted: set[str] = field(default_factory=set)  # nodes running work already overfills
     free_domain_cols: list[tuple[int, float]] = field(default_factory=list)  # f[D] and its reward
+    free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
 
 
 def formulate(snapshot: Snapshot) -> Formulation:
@@ -200,6 +202,46 @@ def workload_classes(snapshot: Snapshot, pending: list[Workload]) -> list[list[W
 
 # ---------------------------------------------------------------- victims
 
+class Preemption:
+    """Who may evict whom in this snapshot (Kueue's rules, semantics.preemption_reason),
+    with what the rules need computed once: queues borrowing now, and whether each
+    preemptor must borrow."""
+
+    def __init__(self, snapshot: Snapshot, tree: QuotaTree):
+        self.snapshot, self.tree = snapshot, tree
+        self.usage = capacity.cluster_queue_usage(snapshot)
+        self.borrowing = semantics.borrowing_queues(snapshot, tree, self.usage)
+        self._borrows: dict[ObjectRef, bool] = {}
+
+    def borrows(self, preemptor: Workload) -> bool:
+        if preemptor.ref not in self._borrows:
+            self._borrows[preemptor.ref] = semantics.must_borrow(self.snapshot, preemptor, self.tree, self.usage)
+        return self._borrows[preemptor.ref]
+
+    def reason(self, preemptor: Workload, victim: Workload) -> str | None:
+        return semantics.preemption_reason(self.snapshot, preemptor, victim, self.tree, self.borrowing,
+                                           self.borrows(preemptor))
+
+    def classes(self, pending: list[Workload]) -> dict[tuple[str, int, bool], list[Workload]]:
+        """Pending workloads by (ClusterQueue, base priority, must borrow): the rules differ
+        only by these, except the equal-priority "newer" rule, which looks at each one."""
+        out: dict[tuple[str, int, bool], list[Workload]] = defaultdict(list)
+        for workload in pending:
+            out[(workload.cluster_queue or "", workload.priority, self.borrows(workload))].append(workload)
+        return dict(sorted(out.items()))
+
+    def allowed(self, members: list[Workload], victim: Workload) -> list[Workload]:
+        """Members of one class that may evict `victim`."""
+        if not class_wide(members, victim):
+            return [w for w in members if self.reason(w, victim)]
+        return members if self.reason(members[0], victim) else []
+
+
+def class_wide(members: list[Workload], victim: Workload) -> bool:
+    """Whether the whole class is judged alike (all but the same-queue equal-priority case)."""
+    return not (members[0].cluster_queue == victim.cluster_queue and members[0].priority == victim.priority)
+
+
 def add_victims(model: Formulation, pending: list[Workload]) -> None:
     """e[r] for running workloads some pending workload may evict under Kueue's rules.
 
@@ -207,16 +249,14 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     pods may go. Nodes already overcommitted by running work free nothing.
     """
     snapshot = model.snapshot
-    tree = model.quota_tree
-    borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
-    classes = preemptor_classes(pending)
+    rules = model.preemption = Preemption(snapshot, model.quota_tree)
+    classes = rules.classes(pending)
     model.room = dict(model.free)
     overcommitted = {n for n, free in model.free.items() if any(v < 0 for _, v in free.items())}
     for workload in sorted(capacity.running(snapshot), key=lambda w: w.ref):
         if not semantics.evictable(workload, snapshot):
             continue
-        if not any(allowed_preemptors(snapshot, members, workload, tree, borrowing)
-                   for members in classes.values()):
+        if not any(rules.allowed(members, workload) for members in classes.values()):
             continue
         model.victims.append(workload)
         model.evict_col.append(model.arrays.add_binary(f"e[{workload.ref}]"))
@@ -228,55 +268,25 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     model.overcommitted = overcommitted
 
 
-def preemptor_classes(pending: list[Workload]) -> dict[tuple[str, int], list[Workload]]:
-    """Pending workloads by (ClusterQueue, base priority): Kueue's rules differ only by these,
-    except for the equal-priority "newer" rule, which looks at each workload."""
-    classes: dict[tuple[str, int], list[Workload]] = defaultdict(list)
-    for workload in pending:
-        classes[(workload.cluster_queue or "", workload.priority)].append(workload)
-    return dict(sorted(classes.items()))
-
-
-def allowed_preemptors(snapshot: Snapshot, members: list[Workload], victim: Workload,
-                       tree: QuotaTree, borrowing: set[str]) -> list[Workload]:
-    """Members of one preemptor class that may evict `victim`.
-
-    The rules depend only on the class (queue, base priority), except the
-    LowerOrNewerEqualPriority case (same queue, equal priority), which looks at
-    each member's queue time.
-    """
-    if members[0].cluster_queue == victim.cluster_queue and members[0].priority == victim.priority:
-        return [w for w in members if semantics.preemption_reason(snapshot, w, victim, tree, borrowing)]
-    return members if semantics.preemption_reason(snapshot, members[0], victim, tree, borrowing) else []
-
-
-def class_wide(members: list[Workload], victim: Workload) -> bool:
-    return not (members[0].cluster_queue == victim.cluster_queue and members[0].priority == victim.priority)
-
-
 def add_preemption_rows(model: Formulation) -> None:
     """e[r] <= sum of g[c] over preemptor classes allowed to evict r, g[c] <= sum of a[w in c]:
     nothing is evicted unless a workload that may evict it is admitted."""
     if not model.victims:
         return
-    snapshot = model.snapshot
-    tree = model.quota_tree
-    borrowing = semantics.borrowing_queues(snapshot, tree, capacity.cluster_queue_usage(snapshot))
+    rules = model.preemption
     index = {w.ref: i for i, w in enumerate(model.workloads)}
-    classes = preemptor_classes(model.workloads)
-    class_col: dict[tuple[str, int], int] = {}
+    classes = rules.classes(model.workloads)
     for key, members in classes.items():
-        g = model.arrays.add_binary(f"g[{key[0]},{key[1]}]")
-        class_col[key] = g
-        model.arrays.add_row(f"class[{key[0]},{key[1]}]",
+        g = model.arrays.add_binary(f"g[{key}]")
+        model.class_cols[key] = g
+        model.arrays.add_row(f"class[{key}]",
                              [(g, 1.0)] + [(model.admit_col[index[w.ref]], -1.0) for w in members], -INF, 0.0)
-    model.class_cols = class_col
     for victim, e in zip(model.victims, model.evict_col):
         terms: list[tuple[int, float]] = [(e, 1.0)]
         for key, members in classes.items():
-            allowed = allowed_preemptors(snapshot, members, victim, tree, borrowing)
+            allowed = rules.allowed(members, victim)
             if allowed and class_wide(members, victim):
-                terms.append((class_col[key], -1.0))
+                terms.append((model.class_cols[key], -1.0))
             else:
                 terms.extend((model.admit_col[index[w.ref]], -1.0) for w in allowed)
         model.arrays.add_row(f"preempt[{victim.ref}]", terms, -INF, 0.0)
@@ -538,6 +548,7 @@ def add_node_rows(model: Formulation, free: dict[str, Resources]) -> None:
         for node, used in capacity.node_usage_of(victim).items():
             if node in on_node and node not in model.overcommitted:
                 freed[node].append((e, used))
+    units = resource_units(model)
     for node in sorted(on_node):
         entries = on_node[node]
         if len(entries) < 2 and not freed[node]:
@@ -546,50 +557,59 @@ def add_node_rows(model: Formulation, free: dict[str, Resources]) -> None:
             most = sum(req.get(resource) * room for _, req, room in entries)
             if most <= free[node].get(resource):
                 continue
-            terms = [(col, float(req.get(resource))) for col, req, _ in entries if req.get(resource)]
-            terms += [(e, -float(used.get(resource))) for e, used in freed[node] if used.get(resource)]
-            model.arrays.add_row(f"node[{node},{resource}]", terms, -INF, float(free[node].get(resource)))
+            unit = units.get(resource, 1)
+            terms = [(col, req.get(resource) / unit) for col, req, _ in entries if req.get(resource)]
+            terms += [(e, -used.get(resource) / unit) for e, used in freed[node] if used.get(resource)]
+            model.arrays.add_row(f"node[{node},{resource}]", terms, -INF, free[node].get(resource) / unit)
 
 
 def add_free_domain_rows(model: Formulation) -> None:
-    """f[D] = 1 only if no new pod lands in domain D: sum of y over D + M f[D] <= M.
+    """h[n] = 1 only if no new pod lands on node n (y + fit * h <= fit for each y on n);
+    f[D] <= h[n] for every node n of a domain D at each topology level.
 
     Only domains no Stowplan workload uses now are candidates (unmanaged pods such
     as DaemonSets do not count). Rewarded in the tie-breakers in proportion to the
     free volume they keep whole, so the big jobs to come find a rack or a block.
     """
     snapshot = model.snapshot
+    arrays = model.arrays
     supply: dict[str, list[int]] = defaultdict(list)
     for shape in model.shapes:
         for node, col in shape.supply.items():
             supply[node].append(col)
-    if not supply:
-        return
     busy = {n for w in capacity.running(snapshot) for n in capacity.node_usage_of(w)}
-    layouts = {tuple(t.levels) if t.levels and t.levels[-1] == HOSTNAME_LABEL else tuple(t.levels) + (HOSTNAME_LABEL,)
-               for t in snapshot.topologies.values()} | {(HOSTNAME_LABEL,)}
-    nodes = {n.name: n for n in snapshot.nodes}
+    idle = sorted(n for n in supply if n not in busy)
     volume = {n: free_volume(model.free[n], snapshot) for n in supply}
-    for levels in sorted(layouts):
+    total = sum(volume[n] for n in supply)
+    if not idle or total <= 0:
+        return
+    layouts = sorted({tuple(t.levels[:-1]) if t.levels and t.levels[-1] == HOSTNAME_LABEL else tuple(t.levels)
+                      for t in snapshot.topologies.values()})
+    weight = FREE_WEIGHT / (1 + sum(len(levels) for levels in layouts))   # each level's share
+    host: dict[str, int] = {}
+    for name in idle:
+        h = arrays.add_binary(f"h[{name}]")
+        host[name] = h
+        for col in supply[name]:
+            fit = float(arrays.col_upper[col])
+            arrays.add_row(f"idle[{name},{col}]", [(col, 1.0), (h, fit)], -INF, fit)
+        model.free_domain_cols.append((h, weight * volume[name] / total))
+        model.free_domain_supply.append(list(supply[name]))
+    nodes = {n.name: n for n in snapshot.nodes}
+    for levels in layouts:
         domains: dict[Path, list[str]] = defaultdict(list)
         for name in sorted(supply):
             path = topology.node_path(nodes[name], levels)
-            if path is None:
-                continue
-            for depth in range(1, len(path) + 1):
+            for depth in range(1, len(levels) + 1) if path is not None else ():
                 domains[path[:depth]].append(name)
-        total = sum(volume[n] for n in {m for members in domains.values() for m in members})
-        if total <= 0:
-            continue
         for path, members in sorted(domains.items()):
-            if busy.intersection(members):
-                continue
-            cols = [c for m in members for c in supply[m]]
-            big_m = float(sum(model.arrays.col_upper[c] for c in cols))
-            f = model.arrays.add_binary(f"f[{'/'.join(levels)}:{'/'.join(path)}]")
-            model.arrays.add_row(f"free[{'/'.join(path)}]", [(c, 1.0) for c in cols] + [(f, big_m)], -INF, big_m)
-            reward = FREE_WEIGHT * sum(volume[m] for m in members) / total / (len(levels) * len(layouts))
-            model.free_domain_cols.append((f, reward))
+            if any(m not in host for m in members):
+                continue  # busy now: not a candidate
+            f = arrays.add_binary(f"f[{'/'.join(levels)}:{'/'.join(path)}]")
+            for m in members:
+                arrays.add_row(f"inside[{'/'.join(path)},{m}]", [(f, 1.0), (host[m], -1.0)], -INF, 0.0)
+            model.free_domain_cols.append((f, weight * sum(volume[m] for m in members) / total))
+            model.free_domain_supply.append([c for m in members for c in supply[m]])
 
 
 def free_volume(free: Resources, snapshot: Snapshot) -> float:
@@ -625,12 +645,18 @@ def add_quota_rows(model: Formulation) -> None:
         for fr, amount in capacity.quota_usage_of(victim).items():
             if amount and fr in frs:
                 new_usage[queue][fr].append((e, -float(amount)))
+    units = resource_units(model)
     for fr in frs:
+        # Rows of one resource are written in its unit (e.g. 16Gi of memory) so that
+        # byte counts never reach the solver; every row of the family shares it, so
+        # the quota arithmetic is unchanged.
+        unit = units.get(fr[1], 1)
         now = tree.tree_usage(running, fr)
         active = {n for q in new_usage if fr in new_usage[q] for n in tree.path(q)}
         expr: dict[str, tuple[list[tuple[int, float]], float]] = {}
         for node in sorted(active, key=lambda n: -len(tree.path(n))):
-            expr[node] = quota_usage_expr(model, node, fr, running, new_usage, expr, now)
+            terms, constant = quota_usage_expr(model, node, fr, running, new_usage, expr, now, unit)
+            expr[node] = terms, constant
         for node in sorted(active):
             terms, constant = expr[node]
             parent = tree.parent[node]
@@ -642,29 +668,43 @@ def add_quota_rows(model: Formulation) -> None:
                     continue
                 cap = tree.subtree_quota(node, fr) + limit
             cap = max(cap, now.get(node, 0))
-            model.arrays.add_row(f"quota[{node},{fr[0]},{fr[1]}]", terms, -INF, float(cap - constant))
+            model.arrays.add_row(f"quota[{node},{fr[0]},{fr[1]}]", terms, -INF, cap / unit - constant)
+
+
+def resource_units(model: Formulation) -> dict[str, int]:
+    """Per resource, the greatest common divisor of what pending pods and victims request:
+    the unit its capacity and quota rows are written in."""
+    units: dict[str, int] = {}
+    requests = [ps.request for w in model.workloads for ps in w.pod_sets]
+    requests += [ps.request for w in model.victims for ps in w.pod_sets]
+    for request in requests:
+        for resource, amount in request.items():
+            if amount > 0:
+                units[resource] = math.gcd(units.get(resource, 0), amount)
+    return units
 
 
 def quota_usage_expr(model: Formulation, node: str, fr: FlavorResource,
                      running: dict[str, dict[FlavorResource, int]],
                      new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]],
                      expr: dict[str, tuple[list[tuple[int, float]], float]],
-                     now: dict[str, int]) -> tuple[list[tuple[int, float]], float]:
-    """usage(node) as terms + constant; adds b[child] columns for children with demand."""
+                     now: dict[str, int], unit: int) -> tuple[list[tuple[int, float]], float]:
+    """usage(node) / unit as terms + constant; adds b[child] columns for children with demand."""
     tree = model.quota_tree
     if node.startswith("cq:"):
-        return list(new_usage.get(node, {}).get(fr, [])), float(running.get(node, {}).get(fr, 0))
+        return ([(c, k / unit) for c, k in new_usage.get(node, {}).get(fr, [])],
+                running.get(node, {}).get(fr, 0) / unit)
     terms: list[tuple[int, float]] = []
     constant = 0.0
     for child in tree.children.get(node, []):
         if child not in expr:
-            constant += max(0, now.get(child, 0) - tree.guaranteed(child, fr))
+            constant += max(0, now.get(child, 0) - tree.guaranteed(child, fr)) / unit
             continue
         child_terms, child_const = expr[child]
         b = model.arrays.add_col(f"b[{child},{fr[0]},{fr[1]}]", 0.0, INF)
         # b >= usage(child) - guaranteed(child)
         row = model.arrays.add_row(f"borrow[{child},{fr[0]},{fr[1]}]", [(b, 1.0)] + [(c, -k) for c, k in child_terms],
-                             child_const - tree.guaranteed(child, fr), INF)
+                             child_const - tree.guaranteed(child, fr) / unit, INF)
         model.quota_cols[(child, fr)] = (b, row)
         terms.append((b, 1.0))
     return terms, constant

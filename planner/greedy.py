@@ -36,7 +36,7 @@ from planner.capacity import cluster_queue_usage, free_capacity, pod_set_by_name
 from planner.placement import DomainTree, Placement, level_noun
 from planner.semantics import (
     FlavorOption, QuotaTree, borrowing_queues, effective_priority, eviction_cost, evictable,
-    flavor_options, namespace_allowed, node_allows, preemption_reason, queue_order_key, quota_usage,
+    flavor_options, must_borrow, namespace_allowed, node_allows, preemption_reason, queue_order_key, quota_usage,
 )
 from planner.topology import levels_for, node_path
 
@@ -650,6 +650,7 @@ class Preemption:
         cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
         policy = cq.preemption
         borrowing = self.before & borrowing_queues(snap, tree, self.state.cq_usage)
+        borrows = must_borrow(snap, w, tree, self.state.cq_usage)
         back = borrowing | {cq.name}
         limits: dict[str, float] = {}   # queue -> highest victim priority worth asking about
         if policy.within_cluster_queue != "Never":
@@ -672,7 +673,7 @@ class Preemption:
                     break  # sorted by priority; and the first MAX of each queue cover the first MAX of all
                 if v.ref in self.evicted:
                     continue
-                reason = preemption_reason(snap, w, v, tree, borrowing)
+                reason = preemption_reason(snap, w, v, tree, borrowing, borrows)
                 if reason is None:
                     continue
                 if v.priority >= w.priority and preemption_reason(snap, v, w, tree, back) is not None:

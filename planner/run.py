@@ -39,7 +39,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     policy = snapshot.policy
-    outcome = solve(form, start, backend, policy.time_limit_seconds, policy.mip_gap)
+    outcome = solve(form, start, backend, policy.time_limit_seconds, policy.mip_gap, polish=lambda v: polished(form, v))
     clock.lap("solve")
     try:
         decisions = decode(form, outcome.values)
@@ -65,6 +65,15 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
     return assemble(snapshot, decisions, report, form.excluded)
+
+
+def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
+    """The same plan, re-expressed without slack (decode, then encode); unchanged if that fails."""
+    try:
+        clean = start_from(form, decode(form, values))
+    except DecodeError:
+        return values
+    return values if clean is None else clean
 
 
 def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]

@@ -315,9 +315,13 @@ def borrowing_queues(snapshot: Snapshot, tree: QuotaTree,
 
 
 def preemption_reason(snapshot: Snapshot, preemptor: Workload, victim: Workload,
-                      tree: QuotaTree, borrowing: set[str]) -> str | None:
+                      tree: QuotaTree, borrowing: set[str], preemptor_borrows: bool = False) -> str | None:
     """Kueue's rules: may `preemptor` evict `victim`? Returns Preempted / Reclaimed or None.
 
+    Same queue: withinClusterQueue. Another queue of the cohort tree: only one that is
+    borrowing now, and reclaimWithinCohort must allow it (Any, or LowerPriority with a
+    lower priority); a preemptor that itself must borrow may also need
+    borrowWithinCohort (LowerPriority, lower priority, at most maxPriorityThreshold).
     Base priorities decide (aging orders admissions, it grants no eviction rights),
     so an evicted workload that ages does not come back for the one that evicted it.
     """
@@ -336,15 +340,40 @@ def preemption_reason(snapshot: Snapshot, preemptor: Workload, victim: Workload,
     own, other = f"cq:{cq.name}", f"cq:{victim.cluster_queue}"
     if own not in tree.parent or other not in tree.parent or tree.root_of(own) != tree.root_of(other):
         return None
+    if victim.cluster_queue not in borrowing:
+        return None
     reclaim = policy.reclaim_within_cohort
-    if victim.cluster_queue in borrowing and (
-            reclaim == "Any" or (reclaim == "LowerPriority" and victim.priority < preemptor.priority)):
-        return RECLAIMED
-    threshold = policy.borrow_max_priority_threshold
-    if (policy.borrow_within_cohort == "LowerPriority" and victim.priority < preemptor.priority
-            and (threshold is None or victim.priority <= threshold)):
-        return RECLAIMED
-    return None
+    if not (reclaim == "Any" or (reclaim == "LowerPriority" and victim.priority < preemptor.priority)):
+        return None
+    if preemptor_borrows:
+        threshold = policy.borrow_max_priority_threshold
+        if not (policy.borrow_within_cohort == "LowerPriority" and victim.priority < preemptor.priority
+                and (threshold is None or victim.priority <= threshold)):
+            return None
+    return RECLAIMED
+
+
+def must_borrow(snapshot: Snapshot, workload: Workload, tree: QuotaTree,
+                usage: Mapping[str, Mapping[FlavorResource, int]]) -> bool:
+    """Would admitting `workload` take its queue above nominal quota under any flavor choice?
+
+    Errs towards yes (any option, not the one a plan picks), so reclaiming while
+    borrowing is only done where borrowWithinCohort allows it.
+    """
+    cq = snapshot.cluster_queues.get(workload.cluster_queue or "")
+    if cq is None:
+        return False
+    node = f"cq:{cq.name}"
+    used = usage.get(node, {})
+    for pod_set in workload.pod_sets:
+        options = flavor_options(snapshot, cq, pod_set)
+        if isinstance(options, str):
+            continue
+        for option in options:
+            for fr, amount in quota_usage(pod_set, option, pod_set.count).items():
+                if used.get(fr, 0) + amount > tree.limits(node, fr)[0]:
+                    return True
+    return False
 
 
 def eviction_cost(workload: Workload, snapshot: Snapshot) -> float:

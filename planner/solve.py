@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from planner.model_arrays import INF, ModelArrays
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
 HOLD_SLACK = 1e-6
+# Preemption cost and tie-breakers: at most this share of the time limit each, and
+# at least this relative gap (they order plans whose volumes are already settled).
+TAIL_SHARE = 0.15
+TAIL_GAP = 0.005
 
 
 @dataclass
@@ -65,9 +69,18 @@ def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
     return float(sum(coef * values[col] for col, coef in terms))
 
 
-def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float) -> Outcome:
-    """Run the stages within `time_limit` seconds; `start` must be feasible."""
+def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float,
+          polish: Callable[[np.ndarray], np.ndarray] | None = None) -> Outcome:
+    """Run the stages within `time_limit` seconds; `start` must be feasible.
+
+    `polish` rewrites a solution in its cleanest equivalent form (no spare supply, no
+    domain marked used that is not); it runs before the tail stages, whose objectives
+    the earlier stages left unconstrained.
+    """
     deadline = time.monotonic() + time_limit
+    # The tail stages (preemption cost, tie-breakers) refine a plan whose volumes are
+    # settled: each gets at most TAIL_SHARE of the limit, kept back from the tiers.
+    tail = TAIL_SHARE * time_limit * (bool(form.cost_terms) + bool(form.secondary))
     incumbent = start.copy()
     stages: list[StageResult] = []
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
@@ -78,7 +91,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         if achieved >= form.tier_max[tier] - HOLD_SLACK:
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
         else:
-            budget = max(0.05, (deadline - began) / (len(tiers_left) - index + 1))
+            budget = max(0.05, (deadline - tail - began) / (len(tiers_left) - index))
             backend.set_objective(terms, maximize=True)
             values, status, bound = backend.run(budget, gap, incumbent)
             if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
@@ -88,12 +101,19 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
             stages.append(StageResult(f"priority {tier}", status, achieved, upper, time.monotonic() - began))
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
+    if polish is not None:
+        incumbent = polish(incumbent)
     if form.cost_terms:
-        incumbent = minimise_stage(form.cost_terms, "preemption cost", backend, incumbent, deadline, gap, stages,
-                                   share=2, floor=0.0)
+        incumbent = minimise_stage(form.cost_terms, "preemption cost", backend, incumbent,
+                                   min(deadline, time.monotonic() + TAIL_SHARE * time_limit), max(gap, TAIL_GAP),
+                                   stages, floor=0.0)
         backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
     if form.secondary:
-        incumbent = minimise_stage(form.secondary, "tie-breakers", backend, incumbent, deadline, gap, stages)
+        if polish is not None:
+            incumbent = polish(incumbent)
+        incumbent = minimise_stage(form.secondary, "tie-breakers", backend, incumbent,
+                                   min(deadline, time.monotonic() + TAIL_SHARE * time_limit), max(gap, TAIL_GAP),
+                                   stages)
     volume_stages = [s for s in stages if s.name.startswith("priority")]
     objective = sum(s.objective for s in volume_stages)
     bound = sum(s.bound for s in volume_stages)
@@ -102,7 +122,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
 
 
 def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, incumbent: np.ndarray,
-                   deadline: float, gap: float, stages: list[StageResult], share: int = 1,
+                   deadline: float, gap: float, stages: list[StageResult],
                    floor: float | None = None) -> np.ndarray:
     """Minimise `terms` from `incumbent`; keep the incumbent unless the answer is no worse.
     With a known `floor` (a cost is never negative) an incumbent already there is kept unsolved."""
@@ -112,7 +132,7 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
         stages.append(StageResult(name, "kept", before, before, 0.0))
         return incumbent
     backend.set_objective(terms, maximize=False)
-    values, status, bound = backend.run(max(0.05, (deadline - began) / share), gap, incumbent)
+    values, status, bound = backend.run(max(0.05, deadline - began), gap, incumbent)
     if values is not None and value_of(terms, values) <= before + 1e-9:
         incumbent = values
     after = value_of(terms, incumbent)
@@ -155,6 +175,14 @@ class HighsBackend:
         self.h.passModel(lp)
         self.num_cols = arrays.num_cols
         self._cost = np.zeros(arrays.num_cols)
+        # HiGHS checks its time limit only now and then (long root cut rounds overrun
+        # it by seconds); the MIP interrupt callback holds the stage to its deadline.
+        self._deadline = float("inf")
+        self.h.cbMipInterrupt.subscribe(self._interrupt_when_late)
+
+    def _interrupt_when_late(self, event) -> None:  # type: ignore[no-untyped-def]
+        if time.monotonic() > self._deadline:
+            event.interrupt()
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         cost = np.zeros(self.num_cols)
@@ -176,6 +204,7 @@ class HighsBackend:
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         hs, h = self._hs, self.h
         began = time.monotonic()
+        self._deadline = began + max(0.01, time_limit)
         h.setOptionValue("mip_rel_gap", float(gap))
         h.setOptionValue("time_limit", float(max(0.01, time_limit)))
         solution = hs.HighsSolution()

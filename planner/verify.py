@@ -115,6 +115,7 @@ class _Index:
         self.domains: dict[tuple[str, tuple[str, ...], int], tuple[str | None, ...]] = {}
         self.per_node: dict[int, dict[str, int]] = {}  # id(assignment) -> pods per node; decisions outlive it
         self.borrowing: set[str] | None = None  # ClusterQueues borrowing before the plan, when first asked
+        self.usage_before: dict[str, dict[FR, int]] = {}
 
     def flavor_levels(self, flavor: ResourceFlavor) -> tuple[str, ...] | None:
         if flavor.topology_name is None:
@@ -518,7 +519,8 @@ def _check_preemption_policy(ix: _Index, workload: Workload, eviction: Eviction,
         entry = admitted.get(target)
         if entry is None:
             continue  # reported by the caller
-        reason, why = _preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, workload)
+        reason, why = _preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, workload,
+                                          _borrows_alone(ix, entry))
         if reason is None:
             refusals.append(f"not for {target}: {why}")
         elif reason != eviction.reason:
@@ -529,16 +531,17 @@ def _check_preemption_policy(ix: _Index, workload: Workload, eviction: Eviction,
         out.append(f"{ref}: eviction not allowed by the preemption policies: " + "; ".join(refusals[:MAX_NAMED]))
 
 
-def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: Workload) -> tuple[str | None, str]:
+def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: Workload,
+                        borrows: bool) -> tuple[str | None, str]:
     """Kueue's rules on base priorities: ("Preempted" | "Reclaimed", "") or (None, why not).
 
     Same ClusterQueue, withinClusterQueue: LowerPriority (victim's priority below the
     preemptor's) or LowerOrNewerEqualPriority (below, or equal and the victim queued
-    later). Another ClusterQueue of the same cohort tree: reclaimWithinCohort Any, or
-    LowerPriority with a lower priority, and only if the victim's queue was borrowing
-    before the plan (using more than its nominal quota of some flavor/resource); or
-    borrowWithinCohort LowerPriority with a lower priority at most
-    maxPriorityThreshold (when set).
+    later). Another ClusterQueue of the same cohort tree: only one that was borrowing
+    before the plan (using more than its nominal quota of some flavor/resource), and
+    reclaimWithinCohort Any, or LowerPriority with a lower priority; when the preemptor
+    borrows (its admission alone takes its queue above nominal), borrowWithinCohort
+    must also be LowerPriority, with a lower priority at most maxPriorityThreshold.
     """
     cq = ix.snapshot.cluster_queues.get(cq_name)
     if cq is None:
@@ -559,26 +562,21 @@ def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: W
     if (other is None or other.inactive_reason is not None or cq.inactive_reason is not None
             or _cohort_root(ix, cq) is None or _cohort_root(ix, cq) != _cohort_root(ix, other)):
         return None, f"ClusterQueue {victim.cluster_queue} is not in the cohort tree of ClusterQueue {cq.name}"
+    if other.name not in _borrowing_before(ix):
+        return None, f"ClusterQueue {other.name} was not borrowing"
     reclaim, borrow = policy.reclaim_within_cohort, policy.borrow_within_cohort
-    borrowing = other.name in _borrowing_before(ix)
-    if borrowing and (reclaim == "Any" or (reclaim == "LowerPriority" and theirs < mine)):
-        return "Reclaimed", ""
-    threshold = policy.borrow_max_priority_threshold
-    if borrow == "LowerPriority" and theirs < mine and (threshold is None or theirs <= threshold):
-        return "Reclaimed", ""
-    why = [f"reclaimWithinCohort is {reclaim}"]
-    if reclaim != "Never" and not borrowing:
-        why.append(f"ClusterQueue {other.name} was not borrowing")
-    elif reclaim == "LowerPriority":
-        why.append(f"priority {theirs} is not below {mine}")
-    if borrow == "LowerPriority":
+    if not (reclaim == "Any" or (reclaim == "LowerPriority" and theirs < mine)):
+        tail = f" and priority {theirs} is not below {mine}" if reclaim == "LowerPriority" else ""
+        return None, f"reclaimWithinCohort is {reclaim}{tail} (ClusterQueue {cq.name})"
+    if borrows:
+        threshold = policy.borrow_max_priority_threshold
+        if borrow != "LowerPriority":
+            return None, f"the preemptor borrows and borrowWithinCohort is {borrow} (ClusterQueue {cq.name})"
         if theirs >= mine:
-            why.append(f"borrowWithinCohort is LowerPriority but priority {theirs} is not below {mine}")
-        else:
-            why.append(f"borrowWithinCohort is LowerPriority but priority {theirs} is above maxPriorityThreshold {threshold}")
-    else:
-        why.append(f"borrowWithinCohort is {borrow}")
-    return None, ", ".join(why) + f" (ClusterQueue {cq.name})"
+            return None, f"borrowWithinCohort is LowerPriority but priority {theirs} is not below {mine}"
+        if threshold is not None and theirs > threshold:
+            return None, f"borrowWithinCohort: priority {theirs} is above maxPriorityThreshold {threshold}"
+    return "Reclaimed", ""
 
 
 def _cohort_root(ix: _Index, cq: ClusterQueue) -> str | None:
@@ -616,7 +614,24 @@ def _borrowing_before(ix: _Index) -> set[str]:
             if any(amount > table.get(fr, (0, None, None))[0] for fr, amount in per_fr.items()):
                 borrowing.add(name)
         ix.borrowing = borrowing
+        ix.usage_before = {name: dict(per_fr) for name, per_fr in usage.items()}
     return ix.borrowing
+
+
+def _borrows_alone(ix: _Index, entry: "_Admitted") -> bool:
+    """Would this admission alone take its queue above nominal (running work before the
+    plan plus its own charges, with the flavors it was given)?"""
+    _borrowing_before(ix)
+    name = entry.admission.cluster_queue
+    cq = ix.snapshot.cluster_queues.get(name)
+    table = _quota_table(cq.resource_groups) if cq is not None else {}
+    used = dict(ix.usage_before.get(name, {}))
+    for pod_set, psa in entry.pairs:
+        for resource, flavor in psa.flavors.items():
+            used[(flavor, resource)] = used.get((flavor, resource), 0) + psa.count * pod_set.request.get(resource)
+            if used[(flavor, resource)] > table.get((flavor, resource), (0, None, None))[0]:
+                return True
+    return False
 
 
 # ---------------------------------------------------------------- node capacity

@@ -50,15 +50,23 @@ def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
             return None
         values[form.evict_col[victim_index[eviction.workload]]] = 1.0
     fill_class_columns(form, values)
+    fill_free_domain_columns(form, values)
     fill_quota_columns(form, values)
     return values if feasible(form, values) else None
+
+
+def fill_free_domain_columns(form: Formulation, values: np.ndarray) -> None:
+    """f[D] = 1 for every candidate domain no pod lands in."""
+    for (f, _), cols in zip(form.free_domain_cols, form.free_domain_supply):
+        values[f] = float(all(values[c] < 0.5 for c in cols))
 
 
 def fill_class_columns(form: Formulation, values: np.ndarray) -> None:
     """g[c] = 1 when some workload of preemptor class c is admitted."""
     for key, col in form.class_cols.items():
         values[col] = float(any(values[form.admit_col[w]] > 0.5 for w, workload in enumerate(form.workloads)
-                                if (workload.cluster_queue or "", workload.priority) == key))
+                                if form.preemption is not None and (workload.cluster_queue or "", workload.priority,
+                                                                    form.preemption.borrows(workload)) == key))
 
 
 def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]

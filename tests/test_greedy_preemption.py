@@ -125,15 +125,23 @@ def test_reclaim_any_ignores_priority_but_not_thrash() -> None:
 
 
 def test_borrow_within_cohort_lower_priority_and_threshold() -> None:
-    # cq-b within nominal (8 of 8): not borrowing, so only borrowWithinCohort can evict.
-    base = dict(reclaim="LowerPriority", borrow="LowerPriority", b_nominal=8, a_nominal=0)
-    snap = cohort_snap(run("theirs", 8, priority=5, queue="cq-b"), want("mine", 4, priority=10), **base)
+    # cq-b borrows (8 of nominal 4); "mine" wants 6, more than cq-a's nominal 4, so it
+    # must borrow too: Kueue then reclaims only where borrowWithinCohort allows it.
+    base = dict(reclaim="LowerPriority", borrow="LowerPriority")
+    snap = cohort_snap(run("theirs", 8, priority=5, queue="cq-b"), want("mine", 6, priority=10), **base)
     assert evicted(plan(snap)) == {"theirs": ("Reclaimed", ("mine",))}
-    snap = cohort_snap(run("theirs", 8, priority=5, queue="cq-b"), want("mine", 4, priority=10),
+    snap = cohort_snap(run("theirs", 8, priority=5, queue="cq-b"), want("mine", 6, priority=10),
                        threshold=4, **base)
     assert not plan(snap).evictions
+    snap = cohort_snap(run("theirs", 8, priority=5, queue="cq-b"), want("mine", 6, priority=10),
+                       reclaim="LowerPriority")
+    assert not plan(snap).evictions
+
+
+def test_borrow_within_cohort_never_evicts_from_a_queue_within_its_quota() -> None:
+    # cq-b within nominal (8 of 8) is not borrowing: nothing of it can be reclaimed.
     snap = cohort_snap(run("theirs", 8, priority=5, queue="cq-b"), want("mine", 4, priority=10),
-                       reclaim="LowerPriority", b_nominal=8, a_nominal=0)
+                       reclaim="LowerPriority", borrow="LowerPriority", b_nominal=8, a_nominal=0)
     assert not plan(snap).evictions
 
 

@@ -3,7 +3,7 @@ and forbidden (Kueue's spec.preemption on base priorities, REFERENCE §3).
 
 The world: one 64-core node; ClusterQueues cq-a (the preemptor's) and cq-b in cohort
 `org`, each with 8 cores nominal; cq-c alone, outside any cohort. The preemptor p
-(1 pod, 1 core) is admitted to cq-a; the victim v runs 10 pods of 1 core in the
+(1 pod, 1 core; 9 pods when it must borrow) is admitted to cq-a; the victim v runs 10 pods of 1 core in the
 queue the case names, which makes cq-b borrowing (10 > 8); with `borrowing=False`
 it runs 4 pods, within nominal. Capacity and quota are ample, so every violation
 reported is about preemption.
@@ -23,7 +23,7 @@ QUOTA = {"default": {"cpu": 8, "memory": "64Gi"}}
 def world(*, within: str = "Never", reclaim: str = "Never", borrow: str = "Never",
           threshold: int | None = None, victim_cq: str = "cq-b", victim_priority: int = 0,
           preemptor_priority: int = 10, borrowing: bool = True, victim_queued: float = NOW - 7200,
-          preemptor_queued: float = NOW - 3600, **victim_kw: object):
+          preemptor_queued: float = NOW - 3600, preemptor_pods: int = 1, **victim_kw: object):
     queues = [
         cq("cq-a", cohort="org", quotas=QUOTA, within=within, reclaim=reclaim, borrow_within=borrow,
            borrow_max_priority=threshold),
@@ -34,7 +34,8 @@ def world(*, within: str = "Never", reclaim: str = "Never", borrow: str = "Never
     pods = 10 if borrowing else 4
     victim = running_job(ns, "v", nodes={"n1": pods}, cq=victim_cq, priority=victim_priority,
                          created=victim_queued, **victim_kw)
-    preemptor = job("team-a", "p", cq="cq-a", priority=preemptor_priority, created=preemptor_queued)
+    preemptor = job("team-a", "p", cq="cq-a", priority=preemptor_priority, created=preemptor_queued,
+                    pods=preemptor_pods)
     snap = snapshot(nodes=[node("n1", cpu=64)], flavors=[flavor("default")], cqs=queues,
                     workloads=[victim, preemptor])
     return snap, victim, preemptor
@@ -122,24 +123,28 @@ def test_no_reclaiming_outside_the_cohort_tree() -> None:
 
 
 # ---------------------------------------------------------------- borrowWithinCohort
+# A preemptor of 9 pods takes cq-a above its nominal 8: it borrows, and then Kueue
+# reclaims only where borrowWithinCohort allows. Victims must still be borrowing.
 
 def test_borrow_within_cohort_never() -> None:
     forbidden("Reclaimed", "borrowWithinCohort is Never", reclaim="LowerPriority", borrow="Never",
-              borrowing=False)
+              preemptor_pods=9)
+    allowed("Reclaimed", reclaim="LowerPriority", borrow="Never", preemptor_pods=1)
 
 
 def test_borrow_within_cohort_lower_priority() -> None:
-    # Not borrowing, so reclaim does not apply; borrowWithinCohort does.
-    allowed("Reclaimed", reclaim="LowerPriority", borrow="LowerPriority", victim_priority=0, borrowing=False)
-    forbidden("Reclaimed", "borrowWithinCohort is LowerPriority", reclaim="LowerPriority",
-              borrow="LowerPriority", victim_priority=10, borrowing=False)
+    allowed("Reclaimed", reclaim="LowerPriority", borrow="LowerPriority", victim_priority=0, preemptor_pods=9)
+    forbidden("Reclaimed", "borrowWithinCohort is LowerPriority", reclaim="Any",
+              borrow="LowerPriority", victim_priority=10, preemptor_pods=9)
+    forbidden("Reclaimed", "was not borrowing", reclaim="LowerPriority", borrow="LowerPriority",
+              victim_priority=0, preemptor_pods=9, borrowing=False)
 
 
 def test_borrow_within_cohort_threshold() -> None:
     allowed("Reclaimed", reclaim="LowerPriority", borrow="LowerPriority", threshold=5, victim_priority=5,
-            borrowing=False)
+            preemptor_pods=9)
     forbidden("Reclaimed", "maxPriorityThreshold 5", reclaim="LowerPriority", borrow="LowerPriority",
-              threshold=5, victim_priority=6, borrowing=False)
+              threshold=5, victim_priority=6, preemptor_pods=9)
 
 
 # ---------------------------------------------------------------- for whom
