@@ -52,7 +52,7 @@ import math
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 HOSTNAME = "kubernetes.io/hostname"
 DATACENTER = "cloud.provider.com/topology-datacenter"
@@ -301,7 +301,7 @@ def _cpu_text(milli: int) -> str:
     return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
 
 
-def _weighted(rng: random.Random, pairs: tuple[tuple[Any, float], ...] | list[tuple[Any, float]]) -> Any:
+def _weighted(rng: random.Random, pairs: Sequence[tuple[Any, float]]) -> Any:
     total = sum(w for _, w in pairs)
     x = rng.random() * total
     for value, weight in pairs:
@@ -638,14 +638,16 @@ class _Generator:
     # ------------------------------------------------------------ drawing jobs
 
     def pick_team(self) -> int:
-        return _weighted(self.rng, list(enumerate(self.team_weights)))
+        team: int = _weighted(self.rng, list(enumerate(self.team_weights)))
+        return team
 
     def next_name(self, team: int, word: str) -> str:
         self.counter += 1
         return f"{self.team_names[team].removeprefix('team-')}-{word}-{self.counter:05d}"
 
     def pick_priority(self) -> str:
-        return _weighted(self.rng, [(name, share) for name, _, share in self.spec.priorities])
+        name: str = _weighted(self.rng, [(name, share) for name, _, share in self.spec.priorities])
+        return name
 
     def large_sizes(self) -> list[tuple[int, int]]:
         cap = min(self.spec.max_job_gpus, self.cluster.n * self.gpn // 2)
@@ -1034,7 +1036,7 @@ def to_json(snapshot: dict[str, Any]) -> str:
 
 def to_yaml(snapshot: dict[str, Any]) -> str:
     """Block YAML with libyaml's CSafeDumper, no anchors (shared sub-dicts are written out)."""
-    import yaml  # an edge: only the CLI writes YAML
+    import yaml  # type: ignore[import-untyped, unused-ignore]  # an edge: only the CLI writes YAML
 
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
