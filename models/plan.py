@@ -47,6 +47,7 @@ class SolverReport:
     seconds: Mapping[str, float] = field(default_factory=dict)
     message: str = ""
     stages: tuple[Mapping[str, object], ...] = ()
+    peak_rss_mib: float | None = None        # the planning process's peak RSS, set by the CLI
 
 
 @dataclass(frozen=True)

@@ -326,6 +326,7 @@ def what_if(
 
     with stdout_to_stderr(discard=quiet):
         plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+    plan = replace(plan, solver=replace(plan.solver, peak_rss_mib=peak_rss_mib()))
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
@@ -336,6 +337,13 @@ def what_if(
         assert out is not None
         write_atomically(out, text)
         say(f"wrote {out}")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size so far, in MiB (Linux reports KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def _progress(quiet: bool) -> Callable[[str], None]:
@@ -469,7 +477,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
       stowplan plan --out plan.yaml && stowplan apply --plan plan.yaml
     """
     from planner.cluster import plan_live, resource_versions
-    from planner.cluster.cycle import render_saved
+    from planner.cluster.cycle import fingerprints, render_saved
 
     say = _progress(quiet)
     if out not in (None, "-"):
@@ -487,7 +495,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     else:
         assert out is not None
         fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
-        write_atomically(out, render_saved(plan, resource_versions(plan, live), fmt))
+        write_atomically(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
         say(f"wrote {out}")
 
 
@@ -655,6 +663,10 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
 def version() -> None:
     """Print Stowplan's version and those of its solver libraries."""
     click.echo(_versions())
+
+
+from planner.bench import bench_command  # noqa: E402 - the benchmark lives in its own module
+cli.add_command(bench_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -84,6 +84,8 @@ def _solver_to_dict(solver: SolverReport) -> dict[str, Any]:
         "gap": _number(solver.gap),
         "seconds": seconds,
     }
+    if solver.peak_rss_mib is not None:
+        out["peak_rss_mib"] = _number(solver.peak_rss_mib, 1)
     if solver.message:
         out["message"] = solver.message
     if solver.stages:
@@ -275,7 +277,8 @@ def to_table(plan: Plan) -> str:
         f"{solver['method']} {solver['status']}, objective {_show(solver['objective'])}, "
         f"bound {_show(solver['bound'])}, gap {gap}, time {seconds['total']:.3f}s "
         f"(read {seconds['read']:.3f}, build {seconds['build']:.3f}, "
-        f"solve {seconds['solve']:.3f}, verify {seconds['verify']:.3f})",
+        f"solve {seconds['solve']:.3f}, verify {seconds['verify']:.3f})"
+        + (f", peak RSS {solver['peak_rss_mib']:.1f} MiB" if solver.get("peak_rss_mib") is not None else ""),
     ]
     if plan.solver.message:
         lines.append(f"Solver: {plan.solver.message}")
