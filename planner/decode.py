@@ -107,9 +107,11 @@ def decode(form: Formulation, values: np.ndarray) -> Decisions:
                 slots[(w, i, p)] = choice
                 jobs.extend((-len(path), w, i, p, path, pods) for path, pods in demands)
     placed: dict[tuple[int, int, int], dict[str, int]] = defaultdict(dict)
+    order = NodeOrder(form, supply)
     for _, w, i, p, path, pods in sorted(jobs):
         choice = slots[(w, i, p)]
-        take_from_domain(form, choice, path, pods, supply[choice.shape], placed[(w, i, p)], form.members[w][i].ref)
+        take_from_domain(order, choice.shape, path, pods, supply[choice.shape], placed[(w, i, p)],
+                         form.members[w][i].ref)
     admissions = []
     for w, members in enumerate(form.members):
         for i in range(count(values, form.admit_col[w])):
@@ -156,19 +158,50 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
     return tuple(sorted(out, key=lambda e: e.workload))
 
 
-def take_from_domain(form: Formulation, choice: Choice, path: Path, pods: int,
+class NodeOrder:
+    """Per (shape, domain): its nodes, most supply first, then by name, computed once.
+
+    Demands are served in this order, so each workload lands on as few nodes as
+    possible; a cursor skips nodes already used up, keeping decode near-linear.
+    """
+
+    def __init__(self, form: Formulation, supply: dict[int, dict[str, int]]):
+        self.form, self.supply = form, supply
+        self.lists: dict[tuple[int, Path], list[str]] = {}
+        self.cursor: dict[tuple[int, Path], int] = {}
+        self.by_prefix: dict[int, dict[Path, list[str]]] = {}
+
+    def nodes(self, shape: int, path: Path) -> tuple[list[str], int]:
+        key = (shape, path)
+        if key not in self.lists:
+            if shape not in self.by_prefix:
+                index: dict[Path, list[str]] = defaultdict(list)
+                for node, node_path in self.form.shapes[shape].paths.items():
+                    if self.supply[shape].get(node, 0) > 0:
+                        for depth in range(len(node_path) + 1):
+                            index[node_path[:depth]].append(node)
+                self.by_prefix[shape] = index
+            members = self.by_prefix[shape].get(path, [])
+            self.lists[key] = sorted(members, key=lambda n: (-self.supply[shape][n], n))
+            self.cursor[key] = 0
+        return self.lists[key], self.cursor[key]
+
+
+def take_from_domain(order: NodeOrder, shape: int, path: Path, pods: int,
                      supply: dict[str, int], placed: dict[str, int], ref: object) -> None:
-    """Give `pods` pods nodes inside `path`, fullest supply first, then by name."""
-    shape = form.shapes[choice.shape]
-    nodes = sorted((n for n, p in shape.paths.items() if p[: len(path)] == path and supply.get(n, 0) > 0),
-                   key=lambda n: (-supply[n], n))
+    """Give `pods` pods nodes inside `path`, in the domain's node order."""
+    nodes, start = order.nodes(shape, path)
     left = pods
-    for node in nodes:
-        if left == 0:
-            break
+    index = start
+    while left and index < len(nodes):
+        node = nodes[index]
         take = min(left, supply[node])
-        supply[node] -= take
-        placed[node] = placed.get(node, 0) + take
-        left -= take
+        if take:
+            supply[node] -= take
+            placed[node] = placed.get(node, 0) + take
+            left -= take
+        if supply[node] == 0 and index == order.cursor[(shape, path)]:
+            order.cursor[(shape, path)] = index + 1
+        index += 1
     if left:
         raise DecodeError(f"{ref}: {left} pods found no node in domain {'/'.join(path) or 'root'}")
