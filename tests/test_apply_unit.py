@@ -249,3 +249,47 @@ def test_only_workloads_with_gated_pods_are_revisited():
     doc = {"items": [running, other, gated, placed]}
     assert set(running_assignments(doc)) == {REF, ObjectRef("Job", "team", "done")}
     assert running_assignments(doc, only_gated=True) == {REF: [PS]}
+
+
+def test_status_only_change_is_not_a_conflict_but_a_spec_change_is():
+    planned = job("1")
+    from planner.cluster.apply import fingerprint
+
+    status_only = job("2")
+    status_only["status"] = {"conditions": [{"type": "Suspended", "status": "True"}]}
+    kube = FakeKube({JOB_PATH: status_only})
+    report = Applier(kube, flavors=FLAVORS, planned_versions={REF: "1"},  # type: ignore[arg-type]
+                     fingerprints={REF: fingerprint(planned)}).run(plan_of([Admission(REF, "cq", (PS,))]), {},
+                                                                   release_wait=0)
+    assert report.admitted == [REF] and report.conflicts == []
+    relabelled = job("2")
+    relabelled["metadata"]["labels"] = {"x": "y"}
+    kube = FakeKube({JOB_PATH: relabelled})
+    report = Applier(kube, flavors=FLAVORS, planned_versions={REF: "1"},  # type: ignore[arg-type]
+                     fingerprints={REF: fingerprint(planned)}).run(plan_of([Admission(REF, "cq", (PS,))]), {},
+                                                                   release_wait=0)
+    assert report.admitted == [] and kube.writes == 0
+    plan = plan_of([Admission(REF, "cq", (PS,))])
+    assert stale_objects(plan, {REF: "1"}, live_of(status_only), {REF: fingerprint(planned)}) == []
+    assert stale_objects(plan, {REF: "1"}, live_of(relabelled), {REF: fingerprint(planned)}) != []
+
+
+def test_a_conflicting_put_is_re_read_and_retried():
+    kube = FakeKube({JOB_PATH: job("1")})
+    from planner.cluster.apply import fingerprint
+
+    prints = {REF: fingerprint(job("1"))}
+    real_write = kube.write
+    bumped = []
+
+    def racing_write(method, path, body, content_type="application/json"):
+        if method == "PUT" and not bumped:     # the job controller writes status first
+            bumped.append(1)
+            kube.objects[JOB_PATH]["metadata"]["resourceVersion"] = "5"
+        return real_write(method, path, body, content_type)
+
+    kube.write = racing_write  # type: ignore[method-assign]
+    report = Applier(kube, flavors=FLAVORS, planned_versions={REF: "1"},  # type: ignore[arg-type]
+                     fingerprints=prints).run(plan_of([Admission(REF, "cq", (PS,))]), {}, release_wait=0)
+    assert report.admitted == [REF] and report.conflicts == []
+    assert [c[0] for c in kube.calls].count("PUT") == 2

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import time
 from datetime import datetime, timezone
@@ -54,6 +55,7 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 API_VERSIONS = {"Job": ("batch/v1", "jobs"), "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets")}
 DONE = ("Succeeded", "Failed")
+ATTEMPTS = 3   # a PUT that conflicts is re-read and retried while only status changed (the job controller)
 
 
 @dataclasses.dataclass
@@ -89,6 +91,14 @@ def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
     from planner.render import pod_set_assignment_to_dict
 
     return json.dumps([pod_set_assignment_to_dict(ps) for ps in pod_sets], separators=(",", ":"))
+
+
+def fingerprint(obj: Mapping[str, Any]) -> str:
+    """What planning reads of a Job/JobSet (spec, labels, annotations), hashed: status changes leave it alone."""
+    meta = obj.get("metadata") or {}
+    text = json.dumps([obj.get("spec"), meta.get("labels") or {}, meta.get("annotations") or {}],
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
 
 
 def _same_assignment(a: str | None, b: str) -> bool:
@@ -180,8 +190,10 @@ class Applier:
 
     def __init__(self, kube: Kube, *, flavors: Mapping[str, ResourceFlavor],
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
-                 say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time):
+                 say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
+                 fingerprints: Mapping[ObjectRef, str] | None = None):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        self.fingerprints = fingerprints or {}
         self.identity, self.say, self.clock = identity, say, clock
         self.report = ApplyReport(dry_run=kube.dry_run)
         self.assignments: dict[ObjectRef, list[PodSetAssignment]] = {}   # for gate release
@@ -219,21 +231,33 @@ class Applier:
         return obj  # type: ignore[no-any-return]
 
     def _changed(self, ref: ObjectRef, obj: dict[str, Any]) -> bool:
-        """True (and reported) when the object is not the version the plan was made from."""
+        """True (and reported) when the object is not what the plan was made from.
+
+        A new resourceVersion whose spec, labels and annotations are unchanged (the
+        job controller writing status) is the same workload: planning never reads status.
+        """
         planned = self.planned.get(ref)
         now = str(obj.get("metadata", {}).get("resourceVersion", ""))
-        if planned and planned != now:
-            self.report.conflicts.append((ref, f"changed since the plan was made (resourceVersion {planned} -> {now})"))
-            return True
-        return False
+        if not planned or planned == now:
+            return False
+        known = self.fingerprints.get(ref)
+        if known and known == fingerprint(obj):
+            return False
+        self.report.conflicts.append((ref, f"changed since the plan was made (resourceVersion {planned} -> {now})"))
+        return True
 
-    def _update(self, ref: ObjectRef, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """PUT the object as read and edited: its resourceVersion makes a concurrent change fail."""
+    def _update(self, ref: ObjectRef, obj: dict[str, Any], last: bool) -> dict[str, Any] | None:
+        """PUT the object as read and edited: its resourceVersion makes a concurrent change fail.
+
+        None: a conflict; on the last attempt it is reported, else the caller re-reads and retries.
+        """
         try:
             return self.kube.write("PUT", workload_path(ref), obj)  # type: ignore[no-any-return]
         except ApiStatus as err:
-            if err.status in (409, 404):
+            if err.status == 404 or (err.status == 409 and last):
                 self.report.conflicts.append((ref, f"{'conflict' if err.status == 409 else 'gone'}: {err.detail}"))
+                return None
+            if err.status == 409:
                 return None
             raise
 
@@ -242,38 +266,41 @@ class Applier:
         if ref.kind not in API_VERSIONS:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return False
-        obj = self._read(ref)
-        if obj is None:
-            return False
-        annotations = _annotations(obj)
         wanted = assignment_json(admission.pod_sets)
-        if not _suspended(obj):
-            if _same_assignment(annotations.get(ASSIGNMENT), wanted):
-                self.report.unchanged.append(ref)
-                self.assignments[ref] = list(admission.pod_sets)
-                return True   # its pods may still need releasing
-            self.report.conflicts.append((ref, "it is already running with another assignment"))
-            return False
-        if self._changed(ref, obj):
-            return False
-        original = _original_scheduling(ref.kind, obj)
-        templates = pod_templates(ref.kind, obj)
-        for pod_set in admission.pod_sets:
-            template = templates.get(pod_set.name)
-            if template is None:
-                self.report.conflicts.append((ref, f"it has no pod set {pod_set.name}"))
+        for attempt in range(ATTEMPTS):
+            obj = self._read(ref)
+            if obj is None:
                 return False
-            spec = template.setdefault("spec", {})
-            for key in SCHEDULING_FIELDS:
-                spec.pop(key, None)
-            spec.update(admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors))
-        annotations[ORIGINAL] = json.dumps(original, separators=(",", ":"), sort_keys=True)
-        annotations[ASSIGNMENT] = wanted
-        annotations[ADMITTED_AT] = rfc3339(self.clock())
-        annotations.pop(EVICTION_REASON, None)
-        obj["spec"]["suspend"] = False
-        updated = self._update(ref, obj)
-        if updated is None:
+            annotations = _annotations(obj)
+            if not _suspended(obj):
+                if _same_assignment(annotations.get(ASSIGNMENT), wanted):
+                    self.report.unchanged.append(ref)
+                    self.assignments[ref] = list(admission.pod_sets)
+                    return True   # its pods may still need releasing
+                self.report.conflicts.append((ref, "it is already running with another assignment"))
+                return False
+            if self._changed(ref, obj):
+                return False
+            original = _original_scheduling(ref.kind, obj)
+            templates = pod_templates(ref.kind, obj)
+            for pod_set in admission.pod_sets:
+                template = templates.get(pod_set.name)
+                if template is None:
+                    self.report.conflicts.append((ref, f"it has no pod set {pod_set.name}"))
+                    return False
+                spec = template.setdefault("spec", {})
+                for key in SCHEDULING_FIELDS:
+                    spec.pop(key, None)
+                spec.update(admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors))
+            annotations[ORIGINAL] = json.dumps(original, separators=(",", ":"), sort_keys=True)
+            annotations[ASSIGNMENT] = wanted
+            annotations[ADMITTED_AT] = rfc3339(self.clock())
+            annotations.pop(EVICTION_REASON, None)
+            obj["spec"]["suspend"] = False
+            updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
+            if updated is not None:
+                break
+        else:
             return False
         self.report.admitted.append(ref)
         self.assignments[ref] = list(admission.pod_sets)
@@ -289,23 +316,26 @@ class Applier:
         if ref.kind not in API_VERSIONS:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return
-        obj = self._read(ref)
-        if obj is None:
-            return
-        annotations = _annotations(obj)
-        if _suspended(obj) and ASSIGNMENT not in annotations:
-            self.report.unchanged.append(ref)
-            return
-        if self._changed(ref, obj):
-            return
         why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
-        annotations[EVICTED_AT] = rfc3339(self.clock())
-        annotations[EVICTION_REASON] = why
-        annotations.pop(ASSIGNMENT, None)
-        annotations.pop(ADMITTED_AT, None)
-        obj.setdefault("spec", {})["suspend"] = True
-        updated = self._update(ref, obj)
-        if updated is None:
+        for attempt in range(ATTEMPTS):
+            obj = self._read(ref)
+            if obj is None:
+                return
+            annotations = _annotations(obj)
+            if _suspended(obj) and ASSIGNMENT not in annotations:
+                self.report.unchanged.append(ref)
+                return
+            if self._changed(ref, obj):
+                return
+            annotations[EVICTED_AT] = rfc3339(self.clock())
+            annotations[EVICTION_REASON] = why
+            annotations.pop(ASSIGNMENT, None)
+            annotations.pop(ADMITTED_AT, None)
+            obj.setdefault("spec", {})["suspend"] = True
+            updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
+            if updated is not None:
+                break
+        else:
             return
         self.report.evicted.append(ref)
         self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")

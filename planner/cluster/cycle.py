@@ -17,7 +17,7 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from models import Admission, Eviction, ObjectRef, Plan, SolverReport
 from planner.cluster.apply import (
-    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, _same_assignment, _suspended, assignment_json,
+    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, _same_assignment, _suspended, assignment_json, fingerprint,
     parse_pod_sets, running_assignments,
 )
 from planner.cluster.kube import Kube
@@ -52,21 +52,37 @@ def resource_versions(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
     return {ref: versions.get(ref, "") for ref in touched(plan)}
 
 
+def raw_workloads(live: LiveSnapshot) -> dict[ObjectRef, dict[str, Any]]:
+    return {ObjectRef(o.get("kind", ""), o.get("metadata", {}).get("namespace", ""),
+                      o.get("metadata", {}).get("name", "")): o
+            for o in live.document.get("items") or () if o.get("kind") in API_VERSIONS}
+
+
+def fingerprints(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
+    """What planning read of every object the plan writes (see apply.fingerprint)."""
+    raw = raw_workloads(live)
+    return {ref: fingerprint(raw[ref]) for ref in touched(plan) if ref in raw}
+
+
 def ref_key(ref: ObjectRef) -> str:
     return f"{ref.kind}/{ref.namespace}/{ref.name}"
 
 
-def plan_document(plan: Plan, versions: Mapping[ObjectRef, str]) -> dict[str, Any]:
+def plan_document(plan: Plan, versions: Mapping[ObjectRef, str],
+                  prints: Mapping[ObjectRef, str] | None = None) -> dict[str, Any]:
     from planner.render import plan_to_dict
 
     data = plan_to_dict(plan)
     data["snapshot"]["resourceVersions"] = {ref_key(ref): versions[ref] for ref in sorted(versions)}
+    if prints:
+        data["snapshot"]["fingerprints"] = {ref_key(ref): prints[ref] for ref in sorted(prints)}
     return data
 
 
-def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str) -> str:
-    """The plan file `plan --out` writes (yaml or json), with the resourceVersions."""
-    data = plan_document(plan, versions)
+def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
+                 prints: Mapping[ObjectRef, str] | None = None) -> str:
+    """The plan file `plan --out` writes (yaml or json), with the resourceVersions (and fingerprints)."""
+    data = plan_document(plan, versions, prints)
     if fmt == "json":
         return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     from planner import render
@@ -76,6 +92,11 @@ def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str) -> str
 
 
 def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
+    plan, versions, _ = load_plan_with_fingerprints(path)
+    return plan, versions
+
+
+def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], dict[ObjectRef, str]]:
     """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need."""
     try:
         with open(path, "rb") as handle:
@@ -92,6 +113,8 @@ def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
                          file=path, field="snapshot.resourceVersions")
     try:
         versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
+        raw_prints = (data.get("snapshot") or {}).get("fingerprints") or {}
+        prints = {_ref_of(key): str(value) for key, value in raw_prints.items()}
         admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
@@ -109,7 +132,7 @@ def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
     if missing:
         raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,
                          field="snapshot.resourceVersions")
-    return plan, versions
+    return plan, versions, prints
 
 
 def _ref(d: Mapping[str, Any]) -> ObjectRef:
@@ -121,10 +144,14 @@ def _ref_of(key: str) -> ObjectRef:
     return ObjectRef(kind, namespace, name)
 
 
-def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnapshot) -> list[str]:
-    """What changed since a saved plan was made, one line per object (empty: still fresh)."""
-    raw = {ObjectRef(o.get("kind", ""), o.get("metadata", {}).get("namespace", ""), o.get("metadata", {}).get("name", "")): o
-           for o in live.document.get("items") or () if o.get("kind") in API_VERSIONS}
+def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnapshot,
+                  prints: Mapping[ObjectRef, str] | None = None) -> list[str]:
+    """What changed since a saved plan was made, one line per object (empty: still fresh).
+
+    A new resourceVersion with the same fingerprint (only status changed) is fresh.
+    """
+    raw = raw_workloads(live)
+    prints = prints or {}
     wanted = {a.workload: assignment_json(a.pod_sets) for a in plan.admissions}
     evicted = {e.workload for e in plan.evictions}
     out = []
@@ -134,7 +161,7 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
             out.append(f"{ref} no longer exists")
             continue
         now = str(obj.get("metadata", {}).get("resourceVersion", ""))
-        if now == versions.get(ref):
+        if now == versions.get(ref) or (prints.get(ref) and prints.get(ref) == fingerprint(obj)):
             continue
         annotation = (obj.get("metadata", {}).get("annotations") or {}).get(ASSIGNMENT)
         if ref in wanted and not _suspended(obj) and _same_assignment(annotation, wanted[ref]):
@@ -165,11 +192,11 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         if plan_file is None:
             live, plan = plan_live(kube, config_files=config_files, policy_file=policy_file, solver=solver,
                                    time_limit=time_limit, gap=gap, say=say)
-            versions = resource_versions(plan, live)
+            versions, prints = resource_versions(plan, live), fingerprints(plan, live)
         else:
-            plan, versions = load_plan(plan_file)
+            plan, versions, prints = load_plan_with_fingerprints(plan_file)
             live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
-            stale = stale_objects(plan, versions, live)
+            stale = stale_objects(plan, versions, live, prints)
             if stale:
                 raise StalePlanError(f"the saved plan {plan_file} is stale, nothing applied: " + "; ".join(stale)
                                      + ". Plan again with `stowplan plan --out FILE`")
@@ -177,7 +204,7 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         if before_apply is not None:
             before_apply(live, plan)
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
-                          identity=lease.identity, say=say)
+                          identity=lease.identity, say=say, fingerprints=prints)
         started = time.monotonic()
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait)
         report.seconds["apply"] = round(time.monotonic() - started, 3)

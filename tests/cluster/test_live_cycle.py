@@ -217,7 +217,7 @@ def test_conflict_mid_apply_is_skipped_then_repaired(kube, env_factory):
     kube.before_write = None
     assert bumped
     assert [r.name for r, _ in report.conflicts] == ["b"]
-    assert "conflict" in report.conflicts[0][1]
+    assert "changed since the plan was made" in report.conflicts[0][1]
     assert sorted(r.name for r in report.admitted) == ["a", "c"]
     assert job_obj(env, "b").spec.suspend is True and ASSIGNMENT not in (job_obj(env, "b").metadata.annotations or {})
 
