@@ -520,12 +520,14 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
               type=click.FloatRange(min=0), metavar="SECONDS",
               help="How long to wait for admitted workloads' pods to release their gates; later pods are "
                    "released by the next cycle.")
+@click.option("--workers", "workers", default=8, show_default=True, show_envvar=True, type=click.IntRange(min=1),
+              metavar="N", help="Writes in flight at once (each still optimistic on its own object).")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_exits
 def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, context: str | None,
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, namespace: str, lease_name: str, lease_duration: int,
-                  identity: str | None, release_wait: float, quiet: bool) -> None:
+                  identity: str | None, release_wait: float, workers: int, quiet: bool) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
     Takes the Lease, finishes what the last cycle started (gated pods), evicts,
@@ -549,7 +551,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
         made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                   solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                   lease_name=lease_name, identity=identity, lease_duration=lease_duration,
-                                  release_wait=release_wait, say=say)
+                                  release_wait=release_wait, workers=workers, say=say)
     for ref, why in report.conflicts:
         click.echo(f"warning: skipped {ref}: {why} (the next cycle repairs it)", err=True)
     write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")

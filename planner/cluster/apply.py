@@ -39,7 +39,8 @@ import hashlib
 import json
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import ApiStatus, Kube, path_of
@@ -191,8 +192,9 @@ class Applier:
     def __init__(self, kube: Kube, *, flavors: Mapping[str, ResourceFlavor],
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
-                 fingerprints: Mapping[ObjectRef, str] | None = None):
+                 fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        self.workers = workers
         self.fingerprints = fingerprints or {}
         self.identity, self.say, self.clock = identity, say, clock
         self.report = ApplyReport(dry_run=kube.dry_run)
@@ -207,20 +209,32 @@ class Applier:
         self.assignments.update(running)
         if running:
             self.release_gates(set(running))                 # 1. finish the last cycle
-        for eviction in plan.evictions:                       # 2. free capacity
-            self.evict(eviction)
-        admitted: set[ObjectRef] = set()
-        for admission in plan.admissions:                     # 3. claim it
-            if self.admit(admission):
-                admitted.add(admission.workload)
+        self._each(self.evict, plan.evictions)                # 2. free capacity (all done before 3 starts)
+        done = self._each(self.admit, plan.admissions)        # 3. claim it
+        admitted = {a.workload for a, ok in zip(plan.admissions, done) if ok}
         t_writes = time.monotonic()
         if admitted and not self.kube.dry_run:                # 4. pods, as they appear
             self.release_until_placed(admitted, release_wait)
+        for refs in (self.report.admitted, self.report.evicted, self.report.unchanged):
+            refs.sort()
+        self.report.conflicts.sort()
         self.report.writes = self.kube.writes - writes_before
         self.report.seconds = {"workloads": round(t_writes - started, 3),
                                "release": round(time.monotonic() - t_writes, 3),
                                "total": round(time.monotonic() - started, 3)}
         return self.report
+
+    def _each(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """fn over items, `workers` at a time: independent writes to different objects.
+
+        Each write is still optimistic on its own object; only their order among
+        themselves is given up, which nothing depends on (evictions all finish
+        before any admission starts).
+        """
+        if self.workers <= 1 or len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            return list(pool.map(fn, items))
 
     # ------------------------------------------------------------ workloads
 
@@ -398,6 +412,7 @@ class Applier:
                     if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()):
                         gated.setdefault(key, []).append(pod)   # pinned but still gated: ungate only
         missing = 0
+        releases: list[tuple[dict[str, Any], str, bool]] = []
         for ref in sorted(refs):
             for pod_set in self.assignments.get(ref, ()):
                 key = (ref, pod_set.name)
@@ -407,10 +422,13 @@ class Applier:
                     node = pinned or next((n for n, c in left.items() if c > 0), None)
                     if node is None:
                         continue   # more pods than planned places (a replacement before its predecessor left)
-                    if self.release_pod(pod, node, pinned is None) and pinned is None:
+                    releases.append((pod, node, pinned is None))
+                    if pinned is None:
                         left[node] -= 1
                 missing += sum(c for c in left.values() if c > 0)
-        return missing
+        # decided above, one pass; the patches are independent (a failed one is looked at again next pass)
+        done = self._each(lambda r: self.release_pod(*r), releases)
+        return missing + done.count(False)
 
     def release_pod(self, pod: dict[str, Any], node: str, pin: bool) -> bool:
         meta, spec = pod["metadata"], pod.get("spec") or {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
@@ -72,6 +73,7 @@ class Kube:
         self.dry_run = dry_run
         self.timeout = timeout
         self.writes = 0               # counted for reports and tests
+        self._lock = threading.Lock()  # writes may come from several threads (Applier workers)
         self.before_write: Callable[[str, str], None] | None = None   # test hook: (method, path)
 
     @property
@@ -142,7 +144,8 @@ class Kube:
         if self.before_write is not None:
             self.before_write(method, path)
         result = self.request(method, path, query=query, body=body, content_type=content_type)
-        self.writes += 1
+        with self._lock:
+            self.writes += 1
         return result
 
 
