@@ -293,3 +293,34 @@ def test_a_conflicting_put_is_re_read_and_retried():
                      fingerprints=prints).run(plan_of([Admission(REF, "cq", (PS,))]), {}, release_wait=0)
     assert report.admitted == [REF] and report.conflicts == []
     assert [c[0] for c in kube.calls].count("PUT") == 2
+
+
+def test_quota_objects_come_from_config_only_without_kueue_api():
+    from planner.cluster.reader import list_objects
+
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
+    policy = {"apiVersion": "stowplan.io/v1alpha1", "kind": "PlannerPolicy", "metadata": {"name": "p"}}
+
+    class Discovery:
+        def __init__(self, kueue):
+            self.kueue, self.listed = kueue, []
+
+        def get_or_none(self, path):
+            if path == "/apis/kueue.x-k8s.io" and self.kueue:
+                return {"versions": [{"version": "v1beta2"}]}
+            return None
+
+        def list(self, path):
+            self.listed.append(path)
+            return [{"kind": "ResourceFlavor", "apiVersion": "kueue.x-k8s.io/v1beta2",
+                     "metadata": {"name": "cluster", "managedFields": [{}]}}] if path.endswith("resourceflavors") else []
+
+    without = Discovery(kueue=False)
+    items, version, _ = list_objects(without, config_objects=[flavor, policy])  # type: ignore[arg-type]
+    assert version is None and items == [flavor, policy]
+    assert not any("kueue" in p or "jobset" in p for p in without.listed)
+    with_api = Discovery(kueue=True)
+    items, version, _ = list_objects(with_api, config_objects=[flavor, policy])  # type: ignore[arg-type]
+    assert version == "v1beta2"
+    assert [i["metadata"]["name"] for i in items] == ["cluster", "p"]       # the cluster's own win
+    assert "managedFields" not in items[0]["metadata"]
