@@ -204,6 +204,8 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         say(f"{len(plan.admissions)} admissions, {len(plan.evictions)} evictions to apply")
         if before_apply is not None:
             before_apply(live, plan)
+        if lease.held:
+            lease.acquire()   # renew after a long solve; if it lapsed and another planner took it: no writes
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
                           identity=lease.identity, say=say, fingerprints=prints, workers=workers)
         started = time.monotonic()

@@ -286,6 +286,17 @@ def test_lease_held_by_another_planner_refuses(kube, env_factory):
         other.release()
     _, report = cycle(kube, env)
     assert [r.name for r in report.admitted] == ["a"]
+    # an expired Lease of a crashed planner is taken over
+    import time
+
+    crashed = Lease(kube, namespace=env.namespace, identity="crashed", duration=1)
+    crashed.acquire()
+    time.sleep(1.5)
+    env.job("b", pods=1, gpus=1)
+    _, report = cycle(kube, env)
+    assert [r.name for r in report.admitted] == ["b"]
+    lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{env.namespace}/leases/stowplan-planner")
+    assert not lease["spec"].get("holderIdentity")     # released after the cycle
 
 
 def test_preemption_end_to_end(kube, env_factory):
