@@ -340,10 +340,20 @@ def what_if(
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident set size so far, in MiB (Linux reports KiB)."""
+    """This process's peak resident set size so far, in MiB.
+
+    Linux's VmHWM: getrusage's ru_maxrss survives execve, so a process started
+    from a big parent would report the parent's size at fork."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
     import resource
 
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
 def _progress(quiet: bool) -> Callable[[str], None]:

@@ -102,3 +102,12 @@ def test_what_if_reports_peak_rss_beside_seconds(tmp_path: Path) -> None:
     keys = list(solver)
     assert keys.index("peak_rss_mib") == keys.index("seconds") + 1
     assert solver["peak_rss_mib"] > 0
+
+
+def test_peak_rss_is_the_planning_process_own_not_its_parent() -> None:
+    """ru_maxrss survives execve: a what-if started by a big bench process must not report the bench's size."""
+    ballast = bytearray(400 * 2**20)                              # this process: > 400 MiB resident
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    record = bench.plan_in_process(REPO / "fixtures" / "tiny.yaml", "greedy")
+    assert 0 < record["peak_rss_mib"] < 350, record["peak_rss_mib"]
+    del ballast
