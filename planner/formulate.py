@@ -129,23 +129,33 @@ class Formulation:
     overcommitted: set[str] = field(default_factory=set)  # nodes running work already overfills
     free_domain_cols: list[tuple[int, float]] = field(default_factory=list)  # f[D] and its reward
     free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
+    locality: bool = True                                  # the full model, with tie-breakers
+    class_tier: list[int] = field(default_factory=list)     # effective priority of each class
 
 
-def formulate(snapshot: Snapshot) -> Formulation:
-    """Build the whole MILP for one cycle."""
+def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
+    """Build the MILP for one cycle.
+
+    With `locality=False` the model is the compact one that decides volumes and
+    preemption cost: a preferred topology imposes nothing hard, so its pod sets are
+    placed like unconstrained ones, and there are no tie-breakers. The full model
+    (`locality=True`) adds domains spanned, free domains, age and flavor order.
+    """
     model = Formulation(
         arrays=ModelArrays(), snapshot=snapshot, workloads=[], admit_col=[], choices=[],
         shapes=[], tiers=[], tier_volume={}, tier_max={}, secondary=[], quota_cols={},
         quota_tree=QuotaTree(snapshot), excluded={}, free=capacity.free_capacity(snapshot),
+        locality=locality,
     )
     pending = candidates(snapshot, model.excluded)
     add_victims(model, pending)
     shape_index: dict[ShapeKey, int] = {}
-    for members in workload_classes(snapshot, pending):
+    for members in workload_classes(snapshot, pending, locality):
         add_workload(model, members, model.room, shape_index)
     add_preemption_rows(model)
     add_hall_rows(model)
-    add_free_domain_rows(model)
+    if locality:
+        add_free_domain_rows(model)
     add_node_rows(model, model.free)
     add_quota_rows(model)
     add_objectives(model)
@@ -181,16 +191,18 @@ def admissibility(snapshot: Snapshot, workload: Workload) -> str | None:
     return None
 
 
-def workload_classes(snapshot: Snapshot, pending: list[Workload]) -> list[list[Workload]]:
+def workload_classes(snapshot: Snapshot, pending: list[Workload], locality: bool = True) -> list[list[Workload]]:
     """Pending workloads that are interchangeable, oldest (queue order) first.
 
     Same ClusterQueue, priority (base and effective) and pod sets (counts, requests,
     constraints, topology requests). Elastic pod sets and preferred topology stay
-    alone: their pods per domain are not a whole number of workloads.
+    alone: their pods per domain are not a whole number of workloads (without
+    locality, preferred pod sets are placed like unconstrained ones and may join).
     """
     classes: dict[object, list[Workload]] = defaultdict(list)
     for workload in pending:
-        alone = any(ps.min_count is not None or ps.topology.mode == "preferred" for ps in workload.pod_sets)
+        alone = any(ps.min_count is not None or (locality and ps.topology.mode == "preferred")
+                    for ps in workload.pod_sets)
         key: object = workload.ref if alone else (
             workload.cluster_queue, workload.priority, semantics.effective_priority(workload, snapshot),
             tuple((ps.name, ps.count, ps.request, tuple(sorted(ps.node_selector.items())), ps.tolerations,
@@ -392,6 +404,8 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
         if index is None or (floor is not None and index < floor) or layer.size < 1:
             return None
         layers.append((index, layer.size))
+    if request.mode == "preferred" and not model.locality:
+        level = None  # preferred is no constraint: the compact model places it anywhere
     tag = f"{ref},{pod_set.name},{'+'.join(option.flavors)}"
     size = len(model.members[w])
     use = arrays.add_col(f"u[{tag}]", 0.0, size, integer=True)
@@ -731,10 +745,11 @@ def add_objectives(model: Formulation) -> None:
         volume[victim.priority].append((e, -semantics.running_volume(victim, snapshot)))
         most.setdefault(victim.priority, 0.0)
         model.cost_terms.append((e, semantics.eviction_cost(victim, snapshot)))
+    model.class_tier = [semantics.effective_priority(w, snapshot) for w in model.workloads]
     model.tiers = sorted(volume, reverse=True)
     model.tier_volume = dict(volume)
     model.tier_max = dict(most)
-    model.secondary = secondary_terms(model)
+    model.secondary = secondary_terms(model) if model.locality else []
 
 
 def secondary_terms(model: Formulation) -> list[tuple[int, float]]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import score
+from planner import score, semantics
 from planner.assemble import assemble
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
 from planner.greedy import greedy
-from planner.solve import HighsBackend, PulpBackend, solve
+from planner.solve import TAIL_SHARE, HighsBackend, PulpBackend, StageResult, refine, solve
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
 
@@ -31,18 +31,24 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
             raise VerificationError(greedy_violations)
         return assemble(snapshot, baseline, greedy_report(snapshot, baseline, clock))
 
-    form = formulate(snapshot)
+    # Volumes and preemption cost on the compact model, then the tie-breakers on the
+    # full one (domains spanned, free domains, age, flavor order), volumes held.
+    policy = snapshot.policy
+    deadline = time.monotonic() + policy.time_limit_seconds
+    form = formulate(snapshot, locality=False)
     start = start_from(form, baseline)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     if start is None:
         start = empty_start(form)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
-    policy = snapshot.policy
-    outcome = solve(form, start, backend, policy.time_limit_seconds, policy.mip_gap, polish=lambda v: polished(form, v))
+    outcome = solve(form, start, backend, policy.time_limit_seconds * (1 - TAIL_SHARE), policy.mip_gap,
+                    polish=lambda v: polished(form, v), restrict=lambda v, tier: restricted(form, v, tier))
     clock.lap("solve")
     try:
         decisions = decode(form, outcome.values)
+        decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock)
+        outcome.stages.append(tie_stage)
         violations = verify(snapshot, decisions)
     except DecodeError as error:
         decisions, violations = Decisions(), [str(error)]
@@ -59,12 +65,34 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
             raise VerificationError(violations or greedy_violations)
         report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method)
         return assemble(snapshot, baseline, report, form.excluded)
+    proven = all(s.status in ("optimal", "kept") for s in outcome.stages)
     report = SolverReport(
-        method=method, status=outcome.status, objective=round(outcome.objective, 6),
+        method=method, status="optimal" if proven else "feasible", objective=round(outcome.objective, 6),
         bound=round(outcome.bound, 6), gap=round(outcome.gap, 6), seconds=clock.seconds(),
         message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
     return assemble(snapshot, decisions, report, form.excluded)
+
+
+def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: float, gap: float,
+              clock: "Clock") -> tuple[Decisions, StageResult]:
+    """Refine `decisions` on the full model with what time is left; keep them if that fails."""
+    left = deadline - time.monotonic()
+    if left <= 0.01:
+        return decisions, StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
+    full = formulate(snapshot, locality=True)
+    start = start_from(full, decisions)
+    if start is None:
+        return decisions, StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
+    backend = make_backend(full, solver, snapshot)
+    clock.lap("build")
+    budget = min(deadline - time.monotonic(), TAIL_SHARE * snapshot.policy.time_limit_seconds)
+    values, stage = refine(full, start, backend, max(0.05, budget), gap)
+    clock.lap("solve")
+    try:
+        return decode(full, values), stage
+    except DecodeError:
+        return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
 
 
 def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
@@ -74,6 +102,22 @@ def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
     except DecodeError:
         return values
     return values if clean is None else clean
+
+
+def restricted(form: Formulation, values, tier: int):  # type: ignore[no-untyped-def]
+    """The same plan without admissions below `tier` (and evictions only they wanted)."""
+    try:
+        decisions = decode(form, values)
+    except DecodeError:
+        return None
+    snapshot = form.snapshot
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    kept = tuple(a for a in decisions.admissions
+                 if semantics.effective_priority(by_ref[a.workload], snapshot) >= tier)
+    rules = form.preemption
+    evictions = tuple(e for e in decisions.evictions
+                      if rules is not None and any(rules.reason(by_ref[a.workload], by_ref[e.workload]) for a in kept))
+    return start_from(form, Decisions(kept, evictions))
 
 
 def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]

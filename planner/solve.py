@@ -61,6 +61,7 @@ class Outcome:
 
 class Backend(Protocol):
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None: ...
+    def set_upper(self, cols: list[int], upper: list[float]) -> None: ...
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None: ...
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]: ...
 
@@ -70,9 +71,12 @@ def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
 
 
 def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float,
-          polish: Callable[[np.ndarray], np.ndarray] | None = None) -> Outcome:
+          polish: Callable[[np.ndarray], np.ndarray] | None = None,
+          restrict: Callable[[np.ndarray, int], np.ndarray | None] | None = None) -> Outcome:
     """Run the stages within `time_limit` seconds; `start` must be feasible.
 
+    `restrict(values, tier)` gives the same plan without the admissions below `tier`
+    (or None); with it each tier's stage solves without the workloads of lower tiers.
     `polish` rewrites a solution in its cleanest equivalent form (no spare supply, no
     domain marked used that is not); it runs before the tail stages, whose objectives
     the earlier stages left unconstrained.
@@ -92,9 +96,18 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
         else:
             budget = max(0.05, (deadline - tail - began) / (len(tiers_left) - index))
-            backend.set_objective(terms, maximize=True)
-            values, status, bound = backend.run(budget, gap, incumbent)
+            backend.set_objective(terms + nudge(form, tier), maximize=True)
+            # Lower tiers cannot change this stage's optimum (they only take room), so
+            # their workloads are left out of it; the next stages bring them back.
+            lower = [form.admit_col[w] for w, t in enumerate(form.class_tier) if t < tier]
+            start = restrict(incumbent, tier) if restrict is not None and lower else None
+            if start is not None:
+                backend.set_upper(lower, [0.0] * len(lower))
+            values, status, bound = backend.run(budget, gap, incumbent if start is None else start)
+            if start is not None:
+                backend.set_upper(lower, [form.arrays.col_upper[c] for c in lower])
             if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
+                bound = None if bound is None else bound - nudge_value(form, tier, values)
                 incumbent, achieved = values, value_of(terms, values)
             else:
                 status = "feasible" if status != "failed" else status
@@ -121,6 +134,39 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     # bound and gap measure the volume stages (the `stages` list shows each one).
     proven = all(s.status in ("optimal", "kept") for s in stages)
     return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+
+
+def nudge(form: Formulation, tier: int) -> list[tuple[int, float]]:
+    """Lower tiers' volume, scaled so that all of it together is worth less than half the
+    smallest step of this tier's volume: the stage still maximises its own tier first,
+    but among equal answers keeps the lower tiers' work (no eviction for nothing), so a
+    stage cut short by the time limit leaves the next ones little to repair."""
+    own = [abs(k) for _, k in form.tier_volume[tier] if k]
+    lower = [(c, k) for t in form.tiers if t < tier for c, k in form.tier_volume[t]]
+    if not own or not lower:
+        return []
+    total = sum(abs(k) * form.arrays.col_upper[c] for c, k in lower)
+    scale = 0.5 * min(own) / (1.0 + total)
+    return [(c, scale * k) for c, k in lower]
+
+
+def nudge_value(form: Formulation, tier: int, values: np.ndarray) -> float:
+    return value_of(nudge(form, tier), values)
+
+
+def refine(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float,
+           gap: float) -> tuple[np.ndarray, StageResult]:
+    """The tie-breaker stage on the full model: every tier's volume and the preemption
+    cost held at what `start` achieves, locality, free domains, age and flavor order
+    minimised. Never worse than `start`."""
+    for tier in form.tiers:
+        backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
+    if form.cost_terms:
+        backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, start) + HOLD_SLACK)
+    stages: list[StageResult] = []
+    values = minimise_stage(form.secondary, "tie-breakers", backend, start, time.monotonic() + time_limit,
+                            max(gap, TAIL_GAP), stages)
+    return values, stages[0]
 
 
 def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, incumbent: np.ndarray,
@@ -176,6 +222,7 @@ class HighsBackend:
                            for i in arrays.col_integer]
         self.h.passModel(lp)
         self.num_cols = arrays.num_cols
+        self.lower = np.asarray(arrays.col_lower, dtype=np.float64)
         self._cost = np.zeros(arrays.num_cols)
         # HiGHS checks its time limit only now and then (long root cut rounds overrun
         # it by seconds); the MIP interrupt callback holds the stage to its deadline.
@@ -194,6 +241,10 @@ class HighsBackend:
         self._cost = cost
         sense = self._hs.ObjSense.kMaximize if maximize else self._hs.ObjSense.kMinimize
         self.h.changeObjectiveSense(sense)
+
+    def set_upper(self, cols: list[int], upper: list[float]) -> None:
+        index = np.asarray(cols, dtype=np.int32)
+        self.h.changeColsBounds(len(cols), index, np.asarray(self.lower[index]), np.asarray(upper, dtype=np.float64))
 
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
         merged: dict[int, float] = {}
@@ -279,6 +330,10 @@ class PulpBackend:
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         self.prob.sense = self._pulp.LpMaximize if maximize else self._pulp.LpMinimize
         self.prob.setObjective(self._expr(terms) if terms else self._pulp.LpAffineExpression())
+
+    def set_upper(self, cols: list[int], upper: list[float]) -> None:
+        for col, up in zip(cols, upper):
+            self.vars[col].upBound = up
 
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
         expr = self._expr(terms)
