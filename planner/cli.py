@@ -330,13 +330,16 @@ def what_if(
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
-    text = render(plan, fmt)
-    if to_stdout:
+    emit(render(plan, fmt), None if to_stdout else out, say)
+
+
+def emit(text: str, out: str | None, say: Callable[[str], None]) -> None:
+    """Write `text` to stdout, or atomically to `out`."""
+    if out is None:
         write_stdout(text)
-    else:
-        assert out is not None
-        write_atomically(out, text)
-        say(f"wrote {out}")
+        return
+    write_atomically(out, text)
+    say(f"wrote {out}")
 
 
 def peak_rss_mib() -> float:
@@ -663,12 +666,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     text = to_json(document) if output == "json" else to_yaml(document)
     meta = document["metadata"]["annotations"]["stowplan.io/generator"]
     say(f"generated {len(document['items'])} objects ({meta}) in {time.monotonic() - started:.2f}s")
-    if to_stdout:
-        write_stdout(text)
-    else:
-        assert out is not None
-        write_atomically(out, text)
-        say(f"wrote {out}")
+    emit(text, None if to_stdout else out, say)
 
 
 @cli.command("version", context_settings=CONTEXT)
