@@ -204,6 +204,17 @@ def growth_exponent(points: Iterable[tuple[float, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / sxx
 
 
+def shortfalls(milp: Mapping[int, float], greedy: Mapping[int, float]) -> list[int]:
+    """Priorities (highest first) at which the MILP serves fewer GPUs than greedy."""
+    return [p for p in sorted(set(milp) | set(greedy), reverse=True) if milp.get(p, 0) < greedy.get(p, 0)]
+
+
+def versus(milp: Mapping[int, float], greedy: Mapping[int, float]) -> str:
+    """`better`/`equal`/`WORSE` (priority first), and where the MILP serves less than greedy."""
+    less = shortfalls(milp, greedy)
+    return served_order(milp, greedy) + (f"; less at {', '.join(map(str, less))}" if less else "; ≥ at every priority")
+
+
 def served_order(milp: Mapping[int, float], greedy: Mapping[int, float]) -> str:
     """Lexicographic, highest priority first (the objective's order): better, equal or WORSE."""
     for priority in sorted(set(milp) | set(greedy), reverse=True):
@@ -247,7 +258,7 @@ def _served(milp: Mapping[str, Any], greedy: Mapping[str, Any]) -> str:
 
 
 def _pair(milp: Mapping[str, Any], greedy: Mapping[str, Any], key: str, digits: int = 1) -> str:
-    return f"{_fmt(_round(milp.get(key), digits))} / {_fmt(_round(greedy.get(key), digits))}"
+    return f"{_fmt(_round(milp.get(key), digits), digits)} / {_fmt(_round(greedy.get(key), digits), digits)}"
 
 
 def _round(value: Any, digits: int) -> Any:
@@ -286,7 +297,7 @@ def _ratio_target(target: Target) -> str:
 def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> list[str]:
     out = [f"Measured {meta['date']} at commit `{meta['commit']}` on {meta['machine']}; "
            f"load average {meta['load_start']} at start, {meta['load_end']} at the end "
-           f"(other engineers' tests share the machine). Command: `{meta['command']}`.", ""]
+           f"(a shared machine: other processes ran beside the benchmark). Command: `{meta['command']}`.", ""]
     table = []
     for row in rows:
         m, g, t = row["milp"], row["greedy"], row["target"]
@@ -305,13 +316,13 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
             "—" if t.rss_mib is None else f"≤ {t.rss_mib:,.0f}",
             f"FAILED: {g['error']}" if "error" in g else f"{g['seconds']['total']:.2f}",
             "—" if failed or "error" in g else _served(m, g),
-            "—" if failed or "error" in g else served_order(m["served_gpus"], g["served_gpus"]),
+            "—" if failed or "error" in g else versus(m["served_gpus"], g["served_gpus"]),
             "—" if failed or "error" in g else _pair(m, g, "evicted", 0),
             "—" if failed or "error" in g else _pair(m, g, "preemption_cost", 1),
         ])
     out += _table(["scenario", "nodes / GPUs", "levels", "pending + running", "time limit s", "total s (milp)",
                    "target", "objective / bound", "target", "peak RSS MiB (milp)", "target", "greedy total s",
-                   "served GPUs by priority, milp/greedy", "milp vs greedy (priority first)",
+                   "served GPUs by priority, milp/greedy", "milp vs greedy (priority first; where less)",
                    "evictions milp / greedy", "preemption cost milp / greedy"], table)
     out += ["", "`total s` is the plan's own `seconds.total` (read to verified plan, one process); the process, "
             "interpreter start and imports included, took:", ""]
@@ -387,16 +398,16 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
                 table.append([row["fixture"], solver, f"FAILED: {r['error']}"] + ["—"] * 9)
                 continue
             loc = r["locality"]
-            versus = "—"
+            compared = "—"
             if solver == "milp" and "error" not in g:
-                versus = served_order(r["served_gpus"], g["served_gpus"])
+                compared = versus(r["served_gpus"], g["served_gpus"])
             table.append([
                 row["fixture"] if solver == "milp" else "",
                 solver,
                 r["status"] + (f" ({r['message']})" if r.get("message") else ""),
                 str(r["admitted"]),
                 "; ".join(f"{p}: {_fmt(v)}" for p, v in sorted(r["served_gpus"].items(), reverse=True)),
-                versus,
+                compared,
                 f"{_fmt(loc.get('one_domain_share'), 3)}, {_fmt(loc.get('mean_domains'), 3)} ({loc.get('pod_sets')})",
                 "; ".join(f"{_level(k)} {v}" for k, v in sorted(r["free_domains"].items())),
                 str(r["evicted"]),
@@ -408,7 +419,8 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
                    "locality: one-domain share, mean domains (pod sets)", "free domains by level", "evictions",
                    "preemption cost", "total s", "peak RSS MiB"], table)
     out += ["", "`milp vs greedy` compares served GPUs per priority, highest first (the objective's order): "
-            "`better` means the MILP serves more at the first priority where they differ."]
+            "`better` means the MILP serves more at the first priority where they differ; `less at P` names "
+            "the priorities where it serves fewer GPUs than greedy (the price of serving more above them)."]
     return out
 
 
@@ -500,8 +512,10 @@ def _commit() -> str:
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "planner", "models"],
                                cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (sha or "unknown") + (" + uncommitted changes in planner/ or models/" if dirty else "")
+        return os.environ.get("STOWPLAN_BENCH_COMMIT", "unknown")
+    if not sha:
+        return os.environ.get("STOWPLAN_BENCH_COMMIT", "unknown")
+    return sha + (" + uncommitted changes in planner/ or models/" if dirty else "")
 
 
 def _load() -> str:

@@ -75,6 +75,8 @@ def test_served_order_is_lexicographic_from_the_highest_priority() -> None:
     assert bench.served_order({1000: 8, 0: 0}, {1000: 4, 0: 50}) == "better"
     assert bench.served_order({1000: 4, 0: 10}, {1000: 4, 0: 50}) == "WORSE"
     assert bench.served_order({1000: 4}, {1000: 4}) == "equal"
+    assert bench.versus({1000: 8, 0: 0}, {1000: 4, 0: 50}) == "better; less at 0"
+    assert bench.versus({1000: 4, 0: 50}, {1000: 4, 0: 50}) == "equal; ≥ at every priority"
 
 
 def test_a_failed_plan_is_a_row_not_a_crash(tmp_path: Path) -> None:
