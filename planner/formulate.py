@@ -61,6 +61,8 @@ class Shape:
     levels: tuple[str, ...]
     paths: dict[str, Path]                 # eligible node -> domain path (ends with node)
     supply: dict[str, int] = field(default_factory=dict)   # node -> y column
+    domains: dict[int, dict[Path, list[str]]] = field(default_factory=dict)   # level -> domain -> nodes
+    rooms: dict[tuple[int, Path], int] = field(default_factory=dict)          # (level, domain) -> pods
 
 
 @dataclass
@@ -431,15 +433,21 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
 
 
 def domains_at(shape: Shape, level: int) -> dict[Path, list[str]]:
-    out: dict[Path, list[str]] = defaultdict(list)
-    for node, path in shape.paths.items():
-        out[path[: level + 1]].append(node)
-    return dict(sorted(out.items()))
+    """The shape's eligible nodes grouped by their domain at `level` (computed once)."""
+    if level not in shape.domains:
+        out: dict[Path, list[str]] = defaultdict(list)
+        for node, path in shape.paths.items():
+            out[path[: level + 1]].append(node)
+        shape.domains[level] = dict(sorted(out.items()))
+    return shape.domains[level]
 
 
-def domain_room(shape: Shape, nodes: list[str], free: dict[str, Resources]) -> int:
-    """Pods of this shape the nodes could hold if nothing else were placed there."""
-    return sum(shape.request.pods_fitting(free[n]) for n in nodes)
+def domain_room(shape: Shape, level: int, path: Path, room: dict[str, Resources]) -> int:
+    """Pods of this shape the domain could hold if nothing else were placed there (cached)."""
+    key = (level, path)
+    if key not in shape.rooms:
+        shape.rooms[key] = sum(shape.request.pods_fitting(room[n]) for n in domains_at(shape, level)[path])
+    return shape.rooms[key]
 
 
 def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str) -> None:
@@ -449,10 +457,11 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
     assert choice.level is not None
     elastic = pod_set.min_count is not None
     for path, nodes in domains_at(shape, choice.level).items():
-        if domain_room(shape, nodes, model.room) < pod_set.minimum:
+        if domain_room(shape, choice.level, path, model.room) < pod_set.minimum:
             continue  # the domain could never hold the pod set: no column for it
         name = f"{tag},{'/'.join(path)}"
-        most = min(len(model.members[choice.workload]), domain_room(shape, nodes, model.room) // pod_set.count)
+        most = min(len(model.members[choice.workload]),
+                   domain_room(shape, choice.level, path, model.room) // pod_set.count)
         x = arrays.add_col(f"x[{name}]", 0.0, max(1, most), integer=True)
         choice.domain_cols[path] = x
         if not elastic:
