@@ -921,6 +921,16 @@ class ControlPlane:
         with self.api_client() as ac:
             core = client.CoreV1Api(ac)
             node = core.create_node(body)
+            # Let KWOK's node-initialize stage run first: it writes its defaults
+            # (pods: 1M, ...) from the status-less copy it saw, and would overwrite
+            # ours if it came second. Once it has made the node Ready it never runs
+            # again, so our allocatable then stays.
+            settle = time.monotonic() + 5.0
+            while time.monotonic() < settle:
+                info = core.read_node(name).status.node_info
+                if info is not None and (info.kubelet_version or "").startswith("kwok"):
+                    break
+                time.sleep(0.05)
             core.patch_node_status(name, {"status": status})
             if not wait_ready:
                 return core.read_node(name)
