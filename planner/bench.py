@@ -310,7 +310,7 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
             f"{row['time_limit']:g}",
             f"FAILED: {m['error']}" if failed else _check_max(m["seconds"]["total"], t.seconds, "s"),
             f"≤ {t.seconds:g} s",
-            "—" if failed else f"{m['status']}: {_check_ratio(m, t, g)}",
+            "—" if failed else f"{_status(m)}: {_check_ratio(m, t, g)}",
             _ratio_target(t),
             "—" if failed else _check_max(m.get("peak_rss_mib"), t.rss_mib, "MiB"),
             "—" if t.rss_mib is None else f"≤ {t.rss_mib:,.0f}",
@@ -343,7 +343,7 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         shares.append([row["scenario"]] + [f"{s[k]:.2f} ({100 * s[k] / total:.0f}%)" for k in SECONDS_KEYS[:-1]]
                       + [f"{s['total']:.2f}",
                          "; ".join(f"{st.get('stage')}: {st.get('status')} {_fmt(st.get('seconds'), 2)} s"
-                                   for st in m["stages"])])
+                                   for st in m["stages"]) or f"— ({_status(m)})"])
     out += _table(["scenario", "read s", "build s", "solve s", "verify s", "total s", "solve stages"], shares)
 
     out += ["", "### Growth", ""]
@@ -381,6 +381,10 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
     return out
 
 
+def _status(record: Mapping[str, Any]) -> str:
+    return str(record["status"]) + (f" ({record['message']})" if record.get("message") else "")
+
+
 def _free(milp: Mapping[str, Any], greedy: Mapping[str, Any]) -> str:
     return "; ".join(f"{_level(level)} {milp.get(level, 0)}/{greedy.get(level, 0)}"
                      for level in sorted(set(milp) | set(greedy)))
@@ -404,7 +408,7 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
             table.append([
                 row["fixture"] if solver == "milp" else "",
                 solver,
-                r["status"] + (f" ({r['message']})" if r.get("message") else ""),
+                _status(r),
                 str(r["admitted"]),
                 "; ".join(f"{p}: {_fmt(v)}" for p, v in sorted(r["served_gpus"].items(), reverse=True)),
                 compared,
@@ -572,9 +576,11 @@ def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Pa
               type=click.Path(file_okay=False, exists=True), help="Where the fixtures are.")
 @click.option("--keep", "keep", metavar="DIR", show_envvar=True, type=click.Path(file_okay=False),
               help="Keep the generated snapshots in DIR (default: a temp folder, removed).")
+@click.option("--json", "raw", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Also write every measured record (both solvers, every scenario and fixture) as JSON.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: str, with_fixtures: bool,
-                  fixtures_dir: str, keep: str | None, quiet: bool) -> None:
+                  fixtures_dir: str, keep: str | None, raw: str | None, quiet: bool) -> None:
     """Benchmark planning at scale and compare milp with greedy (writes BENCHMARKS.md).
 
     For each scenario, the generator's preset (fixed seed) is written to JSON and
@@ -605,5 +611,18 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
     command = "stowplan bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "stowplan bench"
     result = run_bench(scenarios, fixtures, None if out == "-" else Path(out), factor, command.strip(), say, workdir)
     click.echo(result["markdown"])
+    if raw:
+        Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        say(f"wrote {raw}")
     if out != "-":
         say(f"wrote {out}")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Target):
+        return {"seconds": value.seconds, "ratio": value.ratio, "rss_mib": value.rss_mib}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items() if k != "markdown"}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
