@@ -666,6 +666,9 @@ class Preemption:
             return []
         needs, rows = self._needs(cq, w)
         out = []
+        # The rules look only at queues, priorities and (equal priority) queue order:
+        # decide each combination once, not once per running workload.
+        verdicts: dict[tuple[str | None, int, bool, bool], tuple[str | None, bool]] = {}
         for name in sorted(limits):
             taken = 0
             for v in self.by_queue[name]:
@@ -673,10 +676,12 @@ class Preemption:
                     break  # sorted by priority; and the first MAX of each queue cover the first MAX of all
                 if v.ref in self.evicted:
                     continue
-                reason = preemption_reason(snap, w, v, tree, borrowing, borrows)
-                if reason is None:
-                    continue
-                if v.priority >= w.priority and preemption_reason(snap, v, w, tree, back) is not None:
+                key = (v.cluster_queue, v.priority, v.queued_at > w.queued_at, w.queued_at > v.queued_at)
+                if key not in verdicts:
+                    back_again = v.priority >= w.priority and preemption_reason(snap, v, w, tree, back) is not None
+                    verdicts[key] = (preemption_reason(snap, w, v, tree, borrowing, borrows), back_again)
+                reason, back_again = verdicts[key]
+                if reason is None or back_again:
                     continue
                 if not (self._frs_of(v) & needs or rows[self._rows_of(v)].any()):
                     continue

@@ -201,6 +201,7 @@ class QuotaTree:
         for kids in self.children.values():
             kids.sort()
         self._subtree: dict[tuple[str, FlavorResource], int] = {}
+        self._roots: dict[str, str] = {}
 
     def _add(self, key: str, parent: str | None, groups: Iterable[object]) -> None:
         self.parent[key] = parent
@@ -215,9 +216,12 @@ class QuotaTree:
         return sorted(self.parent)
 
     def root_of(self, node: str) -> str:
-        while self.parent[node] is not None:
-            node = self.parent[node]  # type: ignore[assignment]
-        return node
+        if node not in self._roots:
+            top = node
+            while self.parent[top] is not None:
+                top = self.parent[top]  # type: ignore[assignment]
+            self._roots[node] = top
+        return self._roots[node]
 
     def path(self, node: str) -> list[str]:
         """node, its parent, ..., the root."""
