@@ -226,6 +226,7 @@ class Preemption:
         self.usage = capacity.cluster_queue_usage(snapshot)
         self.borrowing = semantics.borrowing_queues(snapshot, tree, self.usage)
         self._borrows: dict[ObjectRef, bool] = {}
+        self._class_verdicts: dict[tuple[object, ...], bool] = {}
 
     def borrows(self, preemptor: Workload) -> bool:
         if preemptor.ref not in self._borrows:
@@ -248,7 +249,12 @@ class Preemption:
         """Members of one class that may evict `victim`."""
         if not class_wide(members, victim):
             return [w for w in members if self.reason(w, victim)]
-        return members if self.reason(members[0], victim) else []
+        first = members[0]
+        # Across a class the rules look only at queues, priorities and borrowing.
+        key = (first.cluster_queue, first.priority, self.borrows(first), victim.cluster_queue, victim.priority)
+        if key not in self._class_verdicts:
+            self._class_verdicts[key] = self.reason(first, victim) is not None
+        return members if self._class_verdicts[key] else []
 
 
 def class_wide(members: list[Workload], victim: Workload) -> bool:
