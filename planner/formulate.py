@@ -340,16 +340,44 @@ def add_workload(model: Formulation, members: list[Workload], free: dict[str, Re
     model.members.append(members)
     admit = model.arrays.add_col(f"a[{workload.ref}]", 0.0, len(members), integer=True)
     model.admit_col.append(admit)
+    shared = group_domains(model, workload, per_pod_set)
     for p, (pod_set, usable) in enumerate(zip(workload.pod_sets, per_pod_set)):
         uses = []
         for option, shape in usable:
-            choice = add_choice(model, w, p, pod_set, option, shape)
+            choice = add_choice(model, w, p, pod_set, option, shape, shared.get(p))
             if choice is not None:
                 uses.append(choice.use_col)
         # sum_f u[p,f] - a[w] = 0: every pod set placed exactly when the workload is.
         model.arrays.add_row(f"gang[{workload.ref},{pod_set.name}]",
                              [(c, 1.0) for c in uses] + [(admit, -1.0)], 0.0, 0.0)
     add_group_rows(model, w)
+
+
+def group_domains(model: Formulation, workload: Workload,
+                  per_pod_set: list[list[tuple[FlavorOption, int]]]) -> dict[int, set[Path]]:
+    """For pod sets of a podset-group with a required level: the domains where every
+    member could fit, so no member gets columns for a domain the group cannot use."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for p, pod_set in enumerate(workload.pod_sets):
+        request = pod_set.topology
+        if request.group and request.mode == "required" and request.level:
+            groups[(request.group, request.level)].append(p)
+    out: dict[int, set[Path]] = {}
+    for (_, level_name), pod_sets in groups.items():
+        common: set[Path] | None = None
+        for p in pod_sets:
+            fits: set[Path] = set()
+            for _, shape_id in per_pod_set[p]:
+                shape = model.shapes[shape_id]
+                level = topology.level_index(shape.levels, level_name)
+                if level is None:
+                    continue
+                fits.update(d for d in domains_at(shape, level)
+                            if domain_room(shape, level, d, model.room) >= workload.pod_sets[p].minimum)
+            common = fits if common is None else common & fits
+        for p in pod_sets:
+            out[p] = common or set()
+    return out
 
 
 def add_group_rows(model: Formulation, w: int) -> None:
@@ -396,7 +424,7 @@ def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
 
 
 def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: FlavorOption,
-               shape_id: int) -> Choice | None:
+               shape_id: int, within: set[Path] | None = None) -> Choice | None:
     """Columns for one (pod set, flavor option) and the demands it places."""
     arrays = model.arrays
     shape = model.shapes[shape_id]
@@ -430,7 +458,7 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
                     slice_layers=layers, slice_cols=[{} for _ in layers])
     model.choices.append(choice)
     if mode == "required":
-        add_required_domains(model, choice, pod_set, tag)
+        add_required_domains(model, choice, pod_set, tag, within)
     elif mode == "preferred":
         add_preferred_domains(model, choice, pod_set, tag)
     else:
@@ -456,8 +484,10 @@ def domain_room(shape: Shape, level: int, path: Path, room: dict[str, Resources]
     return shape.rooms[key]
 
 
-def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str) -> None:
-    """x[p,f,d] for domains d at the required level: sum_d x = u (one domain or none)."""
+def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str,
+                         within: set[Path] | None = None) -> None:
+    """x[p,f,d] for domains d at the required level: sum_d x = u (one domain or none).
+    `within` limits the domains (a pod-set group's common ones)."""
     arrays = model.arrays
     shape = model.shapes[choice.shape]
     assert choice.level is not None
@@ -465,6 +495,8 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
     for path, nodes in domains_at(shape, choice.level).items():
         if domain_room(shape, choice.level, path, model.room) < pod_set.minimum:
             continue  # the domain could never hold the pod set: no column for it
+        if within is not None and path not in within:
+            continue
         name = f"{tag},{'/'.join(path)}"
         most = min(len(model.members[choice.workload]),
                    domain_room(shape, choice.level, path, model.room) // pod_set.count)
