@@ -94,6 +94,9 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         began = time.monotonic()
         if achieved >= form.tier_max[tier] - HOLD_SLACK:
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
+        elif began >= deadline - tail:
+            # Out of time (HiGHS can overrun a limit in its root cut loop): hold the answer.
+            stages.append(StageResult(f"priority {tier}", "skipped", achieved, form.tier_max[tier], 0.0))
         else:
             budget = max(0.05, (deadline - tail - began) / (len(tiers_left) - index))
             backend.set_objective(terms + nudge(form, tier), maximize=True)
@@ -116,7 +119,10 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
     if polish is not None:
         incumbent = polish(incumbent)
-    if form.cost_terms:
+    if form.cost_terms and time.monotonic() >= deadline:
+        stages.append(StageResult("preemption cost", "skipped", value_of(form.cost_terms, incumbent),
+                                  0.0, 0.0))
+    elif form.cost_terms:
         incumbent = minimise_stage(form.cost_terms, "preemption cost", backend, incumbent,
                                    min(deadline, time.monotonic() + TAIL_SHARE * time_limit), max(gap, TAIL_GAP),
                                    stages, floor=0.0)
