@@ -353,12 +353,15 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
     for label, solver, key in (("milp total", "milp", "total"), ("milp read", "milp", "read"),
                                ("milp build", "milp", "build"), ("milp solve", "milp", "solve"),
                                ("milp verify", "milp", "verify"), ("greedy total", "greedy", "total")):
-        points = [(r["nodes"], r[solver]["seconds"][key]) for r in measured if "error" not in r[solver]]
-        exponent = growth_exponent(points)
-        growth.append([label, _fmt(exponent, 2), " → ".join(f"{y:.2f}" for _, y in points)])
+        kept = [r for r in measured if "error" not in r[solver]]
+        points = [(r["nodes"], r[solver]["seconds"][key]) for r in kept]
+        steps = "; ".join(f"{a['scenario']}→{b['scenario']} {_fmt(growth_exponent([p, q]), 2)}"
+                          for (a, p), (b, q) in zip(zip(kept, points), zip(kept[1:], points[1:])))
+        growth.append([label, _fmt(growth_exponent(points), 2), steps or "—",
+                       " → ".join(f"{y:.2f}" for _, y in points)])
     out += [f"Exponent k in time ∝ nodes^k, least squares on log–log over {names or 'nothing'} "
             "(node counts grow with workloads: each preset scales both):", ""]
-    out += _table(["time", "exponent k", "seconds per scenario"], growth)
+    out += _table(["time", "exponent k", "k per step", "seconds per scenario"], growth)
 
     out += ["", "### Summary metrics (REFERENCE §5), milp / greedy", ""]
     metrics = []
@@ -439,6 +442,8 @@ Regenerate everything between the `bench:` markers with
 ```sh
 .venv/bin/stowplan bench              # S, M, L and every fixture; --xl adds XL
 .venv/bin/stowplan bench --scenario S --no-fixtures    # one scenario, quick
+.venv/bin/stowplan bench --json results.json           # every measured record as JSON too
+.venv/bin/stowplan bench --from-json results.json      # re-render the tables, measure nothing
 ```
 
 Method: each scenario is the generator's preset (`stowplan generate --preset S`,
@@ -543,6 +548,12 @@ def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Pa
             rows.append(bench_scenario(name, spec, target, folder, factor, say))
     fixture_rows = [bench_fixture(path, say) for path in fixtures]
     meta["load_end"] = _load()
+    return report(meta, rows, fixture_rows, out)
+
+
+def report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], fixture_rows: Sequence[Mapping[str, Any]],
+           out: Path | None) -> dict[str, Any]:
+    """Markdown of measured rows (stdout text and --out's sections); writes --out."""
     sections: dict[str, tuple[str, str]] = {}
     markdown: list[str] = []
     if rows:
@@ -556,6 +567,25 @@ def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Pa
     if out is not None and sections:
         write_benchmarks(out, sections)
     return {"meta": meta, "scale": rows, "fixtures": fixture_rows, "markdown": "\n".join(markdown)}
+
+
+def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """meta, scale rows and fixture rows from a --json file, as run_bench made them."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+
+    def record(r: dict[str, Any]) -> dict[str, Any]:
+        if "served_gpus" in r:
+            r["served_gpus"] = {int(k): v for k, v in r["served_gpus"].items()}
+        return r
+
+    rows = []
+    for row in data.get("scale", []):
+        target = row["target"]
+        rows.append({**row, "target": Target(target["seconds"], target["ratio"], target["rss_mib"]),
+                     "milp": record(row["milp"]), "greedy": record(row["greedy"])})
+    fixture_rows = [{**row, "milp": record(row["milp"]), "greedy": record(row["greedy"])}
+                    for row in data.get("fixtures", [])]
+    return data["meta"], rows, fixture_rows
 
 
 # ---------------------------------------------------------------- the command
@@ -578,9 +608,12 @@ def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Pa
               help="Keep the generated snapshots in DIR (default: a temp folder, removed).")
 @click.option("--json", "raw", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Also write every measured record (both solvers, every scenario and fixture) as JSON.")
+@click.option("--from-json", "from_json", metavar="FILE", show_envvar=True,
+              type=click.Path(dir_okay=False, exists=True),
+              help="Measure nothing: render the tables (stdout and --out) from an earlier run's --json.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: str, with_fixtures: bool,
-                  fixtures_dir: str, keep: str | None, raw: str | None, quiet: bool) -> None:
+                  fixtures_dir: str, keep: str | None, raw: str | None, from_json: str | None, quiet: bool) -> None:
     """Benchmark planning at scale and compare milp with greedy (writes BENCHMARKS.md).
 
     For each scenario, the generator's preset (fixed seed) is written to JSON and
@@ -598,6 +631,10 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
     """
     from planner.generate import preset
 
+    if from_json:
+        result = report(*load_results(Path(from_json)), None if out == "-" else Path(out))
+        click.echo(result["markdown"])
+        return
     names = list(dict.fromkeys(scenario_names or DEFAULT_SCENARIOS))
     if xl and "XL" not in names:
         names.append("XL")

@@ -50,7 +50,10 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
         begin, end = bench.marker(name)
         assert text.count(begin) == 1 and text.count(end) == 1
     assert "| tiny | 16 / 128 | 3 | 20 + " in text and "| tiny.yaml | milp | optimal | 2 |" in text
-    assert json.loads(json.dumps(bench._jsonable(result)))["scale"][0]["target"]["seconds"] == 2.0
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(bench._jsonable(result)))
+    again = bench.report(*bench.load_results(saved), None)            # --from-json: the same tables
+    assert again["markdown"] == result["markdown"]
 
 
 def test_the_marker_rewrite_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
