@@ -592,23 +592,25 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
 
 @click.command("bench", context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(list(TARGETS)), show_envvar=True,
+              envvar="STOWPLAN_BENCH_SCENARIO",
               help="Scenario (generator preset) to run; repeat for several. Default: S, M, L.")
 @click.option("--xl", is_flag=True, show_envvar=True, help="Add XL (65,536 nodes; minutes and ~10 GiB).")
 @click.option("--time-limit-factor", "factor", type=click.FloatRange(min=0, min_open=True), default=1.0,
-              show_default=True, show_envvar=True,
+              show_default=True, show_envvar=True, envvar="STOWPLAN_BENCH_TIME_LIMIT_FACTOR",
               help="Multiply each scenario's solver time limit (target minus 25%) by this.")
 @click.option("--out", "out", metavar="FILE", default="BENCHMARKS.md", show_default=True, show_envvar=True,
               type=click.Path(dir_okay=False),
               help="Markdown file whose bench: sections are refreshed ('-': write none).")
 @click.option("--fixtures/--no-fixtures", "with_fixtures", default=True, show_default=True, show_envvar=True,
+              envvar="STOWPLAN_BENCH_FIXTURES",
               help="Also plan every fixture with milp and greedy.")
 @click.option("--fixtures-dir", "fixtures_dir", metavar="DIR", default=str(REPO / "fixtures"), show_envvar=True,
               type=click.Path(file_okay=False, exists=True), help="Where the fixtures are.")
 @click.option("--keep", "keep", metavar="DIR", show_envvar=True, type=click.Path(file_okay=False),
               help="Keep the generated snapshots in DIR (default: a temp folder, removed).")
-@click.option("--json", "raw", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+@click.option("--json", "raw", metavar="FILE", show_envvar=True, envvar="STOWPLAN_BENCH_JSON", type=click.Path(dir_okay=False),
               help="Also write every measured record (both solvers, every scenario and fixture) as JSON.")
-@click.option("--from-json", "from_json", metavar="FILE", show_envvar=True,
+@click.option("--from-json", "from_json", metavar="FILE", show_envvar=True, envvar="STOWPLAN_BENCH_FROM_JSON",
               type=click.Path(dir_okay=False, exists=True),
               help="Measure nothing: render the tables (stdout and --out) from an earlier run's --json.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
