@@ -22,7 +22,7 @@ from planner.greedy import (
     pods, quantity, try_counts,
 )
 from planner.placement import Placement
-from planner.semantics import flavor_options, queue_order_key, quota_usage
+from planner.semantics import FlavorOption, flavor_options, node_allows, queue_order_key, quota_usage
 
 FlavorResource = tuple[str, str]
 
@@ -136,6 +136,9 @@ def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[in
             options = flavor_options(state.snapshot, cq, ps)
             if isinstance(options, str):
                 return prefix + options
+            nowhere = _no_node_sentence(state.snapshot, ps, options)
+            if nowhere is not None:
+                return prefix + nowhere
             option = options[0]
             charges = quota_usage(ps, option, n)
             short = _quota_sentence(state, cq, ps, n, charges, tent.pending)
@@ -150,6 +153,19 @@ def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[in
     # The first options fit one by one; what fails is their combination (or a group).
     result = try_counts(state, w, counts)
     return result if isinstance(result, str) else "does not fit together with its other pod sets"
+
+
+def _no_node_sentence(snapshot: Snapshot, ps: PodSet, options: list[FlavorOption]) -> str | None:
+    """When no ready node could ever take a pod of `ps` under any flavor, say what excludes them
+    (before quota: waiting for quota would not help)."""
+    for option in options:
+        flavors = [snapshot.flavors[f] for f in option.flavors]
+        if any(node_allows(node, flavors, ps) for node in snapshot.nodes):
+            return None
+    names = ", ".join(sorted({f for o in options for f in o.flavors}))
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(ps.node_selector.items()))
+    what = f"its node selector {selector}" if selector else "its tolerations"
+    return f"no ready node matches {what} with any of its flavors ({names})"
 
 
 def _quota_sentence(state: ClusterState, cq: ClusterQueue, ps: PodSet, n: int,

@@ -153,3 +153,16 @@ def test_no_preemption_clause_when_nothing_of_lower_priority_would_help():
     s = _rack_world("LowerPriority", ("high", 20, {"n1": 4, "n2": 4, "n3": 4}, {}), pending_gpus=8, quota=32)
     reason = pending_reasons(s, greedy(s).decisions)[ref("rack-job")]
     assert "evicting" not in reason and "preempting" not in reason
+
+
+def test_a_pod_set_no_node_can_take_says_so_before_quota():
+    import builders as b
+    from planner.explain import pending_reasons
+    from models import Decisions
+    snap = b.snapshot(
+        nodes=[b.node("n1", gpu=4, labels={"gpu-type": "a100"})],
+        flavors=[b.flavor("default")],
+        cqs=[b.cq("cq", quotas={"default": {b.GPU: 0, "cpu": 10, "memory": "10Gi"}})],
+        workloads=[b.job("team", "l4", cq="cq", pods=1, gpu=1, node_selector={"gpu-type": "nvidia-l4"})])
+    (reason,) = pending_reasons(snap, Decisions()).values()
+    assert reason == "no ready node matches its node selector gpu-type=nvidia-l4 with any of its flavors (default)"
