@@ -15,7 +15,12 @@ Variables (no (workload, node) pairs, so the model grows with shapes and domains
   y[K,node]   integer pods of shape K put on a node (shape = request, node constraints, flavors)
   b[q,fr]     continuous quota a queue/cohort draws from its parent, max(0, usage - guaranteed)
   e[r]        binary  running workload r is evicted (only where Kueue's policies allow it)
-  g[c]        binary  some workload of preemptor class c (queue, priority) is admitted
+  g[c]        binary  some workload of preemptor class c (queue, priority, borrows) is admitted
+  h[node]     binary  no new pod lands on an idle node; f[D]: none in an idle domain D
+
+Two models are built from this: a compact one (no z, h, f; preferred placed like
+unconstrained, which it is, hard-constraint-wise) that decides volumes and
+preemption cost, and the full one that refines locality and the other tie-breakers.
 
 An eviction gives back its nodes' capacity and its quota (e[r] terms in those rows),
 takes its volume from its own priority tier, and costs its lost work.
@@ -43,8 +48,8 @@ Path = tuple[str, ...]
 ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]
 
 # Tie-breaker weights (the final stage, once every priority tier's volume and the
-# preemption cost are held at their optimum): each term stays below one unit of the
-# term before it.
+# preemption cost are held at their optimum), in the order of REFERENCE §3: spent
+# on what is left to choose once volumes and cost are fixed.
 EVICTION_WEIGHT = 2.0    # per eviction: even a free one (cost 0) is never made for nothing
 SPAN_WEIGHT = 1.0        # per extra domain a preferred pod set spans
 FREE_WEIGHT = 1.0        # all domains kept entirely free, weighted by the volume they keep
@@ -106,6 +111,9 @@ class Choice:
 
 @dataclass
 class Formulation:
+    """The model, and what decoding it needs. Per class w: `workloads[w]` is its
+    representative (oldest member), `members[w]` all of them, `admit_col[w]` its count."""
+
     arrays: ModelArrays
     snapshot: Snapshot
     workloads: list[Workload]
