@@ -14,6 +14,7 @@ from planner import score, semantics
 from planner.assemble import assemble
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
+from planner.fill import fill
 from planner.formulate import Formulation, formulate
 from planner.greedy import greedy
 from planner.solve import TAIL_SHARE, HighsBackend, PulpBackend, StageResult, refine, solve
@@ -46,7 +47,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
                     polish=lambda v: polished(form, v), restrict=lambda v, tier: restricted(form, v, tier))
     clock.lap("solve")
     try:
-        decisions = decode(form, outcome.values)
+        decisions = fill(snapshot, decode(form, outcome.values))
         decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock)
         outcome.stages.append(tie_stage)
         violations = verify(snapshot, decisions)

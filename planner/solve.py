@@ -109,9 +109,15 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             values, status, bound = backend.run(budget, gap, incumbent if start is None else start)
             if start is not None:
                 backend.set_upper(lower, [form.arrays.col_upper[c] for c in lower])
-            if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
+            # Left out for the stage, lower tiers' work comes back only if the stage pays:
+            # an answer that does not raise this tier keeps the full start instead.
+            floor = achieved + (HOLD_SLACK if start is not None else -HOLD_SLACK)
+            if values is not None and value_of(terms, values) >= floor:
                 bound = None if bound is None else bound - nudge_value(form, tier, values)
                 incumbent, achieved = values, value_of(terms, values)
+            elif (values is not None and bound is not None and status == "optimal"
+                  and bound - nudge_value(form, tier, values) <= achieved + HOLD_SLACK):
+                bound = achieved  # proven: nothing better than what the start already has
             else:
                 status = "feasible" if status != "failed" else status
             upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
