@@ -51,6 +51,7 @@ class Outcome:
     bound: float                             # sum of per-tier proven bounds
     stages: list[StageResult] = field(default_factory=list)
     message: str = ""
+    dropped_lower: bool = False     # lower tiers were left out by an accepted stage: worth a fill
 
     @property
     def gap(self) -> float:
@@ -87,6 +88,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     tail = TAIL_SHARE * time_limit * (bool(form.cost_terms) + bool(form.secondary))
     incumbent = start.copy()
     stages: list[StageResult] = []
+    dropped_lower = False   # a stage's answer left lower tiers' admissions out
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
     for index, tier in enumerate(tiers_left):
         terms = form.tier_volume[tier]
@@ -115,6 +117,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             if values is not None and value_of(terms, values) >= floor:
                 bound = None if bound is None else bound - nudge_value(form, tier, values)
                 incumbent, achieved = values, value_of(terms, values)
+                dropped_lower = dropped_lower or start is not None
             elif (values is not None and bound is not None and status == "optimal"
                   and bound - nudge_value(form, tier, values) <= achieved + HOLD_SLACK):
                 bound = achieved  # proven: nothing better than what the start already has
@@ -145,7 +148,8 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     # "optimal" only when every stage, tie-breakers included, was proven; objective,
     # bound and gap measure the volume stages (the `stages` list shows each one).
     proven = all(s.status in ("optimal", "kept") for s in stages)
-    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages,
+                   dropped_lower=dropped_lower)
 
 
 def nudge(form: Formulation, tier: int) -> list[tuple[int, float]]:
