@@ -298,6 +298,10 @@ class Policy:
     gpu_resources: tuple[str, ...] = ()       # extra resource names counted as GPUs
     threads: int = 1
     seed: int = 0
+    # Never serve any priority less than the greedy (Kueue-like) plan does: the MILP
+    # then improves on Kueue's answer priority by priority instead of trading a lower
+    # priority's work for a higher one's. Off by default: REFERENCE §3 puts priority first.
+    greedy_floor: bool = False
 
 
 @dataclass(frozen=True)

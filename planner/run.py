@@ -39,12 +39,14 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     form = formulate(snapshot, locality=False)
     start = start_from(form, baseline)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
+    start_is_greedy = start is not None
     if start is None:
         start = empty_start(form)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     outcome = solve(form, start, backend, policy.time_limit_seconds * (1 - TAIL_SHARE), policy.mip_gap,
-                    polish=lambda v: polished(form, v), restrict=lambda v, tier: restricted(form, v, tier))
+                    polish=lambda v: polished(form, v), restrict=lambda v, tier: restricted(form, v, tier),
+                    floor_at_start=policy.greedy_floor and start_is_greedy)
     try:
         decisions = decode(form, outcome.values)
         if outcome.dropped_lower:

@@ -73,11 +73,13 @@ def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
 
 def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float,
           polish: Callable[[np.ndarray], np.ndarray] | None = None,
-          restrict: Callable[[np.ndarray, int], np.ndarray | None] | None = None) -> Outcome:
+          restrict: Callable[[np.ndarray, int], np.ndarray | None] | None = None,
+          floor_at_start: bool = False) -> Outcome:
     """Run the stages within `time_limit` seconds; `start` must be feasible.
 
     `restrict(values, tier)` gives the same plan without the admissions below `tier`
     (or None); with it each tier's stage solves without the workloads of lower tiers.
+    `floor_at_start` holds every tier at least at the start's volume (the greedy floor).
     `polish` rewrites a solution in its cleanest equivalent form (no spare supply, no
     domain marked used that is not); it runs before the tail stages, whose objectives
     the earlier stages left unconstrained.
@@ -89,6 +91,11 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     incumbent = start.copy()
     stages: list[StageResult] = []
     dropped_lower = False   # a stage's answer left lower tiers' admissions out
+    if floor_at_start:
+        # Every tier keeps at least what the start (the greedy plan) serves it.
+        for tier in form.tiers:
+            backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
+        restrict = None  # the start is the floor: lower tiers cannot be left out
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
     for index, tier in enumerate(tiers_left):
         terms = form.tier_volume[tier]

@@ -37,6 +37,12 @@ def _integer(minimum: int) -> Callable[[object], int | str]:
     return check
 
 
+def _boolean(value: object) -> bool | str:
+    if type(value) is not bool:
+        return f"must be true or false, got {value!r}"
+    return value
+
+
 def _names(value: object) -> tuple[str, ...] | str:
     if type(value) is not list or any(type(v) is not str or not v for v in value):
         return f"must be a list of resource names, got {value!r}"
@@ -54,6 +60,7 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "gpuResources": ("gpu_resources", _names),
     "threads": ("threads", _integer(1)),
     "seed": ("seed", _integer(0)),
+    "greedyFloor": ("greedy_floor", _boolean),
 }
 
 
