@@ -124,6 +124,7 @@ def test_same_name_in_other_namespace_or_kueue_version_is_not_duplicate_but_vers
     ({"threads": 1.5}, "spec.threads"),
     ({"seed": True}, "spec.seed"),
     ({"gpuResources": "nvidia.com/gpu"}, "spec.gpuResources"),
+    ({"greedyFloor": "yes"}, "spec.greedyFloor"),
 ])
 def test_bad_policy_in_snapshot(tmp_path, spec, field):
     policy = {"apiVersion": "stowplan.io/v1alpha1", "kind": "PlannerPolicy", "metadata": {"name": "p"}, "spec": spec}
