@@ -10,11 +10,10 @@ from __future__ import annotations
 import time
 
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import score, semantics
+from planner import score
 from planner.assemble import assemble
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
-from planner.fill import fill
 from planner.formulate import Formulation, formulate
 from planner.greedy import greedy
 from planner.solve import TAIL_SHARE, HighsBackend, PulpBackend, StageResult, refine, solve
@@ -45,13 +44,11 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     outcome = solve(form, start, backend, policy.time_limit_seconds * (1 - TAIL_SHARE), policy.mip_gap,
-                    polish=lambda v: polished(form, v), restrict=lambda v, tier: restricted(form, v, tier),
+                    polish=lambda v: polished(form, v),
                     floor_at_start=policy.greedy_floor and start_is_greedy)
     try:
         decisions = decode(form, outcome.values)
-        if outcome.dropped_lower:
-            decisions = fill(snapshot, decisions)
-        clock.lap("solve")   # decoding and the fill are part of finding the answer
+        clock.lap("solve")   # decoding is part of finding the answer
         decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock)
         outcome.stages.append(tie_stage)
         violations = verify(snapshot, decisions)
@@ -107,22 +104,6 @@ def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
     except DecodeError:
         return values
     return values if clean is None else clean
-
-
-def restricted(form: Formulation, values, tier: int):  # type: ignore[no-untyped-def]
-    """The same plan without admissions below `tier` (and evictions only they wanted)."""
-    try:
-        decisions = decode(form, values)
-    except DecodeError:
-        return None
-    snapshot = form.snapshot
-    by_ref = {w.ref: w for w in snapshot.workloads}
-    kept = tuple(a for a in decisions.admissions
-                 if semantics.effective_priority(by_ref[a.workload], snapshot) >= tier)
-    rules = form.preemption
-    evictions = tuple(e for e in decisions.evictions
-                      if rules is not None and any(rules.reason(by_ref[a.workload], by_ref[e.workload]) for a in kept))
-    return start_from(form, Decisions(kept, evictions))
 
 
 def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]

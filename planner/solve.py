@@ -51,7 +51,6 @@ class Outcome:
     bound: float                             # sum of per-tier proven bounds
     stages: list[StageResult] = field(default_factory=list)
     message: str = ""
-    dropped_lower: bool = False     # lower tiers were left out by an accepted stage: worth a fill
 
     @property
     def gap(self) -> float:
@@ -73,12 +72,9 @@ def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
 
 def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float,
           polish: Callable[[np.ndarray], np.ndarray] | None = None,
-          restrict: Callable[[np.ndarray, int], np.ndarray | None] | None = None,
           floor_at_start: bool = False) -> Outcome:
     """Run the stages within `time_limit` seconds; `start` must be feasible.
 
-    `restrict(values, tier)` gives the same plan without the admissions below `tier`
-    (or None); with it each tier's stage solves without the workloads of lower tiers.
     `floor_at_start` holds every tier at least at the start's volume (the greedy floor).
     `polish` rewrites a solution in its cleanest equivalent form (no spare supply, no
     domain marked used that is not); it runs before the tail stages, whose objectives
@@ -90,12 +86,10 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     tail = TAIL_SHARE * time_limit * (bool(form.cost_terms) + bool(form.secondary))
     incumbent = start.copy()
     stages: list[StageResult] = []
-    dropped_lower = False   # a stage's answer left lower tiers' admissions out
     if floor_at_start:
         # Every tier keeps at least what the start (the greedy plan) serves it.
         for tier in form.tiers:
             backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
-        restrict = None  # the start is the floor: lower tiers cannot be left out
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
     for index, tier in enumerate(tiers_left):
         terms = form.tier_volume[tier]
@@ -109,25 +103,10 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         else:
             budget = max(0.05, (deadline - tail - began) / (len(tiers_left) - index))
             backend.set_objective(terms + nudge(form, tier), maximize=True)
-            # Lower tiers cannot change this stage's optimum (they only take room), so
-            # their workloads are left out of it; the next stages bring them back.
-            lower = [form.admit_col[w] for w, t in enumerate(form.class_tier) if t < tier]
-            start = restrict(incumbent, tier) if restrict is not None and lower else None
-            if start is not None:
-                backend.set_upper(lower, [0.0] * len(lower))
-            values, status, bound = backend.run(budget, gap, incumbent if start is None else start)
-            if start is not None:
-                backend.set_upper(lower, [form.arrays.col_upper[c] for c in lower])
-            # Left out for the stage, lower tiers' work comes back only if the stage pays:
-            # an answer that does not raise this tier keeps the full start instead.
-            floor = achieved + (HOLD_SLACK if start is not None else -HOLD_SLACK)
-            if values is not None and value_of(terms, values) >= floor:
+            values, status, bound = backend.run(budget, gap, incumbent)
+            if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
                 bound = None if bound is None else bound - nudge_value(form, tier, values)
                 incumbent, achieved = values, value_of(terms, values)
-                dropped_lower = dropped_lower or start is not None
-            elif (values is not None and bound is not None and status == "optimal"
-                  and bound - nudge_value(form, tier, values) <= achieved + HOLD_SLACK):
-                bound = achieved  # proven: nothing better than what the start already has
             else:
                 status = "feasible" if status != "failed" else status
             upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
@@ -155,8 +134,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     # "optimal" only when every stage, tie-breakers included, was proven; objective,
     # bound and gap measure the volume stages (the `stages` list shows each one).
     proven = all(s.status in ("optimal", "kept") for s in stages)
-    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages,
-                   dropped_lower=dropped_lower)
+    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
 
 
 def nudge(form: Formulation, tier: int) -> list[tuple[int, float]]:
