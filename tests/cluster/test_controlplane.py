@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 from kubernetes import client
+from test_live_kit import wait_for
 
 TOPOLOGY_BLOCK = "cloud.provider.com/topology-block"
 TOPOLOGY_RACK = "cloud.provider.com/topology-rack"
@@ -21,16 +22,6 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 
 
-def wait_for(what, fn, timeout=60.0, interval=0.25):
-    """Poll fn() until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
 
 
 def _suffix() -> str:
