@@ -11,7 +11,6 @@ from collections import defaultdict
 
 from models import Decisions, Snapshot
 from planner import semantics
-from planner.capacity import pod_set_by_name
 
 TOLERANCE = 1e-6
 
@@ -23,17 +22,10 @@ def tier_volumes(snapshot: Snapshot, decisions: Decisions) -> dict[int, float]:
     for admission in decisions.admissions:
         workload = by_ref[admission.workload]
         tier = semantics.effective_priority(workload, snapshot)
-        for assignment in admission.pod_sets:
-            pod_set = pod_set_by_name(workload, assignment.name)
-            if pod_set is not None:
-                volume[tier] += assignment.count * semantics.pod_volume(pod_set, snapshot)
+        volume[tier] += semantics.assigned_volume(workload, admission.pod_sets, snapshot)
     for eviction in decisions.evictions:
         workload = by_ref[eviction.workload]
-        tier = semantics.effective_priority(workload, snapshot)
-        for assignment in workload.assignment:
-            pod_set = pod_set_by_name(workload, assignment.name)
-            if pod_set is not None:
-                volume[tier] -= assignment.count * semantics.pod_volume(pod_set, snapshot)
+        volume[semantics.effective_priority(workload, snapshot)] -= semantics.running_volume(workload, snapshot)
     return dict(volume)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from models import (
-    ClusterQueue, Node, PodSet, ResourceFlavor, Snapshot, Workload, dominant_units,
+    ClusterQueue, Node, PodSet, PodSetAssignment, ResourceFlavor, Snapshot, Workload, dominant_units,
 )
 from models.objects import tolerated
 from models.resources import PODS, is_gpu
@@ -394,11 +394,16 @@ def eviction_cost(workload: Workload, snapshot: Snapshot) -> float:
     return units * hours + policy.restart_cost
 
 
-def running_volume(workload: Workload, snapshot: Snapshot) -> float:
-    """Dominant-resource units a running workload uses (its assigned pod counts)."""
+def assigned_volume(workload: Workload, assignments: Iterable[PodSetAssignment], snapshot: Snapshot) -> float:
+    """Dominant-resource units of `workload`'s pods as `assignments` count them."""
     total = 0.0
-    for assignment in workload.assignment:
+    for assignment in assignments:
         pod_set = next((ps for ps in workload.pod_sets if ps.name == assignment.name), None)
         if pod_set is not None:
             total += assignment.count * pod_volume(pod_set, snapshot)
     return total
+
+
+def running_volume(workload: Workload, snapshot: Snapshot) -> float:
+    """Dominant-resource units a running workload uses (its assigned pod counts)."""
+    return assigned_volume(workload, workload.assignment, snapshot)
