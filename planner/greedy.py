@@ -20,10 +20,13 @@ This module only computes; it writes nothing.
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -165,7 +168,17 @@ class ClusterState:
         # Rows whose free capacity changed, in order: cached leaf counts catch up from here.
         self._changed: list[int] = []
         self._counts: dict[tuple[object, Resources], tuple[np.ndarray, int]] = {}
+        self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
         self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
+
+    def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
+        """`semantics.flavor_options`, cached: it reads only the queue, the pod set's request
+        and tolerations, and the flavors, none of which change during a run."""
+        key = (cq.name, pod_set.request, pod_set.tolerations)
+        found = self._options.get(key)
+        if found is None:
+            found = self._options[key] = flavor_options(self.snapshot, cq, pod_set)
+        return found
 
     # -- quota
 
@@ -368,7 +381,7 @@ class _Tentative:
 
 def _try_pod_set(state: ClusterState, cq: ClusterQueue, ps: PodSet, count: int, tent: _Tentative) -> Choice | str:
     """Flavor options in order; quota, then placement; flavorFungibility decides when to stop."""
-    options = flavor_options(state.snapshot, cq, ps)
+    options = state.options(cq, ps)
     if isinstance(options, str):
         return options
     first_reason: str | None = None
@@ -410,7 +423,7 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
         return _try_each(state, cq, members, counts, tent)
     all_options: list[list[FlavorOption]] = []
     for ps in members:
-        opts = flavor_options(state.snapshot, cq, ps)
+        opts = state.options(cq, ps)
         if isinstance(opts, str):
             return opts
         all_options.append(opts)
@@ -625,7 +638,7 @@ class Preemption:
         self.state = state
         self.tree = state.quota
         self.before = borrowing_queues(snap, self.tree, cluster_queue_usage(snap))
-        self.by_queue: dict[str, list[Workload]] = defaultdict(list)
+        self.by_queue: dict[str, list[Workload]] = defaultdict(list)     # evictable; never changes
         self.all_by_queue: dict[str, list[Workload]] = defaultdict(list)   # evictable or not
         for w in sorted(snap.workloads, key=lambda w: w.ref):
             if w.state is WorkloadState.RUNNING and w.cluster_queue is not None and w.ref not in skip:
@@ -640,6 +653,13 @@ class Preemption:
         self._failed: dict[object, int] = {}   # shape of a failed attempt -> state version then
         self._frs: dict[ObjectRef, set[FlavorResource]] = {}
         self._rows: dict[ObjectRef, np.ndarray] = {}
+        self._usage: dict[ObjectRef, tuple[tuple[FlavorResource, int], ...]] = {}
+        # Shape of a preemptor's request -> what it could use (see _needs).
+        self._needed: dict[object, tuple[set[FlavorResource], np.ndarray]] = {}
+        # (shape, queue) -> that queue's candidates for the shape (see _matching), and per
+        # queue every such list, so that an eviction can be taken out of all of them.
+        self._lists: dict[tuple[object, str], list[tuple[tuple, Workload]]] = {}
+        self._lists_of_queue: dict[str, list[list[tuple[tuple, Workload]]]] = defaultdict(list)
 
     @staticmethod
     def _order(w: Workload) -> tuple[int, float, str, str]:
@@ -650,7 +670,7 @@ class Preemption:
         cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
         policy = cq.preemption
         borrowing = self.before & borrowing_queues(snap, tree, self.state.cq_usage)
-        borrows = must_borrow(snap, w, tree, self.state.cq_usage)
+        borrows = must_borrow(snap, w, tree, self.state.cq_usage, self.state.options)
         back = borrowing | {cq.name}
         limits: dict[str, float] = {}   # queue -> highest victim priority worth asking about
         if policy.within_cluster_queue != "Never":
@@ -664,31 +684,60 @@ class Preemption:
                     limits[name] = math.inf if anyone else w.priority - 1
         if not limits:
             return []
-        needs, rows = self._needs(cq, w)
-        out = []
+        shape = self._needs(cq, w)[0]
         # The rules look only at queues, priorities and (equal priority) queue order:
         # decide each combination once, not once per running workload.
         verdicts: dict[tuple[str | None, int, bool, bool], tuple[str | None, bool]] = {}
-        for name in sorted(limits):
-            taken = 0
-            for v in self.by_queue[name]:
-                if v.priority > limits[name] or taken >= MAX_CANDIDATES:
-                    break  # sorted by priority; and the first MAX of each queue cover the first MAX of all
-                if v.ref in self.evicted:
-                    continue
-                key = (v.cluster_queue, v.priority, v.queued_at > w.queued_at, w.queued_at > v.queued_at)
-                if key not in verdicts:
+
+        def allowed(name: str) -> Iterator[tuple[tuple, Candidate]]:
+            """One queue's candidates in Kueue's order, with their order keys."""
+            limit = limits[name]
+            for key, v in self._matching(shape, name):
+                if v.priority > limit:
+                    return  # sorted by priority
+                vkey = (v.cluster_queue, v.priority, v.queued_at > w.queued_at, w.queued_at > v.queued_at)
+                if vkey not in verdicts:
                     back_again = v.priority >= w.priority and preemption_reason(snap, v, w, tree, back) is not None
-                    verdicts[key] = (preemption_reason(snap, w, v, tree, borrowing, borrows), back_again)
-                reason, back_again = verdicts[key]
-                if reason is None or back_again:
-                    continue
-                if not (self._frs_of(v) & needs or rows[self._rows_of(v)].any()):
-                    continue
-                out.append(Candidate(v, reason))
-                taken += 1
-        out.sort(key=lambda c: (c.workload.cluster_queue == cq.name,) + self._order(c.workload))
-        return out[:MAX_CANDIDATES]
+                    verdicts[vkey] = (preemption_reason(snap, w, v, tree, borrowing, borrows), back_again)
+                reason, back_again = verdicts[vkey]
+                if reason is not None and not back_again:
+                    yield key, Candidate(v, reason)
+
+        # Another queue gives up nothing unless it is borrowing (preemption_reason). Other
+        # queues come first, merged in Kueue's order, then the preemptor's own queue; only the
+        # first MAX_CANDIDATES in all are wanted, so each queue is read only as far as it
+        # contributes to them. (Order keys end with the ref: unique, no ties.)
+        others = [allowed(name) for name in sorted(limits) if name != cq.name and name in borrowing]
+        own = allowed(cq.name) if cq.name in limits else iter(())
+        merged = itertools.chain(heapq.merge(*others), own)
+        return [c for _, c in itertools.islice(merged, MAX_CANDIDATES)]
+
+    def _matching(self, shape: object, name: str) -> list[tuple[tuple, Workload]]:
+        """Queue `name`'s evictable running workloads, not evicted yet, that a preemptor of
+        `shape` could use the room of (a flavor/resource it could charge, or a node it could
+        use), with their order keys, in Kueue's order.
+
+        What a workload uses never changes, so the list is built once per (shape, queue)
+        and evictions are taken out of it as they happen (`_evict`).
+        """
+        found = self._lists.get((shape, name))
+        if found is None:
+            needs, rows = self._needed[shape]
+            found = [(self._order(v), v) for v in self.by_queue.get(name, ())
+                     if v.ref not in self.evicted and (self._frs_of(v) & needs or rows[self._rows_of(v)].any())]
+            self._lists[(shape, name)] = found
+            self._lists_of_queue[name].append(found)
+        return found
+
+    def _evict(self, c: Candidate, preemptor: Workload) -> None:
+        v = c.workload
+        self.evicted[v.ref] = Eviction(workload=v.ref, reason=c.reason, for_=(preemptor.ref,),
+                                       cost=eviction_cost(v, self.state.snapshot))
+        key = self._order(v)
+        for found in self._lists_of_queue[v.cluster_queue]:  # type: ignore[index]
+            i = bisect.bisect_left(found, (key,))  # (key,) sorts just before (key, v)
+            if i < len(found) and found[i][1] is v:
+                del found[i]
 
     def lower(self, w: Workload) -> list[Workload]:
         """Running work of lower base priority in `w`'s queue or cohort tree that it could
@@ -698,7 +747,7 @@ class Preemption:
         root = self.root.get(cq.name)
         queues = [n for n in self.all_by_queue
                   if n == cq.name or (root is not None and root != f"cq:{cq.name}" and self.root.get(n) == root)]
-        needs, rows = self._needs(cq, w)
+        _, needs, rows = self._needs(cq, w)
         out = []
         for name in sorted(queues):
             taken = 0
@@ -732,18 +781,28 @@ class Preemption:
             return f"ClusterQueue {v.cluster_queue} could reclaim it back"
         return f"the preemption policy of ClusterQueue {cq.name} does not allow it"
 
-    def _needs(self, cq: ClusterQueue, w: Workload) -> tuple[set[FlavorResource], np.ndarray]:
-        """Flavor/resources `w` could charge and the node rows it could use, over all flavor options."""
-        frs: set[FlavorResource] = set()
-        rows = np.zeros(len(self.state.node_objs), dtype=bool)
-        for ps in w.pod_sets:
-            options = flavor_options(self.state.snapshot, cq, ps)
-            if isinstance(options, str):
-                continue
-            for option in options:
-                frs.update((f, r) for r, f in option.by_resource.items() if ps.request.get(r) > 0)
-                rows[self.state.eligible(option, ps).rows] = True
-        return frs, rows
+    def _needs(self, cq: ClusterQueue, w: Workload) -> tuple[object, set[FlavorResource], np.ndarray]:
+        """Flavor/resources `w` could charge and the node rows it could use, over all flavor
+        options, with the shape of request they depend on (cached per shape)."""
+        shape = (cq.name, tuple((ps.request, ps.tolerations, tuple(sorted(ps.node_selector.items())))
+                                for ps in w.pod_sets))
+        if shape not in self._needed:
+            frs: set[FlavorResource] = set()
+            rows = np.zeros(len(self.state.node_objs), dtype=bool)
+            for ps in w.pod_sets:
+                options = self.state.options(cq, ps)
+                if isinstance(options, str):
+                    continue
+                for option in options:
+                    frs.update((f, r) for r, f in option.by_resource.items() if ps.request.get(r) > 0)
+                    rows[self.state.eligible(option, ps).rows] = True
+            self._needed[shape] = (frs, rows)
+        return (shape,) + self._needed[shape]
+
+    def _usage_of(self, v: Workload) -> tuple[tuple[FlavorResource, int], ...]:
+        if v.ref not in self._usage:
+            self._usage[v.ref] = tuple(quota_usage_of(v).items())
+        return self._usage[v.ref]
 
     def _frs_of(self, v: Workload) -> set[FlavorResource]:
         if v.ref not in self._frs:
@@ -782,10 +841,10 @@ class Preemption:
         flavor option of every pod set fit its minimum?"""
         freed: dict[FlavorResource, int] = defaultdict(int)
         for c in candidates:
-            for fr, amount in quota_usage_of(c.workload).items():
+            for fr, amount in self._usage_of(c.workload):
                 freed[fr] += amount
         for ps in w.pod_sets:
-            options = flavor_options(self.state.snapshot, cq, ps)
+            options = self.state.options(cq, ps)
             if isinstance(options, str):
                 return False
             if not any(all(self.state.lists(cq.name, fr)
@@ -814,11 +873,7 @@ class Preemption:
                 continue
             self.state.version += 1
             for i in chosen:
-                c = candidates[i]
-                self.by_queue[c.workload.cluster_queue].remove(c.workload)  # type: ignore[index]
-                self.evicted[c.workload.ref] = Eviction(
-                    workload=c.workload.ref, reason=c.reason, for_=(w.ref,),
-                    cost=eviction_cost(c.workload, self.state.snapshot))
+                self._evict(candidates[i], w)
             return result, [candidates[i] for i in chosen]
         return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from models import (
     ClusterQueue, Node, PodSet, PodSetAssignment, ResourceFlavor, Snapshot, Workload, dominant_units,
@@ -358,11 +358,13 @@ def preemption_reason(snapshot: Snapshot, preemptor: Workload, victim: Workload,
 
 
 def must_borrow(snapshot: Snapshot, workload: Workload, tree: QuotaTree,
-                usage: Mapping[str, Mapping[FlavorResource, int]]) -> bool:
+                usage: Mapping[str, Mapping[FlavorResource, int]],
+                options_of: Callable[[ClusterQueue, PodSet], list[FlavorOption] | str] | None = None) -> bool:
     """Would admitting `workload` take its queue above nominal quota under any flavor choice?
 
     Errs towards yes (any option, not the one a plan picks), so reclaiming while
-    borrowing is only done where borrowWithinCohort allows it.
+    borrowing is only done where borrowWithinCohort allows it. `options_of`: the
+    caller's (cached) flavor_options for this snapshot.
     """
     cq = snapshot.cluster_queues.get(workload.cluster_queue or "")
     if cq is None:
@@ -370,7 +372,7 @@ def must_borrow(snapshot: Snapshot, workload: Workload, tree: QuotaTree,
     node = f"cq:{cq.name}"
     used = usage.get(node, {})
     for pod_set in workload.pod_sets:
-        options = flavor_options(snapshot, cq, pod_set)
+        options = options_of(cq, pod_set) if options_of else flavor_options(snapshot, cq, pod_set)
         if isinstance(options, str):
             continue
         for option in options:
