@@ -1,7 +1,9 @@
 """One cycle, in order: greedy, formulate, start, solve, decode, verify, choose, assemble.
 
-The greedy plan is computed first: it is the MIP start, the fallback when the MILP
-finds nothing or fails, and the yardstick the MILP plan must meet. Whatever plan is
+The greedy plan is computed first: it is the fallback when the MILP finds nothing or
+fails, and the yardstick the MILP plan must meet. The MIP start is greedy's plan
+improved by topology-aware victims (planner.improve), or greedy's own plan under the
+policy's greedyFloor. Whatever plan is
 chosen has passed the independent verifier; if none passes, that is an error.
 """
 
@@ -16,9 +18,14 @@ from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
 from planner.greedy import greedy
+from planner.improve import improve
 from planner.solve import TAIL_SHARE, HighsBackend, PulpBackend, StageResult, refine, solve
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
+
+
+# Share of the time limit the start may spend improving on greedy's victims (planner.improve).
+IMPROVE_SHARE = 0.1
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
@@ -36,16 +43,20 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     policy = snapshot.policy
     deadline = time.monotonic() + policy.time_limit_seconds
     form = formulate(snapshot, locality=False)
-    start = start_from(form, baseline)
+    start = None
+    if not policy.greedy_floor:   # the floor is greedy's own plan: start from exactly that
+        better = improve(snapshot, baseline, time.monotonic() + IMPROVE_SHARE * policy.time_limit_seconds)
+        start = start_from(form, better) if better != baseline else None
+    start = start if start is not None else start_from(form, baseline)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
-    start_is_greedy = start is not None
+    has_start = start is not None
     if start is None:
         start = empty_start(form)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     outcome = solve(form, start, backend, policy.time_limit_seconds * (1 - TAIL_SHARE), policy.mip_gap,
                     polish=lambda v: polished(form, v),
-                    floor_at_start=policy.greedy_floor and start_is_greedy)
+                    floor_at_start=policy.greedy_floor and has_start)
     try:
         decisions = decode(form, outcome.values)
         clock.lap("solve")   # decoding is part of finding the answer
