@@ -169,6 +169,7 @@ class ClusterState:
         self._changed: list[int] = []
         self._counts: dict[tuple[object, Resources], tuple[np.ndarray, int]] = {}
         self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
+        self._footprints: dict[ObjectRef, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]] = {}
         self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
 
     def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
@@ -207,17 +208,18 @@ class ClusterState:
         usage = self._tree_usage.get(fr)
         if usage is None or key not in self.quota.parent:
             return
-        node, new = key, old + delta
-        usage[node] = new
-        while self.quota.parent[node] is not None:
-            guaranteed = self.quota.guaranteed(node, fr)
+        new = old + delta
+        usage[key] = new
+        chain = self.quota.chain(key, fr)
+        for i in range(len(chain) - 1):  # a node passes on what it uses beyond its guarantee
+            guaranteed = chain[i][1]
             change = max(0, new - guaranteed) - max(0, old - guaranteed)
             if change == 0:
                 return
-            node = self.quota.parent[node]  # type: ignore[assignment]
-            old = usage.get(node, 0)
+            parent = chain[i + 1][0]
+            old = usage.get(parent, 0)
             new = old + change
-            usage[node] = new
+            usage[parent] = new
 
     def quota_shortfall(self, cq: str, charges: Mapping[FlavorResource, int],
                         pending: Mapping[FlavorResource, int]) -> str | None:
@@ -334,15 +336,32 @@ class ClusterState:
 
     def release(self, workload: Workload, sign: int = 1) -> None:
         """Give back a running workload's nodes and quota (sign=1), or take them again (-1)."""
-        cq = workload.cluster_queue
-        for psa in workload.assignment:
-            ps = pod_set_by_name(workload, psa.name)
-            if ps is None:
-                continue
-            self.take({n: c for n, c in psa.pods_per_node().items() if n in self.row}, ps.request, sign=-sign)
-            if cq is not None:
-                for resource, flavor in psa.flavors.items():
-                    self.charge(cq, (flavor, resource), -sign * psa.count * ps.request.get(resource))
+        rows, used, charges = self._footprint(workload)
+        self.free[rows] += sign * used
+        self._changed.extend(rows.tolist())
+        if workload.cluster_queue is not None:
+            for fr, amount in charges:
+                self.charge(workload.cluster_queue, fr, -sign * amount)
+
+    def _footprint(self, workload: Workload) -> tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]:
+        """A running workload's matrix rows (distinct), what it uses on each, and its quota
+        charges; cached, as preemption releases and takes back the same workloads often.
+        (Charges summed per flavor/resource move the cohort usage exactly as one by one.)"""
+        found = self._footprints.get(workload.ref)
+        if found is None:
+            used: dict[int, np.ndarray] = {}
+            for psa in workload.assignment:
+                ps = pod_set_by_name(workload, psa.name)
+                if ps is None:
+                    continue
+                for node, count in psa.pods_per_node().items():
+                    if node in self.row:
+                        row = self.row[node]
+                        used[row] = used.get(row, 0) + count * self.vector(ps.request)
+            rows = np.array(sorted(used), dtype=np.int64)
+            matrix = np.array([used[r] for r in sorted(used)], dtype=np.int64).reshape(len(rows), len(self.col))
+            found = self._footprints[workload.ref] = (rows, matrix, tuple(quota_usage_of(workload).items()))
+        return found
 
     def apply_admission(self, workload: Workload, admission: Admission) -> None:
         """Account for a decided admission (explain and callers replaying a plan)."""

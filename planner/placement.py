@@ -103,19 +103,21 @@ class DomainTree:
         return range(start, end)
 
     def fill(self, counts: np.ndarray, slice_level: int, slice_size: int,
-             inner: Mapping[int, int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Pods (state) and slices (sliceState) that fit in every domain (Kueue fillInCounts)."""
+             inner: Mapping[int, int], top: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Pods (state) and slices (sliceState) that fit in every domain (Kueue fillInCounts),
+        for the levels from `top` down (the levels above are left empty: not asked for)."""
         depth = len(self.levels)
-        state: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * depth
+        empty = np.zeros(0, dtype=np.int64)
+        state: list[np.ndarray] = [empty] * depth
         state[depth - 1] = counts.astype(np.int64, copy=False)
-        for lvl in range(depth - 2, -1, -1):
+        for lvl in range(depth - 2, top - 1, -1):
             child = state[lvl + 1]
             if lvl + 1 in inner:  # children only contribute whole inner slices
                 child = child // inner[lvl + 1] * inner[lvl + 1]
             state[lvl] = np.add.reduceat(child, self.first_child[lvl])
-        slices: list[np.ndarray] = [np.zeros(len(v), dtype=np.int64) for v in self.values]
-        slices[slice_level] = state[slice_level] // slice_size
-        for lvl in range(slice_level - 1, -1, -1):
+        slices: list[np.ndarray] = [empty] * depth
+        slices[slice_level] = state[slice_level] // slice_size if slice_size > 1 else state[slice_level]
+        for lvl in range(slice_level - 1, top - 1, -1):
             slices[lvl] = np.add.reduceat(slices[lvl + 1], self.first_child[lvl])
         return state, slices
 
@@ -240,7 +242,9 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
         return Placement(None, req, needed=count)
     if len(tree) == 0:
         return Placement(None, "no eligible nodes", needed=count)
-    state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner)
+    # Only a preferred request may climb above its level; nothing reads the levels above.
+    top = 0 if not (req.required or req.unconstrained) else req.level_idx
+    state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner, top)
     found = _find_level(tree, req, state, slices, count, req.level_idx)
     if isinstance(found, Placement):
         return found

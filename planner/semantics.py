@@ -202,6 +202,7 @@ class QuotaTree:
             kids.sort()
         self._subtree: dict[tuple[str, FlavorResource], int] = {}
         self._roots: dict[str, str] = {}
+        self._chains: dict[tuple[str, FlavorResource], tuple[tuple[str, int, int | None, int], ...]] = {}
 
     def _add(self, key: str, parent: str | None, groups: Iterable[object]) -> None:
         self.parent[key] = parent
@@ -267,24 +268,40 @@ class QuotaTree:
                 walk(node)
         return usage
 
-    def available(self, cq: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
-        """How much more of `fr` the queue `cq` may admit now (Kueue's available())."""
-        return self._available(cq, fr, usage)
+    def chain(self, node: str, fr: FlavorResource) -> tuple[tuple[str, int, int | None, int], ...]:
+        """`node`, its parent, ..., the root, each as (name, guaranteed, borrowingLimit,
+        subtree quota) for `fr`: the fixed numbers `available` and usage updates walk
+        (cached; quotas do not change during a run)."""
+        key = (node, fr)
+        found = self._chains.get(key)
+        if found is None:
+            found = self._chains[key] = tuple(
+                (n, self.guaranteed(n, fr), self.limits(n, fr)[1], self.subtree_quota(n, fr))
+                for n in self.path(node))
+        return found
 
-    def _available(self, node: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
-        used = usage.get(node, 0)
-        parent = self.parent[node]
-        if parent is None:
-            return self.subtree_quota(node, fr) - used
-        guaranteed = self.guaranteed(node, fr)
-        local = max(0, guaranteed - used)
-        from_parent = self._available(parent, fr, usage)
-        borrowing = self.limits(node, fr)[1]
-        if borrowing is not None:
-            stored = self.subtree_quota(node, fr) - guaranteed
-            used_in_parent = max(0, used - guaranteed)
-            from_parent = min(from_parent, stored - used_in_parent + borrowing)
-        return local + max(0, from_parent) if from_parent > 0 else local
+    def available(self, cq: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
+        """How much more of `fr` the queue `cq` may admit now (Kueue's available()).
+
+        Kueue recurses to the root; this is the same arithmetic from the root down:
+        the root may take its subtree quota less its usage, and each node below takes
+        its unused guaranteed quota plus what its parent may give, capped by its
+        borrowingLimit.
+        """
+        chain = self.chain(cq, fr)
+        root, _, _, subtree = chain[-1]
+        avail = subtree - usage.get(root, 0)
+        for i in range(len(chain) - 2, -1, -1):
+            node, guaranteed, borrowing, subtree = chain[i]
+            used = usage.get(node, 0)
+            local = max(0, guaranteed - used)
+            from_parent = avail
+            if borrowing is not None:
+                stored = subtree - guaranteed
+                used_in_parent = max(0, used - guaranteed)
+                from_parent = min(from_parent, stored - used_in_parent + borrowing)
+            avail = local + from_parent if from_parent > 0 else local
+        return avail
 
 
 def quota_usage(pod_set: PodSet, option: FlavorOption, count: int) -> dict[FlavorResource, int]:
