@@ -10,10 +10,11 @@ satisfies, this never runs out of supply.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Iterable
 
 import numpy as np
 
-from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, PodSetAssignment
+from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, Workload
 from planner import capacity, semantics
 from planner.formulate import Choice, Formulation, Path
 
@@ -140,19 +141,26 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
     """
     snapshot = form.snapshot
     rules = form.preemption
+    assert rules is not None
     by_ref = {m.ref: m for members in form.members for m in members}
-    nodes_of = {a.workload: {v[-1] for ps in a.pod_sets for v, _ in ps.domains} for a in admissions}
+    on_node: dict[str, list[int]] = defaultdict(list)   # node -> admissions (by index) placed there
+    for i, a in enumerate(admissions):
+        for node in {v[-1] for ps in a.pod_sets for v, _ in ps.domains}:
+            on_node[node].append(i)
+
+    def allowed(indexes: Iterable[int], victim: Workload) -> list[tuple[ObjectRef, str]]:
+        judged = ((admissions[i].workload, rules.reason(by_ref[admissions[i].workload], victim)) for i in indexes)
+        return [(ref, reason) for ref, reason in judged if reason]
+
     out = []
     for victim, col in zip(form.victims, form.evict_col):
         if not chosen(values, col):
             continue
-        assert rules is not None
-        allowed = [(a.workload, rules.reason(by_ref[a.workload], victim)) for a in admissions]
-        allowed = [(ref, reason) for ref, reason in allowed if reason]
-        if not allowed:
+        # Those using its nodes first (few, found by index); else any allowed at all.
+        near = sorted({i for node in capacity.node_usage_of(victim) for i in on_node.get(node, ())})
+        sharing = allowed(near, victim) or allowed(range(len(admissions)), victim)
+        if not sharing:
             raise DecodeError(f"{victim.ref}: evicted but no admitted workload may evict it")
-        victim_nodes = set(capacity.node_usage_of(victim))
-        sharing = [(ref, reason) for ref, reason in allowed if nodes_of[ref] & victim_nodes] or allowed
         out.append(Eviction(victim.ref, sharing[0][1], tuple(sorted(ref for ref, _ in sharing)),
                             round(semantics.eviction_cost(victim, snapshot), 6)))
     return tuple(sorted(out, key=lambda e: e.workload))

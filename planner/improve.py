@@ -58,7 +58,8 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
         chosen = minimal_victims(state, ordered, lambda: not isinstance(try_counts(state, w, minimum), str)) \
             if ordered else None
         choices = evaluate(state, w) if chosen is not None else "no room"
-        if not isinstance(choices, str) and not victims.gains(w, choices, [ordered[i] for i in chosen]):
+        picked = [ordered[i] for i in chosen or []]
+        if not isinstance(choices, str) and not (victims.gains(w, choices, picked) and victims.justified(w, picked)):
             choices = "no gain"
         if isinstance(choices, str):
             for i in chosen or []:   # put them back
@@ -66,8 +67,9 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
             failed.add(request)
             continue
         state.commit(w.cluster_queue, choices)  # type: ignore[arg-type]
-        for i in chosen:  # type: ignore[union-attr]
-            dropped = victims.take(w, ordered[i])
+        victims.admit(w)
+        for v in sorted(picked, key=lambda v: v.ref not in victims.unstarted):   # withdrawals first
+            dropped = victims.take(w, v)
             if dropped is not None:
                 heapq.heappush(waiting, (queue_order_key(dropped, snapshot), dropped))
         admitted[w.ref] = Admission(workload=w.ref, cluster_queue=w.cluster_queue,  # type: ignore[arg-type]
@@ -94,14 +96,17 @@ class Victims:
         self.rules = Preemption(snapshot, QuotaTree(snapshot))
         # Admissions of the plan being improved, seen as running where they were put: a
         # higher tier may take their place for free (they were never started). Not those
-        # that evicted something: that eviction would then have been for nothing.
-        preemptors = {ref for e in evicted.values() for ref in e.for_}
+        # an eviction names: that eviction would then be for nothing.
+        self.named = {ref for e in evicted.values() for ref in e.for_}
         by_ref = {w.ref: w for w in snapshot.workloads}
         self.original = by_ref
-        self.unstarted: dict[ObjectRef, Workload] = {}
-        for ref, a in sorted(admitted.items()):
-            if ref not in preemptors:
-                self.unstarted[ref] = replace(by_ref[ref], assignment=a.pod_sets, cluster_queue=a.cluster_queue)
+        self.unstarted = {ref: replace(by_ref[ref], assignment=a.pod_sets, cluster_queue=a.cluster_queue)
+                          for ref, a in sorted(admitted.items())}
+        # Admitted workloads by preemptor class (queue, priority, must borrow): an eviction
+        # may be made for any of them that the rules let evict it (as in the model).
+        self.admitted_by_class: dict[tuple[str, int, bool], list[Workload]] = defaultdict(list)
+        for ref in sorted(admitted):
+            self.admit(by_ref[ref])
         # By (queue, priority): the rules judge such a group alike, but for the
         # equal-priority rule within one queue, which looks at each one.
         self.groups: dict[tuple[str, int], list[Workload]] = defaultdict(list)
@@ -114,16 +119,43 @@ class Victims:
         self.cost.update((ref, 0.0) for ref in self.unstarted)
         self._domains: dict[tuple[tuple[str, ...], int], dict[str, Domain]] = {}
 
+    def admit(self, w: Workload) -> None:
+        self.admitted_by_class[(w.cluster_queue or "", w.priority, self.rules.borrows(w))].append(w)
+
     def take(self, preemptor: Workload, victim: Workload) -> Workload | None:
         """Record that `victim` gives way to `preemptor`: an unstarted admission is
-        withdrawn (and returned, to wait again), running work is evicted."""
+        withdrawn (and returned, to wait again), running work is evicted for `preemptor`
+        or, where its policies do not allow that, for an admitted workload they allow."""
         if victim.ref in self.unstarted:
+            original = self.original[victim.ref]
             del self.unstarted[victim.ref], self.admitted[victim.ref]
-            return self.original[victim.ref]
+            self.admitted_by_class[(original.cluster_queue or "", original.priority,
+                                    self.rules.borrows(original))].remove(original)
+            return original
         self.groups[(victim.cluster_queue or "", victim.priority)].remove(victim)
-        self.evicted[victim.ref] = Eviction(workload=victim.ref, reason=self.rules.reason(preemptor, victim) or "",
-                                            for_=(preemptor.ref,), cost=self.cost[victim.ref])
+        evictor = preemptor if self.rules.reason(preemptor, victim) else self.other_evictor(victim)
+        assert evictor is not None
+        self.named.add(evictor.ref)
+        self.evicted[victim.ref] = Eviction(workload=victim.ref, reason=self.rules.reason(evictor, victim) or "",
+                                            for_=(evictor.ref,), cost=self.cost[victim.ref])
         return None
+
+    def other_evictor(self, victim: Workload, leaving: set[ObjectRef] = frozenset()) -> Workload | None:
+        """An admitted workload (not `leaving`) the rules let evict `victim`, judged class by
+        class (not within the victim's own queue and priority, where each is judged alone)."""
+        for (queue, priority, _), members in self.admitted_by_class.items():
+            if (queue, priority) == (victim.cluster_queue, victim.priority):
+                continue
+            staying = next((m for m in members if m.ref not in leaving), None)
+            if staying is not None and self.rules.reason(staying, victim):
+                return staying
+        return None
+
+    def justified(self, w: Workload, picked: list[Workload]) -> bool:
+        """Is each running victim still evictable for someone once the withdrawals are made?"""
+        leaving = {v.ref for v in picked if v.ref in self.unstarted}
+        return all(v.ref in leaving or self.rules.reason(w, v) or self.other_evictor(v, leaving)
+                   for v in picked)
 
     def gains(self, w: Workload, choices: list[Choice], victims: list[Workload]) -> bool:
         """Does admitting `w` as `choices` in place of `victims` serve its tier more? (Lower
@@ -134,17 +166,18 @@ class Victims:
         return lost == 0 or assigned_volume(w, [c.assignment() for c in choices], snapshot) > lost
 
     def allowed(self, w: Workload) -> list[Workload]:
-        """Work of `w`'s tier or lower that the queue policies let it evict (unstarted
-        admissions: any of a lower tier)."""
+        """Work `w` may displace: unstarted admissions of a lower tier; running work of its
+        tier or lower that its queue's policies let it evict, or of a lower tier that
+        they let an admitted workload evict."""
         snapshot = self.state.snapshot
         tier = effective_priority(w, snapshot)
-        out = [v for v in self.unstarted.values() if effective_priority(v, snapshot) < tier]
+        out = [v for v in self.unstarted.values() if effective_priority(v, snapshot) < tier and v.ref not in self.named]
         for (_, priority), group in self.groups.items():
             if priority > tier or not group:
                 continue
             if priority == w.priority and group[0].cluster_queue == w.cluster_queue:
                 out.extend(v for v in group if self.rules.reason(w, v))
-            elif self.rules.reason(w, group[0]):
+            elif self.rules.reason(w, group[0]) or (priority < tier and self.other_evictor(group[0])):
                 out.extend(group)
         return out
 

@@ -65,6 +65,33 @@ def test_victims_come_rack_by_rack_where_the_work_lost_is_least():
     assert names(e.workload for e in kueue.evictions) == {"dear-1", "dear-2"}
 
 
+def test_an_eviction_may_be_made_for_another_admitted_workload():
+    """Team-b's rack job may not evict team-a's old low job (team-a is not borrowing), but
+    team-a's own admitted job may (withinClusterQueue): as in the model, the eviction is
+    made for it, and the rack job gets the rack the old job held."""
+    # n2 has 5 GPUs so that greedy's BestFit puts the mid job in r2, the tighter rack.
+    nodes = [node("n1", gpu=4, labels={RACK: "r1"}), node("n2", gpu=5, labels={RACK: "r1"}),
+             node("n3", gpu=4, labels={RACK: "r2"})]
+    quota = {"default": {GPU: 8, "cpu": 100, "memory": "1Ti"}}
+    snap = snapshot(
+        nodes=nodes, flavors=[flavor("default", topology="topo")],
+        topologies=[topology("topo", RACK, HOSTNAME_LABEL)],
+        cqs=[cq("a", cohort="org", quotas=quota, within="LowerPriority"), cq("b", cohort="org", quotas=quota)],
+        cohorts=[cohort("org")], lqs=[lq("ta", "lq", "a"), lq("tb", "lq", "b")],
+        workloads=[running_job("ta", "old", nodes={"n1": 4}, gpu=1, priority=0, admitted=ago(hours=5)),
+                   job("ta", "mid", pods=4, gpu=1, priority=50, topology=required(RACK)),
+                   job("tb", "rack-job", pods=8, gpu=1, priority=100, topology=required(RACK))])
+    base = greedy(snap).decisions
+    assert names(a.workload for a in base.admissions) == {"mid"} and not base.evictions
+    better = improve(snap, base)
+    assert verify(snap, better) == []
+    assert {a.workload.name for a in better.admissions} == {"rack-job", "mid"}
+    (eviction,) = better.evictions
+    assert eviction.workload.name == "old" and names(eviction.for_) == {"mid"}
+    mid = next(a for a in better.admissions if a.workload.name == "mid")
+    assert {v[-1] for ps in mid.pod_sets for v, _ in ps.domains} == {"n3"}
+
+
 def check(snap):
     base = greedy(snap).decisions
     better = improve(snap, base)
