@@ -25,7 +25,7 @@ from planner.warmstart import empty_start, start_from
 
 
 # Share of the time limit the start may spend improving on greedy's victims (planner.improve).
-IMPROVE_SHARE = 0.1
+IMPROVE_SHARE = 0.3
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:

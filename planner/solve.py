@@ -19,6 +19,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from planner.bound import tier_bounds
 from planner.formulate import Formulation
 from planner.model_arrays import INF, ModelArrays
 
@@ -27,6 +28,8 @@ HOLD_SLACK = 1e-6
 # Preemption cost and tie-breakers: at most this share of the time limit each, and
 # at least this relative gap (they order plans whose volumes are already settled).
 TAIL_SHARE = 0.15
+# A stage whose bound is within this (relative) of its answer is proven optimal.
+PROVEN_TOLERANCE = 1e-5
 TAIL_GAP = 0.005
 
 
@@ -91,6 +94,8 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         for tier in form.tiers:
             backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
+    reached: dict[int, float] = {}             # tier -> volume held from its stage on
+    stage_of: dict[int, StageResult] = {}
     for index, tier in enumerate(tiers_left):
         terms = form.tier_volume[tier]
         achieved = value_of(terms, incumbent)
@@ -112,6 +117,9 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
             stages.append(StageResult(f"priority {tier}", status, achieved, upper, time.monotonic() - began))
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
+        reached[tier] = achieved
+        stage_of[tier] = stages[-1]
+    tighten_bounds(form, stage_of, reached)
     if polish is not None:
         incumbent = polish(incumbent)
     if form.cost_terms and time.monotonic() >= deadline:
@@ -135,6 +143,20 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     # bound and gap measure the volume stages (the `stages` list shows each one).
     proven = all(s.status in ("optimal", "kept") for s in stages)
     return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+
+
+def tighten_bounds(form: Formulation, stage_of: dict[int, StageResult], reached: dict[int, float]) -> None:
+    """Tier stages the time limit cut short keep the better of their own bound and the
+    small relaxation's (planner.bound); one whose bound then meets its answer is proven."""
+    open_stages = {t: s for t, s in stage_of.items() if s.status not in ("optimal", "kept")}
+    if not open_stages:
+        return
+    relaxed = tier_bounds(form, reached, list(open_stages))
+    for tier, stage in open_stages.items():
+        if tier in relaxed:
+            stage.bound = max(stage.objective, min(stage.bound, relaxed[tier]))
+            if stage.bound <= stage.objective + PROVEN_TOLERANCE * (1.0 + abs(stage.objective)):
+                stage.status = "optimal"
 
 
 def nudge(form: Formulation, tier: int) -> list[tuple[int, float]]:
