@@ -22,6 +22,7 @@ import numpy as np
 
 from planner import capacity
 from planner.formulate import Choice, Formulation, resource_units
+from planner.highs import highs_from
 from planner.model_arrays import INF, ModelArrays
 
 # Higher tiers are held this far below what they achieved (as the stages hold them),
@@ -113,21 +114,7 @@ def tier_bounds(form: Formulation, achieved: dict[int, float], tiers: list[int])
     import highspy
 
     lp_arrays = relaxation(form)
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("log_to_console", False)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = lp_arrays.num_cols, lp_arrays.num_rows
-    lp.col_cost_ = np.zeros(lp_arrays.num_cols)
-    lp.col_lower_ = np.asarray(lp_arrays.col_lower, dtype=np.float64)
-    lp.col_upper_ = np.asarray(lp_arrays.col_upper, dtype=np.float64)
-    lp.row_lower_ = np.asarray(lp_arrays.row_lower, dtype=np.float64)
-    lp.row_upper_ = np.asarray(lp_arrays.row_upper, dtype=np.float64)
-    start, index, value = lp_arrays.csr()
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = start, index, value
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp_arrays.num_cols, lp_arrays.num_rows
-    h.passModel(lp)
+    h = highs_from(lp_arrays, integral=False)
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
     out: dict[int, float] = {}
     for tier in form.tiers:

@@ -21,6 +21,7 @@ import numpy as np
 
 from planner.bound import tier_bounds
 from planner.formulate import Formulation
+from planner.highs import highs_from
 from planner.model_arrays import INF, ModelArrays
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
@@ -221,29 +222,9 @@ class HighsBackend:
         import highspy
 
         self._hs = highspy
-        self.h = highspy.Highs()
-        self.h.setOptionValue("output_flag", False)
-        self.h.setOptionValue("log_to_console", False)
+        self.h = highs_from(arrays)
         self.h.setOptionValue("threads", max(1, threads))
         self.h.setOptionValue("random_seed", seed)
-        lp = highspy.HighsLp()
-        lp.num_col_ = arrays.num_cols
-        lp.num_row_ = arrays.num_rows
-        lp.col_cost_ = np.zeros(arrays.num_cols)
-        lp.col_lower_ = np.asarray(arrays.col_lower, dtype=np.float64)
-        lp.col_upper_ = np.asarray(arrays.col_upper, dtype=np.float64)
-        lp.row_lower_ = np.asarray(arrays.row_lower, dtype=np.float64)
-        lp.row_upper_ = np.asarray(arrays.row_upper, dtype=np.float64)
-        start, index, value = arrays.csr()
-        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = start
-        lp.a_matrix_.index_ = index
-        lp.a_matrix_.value_ = value
-        lp.a_matrix_.num_col_ = arrays.num_cols
-        lp.a_matrix_.num_row_ = arrays.num_rows
-        lp.integrality_ = [highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
-                           for i in arrays.col_integer]
-        self.h.passModel(lp)
         self.num_cols = arrays.num_cols
         self.lower = np.asarray(arrays.col_lower, dtype=np.float64)
         self._cost = np.zeros(arrays.num_cols)
