@@ -165,11 +165,15 @@ class ClusterState:
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
         self._trees: dict[object, _Eligible] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
-        # Rows whose free capacity changed, in order: cached leaf counts catch up from here.
-        self._changed: list[int] = []
+        # Rows whose free capacity changed, a chunk per update, in order, and how many rows
+        # before each chunk: cached leaf counts catch up from here.
+        self._changed: list[np.ndarray] = []
+        self._changed_before: list[int] = [0]
         self._counts: dict[tuple[object, Resources], tuple[np.ndarray, int]] = {}
         self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
-        self._footprints: dict[ObjectRef, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]] = {}
+        self._domain_unions: dict[object, tuple[list[tuple[str, ...]], list[np.ndarray]]] = {}
+        # By id(): workloads live as long as the snapshot, and hashing refs shows in profiles.
+        self._footprints: dict[int, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]] = {}
         self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
 
     def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
@@ -277,12 +281,12 @@ class ClusterState:
         key = (eligible.key, request)
         cached = self._counts.get(key)
         seen = len(self._changed)
-        if cached is None or seen - cached[1] > len(eligible.rows) // 4:
+        if cached is None or self._changed_before[seen] - self._changed_before[cached[1]] > len(eligible.rows) // 4:
             counts = placement.leaf_counts(self.free[eligible.rows], vec)
         else:
             counts, since = cached
-            if since < seen:
-                rows = np.unique(np.array(self._changed[since:], dtype=np.int64))
+            if since < seen:  # a row changed twice is written twice, with the same count
+                rows = np.concatenate(self._changed[since:])
                 leaves = eligible.leaf_of_row[rows]
                 mine = leaves >= 0
                 counts[leaves[mine]] = placement.leaf_counts(self.free[rows[mine]], vec)
@@ -296,10 +300,18 @@ class ClusterState:
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)
+        rows = []
         for node, count in pods.items():
             row = self.row[node]
             self.free[row] -= sign * count * vec
-            self._changed.append(row)
+            rows.append(row)
+        self._log(np.array(rows, dtype=np.int64))
+
+    def _log(self, rows: np.ndarray) -> None:
+        """Note rows whose free capacity changed."""
+        if len(rows):
+            self._changed.append(rows)
+            self._changed_before.append(self._changed_before[-1] + len(rows))
 
     def nodes_fit(self, pods: Mapping[str, int], request: Resources) -> bool:
         vec = self.vector(request)
@@ -336,18 +348,30 @@ class ClusterState:
 
     def release(self, workload: Workload, sign: int = 1) -> None:
         """Give back a running workload's nodes and quota (sign=1), or take them again (-1)."""
-        rows, used, charges = self._footprint(workload)
-        self.free[rows] += sign * used
-        self._changed.extend(rows.tolist())
-        if workload.cluster_queue is not None:
-            for fr, amount in charges:
-                self.charge(workload.cluster_queue, fr, -sign * amount)
+        self.release_many([workload], sign)
+
+    def release_many(self, workloads: Sequence[Workload], sign: int = 1) -> None:
+        """release() of several workloads in one update: the same end state, as node
+        capacity adds up and cohort usage moves by the sum of the charges (see charge)."""
+        if not workloads:
+            return
+        prints = [self._footprint(w) for w in workloads]
+        rows = np.concatenate([p[0] for p in prints])
+        np.add.at(self.free, rows, sign * np.concatenate([p[1] for p in prints]))
+        self._log(rows)
+        charges: dict[tuple[str, FlavorResource], int] = defaultdict(int)
+        for w, (_, _, usage) in zip(workloads, prints):
+            if w.cluster_queue is not None:
+                for fr, amount in usage:
+                    charges[(w.cluster_queue, fr)] += amount
+        for (cq, fr), amount in charges.items():
+            self.charge(cq, fr, -sign * amount)
 
     def _footprint(self, workload: Workload) -> tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]:
         """A running workload's matrix rows (distinct), what it uses on each, and its quota
         charges; cached, as preemption releases and takes back the same workloads often.
         (Charges summed per flavor/resource move the cohort usage exactly as one by one.)"""
-        found = self._footprints.get(workload.ref)
+        found = self._footprints.get(id(workload))
         if found is None:
             used: dict[int, np.ndarray] = {}
             for psa in workload.assignment:
@@ -360,7 +384,7 @@ class ClusterState:
                         used[row] = used.get(row, 0) + count * self.vector(ps.request)
             rows = np.array(sorted(used), dtype=np.int64)
             matrix = np.array([used[r] for r in sorted(used)], dtype=np.int64).reshape(len(rows), len(self.col))
-            found = self._footprints[workload.ref] = (rows, matrix, tuple(quota_usage_of(workload).items()))
+            found = self._footprints[id(workload)] = (rows, matrix, tuple(quota_usage_of(workload).items()))
         return found
 
     def apply_admission(self, workload: Workload, admission: Admission) -> None:
@@ -466,18 +490,13 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
         if any(level not in e.tree.levels for e in trees):
             reason = reason or f"the topology of flavor {'/'.join(option.flavors)} has no level {level}"
             continue
-        # Room per domain for each member alone; candidates are domains where every member fits.
-        room: dict[tuple[str, ...], list[int]] = {}
-        for k, (e, ps) in enumerate(zip(trees, members)):
-            tree = e.tree
-            lvl = tree.levels.index(level)
-            per_domain = np.bincount(tree.node_domain[lvl], weights=state.leaf_counts(e, ps.request),
-                                     minlength=len(tree.values[lvl])) if len(tree) else np.zeros(0)
-            for d, values in enumerate(tree.values[lvl]):
-                room.setdefault(values, [0] * len(members))[k] = int(per_domain[d])
+        # Candidates are domains where every member fits alone, smallest room (for the
+        # biggest member) first, then by domain.
+        domains, room = _group_room(state, trees, members, level)
         biggest = max(range(len(members)), key=lambda k: counts[k])
-        candidates = sorted((r[biggest], v) for v, r in room.items() if all(r[k] >= counts[k] for k in range(len(members))))
-        for _, values in candidates:
+        fit = np.flatnonzero((room >= np.array(counts, dtype=np.int64)[:, None]).all(axis=0))
+        for d in fit[np.lexsort((fit, room[biggest, fit]))]:
+            values = domains[d]
             mark = len(tent.choices)
             for e, ps, opt, n, ch in zip(trees, members, picks, counts, charges_each):
                 tree = e.tree
@@ -496,6 +515,28 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
     if reason is None:
         return f"pod sets {names} have no common flavor in ClusterQueue {cq.name}"
     return reason
+
+
+def _group_room(state: ClusterState, trees: Sequence[_Eligible], members: Sequence[PodSet],
+                level: str) -> tuple[list[tuple[str, ...]], np.ndarray]:
+    """Every domain at `level` of any member's eligible nodes, sorted, and the pods of each
+    member that fit in each alone (members x domains; 0 where a member has no node)."""
+    key = (tuple(e.key for e in trees), level)
+    found = state._domain_unions.get(key)
+    if found is None:
+        at_level = [e.tree.values[e.tree.levels.index(level)] for e in trees]
+        domains = sorted({v for values in at_level for v in values})
+        position = {v: i for i, v in enumerate(domains)}
+        index = [np.array([position[v] for v in values], dtype=np.int64) for values in at_level]
+        found = state._domain_unions[key] = (domains, index)
+    domains, index = found
+    room = np.zeros((len(trees), len(domains)), dtype=np.int64)
+    for k, (e, ps) in enumerate(zip(trees, members)):
+        if len(e.tree):
+            lvl = e.tree.levels.index(level)
+            room[k, index[k]] = np.bincount(e.tree.node_domain[lvl], weights=state.leaf_counts(e, ps.request),
+                                            minlength=len(index[k])).astype(np.int64)
+    return domains, room
 
 
 def _try_each(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], counts: Sequence[int],
@@ -578,7 +619,8 @@ def may_preempt(cq: ClusterQueue) -> bool:
     return "Never" != p.within_cluster_queue or "Never" != p.reclaim_within_cohort or "Never" != p.borrow_within_cohort
 
 
-def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool]) -> list[int] | None:
+def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool],
+                    monotone: bool = False) -> list[int] | None:
     """Kueue's classical search: remove candidates in order until `fits()`, then add
     each back in reverse (all but the last removed), keeping it where it still fits.
 
@@ -588,18 +630,21 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     fitting prefix is found by galloping then bisection: Kueue's answer in O(log k)
     fit tests and O(k) releases for k victims, rather than n of each. (Were some
     placement not monotone, the prefix found still fits.)
+
+    `monotone`: the caller knows `fits` is monotone (see Preemption._attempt), so when
+    removing every candidate does not fit, no prefix does: that is tested right after
+    no candidate, and a hopeless search costs two fit tests instead of a gallop.
     """
     n = len(candidates)
     removed = 0
 
     def prefix(k: int) -> None:
         nonlocal removed
-        while removed > k:
-            removed -= 1
-            state.release(candidates[removed], sign=-1)
-        while removed < k:
-            state.release(candidates[removed])
-            removed += 1
+        if removed > k:
+            state.release_many(candidates[k:removed], sign=-1)
+        elif removed < k:
+            state.release_many(candidates[removed:k])
+        removed = k
 
     bad, k = -1, 0
     while True:
@@ -607,6 +652,10 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
         if fits():
             break
         bad = k
+        if k == 0 < n and monotone:  # if all of them do not make room, no prefix does
+            prefix(n)
+            if not fits():
+                k = n
         if k == n:
             prefix(0)
             return None
@@ -672,10 +721,14 @@ class Preemption:
         self._failed: dict[object, int] = {}   # shape of a failed attempt -> state version then
         self._frs: dict[ObjectRef, set[FlavorResource]] = {}
         self._rows: dict[ObjectRef, np.ndarray] = {}
-        self._usage: dict[ObjectRef, tuple[tuple[FlavorResource, int], ...]] = {}
-        # Shape of a preemptor's request -> what it could use (see _needs).
-        self._needed: dict[object, tuple[set[FlavorResource], np.ndarray]] = {}
-        # (shape, queue) -> that queue's candidates for the shape (see _matching), and per
+        # Keyed by id(): workloads live as long as the snapshot, and hashing their refs
+        # in the loops over candidates shows in profiles.
+        self._usage: dict[int, tuple[tuple[FlavorResource, int], ...]] = {}
+        # Shape of a preemptor's request -> what it could use (see _needs), and the first
+        # shape with the same needs: shapes that need the same share candidate lists.
+        self._needed: dict[object, tuple[set[FlavorResource], np.ndarray, object]] = {}
+        self._same_needs: dict[tuple[frozenset[FlavorResource], bytes], object] = {}
+        # (needs, queue) -> that queue's candidates for the needs (see _matching), and per
         # queue every such list, so that an eviction can be taken out of all of them.
         self._lists: dict[tuple[object, str], list[tuple[tuple, Workload]]] = {}
         self._lists_of_queue: dict[str, list[list[tuple[tuple, Workload]]]] = defaultdict(list)
@@ -736,12 +789,12 @@ class Preemption:
         `shape` could use the room of (a flavor/resource it could charge, or a node it could
         use), with their order keys, in Kueue's order.
 
-        What a workload uses never changes, so the list is built once per (shape, queue)
+        What a workload uses never changes, so the list is built once per (needs, queue)
         and evictions are taken out of it as they happen (`_evict`).
         """
         found = self._lists.get((shape, name))
         if found is None:
-            needs, rows = self._needed[shape]
+            needs, rows, _ = self._needed[shape]
             found = [(self._order(v), v) for v in self.by_queue.get(name, ())
                      if v.ref not in self.evicted and (self._frs_of(v) & needs or rows[self._rows_of(v)].any())]
             self._lists[(shape, name)] = found
@@ -802,7 +855,7 @@ class Preemption:
 
     def _needs(self, cq: ClusterQueue, w: Workload) -> tuple[object, set[FlavorResource], np.ndarray]:
         """Flavor/resources `w` could charge and the node rows it could use, over all flavor
-        options, with the shape of request they depend on (cached per shape)."""
+        options (cached per shape of request), with the first shape seen that needs the same."""
         shape = (cq.name, tuple((ps.request, ps.tolerations, tuple(sorted(ps.node_selector.items())))
                                 for ps in w.pod_sets))
         if shape not in self._needed:
@@ -815,13 +868,16 @@ class Preemption:
                 for option in options:
                     frs.update((f, r) for r, f in option.by_resource.items() if ps.request.get(r) > 0)
                     rows[self.state.eligible(option, ps).rows] = True
-            self._needed[shape] = (frs, rows)
-        return (shape,) + self._needed[shape]
+            same = self._same_needs.setdefault((frozenset(frs), rows.tobytes()), shape)
+            self._needed[shape] = (frs, rows, same)
+        frs, rows, same = self._needed[shape]
+        return same, frs, rows
 
     def _usage_of(self, v: Workload) -> tuple[tuple[FlavorResource, int], ...]:
-        if v.ref not in self._usage:
-            self._usage[v.ref] = tuple(quota_usage_of(v).items())
-        return self._usage[v.ref]
+        found = self._usage.get(id(v))
+        if found is None:
+            found = self._usage[id(v)] = tuple(quota_usage_of(v).items())
+        return found
 
     def _frs_of(self, v: Workload) -> set[FlavorResource]:
         if v.ref not in self._frs:
@@ -881,8 +937,15 @@ class Preemption:
         targets = [[ps.count for ps in w.pod_sets]]
         if w.elastic:
             targets.append([ps.minimum for ps in w.pod_sets])
+        # One pod set's fit only grows with what is freed: each flavor option's quota
+        # (available() only grows as usage falls) and placement (pods per node, hence per
+        # domain and slice, only grow) are monotone, and the pod set fits when some option
+        # does. Several pod sets are placed one after another, each choice changing what
+        # the next sees, so no such promise is made for them.
+        monotone = len(w.pod_sets) == 1
         for counts in targets:
-            chosen = minimal_victims(self.state, victims, lambda: not isinstance(try_counts(self.state, w, counts), str))
+            chosen = minimal_victims(self.state, victims, lambda: not isinstance(try_counts(self.state, w, counts), str),
+                                     monotone)
             if chosen is None:
                 continue
             result = evaluate(self.state, w)

@@ -242,6 +242,10 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
         return Placement(None, req, needed=count)
     if len(tree) == 0:
         return Placement(None, "no eligible nodes", needed=count)
+    if req.unconstrained and req.level_idx == len(levels) - 1 and req.slice_size == 1:
+        node = _fullest_fitting_node(counts, count)
+        if node is not None:
+            return Placement({tree.names[node]: count}, needed=count, fit=count)
     # Only a preferred request may climb above its level; nothing reads the levels above.
     top = 0 if not (req.required or req.unconstrained) else req.level_idx
     state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner, top)
@@ -281,6 +285,15 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
         current, lvl = nxt, lvl + 1
     per_node = {tree.names[i]: c for i, c in sorted(current.items(), key=lambda kv: tree.names[kv[0]]) if c > 0}
     return Placement(per_node, needed=count, fit=count)
+
+
+def _fullest_fitting_node(counts: np.ndarray, count: int) -> int | None:
+    """LeastFreeCapacity at the node level when one node takes every pod: the node with
+    the fewest pods that still fit, first in tree order among equals (what `_find_level`
+    and `_fill` pick, without building the domain arrays); None when no node takes all."""
+    room = np.where(counts >= count, counts, np.iinfo(np.int64).max)
+    best = int(np.argmin(room))
+    return best if counts[best] >= count else None
 
 
 def _find_level(tree: DomainTree, req: _Request, state: list[np.ndarray], slices: list[np.ndarray],
