@@ -138,6 +138,16 @@ class _Eligible:
     leaf_of_row: np.ndarray     # matrix row -> leaf index, -1 when not eligible
 
 
+@dataclass
+class _LeafCounts:
+    """Pods of one request fitting on each node of one eligible set, as of `seen`
+    chunks of the changed-rows log, with their FitIndex kept in step."""
+
+    counts: np.ndarray
+    seen: int
+    index: placement.FitIndex = field(default_factory=placement.FitIndex)
+
+
 class ClusterState:
     """Free node capacity (a nodes x resources matrix) and quota usage, updated in place."""
 
@@ -169,7 +179,7 @@ class ClusterState:
         # before each chunk: cached leaf counts catch up from here.
         self._changed: list[np.ndarray] = []
         self._changed_before: list[int] = [0]
-        self._counts: dict[tuple[object, Resources], tuple[np.ndarray, int]] = {}
+        self._counts: dict[tuple[object, Resources], _LeafCounts] = {}
         self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
         self._domain_unions: dict[object, tuple[list[tuple[str, ...]], list[np.ndarray]]] = {}
         # By id(): workloads live as long as the snapshot, and hashing refs shows in profiles.
@@ -277,26 +287,34 @@ class ClusterState:
 
     def leaf_counts(self, eligible: _Eligible, request: Resources) -> np.ndarray:
         """Pods of `request` fitting on each eligible node now (read-only; cached, caught up by rows)."""
+        return self._leaves(eligible, request).counts
+
+    def _leaves(self, eligible: _Eligible, request: Resources) -> _LeafCounts:
         vec = self.vector(request)
         key = (eligible.key, request)
         cached = self._counts.get(key)
         seen = len(self._changed)
-        if cached is None or self._changed_before[seen] - self._changed_before[cached[1]] > len(eligible.rows) // 4:
-            counts = placement.leaf_counts(self.free[eligible.rows], vec)
-        else:
-            counts, since = cached
-            if since < seen:  # a row changed twice is written twice, with the same count
-                rows = np.concatenate(self._changed[since:])
+        if cached is None:
+            cached = self._counts[key] = _LeafCounts(placement.leaf_counts(self.free[eligible.rows], vec), seen)
+        elif cached.seen < seen:
+            if self._changed_before[seen] - self._changed_before[cached.seen] > len(eligible.rows) // 4:
+                leaves = np.arange(len(eligible.rows))  # cheaper to recount every node
+                rows = eligible.rows
+            else:  # a row changed twice is written twice, with the same count
+                rows = np.concatenate(self._changed[cached.seen:])
                 leaves = eligible.leaf_of_row[rows]
                 mine = leaves >= 0
-                counts[leaves[mine]] = placement.leaf_counts(self.free[rows[mine]], vec)
-        self._counts[key] = (counts, seen)
-        return counts
+                leaves, rows = leaves[mine], rows[mine]
+            new = placement.leaf_counts(self.free[rows], vec)
+            cached.index.update(leaves, cached.counts[leaves], new)
+            cached.counts[leaves] = new
+            cached.seen = seen
+        return cached
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
         eligible = self.eligible(option, pod_set)
-        counts = self.leaf_counts(eligible, pod_set.request)
-        return placement.place_counts(eligible.tree, counts, count, pod_set.topology)
+        leaves = self._leaves(eligible, pod_set.request)
+        return placement.place_counts(eligible.tree, leaves.counts, count, pod_set.topology, leaves.index)
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)

@@ -18,6 +18,8 @@ the caller can cache, so one call costs a few passes over the eligible nodes.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -232,8 +234,76 @@ def _fail(req: _Request, levels: tuple[str, ...], count: int, fit_slices: int, s
     return Placement(None, f"{head} {where}", needed=count, fit=fit_slices * size, level=level)
 
 
-def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: TopologyRequest | None) -> Placement:
-    """Place `count` pods given how many fit on each leaf of `tree` (in tree order)."""
+class FitIndex:
+    """The leaves grouped by how many pods fit on them, for LeastFreeCapacity at the
+    node level: the fullest leaf that still takes `count` pods, found without a pass
+    over every leaf (`_fullest_fitting_node` is the same answer by one argmin).
+
+    For a caller that keeps one `counts` array up to date across many placements: it
+    reports each change with `update`. Built on the first question; until then
+    updates cost nothing. Per pod count a min-heap of leaves, cleaned lazily (an
+    entry whose leaf no longer has that count is dropped when it reaches the top),
+    and the sorted list of the counts some leaf has. Leaves with no room are left out.
+    """
+
+    def __init__(self) -> None:
+        self._heaps: dict[int, list[int]] | None = None
+        self._population: dict[int, int] = {}
+        self._values: list[int] = []
+
+    def _build(self, counts: np.ndarray) -> None:
+        leaves = np.flatnonzero(counts > 0)
+        order = leaves[np.lexsort((leaves, counts[leaves]))]   # by count, then leaf
+        self._heaps = {}
+        if len(order):
+            for chunk in np.split(order, np.flatnonzero(np.diff(counts[order])) + 1):
+                value = int(counts[chunk[0]])
+                self._heaps[value] = chunk.tolist()     # sorted, so already a heap
+                self._population[value] = len(chunk)
+        self._values = sorted(self._heaps)
+
+    def update(self, leaves: np.ndarray, old: np.ndarray, new: np.ndarray) -> None:
+        """Leaves whose count changed from `old` to `new` (a leaf may be listed twice, the same change)."""
+        if self._heaps is None:
+            return
+        moved = old != new
+        if not moved.any():
+            return
+        leaves, first = np.unique(leaves[moved], return_index=True)
+        for leaf, was, now in zip(leaves.tolist(), old[moved][first].tolist(), new[moved][first].tolist()):
+            if was > 0:
+                self._population[was] -= 1
+                if self._population[was] == 0:
+                    del self._values[bisect.bisect_left(self._values, was)]
+            if now > 0:
+                if self._population.get(now, 0) == 0:
+                    bisect.insort(self._values, now)
+                self._population[now] = self._population.get(now, 0) + 1
+                heapq.heappush(self._heaps.setdefault(now, []), leaf)
+
+    def fullest_fitting(self, counts: np.ndarray, count: int) -> int | None:
+        """The leaf with the fewest pods fitting that is still >= `count` (first among
+        equals), or None; `counts` is the array the updates describe."""
+        if self._heaps is None:
+            self._build(counts)
+        assert self._heaps is not None
+        i = bisect.bisect_left(self._values, count)
+        if i == len(self._values):
+            return None
+        value = self._values[i]
+        heap = self._heaps[value]
+        while counts[heap[0]] != value:  # moved away since; some leaf is still there
+            heapq.heappop(heap)
+        return heap[0]
+
+
+def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: TopologyRequest | None,
+                 index: FitIndex | None = None) -> Placement:
+    """Place `count` pods given how many fit on each leaf of `tree` (in tree order).
+
+    `index`: a FitIndex kept up to date with `counts`, to answer the node-level
+    LeastFreeCapacity case without a pass over the leaves.
+    """
     levels = tree.levels
     if count <= 0:
         return Placement({}, needed=0)
@@ -243,7 +313,7 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
     if len(tree) == 0:
         return Placement(None, "no eligible nodes", needed=count)
     if req.unconstrained and req.level_idx == len(levels) - 1 and req.slice_size == 1:
-        node = _fullest_fitting_node(counts, count)
+        node = index.fullest_fitting(counts, count) if index is not None else _fullest_fitting_node(counts, count)
         if node is not None:
             return Placement({tree.names[node]: count}, needed=count, fit=count)
     # Only a preferred request may climb above its level; nothing reads the levels above.
@@ -288,9 +358,10 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
 
 
 def _fullest_fitting_node(counts: np.ndarray, count: int) -> int | None:
-    """LeastFreeCapacity at the node level when one node takes every pod: the node with
-    the fewest pods that still fit, first in tree order among equals (what `_find_level`
-    and `_fill` pick, without building the domain arrays); None when no node takes all."""
+    """LeastFreeCapacity at the node level when one node takes every pod (count >= 1):
+    the node with the fewest pods that still fit, first in tree order among equals
+    (what `_find_level` and `_fill` pick, without building the domain arrays); None
+    when no node takes all."""
     room = np.where(counts >= count, counts, np.iinfo(np.int64).max)
     best = int(np.argmin(room))
     return best if counts[best] >= count else None
