@@ -137,7 +137,7 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
     """Each evicted workload, the admitted workloads it makes way for, and its cost.
 
     `for` lists the admitted workloads allowed to evict it that use its nodes, or,
-    when none does, those allowed that draw on the same quota tree.
+    when none does, the first (by name) of those allowed at all.
     """
     snapshot = form.snapshot
     rules = form.preemption
@@ -152,13 +152,19 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
         judged = ((admissions[i].workload, rules.reason(by_ref[admissions[i].workload], victim)) for i in indexes)
         return [(ref, reason) for ref, reason in judged if reason]
 
+    classes = rules.classes([by_ref[a.workload] for a in admissions])   # admissions are sorted by name
     out = []
     for victim, col in zip(form.victims, form.evict_col):
         if not chosen(values, col):
             continue
-        # Those using its nodes first (few, found by index); else any allowed at all.
+        # Those using its nodes first (few, found by index); else one allowed at all,
+        # judged class by class (the rules look at queues and priorities).
         near = sorted({i for node in capacity.node_usage_of(victim) for i in on_node.get(node, ())})
-        sharing = allowed(near, victim) or allowed(range(len(admissions)), victim)
+        sharing = allowed(near, victim)
+        if not sharing:
+            first = min((permitted[0].ref for permitted in (rules.allowed(members, victim)
+                                                            for members in classes.values()) if permitted), default=None)
+            sharing = [] if first is None else [(first, rules.reason(by_ref[first], victim) or "")]
         if not sharing:
             raise DecodeError(f"{victim.ref}: evicted but no admitted workload may evict it")
         out.append(Eviction(victim.ref, sharing[0][1], tuple(sorted(ref for ref, _ in sharing)),
