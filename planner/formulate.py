@@ -253,6 +253,23 @@ class Preemption:
             out[(workload.cluster_queue or "", workload.priority, self.borrows(workload))].append(workload)
         return dict(sorted(out.items()))
 
+    def wide_classes(self, classes: dict[tuple[str, int, bool], list[Workload]], victim: Workload,
+                     cache: dict[tuple[str | None, int], list[tuple[str, int, bool]]]) -> list[tuple[str, int, bool]]:
+        """Classes judged as a whole (not the victim's own queue and priority) that may
+        evict `victim`: the same for every victim of its queue and priority, so kept in
+        `cache` (one per `classes`)."""
+        key = (victim.cluster_queue, victim.priority)
+        if key not in cache:
+            cache[key] = [k for k, members in classes.items()
+                          if class_wide(members, victim) and self.allowed(members, victim)]
+        return cache[key]
+
+    @staticmethod
+    def own_classes(classes: dict[tuple[str, int, bool], list[Workload]],
+                    victim: Workload) -> list[tuple[str, int, bool]]:
+        """Classes of the victim's own queue and priority: each member is judged alone."""
+        return [k for k in ((victim.cluster_queue or "", victim.priority, b) for b in (False, True)) if k in classes]
+
     def allowed(self, members: list[Workload], victim: Workload) -> list[Workload]:
         """Members of one class that may evict `victim`."""
         if not class_wide(members, victim):
@@ -279,12 +296,14 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     snapshot = model.snapshot
     rules = model.preemption = Preemption(snapshot, model.quota_tree)
     classes = rules.classes(pending)
+    wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     model.room = dict(model.free)
     overcommitted = {n for n, free in model.free.items() if any(v < 0 for _, v in free.items())}
     for workload in sorted(capacity.running(snapshot), key=lambda w: w.ref):
         if not semantics.evictable(workload, snapshot):
             continue
-        if not any(rules.allowed(members, workload) for members in classes.values()):
+        if not (rules.wide_classes(classes, workload, wide)
+                or any(rules.allowed(classes[k], workload) for k in rules.own_classes(classes, workload))):
             continue
         model.victims.append(workload)
         model.evict_col.append(model.arrays.add_binary(f"e[{workload.ref}]"))
@@ -304,6 +323,7 @@ def add_preemption_rows(model: Formulation) -> None:
     rules = model.preemption
     index = {w.ref: i for i, w in enumerate(model.workloads)}
     classes = rules.classes(model.workloads)
+    wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     for key, members in classes.items():
         g = model.arrays.add_binary(f"g[{key}]")
         model.class_cols[key] = g
@@ -311,12 +331,9 @@ def add_preemption_rows(model: Formulation) -> None:
                              [(g, 1.0)] + [(model.admit_col[index[w.ref]], -1.0) for w in members], -INF, 0.0)
     for victim, e in zip(model.victims, model.evict_col):
         terms: list[tuple[int, float]] = [(e, 1.0)]
-        for key, members in classes.items():
-            allowed = rules.allowed(members, victim)
-            if allowed and class_wide(members, victim):
-                terms.append((model.class_cols[key], -1.0))
-            else:
-                terms.extend((model.admit_col[index[w.ref]], -1.0) for w in allowed)
+        terms += [(model.class_cols[key], -1.0) for key in rules.wide_classes(classes, victim, wide)]
+        for key in rules.own_classes(classes, victim):
+            terms.extend((model.admit_col[index[w.ref]], -1.0) for w in rules.allowed(classes[key], victim))
         model.arrays.add_row(f"preempt[{victim.ref}]", terms, -INF, 0.0)
 
 
