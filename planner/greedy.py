@@ -141,11 +141,10 @@ class _Eligible:
 @dataclass
 class _LeafCounts:
     """Pods of one request fitting on each node of one eligible set, as of `seen`
-    chunks of the changed-rows log, with their FitIndex kept in step."""
+    chunks of the changed-rows log."""
 
-    counts: np.ndarray
+    leaves: placement.LeafCounts
     seen: int
-    index: placement.FitIndex = field(default_factory=placement.FitIndex)
 
 
 class ClusterState:
@@ -289,13 +288,14 @@ class ClusterState:
         """Pods of `request` fitting on each eligible node now (read-only; cached, caught up by rows)."""
         return self._leaves(eligible, request).counts
 
-    def _leaves(self, eligible: _Eligible, request: Resources) -> _LeafCounts:
+    def _leaves(self, eligible: _Eligible, request: Resources) -> placement.LeafCounts:
         vec = self.vector(request)
         key = (eligible.key, request)
         cached = self._counts.get(key)
         seen = len(self._changed)
         if cached is None:
-            cached = self._counts[key] = _LeafCounts(placement.leaf_counts(self.free[eligible.rows], vec), seen)
+            counts = placement.leaf_counts(self.free[eligible.rows], vec)
+            cached = self._counts[key] = _LeafCounts(placement.LeafCounts(eligible.tree, counts), seen)
         elif cached.seen < seen:
             if self._changed_before[seen] - self._changed_before[cached.seen] > len(eligible.rows) // 4:
                 leaves = np.arange(len(eligible.rows))  # cheaper to recount every node
@@ -305,16 +305,14 @@ class ClusterState:
                 leaves = eligible.leaf_of_row[rows]
                 mine = leaves >= 0
                 leaves, rows = leaves[mine], rows[mine]
-            new = placement.leaf_counts(self.free[rows], vec)
-            cached.index.update(leaves, cached.counts[leaves], new)
-            cached.counts[leaves] = new
+            cached.leaves.update(leaves, placement.leaf_counts(self.free[rows], vec))
             cached.seen = seen
-        return cached
+        return cached.leaves
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
         eligible = self.eligible(option, pod_set)
         leaves = self._leaves(eligible, pod_set.request)
-        return placement.place_counts(eligible.tree, leaves.counts, count, pod_set.topology, leaves.index)
+        return placement.place_counts(eligible.tree, leaves.counts, count, pod_set.topology, leaves)
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)
@@ -551,9 +549,7 @@ def _group_room(state: ClusterState, trees: Sequence[_Eligible], members: Sequen
     room = np.zeros((len(trees), len(domains)), dtype=np.int64)
     for k, (e, ps) in enumerate(zip(trees, members)):
         if len(e.tree):
-            lvl = e.tree.levels.index(level)
-            room[k, index[k]] = np.bincount(e.tree.node_domain[lvl], weights=state.leaf_counts(e, ps.request),
-                                            minlength=len(index[k])).astype(np.int64)
+            room[k, index[k]] = state._leaves(e, ps.request).sums()[e.tree.levels.index(level)]
     return domains, room
 
 
@@ -596,6 +592,15 @@ def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -
         return sorted(tent.choices, key=lambda c: order[c.pod_set.name])
     finally:
         tent.rollback()
+
+
+def fits_at(state: ClusterState, workload: Workload, counts: Sequence[int]) -> bool:
+    """Would try_counts place `workload` at `counts`? The same answer, cheaper for one pod
+    set: no later pod set needs its nodes held, so nothing is taken and given back."""
+    if len(workload.pod_sets) > 1:
+        return not isinstance(try_counts(state, workload, counts), str)
+    cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
+    return not isinstance(_try_pod_set(state, cq, workload.pod_sets[0], counts[0], _Tentative(state)), str)
 
 
 def evaluate(state: ClusterState, workload: Workload) -> list[Choice] | str:
@@ -962,8 +967,7 @@ class Preemption:
         # the next sees, so no such promise is made for them.
         monotone = len(w.pod_sets) == 1
         for counts in targets:
-            chosen = minimal_victims(self.state, victims, lambda: not isinstance(try_counts(self.state, w, counts), str),
-                                     monotone)
+            chosen = minimal_victims(self.state, victims, lambda: fits_at(self.state, w, counts), monotone)
             if chosen is None:
                 continue
             result = evaluate(self.state, w)

@@ -105,23 +105,42 @@ class DomainTree:
         return range(start, end)
 
     def fill(self, counts: np.ndarray, slice_level: int, slice_size: int,
-             inner: Mapping[int, int], top: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+             inner: Mapping[int, int], top: int = 0,
+             sums: Sequence[np.ndarray] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Pods (state) and slices (sliceState) that fit in every domain (Kueue fillInCounts),
-        for the levels from `top` down (the levels above are left empty: not asked for)."""
+        for the levels from `top` down (the levels above are left empty: not asked for).
+
+        `sums`: `level_sums(counts)`, when the caller keeps them: without inner slices
+        they are the pods that fit at every level.
+        """
         depth = len(self.levels)
         empty = np.zeros(0, dtype=np.int64)
         state: list[np.ndarray] = [empty] * depth
-        state[depth - 1] = counts.astype(np.int64, copy=False)
-        for lvl in range(depth - 2, top - 1, -1):
-            child = state[lvl + 1]
-            if lvl + 1 in inner:  # children only contribute whole inner slices
-                child = child // inner[lvl + 1] * inner[lvl + 1]
-            state[lvl] = np.add.reduceat(child, self.first_child[lvl])
+        if sums is not None and not inner:
+            state = list(sums)
+        else:
+            state[depth - 1] = counts.astype(np.int64, copy=False)
+            for lvl in range(depth - 2, top - 1, -1):
+                child = state[lvl + 1]
+                if lvl + 1 in inner:  # children only contribute whole inner slices
+                    child = child // inner[lvl + 1] * inner[lvl + 1]
+                state[lvl] = np.add.reduceat(child, self.first_child[lvl])
         slices: list[np.ndarray] = [empty] * depth
+        if slice_size == 1 and not inner:  # a slice is a pod: the slice sums are the pod sums
+            slices[top:slice_level + 1] = state[top:slice_level + 1]
+            return state, slices
         slices[slice_level] = state[slice_level] // slice_size if slice_size > 1 else state[slice_level]
         for lvl in range(slice_level - 1, top - 1, -1):
             slices[lvl] = np.add.reduceat(slices[lvl + 1], self.first_child[lvl])
         return state, slices
+
+    def level_sums(self, counts: np.ndarray) -> list[np.ndarray]:
+        """Pods fitting in every domain at every level, given the pods fitting on each leaf
+        (the last level is `counts` itself)."""
+        sums = [counts]
+        for lvl in range(len(self.levels) - 2, -1, -1):
+            sums.insert(0, np.add.reduceat(sums[0], self.first_child[lvl]))
+        return sums
 
 
 def leaf_counts(free: np.ndarray, request: np.ndarray) -> np.ndarray:
@@ -297,12 +316,44 @@ class FitIndex:
         return heap[0]
 
 
+class LeafCounts:
+    """Pods fitting on each leaf of a tree, for a caller that places on it many times
+    and changes a few leaves in between (`update`), with what placement derives from
+    them kept in step: the FitIndex and the per-level sums, each built on first use.
+    """
+
+    def __init__(self, tree: DomainTree, counts: np.ndarray):
+        self.tree = tree
+        self.counts = counts.astype(np.int64, copy=False)
+        self.index = FitIndex()
+        self._sums: list[np.ndarray] | None = None
+
+    def sums(self) -> list[np.ndarray]:
+        if self._sums is None:
+            self._sums = self.tree.level_sums(self.counts)
+        return self._sums
+
+    def update(self, leaves: np.ndarray, new: np.ndarray) -> None:
+        """New counts for `leaves` (a leaf may be listed twice, with the same count)."""
+        old = self.counts[leaves]
+        moved = old != new
+        if not moved.any():
+            return
+        leaves, first = np.unique(leaves[moved], return_index=True)
+        old, new = old[moved][first], new[moved][first]
+        self.index.update(leaves, old, new)
+        if self._sums is not None:
+            for lvl in range(len(self.tree.levels) - 1):
+                np.add.at(self._sums[lvl], self.tree.node_domain[lvl][leaves], new - old)
+        self.counts[leaves] = new   # also the last level of the sums
+
+
 def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: TopologyRequest | None,
-                 index: FitIndex | None = None) -> Placement:
+                 leaves: LeafCounts | None = None) -> Placement:
     """Place `count` pods given how many fit on each leaf of `tree` (in tree order).
 
-    `index`: a FitIndex kept up to date with `counts`, to answer the node-level
-    LeastFreeCapacity case without a pass over the leaves.
+    `leaves`: `counts` as a LeafCounts kept up to date by the caller, so that its
+    index and sums spare the passes over every leaf.
     """
     levels = tree.levels
     if count <= 0:
@@ -313,12 +364,13 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
     if len(tree) == 0:
         return Placement(None, "no eligible nodes", needed=count)
     if req.unconstrained and req.level_idx == len(levels) - 1 and req.slice_size == 1:
-        node = index.fullest_fitting(counts, count) if index is not None else _fullest_fitting_node(counts, count)
+        node = leaves.index.fullest_fitting(counts, count) if leaves else _fullest_fitting_node(counts, count)
         if node is not None:
             return Placement({tree.names[node]: count}, needed=count, fit=count)
     # Only a preferred request may climb above its level; nothing reads the levels above.
     top = 0 if not (req.required or req.unconstrained) else req.level_idx
-    state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner, top)
+    state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner, top,
+                              leaves.sums() if leaves and not req.inner else None)
     found = _find_level(tree, req, state, slices, count, req.level_idx)
     if isinstance(found, Placement):
         return found
@@ -373,24 +425,24 @@ def _find_level(tree: DomainTree, req: _Request, state: list[np.ndarray], slices
     levels = tree.levels
     needed = count // req.slice_size
     sl, st = slices[lvl], state[lvl]
+    # One domain that takes every slice: LeastFreeCapacity and BestFit both take the
+    # one with the fewest slices still enough, then the fewest pods, then the first
+    # (BestFit's sorted order, slices desc / pods asc / index, and _best_fit pick the
+    # same one): a min over the domains, no need to sort.
+    fitting = np.flatnonzero(sl >= needed)
+    if len(fitting):
+        fitting = fitting[sl[fitting] == sl[fitting].min()]
+        fitting = fitting[st[fitting] == st[fitting].min()]
+        return lvl, [int(fitting[0])]
     if req.unconstrained:
-        # LeastFreeCapacity: the fullest domain that still fits (a min, no need to sort).
-        fitting = np.flatnonzero(sl >= needed)
-        if len(fitting):
-            fitting = fitting[sl[fitting] == sl[fitting].min()]
-            fitting = fitting[st[fitting] == st[fitting].min()]
-            return lvl, [int(fitting[0])]
         nonzero = np.flatnonzero(sl > 0)
         order = _sorted(nonzero, st, sl, True)
     else:
-        order = _sorted(np.arange(len(sl)), st, sl, False)
-        top = int(order[0])
-        if sl[top] >= needed:
-            return lvl, [int(order[_best_fit(sl[order], needed)])]
         if req.required:
-            return _fail(req, levels, count, int(sl[top]), True)
+            return _fail(req, levels, count, int(sl.max()), True)
         if lvl > 0:
             return _find_level(tree, req, state, slices, count, lvl - 1)
+        order = _sorted(np.arange(len(sl)), st, sl, False)
     # At the top (or unconstrained): take domains in order until covered.
     taken = _fill(order, sl, needed, 1, not req.unconstrained)
     if taken is None:
