@@ -263,7 +263,8 @@ def cli() -> None:
               help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
 @click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
               type=click.FloatRange(min=0, min_open=True),
-              help="Solver time limit in seconds. Default: the policy's (20).")
+              help="Time limit in seconds for planning (everything after reading the snapshot: "
+                   "greedy, start, model, solve, verify). Default: the policy's (20).")
 @click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
               help="Relative MIP gap to stop at, 0 to 1 (0.01 = 1%). Default: the policy's (0.001).")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
@@ -408,7 +409,8 @@ def _solver_options(command: F) -> F:
         click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
                      show_default=True, show_envvar=True, help="milp (HiGHS), greedy or pulp:NAME."),
         click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
-                     type=click.FloatRange(min=0, min_open=True), help="Solver time limit. Default: the policy's."),
+                     type=click.FloatRange(min=0, min_open=True),
+                     help="Time limit for planning (after reading). Default: the policy's."),
         click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
                      help="Relative MIP gap to stop at. Default: the policy's."),
     ]

@@ -26,10 +26,17 @@ from planner.warmstart import empty_start, start_from
 
 # Share of the time limit the start may spend improving on greedy's victims (planner.improve).
 IMPROVE_SHARE = 0.3
+# Share of the time limit kept back for decoding, verifying and writing the plan.
+FINISH_SHARE = 0.15
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
+    """Plan one cycle. The policy's time limit holds the whole of it after reading: each
+    step past greedy (which always finishes: it is the fallback) takes what is left."""
     clock = Clock(read_seconds)
+    policy = snapshot.policy
+    limit = policy.time_limit_seconds
+    deadline = time.monotonic() + limit * (1 - FINISH_SHARE)
     baseline = greedy(snapshot).decisions
     greedy_violations = verify(snapshot, baseline)
     clock.lap("build")
@@ -40,13 +47,14 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
 
     # Volumes and preemption cost on the compact model, then the tie-breakers on the
     # full one (domains spanned, free domains, age, flavor order), volumes held.
-    policy = snapshot.policy
-    deadline = time.monotonic() + policy.time_limit_seconds
-    form = formulate(snapshot, locality=False)
     start = None
     if not policy.greedy_floor:   # the floor is greedy's own plan: start from exactly that
-        better = improve(snapshot, baseline, time.monotonic() + IMPROVE_SHARE * policy.time_limit_seconds)
-        start = start_from(form, better) if better != baseline else None
+        better = improve(snapshot, baseline, min(deadline, time.monotonic() + IMPROVE_SHARE * limit))
+    began = time.monotonic()
+    form = formulate(snapshot, locality=False)
+    model_seconds = time.monotonic() - began
+    if not policy.greedy_floor and better != baseline:
+        start = start_from(form, better)
     start = start if start is not None else start_from(form, baseline)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     has_start = start is not None
@@ -54,13 +62,15 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         start = empty_start(form)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
-    outcome = solve(form, start, backend, policy.time_limit_seconds * (1 - TAIL_SHARE), policy.mip_gap,
+    left = max(0.0, deadline - time.monotonic())
+    outcome = solve(form, start, backend, left * (1 - TAIL_SHARE), policy.mip_gap,
                     polish=lambda v: polished(form, v),
                     floor_at_start=policy.greedy_floor and has_start)
     try:
         decisions = decode(form, outcome.values)
         clock.lap("solve")   # decoding is part of finding the answer
-        decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock)
+        decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock,
+                                         model_seconds)
         outcome.stages.append(tie_stage)
         violations = verify(snapshot, decisions)
     except DecodeError as error:
@@ -88,10 +98,12 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
 
 
 def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: float, gap: float,
-              clock: "Clock") -> tuple[Decisions, StageResult]:
-    """Refine `decisions` on the full model with what time is left; keep them if that fails."""
+              clock: "Clock", model_seconds: float = 0.0) -> tuple[Decisions, StageResult]:
+    """Refine `decisions` on the full model with what time is left; keep them if that fails.
+    Skipped when what is left would not build the full model (it takes longer than the
+    compact one's `model_seconds`) and give it a moment."""
     left = deadline - time.monotonic()
-    if left <= 0.01:
+    if left <= 0.01 or left < 2 * model_seconds:
         return decisions, StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
     full = formulate(snapshot, locality=True)
     start = start_from(full, decisions)

@@ -121,7 +121,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         reached[tier] = achieved
         stage_of[tier] = stages[-1]
     tighten_bounds(form, stage_of, reached)
-    if polish is not None:
+    if polish is not None and time.monotonic() < deadline:   # only for the tail stages
         incumbent = polish(incumbent)
     if form.cost_terms and time.monotonic() >= deadline:
         stages.append(StageResult("preemption cost", "skipped", value_of(form.cost_terms, incumbent),
@@ -131,7 +131,9 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
                                    min(deadline, time.monotonic() + TAIL_SHARE * time_limit), max(gap, TAIL_GAP),
                                    stages, floor=0.0)
         backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
-    if form.secondary:
+    if form.secondary and time.monotonic() >= deadline:
+        stages.append(StageResult("tie-breakers", "skipped", value_of(form.secondary, incumbent), 0.0, 0.0))
+    elif form.secondary:
         if polish is not None:
             incumbent = polish(incumbent)
         incumbent = minimise_stage(form.secondary, "tie-breakers", backend, incumbent,
