@@ -31,11 +31,11 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from models import (
-    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, Eviction, ObjectRef, PodSet, PodSetAssignment,
+    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, Eviction, Node, ObjectRef, PodSet, PodSetAssignment,
     Resources, Snapshot, Workload, WorkloadState, is_gpu,
 )
 from planner import placement
-from planner.capacity import cluster_queue_usage, free_capacity, pod_set_by_name, quota_usage_of
+from planner.capacity import cluster_queue_usage, pod_set_by_name, quota_usage_of
 from planner.placement import DomainTree, Placement, level_noun
 from planner.semantics import (
     FlavorOption, QuotaTree, borrowing_queues, effective_priority, eviction_cost, evictable,
@@ -138,6 +138,48 @@ class _Eligible:
     leaf_of_row: np.ndarray     # matrix row -> leaf index, -1 when not eligible
 
 
+def _free_matrix(snapshot: Snapshot, nodes: Sequence[Node], row: Mapping[str, int],
+                 gone: set[ObjectRef]) -> tuple[np.ndarray, dict[str, int]]:
+    """`capacity.free_capacity` as a nodes x resources matrix, by array updates: each
+    node's allocatable less unmanaged (never negative), less the pods of running
+    workloads not `gone`. Its resources: every one some node has free and every one
+    some pod set requests, in name order."""
+    requested = {r for w in snapshot.workloads for ps in w.pod_sets for r in ps.request.names()}
+    every = sorted(requested.union(*(n.allocatable.names() + n.unmanaged.names() for n in nodes)))
+    at = {r: j for j, r in enumerate(every)}
+
+    def matrix(entries: Iterable[tuple[int, str, int]]) -> np.ndarray:
+        out = np.zeros((len(nodes), len(every)), dtype=np.int64)
+        listed = list(entries)   # (node row, resource, amount), each pair once
+        if listed:
+            i, r, v = zip(*listed)
+            out[np.array(i, dtype=np.int64), np.array([at[x] for x in r], dtype=np.int64)] = v
+        return out
+
+    base = np.maximum(0, matrix((i, r, v) for i, n in enumerate(nodes) for r, v in n.allocatable.items())
+                      - matrix((i, r, v) for i, n in enumerate(nodes) for r, v in n.unmanaged.items()))
+    keep = sorted(requested | {r for r in every if (base[:, at[r]] > 0).any()})
+    rows: list[int] = []
+    used: list[np.ndarray] = []
+    vectors: dict[Resources, np.ndarray] = {}
+    for w in snapshot.workloads:
+        if w.state is not WorkloadState.RUNNING or w.ref in gone:
+            continue
+        for psa in w.assignment:
+            ps = pod_set_by_name(w, psa.name)
+            if ps is None:
+                continue
+            if ps.request not in vectors:
+                vectors[ps.request] = np.array([ps.request.get(r) for r in every], dtype=np.int64)
+            for node, count in psa.pods_per_node().items():
+                if node in row:
+                    rows.append(row[node])
+                    used.append(count * vectors[ps.request])
+    if rows:
+        np.subtract.at(base, np.array(rows, dtype=np.int64), np.array(used, dtype=np.int64))
+    return base[:, [at[r] for r in keep]], {r: j for j, r in enumerate(keep)}
+
+
 @dataclass
 class _LeafCounts:
     """Pods of one request fitting on each node of one eligible set, as of `seen`
@@ -151,26 +193,18 @@ class ClusterState:
     """Free node capacity (a nodes x resources matrix) and quota usage, updated in place."""
 
     def __init__(self, snapshot: Snapshot, evicted: Iterable[ObjectRef] = ()):
-        gone = list(evicted)
+        gone = set(evicted)
         self.snapshot = snapshot
-        free = free_capacity(snapshot, gone)
-        self.node_objs = sorted((n for n in snapshot.nodes if n.name in free), key=lambda n: n.name)
+        self.node_objs = sorted((n for n in snapshot.nodes if n.usable), key=lambda n: n.name)
         self.row = {n.name: i for i, n in enumerate(self.node_objs)}
-        names: set[str] = set()
-        for res in free.values():
-            names.update(res.names())
-        for w in snapshot.workloads:
-            for ps in w.pod_sets:
-                names.update(ps.request.names())
-        self.col = {r: j for j, r in enumerate(sorted(names))}
-        self.free = np.zeros((len(self.node_objs), len(self.col)), dtype=np.int64)
-        for n in self.node_objs:
-            for r, v in free[n.name].items():
-                self.free[self.row[n.name], self.col[r]] = v
+        self.free, self.col = _free_matrix(snapshot, self.node_objs, self.row, gone)
         self.quota = QuotaTree(snapshot)
         self.cq_usage: dict[str, dict[FlavorResource, int]] = defaultdict(dict)
         for key, usage in cluster_queue_usage(snapshot, gone).items():
             self.cq_usage[key].update(usage)
+        # Per queue, how many flavor/resources it uses above nominal quota (kept by charge).
+        self._over: dict[str, int] = {key: sum(v > self.quota.limits(key, fr)[0] for fr, v in usage.items())
+                                      for key, usage in self.cq_usage.items()}
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
         self._trees: dict[object, _Eligible] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
@@ -213,11 +247,17 @@ class ClusterState:
     def nominal(self, cq: str, fr: FlavorResource) -> int:
         return self.quota.limits(f"cq:{cq}", fr)[0]
 
+    def borrowing(self) -> set[str]:
+        """`semantics.borrowing_queues` of the current usage, kept up to date by charge."""
+        return {key.removeprefix("cq:") for key, over in self._over.items() if over > 0}
+
     def charge(self, cq: str, fr: FlavorResource, delta: int) -> None:
         """Add usage to a queue and carry the change up the cohort tree incrementally."""
         key = f"cq:{cq}"
         old = self.cq_usage[key].get(fr, 0)
         self.cq_usage[key][fr] = old + delta
+        nominal = self.quota.limits(key, fr)[0]
+        self._over[key] = self._over.get(key, 0) + (old + delta > nominal) - (old > nominal)
         usage = self._tree_usage.get(fr)
         if usage is None or key not in self.quota.parent:
             return
@@ -764,7 +804,7 @@ class Preemption:
         snap, tree = self.state.snapshot, self.tree
         cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
         policy = cq.preemption
-        borrowing = self.before & borrowing_queues(snap, tree, self.state.cq_usage)
+        borrowing = self.before & self.state.borrowing()
         borrows = must_borrow(snap, w, tree, self.state.cq_usage, self.state.options)
         back = borrowing | {cq.name}
         limits: dict[str, float] = {}   # queue -> highest victim priority worth asking about
