@@ -60,6 +60,7 @@ def relaxation(form: Formulation) -> ModelArrays:
         if unplaceable(choice):
             out.col_upper[choice.use_col] = 0.0
     add_capacity_rows(form, out)
+    add_fit_rows(form, out)
     return out
 
 
@@ -106,6 +107,43 @@ def add_capacity_rows(form: Formulation, out: ModelArrays) -> None:
                 if given:
                     terms.append((e, -given / unit))
             out.add_row(f"capacity[{len(nodes)},{resource}]", terms, -INF, free / unit)
+
+
+def add_fit_rows(form: Formulation, out: ModelArrays) -> None:
+    """Per shape: its pods <= how many fit on its nodes as they are free now, plus, per
+    eviction, what all of the victim's nodes would add were everything on them evicted.
+
+    This catches fragmentation the capacity rows cannot see (8 free GPUs spread over
+    nodes hold no 8-GPU pod). Valid: a node fits more only if some victim on it goes,
+    and then at most its fit with every victim gone."""
+    demand: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for choice in form.choices:
+        demand[choice.shape].extend(choice.pods)
+    nodes = sorted(form.room)
+    row_of = {n: i for i, n in enumerate(nodes)}
+    resources = sorted({r for k in demand for r in form.shapes[k].request.names()})
+    if not nodes or not resources:
+        return
+    free = np.array([[form.free[n].get(r) for r in resources] for n in nodes], dtype=np.int64).reshape(-1, len(resources))
+    room = np.array([[form.room[n].get(r) for r in resources] for n in nodes], dtype=np.int64).reshape(-1, len(resources))
+    pairs = sorted({(v, row_of[n]) for v, victim in enumerate(form.victims)
+                    for n in capacity.node_usage_of(victim) if n in row_of and n not in form.overcommitted})
+    victim_of = np.array([v for v, _ in pairs], dtype=np.int64)
+    node_of = np.array([n for _, n in pairs], dtype=np.int64)
+    for k in sorted(demand):
+        request = np.array([form.shapes[k].request.get(r) for r in resources], dtype=np.int64)
+        used = request > 0
+        eligible = np.array(sorted(row_of[n] for n in form.shapes[k].paths if n in row_of), dtype=np.int64)
+        if not used.any() or not len(eligible):
+            continue
+        fits_now = np.zeros(len(nodes), dtype=np.int64)
+        fits_all = np.zeros(len(nodes), dtype=np.int64)
+        fits_now[eligible] = np.maximum(0, (free[eligible][:, used] // request[used]).min(axis=1))
+        fits_all[eligible] = np.maximum(0, (room[eligible][:, used] // request[used]).min(axis=1))
+        gain = np.bincount(victim_of, weights=(fits_all - fits_now)[node_of], minlength=len(form.victims)) \
+            if len(pairs) else np.zeros(len(form.victims))
+        terms = list(demand[k]) + [(form.evict_col[v], -float(gain[v])) for v in np.flatnonzero(gain > 0)]
+        out.add_row(f"fit[{k}]", terms, -INF, float(fits_now.sum()))
 
 
 def tier_bounds(form: Formulation, achieved: dict[int, float], tiers: list[int]) -> dict[int, float]:

@@ -104,3 +104,17 @@ def test_evictions_give_their_room_to_the_bound():
     plan = plan_snapshot(snap)
     assert [e.workload.name for e in plan.evictions] == ["low"]
     assert_bounds_hold(form, Decisions(plan.admissions, plan.evictions))
+
+
+def test_free_gpus_scattered_over_nodes_hold_fewer_whole_node_pods():
+    """Two 16-GPU nodes with 6 GPUs each taken by work nothing may evict: 20 GPUs are
+    free, but each node holds one 8-GPU pod, so of three such jobs the bound admits two
+    (16 GPUs), not two and a half (20)."""
+    snap = snapshot(nodes=[node("n1", gpu=16), node("n2", gpu=16)], flavors=[flavor("default")],
+                    cqs=[cq("cq", quotas={"default": {GPU: 100, "cpu": 100, "memory": "1Ti"}})],
+                    lqs=[lq("t", "lq", "cq")],
+                    workloads=[running_job("t", "a", nodes={"n1": 1}, gpu=6, priority=50, admitted=ago(hours=1)),
+                               running_job("t", "b", nodes={"n2": 1}, gpu=6, priority=50, admitted=ago(hours=1)),
+                               *(job("t", f"whole-{i}", pods=1, gpu=8, priority=10) for i in range(3))])
+    form = formulate(snap, locality=False)
+    assert tier_bounds(form, {50: 12.0}, [10])[10] == pytest.approx(16.0, abs=1e-4)
