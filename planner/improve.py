@@ -3,22 +3,27 @@
 Kueue's preemption takes candidates in a fixed order (lowest priority, newest
 first) and stops at a short prefix, so a job that needs whole racks or blocks
 cleared rarely gets them: the evictions land scattered over the cluster. This pass
-starts from greedy's plan and, highest priority first, tries every workload still
-waiting once more with the running work it may evict ordered domain by domain: the
-domains (at the finest level the workload must share) whose lower-priority work
-frees the most room for the least lost work come first, so the shortest prefix
-that fits clears a few whole domains. Kueue's minimal-set search then puts back
-every victim not needed.
+starts from greedy's plan and tries every workload still waiting once more,
+highest priority first and, within a priority, largest first (first-fit
+decreasing: volume comes before age in the objective). What it may displace is
+ordered domain by domain: the domains (at the finest level the workload must keep
+its pods together) whose work frees the most room for the least lost work come
+first, so the shortest prefix that fits clears a few whole domains; Kueue's
+minimal-set search then puts back every victim not needed.
 
-Every eviction it makes is of strictly lower priority than the workload it admits
-and allowed by the preemptor's queue policies (the model's own rules), so the plan
-is better than greedy's in the objective's first term or unchanged. Pure: no I/O.
+It may displace admissions of lower tiers that were never started (they wait
+again, and get their turn), running work of lower tiers that its queue's policies
+let it evict or that they let some admitted workload evict (as the model allows:
+an eviction names an admitted workload allowed to make it), and equal-priority
+work its policies allow only for a net gain in its tier. So each step raises the
+objective's first term that it changes, and the plan is never worse than
+greedy's. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import time
 import heapq
+import time
 from collections import defaultdict
 from dataclasses import replace
 
@@ -27,8 +32,8 @@ from planner import capacity
 from planner.formulate import Preemption, candidates
 from planner.greedy import Choice, ClusterState, evaluate, minimal_victims, try_counts
 from planner.semantics import (
-    QuotaTree, assigned_volume, effective_priority, evictable, eviction_cost, flavor_options, queue_order_key,
-    running_volume,
+    QuotaTree, assigned_volume, effective_priority, evictable, eviction_cost, flavor_options, pod_volume,
+    queue_order_key, running_volume,
 )
 from planner.topology import levels_for, node_path
 
@@ -45,8 +50,8 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
     for a in sorted(admitted.values(), key=lambda a: a.workload):
         state.apply_admission(by_ref[a.workload], a)
     victims = Victims(state, evicted, admitted)
-    waiting = [(queue_order_key(w, snapshot), w) for w in candidates(snapshot, {}) if w.ref not in admitted]
-    heapq.heapify(waiting)          # highest effective priority first; work set back returns here
+    waiting = [(_turn(w, snapshot), w) for w in candidates(snapshot, {}) if w.ref not in admitted]
+    heapq.heapify(waiting)          # work set back returns here
     failed: set[object] = set()     # requests that found no room: only freeing adds room
     while waiting and time.monotonic() <= deadline:
         _, w = heapq.heappop(waiting)
@@ -71,13 +76,21 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
         for v in sorted(picked, key=lambda v: v.ref not in victims.unstarted):   # withdrawals first
             dropped = victims.take(w, v)
             if dropped is not None:
-                heapq.heappush(waiting, (queue_order_key(dropped, snapshot), dropped))
+                heapq.heappush(waiting, (_turn(dropped, snapshot), dropped))
         admitted[w.ref] = Admission(workload=w.ref, cluster_queue=w.cluster_queue,  # type: ignore[arg-type]
                                     pod_sets=tuple(c.assignment() for c in choices))
         if chosen:
             failed.clear()
     return Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)),
                      evictions=tuple(evicted[r] for r in sorted(evicted)))
+
+
+def _turn(w: Workload, snapshot: Snapshot) -> tuple:
+    """Highest effective priority first (the objective's first term); within a priority
+    the largest first, as in first-fit decreasing packing (volume comes before age in
+    the objective); then queue order."""
+    volume = sum(ps.count * pod_volume(ps, snapshot) for ps in w.pod_sets)
+    return (-effective_priority(w, snapshot), -volume) + queue_order_key(w, snapshot)[1:]
 
 
 def _request_key(w: Workload) -> object:
