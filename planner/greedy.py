@@ -208,6 +208,7 @@ class ClusterState:
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
         self._trees: dict[object, _Eligible] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
+        self._request_columns: dict[Resources, tuple[np.ndarray, np.ndarray]] = {}
         # Rows whose free capacity changed, a chunk per update, in order, and how many rows
         # before each chunk: cached leaf counts catch up from here.
         self._changed: list[np.ndarray] = []
@@ -329,25 +330,40 @@ class ClusterState:
         return self._leaves(eligible, request).counts
 
     def _leaves(self, eligible: _Eligible, request: Resources) -> placement.LeafCounts:
-        vec = self.vector(request)
         key = (eligible.key, request)
         cached = self._counts.get(key)
         seen = len(self._changed)
         if cached is None:
-            counts = placement.leaf_counts(self.free[eligible.rows], vec)
+            counts = self._fit_counts(eligible.rows, request)
             cached = self._counts[key] = _LeafCounts(placement.LeafCounts(eligible.tree, counts), seen)
         elif cached.seen < seen:
+            # One chunk lists each row once; more may list a row twice (the same count).
+            distinct = seen - cached.seen == 1
             if self._changed_before[seen] - self._changed_before[cached.seen] > len(eligible.rows) // 4:
                 leaves = np.arange(len(eligible.rows))  # cheaper to recount every node
                 rows = eligible.rows
-            else:  # a row changed twice is written twice, with the same count
-                rows = np.concatenate(self._changed[cached.seen:])
+                distinct = True
+            else:
+                rows = self._changed[cached.seen] if distinct else np.concatenate(self._changed[cached.seen:])
                 leaves = eligible.leaf_of_row[rows]
                 mine = leaves >= 0
                 leaves, rows = leaves[mine], rows[mine]
-            cached.leaves.update(leaves, placement.leaf_counts(self.free[rows], vec))
+            cached.leaves.update(leaves, self._fit_counts(rows, request), distinct)
             cached.seen = seen
         return cached.leaves
+
+    def _fit_counts(self, rows: np.ndarray, request: Resources) -> np.ndarray:
+        """`placement.leaf_counts` of these rows of the free matrix, reading only the
+        columns the request needs."""
+        found = self._request_columns.get(request)
+        if found is None:
+            vec = self.vector(request)
+            need = np.flatnonzero(vec > 0)
+            found = self._request_columns[request] = (need, vec[need])
+        need, amounts = found
+        if not len(need):
+            return np.zeros(len(rows), dtype=np.int64)
+        return np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
         eligible = self.eligible(option, pod_set)
@@ -364,7 +380,7 @@ class ClusterState:
         self._log(np.array(rows, dtype=np.int64))
 
     def _log(self, rows: np.ndarray) -> None:
-        """Note rows whose free capacity changed."""
+        """Note rows whose free capacity changed (distinct)."""
         if len(rows):
             self._changed.append(rows)
             self._changed_before.append(self._changed_before[-1] + len(rows))
@@ -412,8 +428,13 @@ class ClusterState:
         if not workloads:
             return
         prints = [self._footprint(w) for w in workloads]
-        rows = np.concatenate([p[0] for p in prints])
-        np.add.at(self.free, rows, sign * np.concatenate([p[1] for p in prints]))
+        if len(prints) == 1:  # distinct rows: no need for np.add.at
+            rows = prints[0][0]
+            self.free[rows] += sign * prints[0][1]
+        else:
+            rows = np.concatenate([p[0] for p in prints])
+            np.add.at(self.free, rows, sign * np.concatenate([p[1] for p in prints]))
+            rows = np.unique(rows)  # each chunk of the log lists a row once
         self._log(rows)
         charges: dict[tuple[str, FlavorResource], int] = defaultdict(int)
         for w, (_, _, usage) in zip(workloads, prints):
@@ -627,11 +648,17 @@ def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -
             single = _try_pod_set(state, cq, ps, counts[i], tent)
             if isinstance(single, str):
                 return f"pod set {ps.name}: {single}" if many else single
+            if len(done) == len(workload.pod_sets):  # the last: no pod set after it needs its nodes held
+                return _in_order(workload, tent.choices + [single])
             tent.add(single)
-        order = {ps.name: k for k, ps in enumerate(workload.pod_sets)}
-        return sorted(tent.choices, key=lambda c: order[c.pod_set.name])
+        return _in_order(workload, tent.choices)
     finally:
         tent.rollback()
+
+
+def _in_order(workload: Workload, choices: list[Choice]) -> list[Choice]:
+    order = {ps.name: k for k, ps in enumerate(workload.pod_sets)}
+    return sorted(choices, key=lambda c: order[c.pod_set.name])
 
 
 def fits_at(state: ClusterState, workload: Workload, counts: Sequence[int]) -> bool:
@@ -784,9 +811,17 @@ class Preemption:
         self._failed: dict[object, int] = {}   # shape of a failed attempt -> state version then
         self._frs: dict[ObjectRef, set[FlavorResource]] = {}
         self._rows: dict[ObjectRef, np.ndarray] = {}
-        # Keyed by id(): workloads live as long as the snapshot, and hashing their refs
-        # in the loops over candidates shows in profiles.
-        self._usage: dict[int, tuple[tuple[FlavorResource, int], ...]] = {}
+        # What each evictable workload charges to quota, a row per workload (by id():
+        # workloads live as long as the snapshot; hashing refs shows in profiles) and a
+        # column per flavor/resource, so that a candidate list's sum is one array sum.
+        evictable_now = [v for q in self.by_queue.values() for v in q]
+        used = [quota_usage_of(v) for v in evictable_now]
+        self._usage_col = {fr: j for j, fr in enumerate(sorted({fr for u in used for fr in u}))}
+        self._usage_row = {id(v): i for i, v in enumerate(evictable_now)}
+        self._usage = np.zeros((len(used), len(self._usage_col)), dtype=np.int64)
+        for i, u in enumerate(used):
+            for fr, amount in u.items():
+                self._usage[i, self._usage_col[fr]] = amount
         # Shape of a preemptor's request -> what it could use (see _needs), and the first
         # shape with the same needs: shapes that need the same share candidate lists.
         self._needed: dict[object, tuple[set[FlavorResource], np.ndarray, object]] = {}
@@ -936,12 +971,6 @@ class Preemption:
         frs, rows, same = self._needed[shape]
         return same, frs, rows
 
-    def _usage_of(self, v: Workload) -> tuple[tuple[FlavorResource, int], ...]:
-        found = self._usage.get(id(v))
-        if found is None:
-            found = self._usage[id(v)] = tuple(quota_usage_of(v).items())
-        return found
-
     def _frs_of(self, v: Workload) -> set[FlavorResource]:
         if v.ref not in self._frs:
             self._frs[v.ref] = {fr for fr, amount in quota_usage_of(v).items() if amount > 0}
@@ -977,16 +1006,16 @@ class Preemption:
         """A cheap necessary test before any search: with every candidate's quota given
         back (each unit raises what the queue may take by at most one), does some
         flavor option of every pod set fit its minimum?"""
-        freed: dict[FlavorResource, int] = defaultdict(int)
-        for c in candidates:
-            for fr, amount in self._usage_of(c.workload):
-                freed[fr] += amount
+        rows = np.fromiter((self._usage_row[id(c.workload)] for c in candidates), dtype=np.int64,
+                           count=len(candidates))
+        given_back = self._usage[rows].sum(axis=0)
+        freed = {fr: int(given_back[j]) for fr, j in self._usage_col.items()}
         for ps in w.pod_sets:
             options = self.state.options(cq, ps)
             if isinstance(options, str):
                 return False
             if not any(all(self.state.lists(cq.name, fr)
-                           and need <= max(0, self.state.available(cq.name, fr)) + freed[fr]
+                           and need <= max(0, self.state.available(cq.name, fr)) + freed.get(fr, 0)
                            for fr, need in quota_usage(ps, option, ps.minimum).items())
                        for option in options):
                 return False

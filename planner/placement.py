@@ -333,14 +333,17 @@ class LeafCounts:
             self._sums = self.tree.level_sums(self.counts)
         return self._sums
 
-    def update(self, leaves: np.ndarray, new: np.ndarray) -> None:
-        """New counts for `leaves` (a leaf may be listed twice, with the same count)."""
+    def update(self, leaves: np.ndarray, new: np.ndarray, distinct: bool = False) -> None:
+        """New counts for `leaves` (a leaf may be listed twice, with the same count,
+        unless the caller says they are `distinct`)."""
         old = self.counts[leaves]
         moved = old != new
         if not moved.any():
             return
-        leaves, first = np.unique(leaves[moved], return_index=True)
-        old, new = old[moved][first], new[moved][first]
+        leaves, old, new = leaves[moved], old[moved], new[moved]
+        if not distinct:
+            leaves, first = np.unique(leaves, return_index=True)
+            old, new = old[first], new[first]
         self.index.update(leaves, old, new)
         if self._sums is not None:
             for lvl in range(len(self.tree.levels) - 1):
