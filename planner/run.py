@@ -1,10 +1,12 @@
-"""One cycle, in order: greedy, formulate, start, solve, decode, verify, choose, assemble.
+"""One cycle, in order: greedy and the start beside the model, solve, decode, verify,
+choose, assemble.
 
-The greedy plan is computed first: it is the fallback when the MILP finds nothing or
-fails, and the yardstick the MILP plan must meet. The MIP start is greedy's plan
-improved by topology-aware victims (planner.improve), or greedy's own plan under the
-policy's greedyFloor. Whatever plan is
-chosen has passed the independent verifier; if none passes, that is an error.
+The greedy plan is the fallback when the MILP finds nothing or fails, and the
+yardstick the MILP plan must meet. The MIP start is greedy's plan improved by
+topology-aware victims (planner.improve), or greedy's own plan under the policy's
+greedyFloor; both are computed on a second core while the model is built
+(planner.starts). Whatever plan is chosen has passed the independent verifier; if
+none passes, that is an error.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from planner.assemble import assemble
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
-from planner.greedy import greedy
-from planner.improve import improve
+from planner.starts import starts, starts_beside
 from planner.solve import TAIL_SHARE, HighsBackend, PulpBackend, StageResult, refine, solve
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
@@ -37,24 +38,24 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     policy = snapshot.policy
     limit = policy.time_limit_seconds
     deadline = time.monotonic() + limit * (1 - FINISH_SHARE)
-    baseline = greedy(snapshot).decisions
-    greedy_violations = verify(snapshot, baseline)
-    clock.lap("build")
     if solver == "greedy":
-        if greedy_violations:
-            raise VerificationError(greedy_violations)
-        return assemble(snapshot, baseline, greedy_report(snapshot, baseline, clock))
+        plans = starts(snapshot, None, deadline)
+        clock.lap("build")
+        if plans.violations:
+            raise VerificationError(plans.violations)
+        return assemble(snapshot, plans.baseline, greedy_report(snapshot, plans.baseline, clock))
 
-    # Volumes and preemption cost on the compact model, then the tie-breakers on the
-    # full one (domains spanned, free domains, age, flavor order), volumes held.
-    start = None
-    if not policy.greedy_floor:   # the floor is greedy's own plan: start from exactly that
-        better = improve(snapshot, baseline, min(deadline, time.monotonic() + IMPROVE_SHARE * limit))
-    began = time.monotonic()
-    form = formulate(snapshot, locality=False)
-    model_seconds = time.monotonic() - began
-    if not policy.greedy_floor and better != baseline:
-        start = start_from(form, better)
+    # Greedy and the improved start on the second core while the compact model (volumes
+    # and preemption cost) is built here; the tie-breakers come later on the full one
+    # (domains spanned, free domains, age, flavor order), volumes held.
+    def build() -> tuple[Formulation, float]:
+        began = time.monotonic()
+        return formulate(snapshot, locality=False), time.monotonic() - began
+
+    improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
+    plans, (form, model_seconds) = starts_beside(snapshot, improve_seconds, deadline, build)
+    baseline, greedy_violations = plans.baseline, plans.violations
+    start = start_from(form, plans.better) if plans.better != baseline else None
     start = start if start is not None else start_from(form, baseline)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     has_start = start is not None

@@ -1,0 +1,84 @@
+"""Greedy's plan and the improved start, computed on the second core while the model is built.
+
+Both are long at scale (seconds each at 16,384 nodes) and independent of the
+model, so the cycle forks: the child runs greedy, verifies it and improves on it,
+the parent formulates meanwhile, and the child sends back the two plans. Fork
+shares the snapshot without copying or pickling it; only the plans come back.
+Where fork is not available, only one CPU is, or the child fails, the same work
+runs in this process, one step after the other, with the same result.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from models import Decisions, Snapshot
+from planner.greedy import greedy
+from planner.improve import improve
+from planner.verify import verify
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Starts:
+    baseline: Decisions          # greedy's plan: the fallback and the yardstick
+    violations: list[str]        # the verifier's findings on it (none, unless there is a bug)
+    better: Decisions            # the improved start (the baseline itself when not improving)
+
+
+def starts(snapshot: Snapshot, improve_seconds: float | None, deadline: float) -> Starts:
+    """Greedy's plan, and it improved for up to `improve_seconds` (None: not at all)."""
+    baseline = greedy(snapshot).decisions
+    violations = verify(snapshot, baseline)
+    if improve_seconds is None:
+        return Starts(baseline, violations, baseline)
+    better = improve(snapshot, baseline, min(deadline, time.monotonic() + improve_seconds))
+    return Starts(baseline, violations, better)
+
+
+def starts_beside(snapshot: Snapshot, improve_seconds: float | None, deadline: float,
+                  work: Callable[[], T]) -> tuple[Starts, T]:
+    """`starts(...)` in a forked child while `work()` runs here; both results."""
+    if not _two_cpus() or "fork" not in multiprocessing.get_all_start_methods():
+        return starts(snapshot, improve_seconds, deadline), work()
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(send, snapshot, improve_seconds, deadline), daemon=True)
+    child.start()
+    send.close()
+    try:
+        result = work()
+    except BaseException:
+        child.kill()
+        raise
+    try:
+        found = receive.recv()
+    except EOFError:      # the child died (out of memory, killed): do it here
+        found = None
+    finally:
+        receive.close()
+        child.join()
+    if not isinstance(found, Starts):
+        found = starts(snapshot, improve_seconds, deadline)
+    return found, result
+
+
+def _child(send, snapshot: Snapshot, improve_seconds: float | None, deadline: float) -> None:  # type: ignore[no-untyped-def]
+    try:
+        send.send(starts(snapshot, improve_seconds, deadline))
+    except Exception as error:   # the parent redoes the work and meets the error itself
+        send.send(repr(error))
+    finally:
+        send.close()
+
+
+def _two_cpus() -> bool:
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except AttributeError:     # not on Linux
+        return (os.cpu_count() or 1) >= 2
