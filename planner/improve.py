@@ -55,7 +55,7 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
     failed: set[object] = set()     # requests that found no room: only freeing adds room
     while waiting and time.monotonic() <= deadline:
         _, w = heapq.heappop(waiting)
-        request = _request_key(w)
+        request = _request_key(w, snapshot)
         if request in failed:
             continue
         ordered = victims.ordered(w)
@@ -93,9 +93,13 @@ def _turn(w: Workload, snapshot: Snapshot) -> tuple:
     return (-effective_priority(w, snapshot), -volume) + queue_order_key(w, snapshot)[1:]
 
 
-def _request_key(w: Workload) -> object:
-    """What decides whether a workload fits (its queue time only where it is elastic)."""
-    return (w.cluster_queue, w.priority, w.queued_at if w.elastic else None,
+def _request_key(w: Workload, snapshot: Snapshot) -> object:
+    """What decides whether a workload finds room: its queue, priorities (the effective
+    one sets what it may displace) and pod sets; its queue time only where it matters
+    (elastic counts, or a queue that may evict newer work of equal priority)."""
+    cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+    timed = w.elastic or cq.preemption.within_cluster_queue == "LowerOrNewerEqualPriority"
+    return (w.cluster_queue, w.priority, effective_priority(w, snapshot), w.queued_at if timed else None,
             tuple((ps.count, ps.minimum, ps.request, ps.topology, ps.tolerations,
                    tuple(sorted(ps.node_selector.items()))) for ps in w.pod_sets))
 
