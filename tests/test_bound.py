@@ -2,6 +2,8 @@
 model allows (never below what a real plan achieves) and be tight where capacity,
 quota or an impossible topology request is what limits a tier."""
 
+from pathlib import Path
+
 import pytest
 
 from builders import GPU, ago, cq, flavor, job, lq, node, required, running_job, snapshot, topology
@@ -12,10 +14,12 @@ from planner.formulate import formulate
 from planner.greedy import greedy
 from planner.improve import improve
 from planner.pipeline import plan_snapshot
+from planner.snapshot import read_snapshot
 from planner.solve import value_of
 from planner.warmstart import start_from
 
 RACK = "cloud.provider.com/topology-rack"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def achieved(form, decisions):
@@ -118,3 +122,13 @@ def test_free_gpus_scattered_over_nodes_hold_fewer_whole_node_pods():
                                *(job("t", f"whole-{i}", pods=1, gpu=8, priority=10) for i in range(3))])
     form = formulate(snap, locality=False)
     assert tier_bounds(form, {50: 12.0}, [10])[10] == pytest.approx(16.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["nvl72.json", "four-level.json", "hierarchical-cohorts.yaml", "multi-team-gpu.yaml"])
+def test_no_fixture_plan_beats_the_bound(name):
+    """The fixtures have slices, pod-set groups, preferred levels and cohorts of cohorts."""
+    snap = read_snapshot([FIXTURES / name])
+    form = formulate(snap, locality=False)
+    base = greedy(snap).decisions
+    for decisions in (base, improve(snap, base)):
+        assert_bounds_hold(form, decisions)
