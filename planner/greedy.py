@@ -213,8 +213,14 @@ class ClusterState:
         # before each chunk: cached leaf counts catch up from here.
         self._changed: list[np.ndarray] = []
         self._changed_before: list[int] = [0]
-        self._counts: dict[tuple[object, Resources], _LeafCounts] = {}
+        self._counts: dict[int, _LeafCounts] = {}   # by _count_keys of (eligible key, request)
         self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
+        # Memos by object identity, for the hot paths: hashing requests and tolerations
+        # (dataclasses) on every fit test shows in profiles. Each entry holds the objects
+        # it is keyed by, so their ids cannot be reused while it exists.
+        self._options_of: dict[tuple[str, int], tuple[PodSet, list[FlavorOption] | str]] = {}
+        self._placing_of: dict[tuple[int, int], tuple[FlavorOption, PodSet, _Eligible, int]] = {}
+        self._count_keys: dict[tuple[object, Resources], int] = {}
         self._domain_unions: dict[object, tuple[list[tuple[str, ...]], list[np.ndarray]]] = {}
         # By id(): workloads live as long as the snapshot, and hashing refs shows in profiles.
         self._footprints: dict[int, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]] = {}
@@ -223,10 +229,14 @@ class ClusterState:
     def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
         """`semantics.flavor_options`, cached: it reads only the queue, the pod set's request
         and tolerations, and the flavors, none of which change during a run."""
+        seen = self._options_of.get((cq.name, id(pod_set)))
+        if seen is not None and seen[0] is pod_set:
+            return seen[1]
         key = (cq.name, pod_set.request, pod_set.tolerations)
         found = self._options.get(key)
         if found is None:
             found = self._options[key] = flavor_options(self.snapshot, cq, pod_set)
+        self._options_of[(cq.name, id(pod_set))] = (pod_set, found)
         return found
 
     # -- quota
@@ -329,8 +339,9 @@ class ClusterState:
         """Pods of `request` fitting on each eligible node now (read-only; cached, caught up by rows)."""
         return self._leaves(eligible, request).counts
 
-    def _leaves(self, eligible: _Eligible, request: Resources) -> placement.LeafCounts:
-        key = (eligible.key, request)
+    def _leaves(self, eligible: _Eligible, request: Resources, key: int | None = None) -> placement.LeafCounts:
+        if key is None:
+            key = self._count_keys.setdefault((eligible.key, request), len(self._count_keys))
         cached = self._counts.get(key)
         seen = len(self._changed)
         if cached is None:
@@ -366,8 +377,13 @@ class ClusterState:
         return np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
-        eligible = self.eligible(option, pod_set)
-        leaves = self._leaves(eligible, pod_set.request)
+        seen = self._placing_of.get((id(option), id(pod_set)))
+        if seen is None or seen[0] is not option or seen[1] is not pod_set:
+            eligible = self.eligible(option, pod_set)
+            key = self._count_keys.setdefault((eligible.key, pod_set.request), len(self._count_keys))
+            seen = self._placing_of[(id(option), id(pod_set))] = (option, pod_set, eligible, key)
+        eligible = seen[2]
+        leaves = self._leaves(eligible, pod_set.request, seen[3])
         return placement.place_counts(eligible.tree, leaves.counts, count, pod_set.topology, leaves)
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
