@@ -152,7 +152,7 @@ def tier_bounds(form: Formulation, achieved: dict[int, float], tiers: list[int])
     import highspy
 
     lp_arrays = relaxation(form)
-    h = highs_from(lp_arrays, integral=False)
+    h = highs_from(lp_arrays, form.snapshot.policy.threads, integral=False)
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
     out: dict[int, float] = {}
     for tier in form.tiers:

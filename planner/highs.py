@@ -10,13 +10,17 @@ import numpy as np
 from planner.model_arrays import ModelArrays
 
 
-def highs_from(arrays: ModelArrays, integral: bool = True):  # type: ignore[no-untyped-def]
-    """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective."""
+def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # type: ignore[no-untyped-def]
+    """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
+
+    `threads` is set on every instance: HiGHS keeps one thread scheduler per process,
+    sized by the first run, and refuses to run an instance asking for another size."""
     import highspy
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("log_to_console", False)
+    h.setOptionValue("threads", max(1, threads))
     lp = highspy.HighsLp()
     lp.num_col_ = arrays.num_cols
     lp.num_row_ = arrays.num_rows

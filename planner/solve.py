@@ -224,8 +224,7 @@ class HighsBackend:
         import highspy
 
         self._hs = highspy
-        self.h = highs_from(arrays)
-        self.h.setOptionValue("threads", max(1, threads))
+        self.h = highs_from(arrays, threads)
         self.h.setOptionValue("random_seed", seed)
         self.num_cols = arrays.num_cols
         self.lower = np.asarray(arrays.col_lower, dtype=np.float64)

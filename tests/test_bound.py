@@ -2,6 +2,9 @@
 model allows (never below what a real plan achieves) and be tight where capacity,
 quota or an impossible topology request is what limits a tier."""
 
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,31 @@ def test_no_fixture_plan_beats_the_bound(name):
     base = greedy(snap).decisions
     for decisions in (base, improve(snap, base)):
         assert_bounds_hold(form, decisions)
+
+
+def test_the_relaxation_and_the_milp_run_in_one_process():
+    """HiGHS sizes one thread scheduler per process at its first run and refuses any
+    instance asking for another size: the relaxation's LP, run first in a fresh
+    process, must leave the MILP stages able to run (both use the policy's threads)."""
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        from builders import GPU, cq, flavor, job, lq, node, snapshot
+        from planner.bound import tier_bounds
+        from planner.formulate import formulate
+        from planner.run import make_backend
+        from planner.warmstart import empty_start
+        snap = snapshot(nodes=[node("n1", gpu=4)], flavors=[flavor("default")],
+                        cqs=[cq("cq", quotas={"default": {GPU: 8, "cpu": 100, "memory": "1Ti"}})],
+                        lqs=[lq("t", "lq", "cq")], workloads=[job("t", "j", pods=2, gpu=1, priority=1)])
+        form = formulate(snap, locality=False)
+        assert tier_bounds(form, {}, form.tiers), "the LP ran"
+        backend = make_backend(form, "milp", snap)
+        backend.set_objective(form.tier_volume[1], maximize=True)
+        values, status, bound = backend.run(10, 0.0, empty_start(form))
+        print(status, bound)
+    """)
+    done = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["optimal", "2.0"], done.stdout
