@@ -725,8 +725,7 @@ def may_preempt(cq: ClusterQueue) -> bool:
     return "Never" != p.within_cluster_queue or "Never" != p.reclaim_within_cohort or "Never" != p.borrow_within_cohort
 
 
-def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool],
-                    monotone: bool = False) -> list[int] | None:
+def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool]) -> list[int] | None:
     """Kueue's classical search: remove candidates in order until `fits()`, then add
     each back in reverse (all but the last removed), keeping it where it still fits.
 
@@ -736,10 +735,6 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     fitting prefix is found by galloping then bisection: Kueue's answer in O(log k)
     fit tests and O(k) releases for k victims, rather than n of each. (Were some
     placement not monotone, the prefix found still fits.)
-
-    `monotone`: the caller knows `fits` is monotone (see Preemption._attempt), so when
-    removing every candidate does not fit, no prefix does: that is tested right after
-    no candidate, and a hopeless search costs two fit tests instead of a gallop.
     """
     n = len(candidates)
     removed = 0
@@ -758,10 +753,6 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
         if fits():
             break
         bad = k
-        if k == 0 < n and monotone:  # if all of them do not make room, no prefix does
-            prefix(n)
-            if not fits():
-                k = n
         if k == n:
             prefix(0)
             return None
@@ -821,6 +812,11 @@ class Preemption:
                     self.by_queue[w.cluster_queue].append(w)
         for q in list(self.by_queue.values()) + list(self.all_by_queue.values()):
             q.sort(key=self._order)  # Kueue's order within a queue: priority, newest admitted, UID
+        # Every evictable workload's place in that order (by id(), as below): merging
+        # queues compares these ints instead of the order's tuples.
+        self._rank = {id(v): r for r, v in enumerate(sorted((v for q in self.by_queue.values() for v in q),
+                                                            key=self._order))}
+        self._candidates: dict[tuple[int, str], Candidate] = {}   # (id, reason) -> the one object
         self.root = {name: self.tree.root_of(f"cq:{name}") for name in snap.cluster_queues
                      if f"cq:{name}" in self.tree.parent}
         self.evicted: dict[ObjectRef, Eviction] = {}
@@ -844,8 +840,8 @@ class Preemption:
         self._same_needs: dict[tuple[frozenset[FlavorResource], bytes], object] = {}
         # (needs, queue) -> that queue's candidates for the needs (see _matching), and per
         # queue every such list, so that an eviction can be taken out of all of them.
-        self._lists: dict[tuple[object, str], list[tuple[tuple, Workload]]] = {}
-        self._lists_of_queue: dict[str, list[list[tuple[tuple, Workload]]]] = defaultdict(list)
+        self._lists: dict[tuple[object, str], list[tuple[int, Workload]]] = {}
+        self._lists_of_queue: dict[str, list[list[tuple[int, Workload]]]] = defaultdict(list)
 
     @staticmethod
     def _order(w: Workload) -> tuple[int, float, str, str]:
@@ -875,8 +871,8 @@ class Preemption:
         # decide each combination once, not once per running workload.
         verdicts: dict[tuple[str | None, int, bool, bool], tuple[str | None, bool]] = {}
 
-        def allowed(name: str) -> Iterator[tuple[tuple, Candidate]]:
-            """One queue's candidates in Kueue's order, with their order keys."""
+        def allowed(name: str) -> Iterator[tuple[int, Candidate]]:
+            """One queue's candidates in Kueue's order, with their ranks in it."""
             limit = limits[name]
             for key, v in self._matching(shape, name):
                 if v.priority > limit:
@@ -887,21 +883,24 @@ class Preemption:
                     verdicts[vkey] = (preemption_reason(snap, w, v, tree, borrowing, borrows), back_again)
                 reason, back_again = verdicts[vkey]
                 if reason is not None and not back_again:
-                    yield key, Candidate(v, reason)
+                    candidate = self._candidates.get((id(v), reason))
+                    if candidate is None:
+                        candidate = self._candidates[(id(v), reason)] = Candidate(v, reason)
+                    yield key, candidate
 
         # Another queue gives up nothing unless it is borrowing (preemption_reason). Other
         # queues come first, merged in Kueue's order, then the preemptor's own queue; only the
         # first MAX_CANDIDATES in all are wanted, so each queue is read only as far as it
-        # contributes to them. (Order keys end with the ref: unique, no ties.)
+        # contributes to them. (Ranks are unique: no ties.)
         others = [allowed(name) for name in sorted(limits) if name != cq.name and name in borrowing]
         own = allowed(cq.name) if cq.name in limits else iter(())
         merged = itertools.chain(heapq.merge(*others), own)
         return [c for _, c in itertools.islice(merged, MAX_CANDIDATES)]
 
-    def _matching(self, shape: object, name: str) -> list[tuple[tuple, Workload]]:
+    def _matching(self, shape: object, name: str) -> list[tuple[int, Workload]]:
         """Queue `name`'s evictable running workloads, not evicted yet, that a preemptor of
         `shape` could use the room of (a flavor/resource it could charge, or a node it could
-        use), with their order keys, in Kueue's order.
+        use), with their ranks, in Kueue's order.
 
         What a workload uses never changes, so the list is built once per (needs, queue)
         and evictions are taken out of it as they happen (`_evict`).
@@ -909,7 +908,7 @@ class Preemption:
         found = self._lists.get((shape, name))
         if found is None:
             needs, rows, _ = self._needed[shape]
-            found = [(self._order(v), v) for v in self.by_queue.get(name, ())
+            found = [(self._rank[id(v)], v) for v in self.by_queue.get(name, ())
                      if v.ref not in self.evicted and (self._frs_of(v) & needs or rows[self._rows_of(v)].any())]
             self._lists[(shape, name)] = found
             self._lists_of_queue[name].append(found)
@@ -919,9 +918,9 @@ class Preemption:
         v = c.workload
         self.evicted[v.ref] = Eviction(workload=v.ref, reason=c.reason, for_=(preemptor.ref,),
                                        cost=eviction_cost(v, self.state.snapshot))
-        key = self._order(v)
+        rank = self._rank[id(v)]
         for found in self._lists_of_queue[v.cluster_queue]:  # type: ignore[index]
-            i = bisect.bisect_left(found, (key,))  # (key,) sorts just before (key, v)
+            i = bisect.bisect_left(found, (rank,))  # (rank,) sorts just before (rank, v)
             if i < len(found) and found[i][1] is v:
                 del found[i]
 
@@ -1045,14 +1044,8 @@ class Preemption:
         targets = [[ps.count for ps in w.pod_sets]]
         if w.elastic:
             targets.append([ps.minimum for ps in w.pod_sets])
-        # One pod set's fit only grows with what is freed: each flavor option's quota
-        # (available() only grows as usage falls) and placement (pods per node, hence per
-        # domain and slice, only grow) are monotone, and the pod set fits when some option
-        # does. Several pod sets are placed one after another, each choice changing what
-        # the next sees, so no such promise is made for them.
-        monotone = len(w.pod_sets) == 1
         for counts in targets:
-            chosen = minimal_victims(self.state, victims, lambda: fits_at(self.state, w, counts), monotone)
+            chosen = minimal_victims(self.state, victims, lambda: fits_at(self.state, w, counts))
             if chosen is None:
                 continue
             result = evaluate(self.state, w)
