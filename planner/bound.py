@@ -17,6 +17,7 @@ a fraction of a second. Pure: no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,8 +60,10 @@ def relaxation(form: Formulation) -> ModelArrays:
     for choice in form.choices:
         if unplaceable(choice):
             out.col_upper[choice.use_col] = 0.0
-    add_capacity_rows(form, out)
-    add_fit_rows(form, out)
+    demand = shape_demands(form)
+    table = NodeTable.of(form, sorted({r for k in demand for r in form.shapes[k].request.names()}))
+    add_capacity_rows(form, out, table, demand)
+    add_fit_rows(form, out, table, demand)
     return out
 
 
@@ -84,64 +87,94 @@ def placement_columns(form: Formulation) -> set[int]:
     return cols
 
 
-def add_capacity_rows(form: Formulation, out: ModelArrays) -> None:
-    """Per eligible node set E and resource: pods of shapes confined to E <= free in E + freed in E."""
-    eligible = [frozenset(n for n in shape.paths if n in form.room) for shape in form.shapes]
-    demand: dict[int, list[tuple[int, float]]] = defaultdict(list)   # shape -> pods expression
+@dataclass
+class NodeTable:
+    """Nodes x resources, as arrays: free now, free were every victim gone, and what each
+    victim uses on each node (one entry per (victim, node) pair)."""
+
+    nodes: list[str]
+    row_of: dict[str, int]
+    resources: list[str]
+    free: np.ndarray          # nodes x resources
+    room: np.ndarray          # nodes x resources
+    victim_of: np.ndarray     # per pair
+    node_of: np.ndarray       # per pair
+    used: np.ndarray          # pairs x resources
+
+    @classmethod
+    def of(cls, form: Formulation, resources: list[str]) -> "NodeTable":
+        nodes = sorted(form.room)
+        row_of = {n: i for i, n in enumerate(nodes)}
+        width = len(resources)
+        free = np.array([[form.free[n].get(r) for r in resources] for n in nodes], dtype=np.int64)
+        room = np.array([[form.room[n].get(r) for r in resources] for n in nodes], dtype=np.int64)
+        pairs = [(v, row_of[n], [u.get(r) for r in resources]) for v, victim in enumerate(form.victims)
+                 for n, u in capacity.node_usage_of(victim).items()
+                 if n in row_of and n not in form.overcommitted]   # an overcommitted node frees nothing
+        return cls(nodes, row_of, resources, free.reshape(len(nodes), width), room.reshape(len(nodes), width),
+                   np.array([v for v, _, _ in pairs], dtype=np.int64),
+                   np.array([n for _, n, _ in pairs], dtype=np.int64),
+                   np.array([u for _, _, u in pairs], dtype=np.int64).reshape(len(pairs), width))
+
+    def per_victim(self, per_pair: np.ndarray, count: int) -> np.ndarray:
+        """Sum a per-(victim, node) quantity over each victim's nodes."""
+        if not len(self.victim_of):
+            return np.zeros(count)
+        return np.bincount(self.victim_of, weights=per_pair, minlength=count)
+
+
+def shape_demands(form: Formulation) -> dict[int, list[tuple[int, float]]]:
+    """Per shape, the expression of its pods over every choice placing it."""
+    demand: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for choice in form.choices:
         demand[choice.shape].extend(choice.pods)
+    return demand
+
+
+def add_capacity_rows(form: Formulation, out: ModelArrays, table: NodeTable,
+                      demand: dict[int, list[tuple[int, float]]]) -> None:
+    """Per eligible node set E and resource: pods of shapes confined to E <= free in E + freed in E."""
+    eligible = [frozenset(n for n in shape.paths if n in table.row_of) for shape in form.shapes]
     units = resource_units(form)
-    usage = [capacity.node_usage_of(v) for v in form.victims]
     for nodes in sorted(set(eligible), key=lambda s: (len(s), sorted(s)[:1])):
         inside = [k for k, e in enumerate(eligible) if e <= nodes and demand.get(k)]
         if not inside:
             continue
-        resources = sorted({r for k in inside for r in form.shapes[k].request.names()})
-        for resource in resources:
+        mask = np.zeros(len(table.nodes), dtype=bool)
+        mask[[table.row_of[n] for n in nodes]] = True
+        pair_inside = mask[table.node_of] if len(table.node_of) else np.zeros(0, dtype=bool)
+        needed = {r for k in inside for r in form.shapes[k].request.names()}
+        for j, resource in enumerate(table.resources):
+            if resource not in needed:
+                continue
             unit = units.get(resource, 1)
-            free = sum(form.free[n].get(resource) for n in nodes if n in form.free)
             terms = [(col, coef * form.shapes[k].request.get(resource) / unit)
                      for k in inside for col, coef in demand[k] if form.shapes[k].request.get(resource)]
-            for e, used in zip(form.evict_col, usage):
-                given = sum(u.get(resource) for n, u in used.items() if n in nodes and n not in form.overcommitted)
-                if given:
-                    terms.append((e, -given / unit))
-            out.add_row(f"capacity[{len(nodes)},{resource}]", terms, -INF, free / unit)
+            given = table.per_victim(np.where(pair_inside, table.used[:, j], 0), len(form.victims))
+            terms += [(form.evict_col[v], -float(given[v]) / unit) for v in np.flatnonzero(given > 0)]
+            out.add_row(f"capacity[{len(nodes)},{resource}]", terms, -INF, float(table.free[mask, j].sum()) / unit)
 
 
-def add_fit_rows(form: Formulation, out: ModelArrays) -> None:
+def add_fit_rows(form: Formulation, out: ModelArrays, table: NodeTable,
+                 demand: dict[int, list[tuple[int, float]]]) -> None:
     """Per shape: its pods <= how many fit on its nodes as they are free now, plus, per
     eviction, what all of the victim's nodes would add were everything on them evicted.
 
     This catches fragmentation the capacity rows cannot see (8 free GPUs spread over
     nodes hold no 8-GPU pod). Valid: a node fits more only if some victim on it goes,
     and then at most its fit with every victim gone."""
-    demand: dict[int, list[tuple[int, float]]] = defaultdict(list)
-    for choice in form.choices:
-        demand[choice.shape].extend(choice.pods)
-    nodes = sorted(form.room)
-    row_of = {n: i for i, n in enumerate(nodes)}
-    resources = sorted({r for k in demand for r in form.shapes[k].request.names()})
-    if not nodes or not resources:
-        return
-    free = np.array([[form.free[n].get(r) for r in resources] for n in nodes], dtype=np.int64).reshape(-1, len(resources))
-    room = np.array([[form.room[n].get(r) for r in resources] for n in nodes], dtype=np.int64).reshape(-1, len(resources))
-    pairs = sorted({(v, row_of[n]) for v, victim in enumerate(form.victims)
-                    for n in capacity.node_usage_of(victim) if n in row_of and n not in form.overcommitted})
-    victim_of = np.array([v for v, _ in pairs], dtype=np.int64)
-    node_of = np.array([n for _, n in pairs], dtype=np.int64)
     for k in sorted(demand):
-        request = np.array([form.shapes[k].request.get(r) for r in resources], dtype=np.int64)
+        request = np.array([form.shapes[k].request.get(r) for r in table.resources], dtype=np.int64)
         used = request > 0
-        eligible = np.array(sorted(row_of[n] for n in form.shapes[k].paths if n in row_of), dtype=np.int64)
+        eligible = np.array(sorted(table.row_of[n] for n in form.shapes[k].paths if n in table.row_of),
+                            dtype=np.int64)
         if not used.any() or not len(eligible):
             continue
-        fits_now = np.zeros(len(nodes), dtype=np.int64)
-        fits_all = np.zeros(len(nodes), dtype=np.int64)
-        fits_now[eligible] = np.maximum(0, (free[eligible][:, used] // request[used]).min(axis=1))
-        fits_all[eligible] = np.maximum(0, (room[eligible][:, used] // request[used]).min(axis=1))
-        gain = np.bincount(victim_of, weights=(fits_all - fits_now)[node_of], minlength=len(form.victims)) \
-            if len(pairs) else np.zeros(len(form.victims))
+        fits_now = np.zeros(len(table.nodes), dtype=np.int64)
+        fits_all = np.zeros(len(table.nodes), dtype=np.int64)
+        fits_now[eligible] = np.maximum(0, (table.free[eligible][:, used] // request[used]).min(axis=1))
+        fits_all[eligible] = np.maximum(0, (table.room[eligible][:, used] // request[used]).min(axis=1))
+        gain = table.per_victim((fits_all - fits_now)[table.node_of], len(form.victims))
         terms = list(demand[k]) + [(form.evict_col[v], -float(gain[v])) for v in np.flatnonzero(gain > 0)]
         out.add_row(f"fit[{k}]", terms, -INF, float(fits_now.sum()))
 
