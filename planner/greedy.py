@@ -222,8 +222,8 @@ class ClusterState:
         self._placing_of: dict[tuple[int, int], tuple[FlavorOption, PodSet, _Eligible, int]] = {}
         self._count_keys: dict[tuple[object, Resources], int] = {}
         self._domain_unions: dict[object, tuple[list[tuple[str, ...]], list[np.ndarray]]] = {}
-        # By id(): workloads live as long as the snapshot, and hashing refs shows in profiles.
-        self._footprints: dict[int, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]] = {}
+        # By id() (hashing refs shows in profiles); each entry holds its workload, so the id stays its own.
+        self._footprints: dict[int, tuple[Workload, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]]] = {}
         self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
 
     def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
@@ -464,8 +464,8 @@ class ClusterState:
         """A running workload's matrix rows (distinct), what it uses on each, and its quota
         charges; cached, as preemption releases and takes back the same workloads often.
         (Charges summed per flavor/resource move the cohort usage exactly as one by one.)"""
-        found = self._footprints.get(id(workload))
-        if found is None:
+        seen = self._footprints.get(id(workload))
+        if seen is None or seen[0] is not workload:
             used: dict[int, np.ndarray] = {}
             for psa in workload.assignment:
                 ps = pod_set_by_name(workload, psa.name)
@@ -477,8 +477,8 @@ class ClusterState:
                         used[row] = used.get(row, 0) + count * self.vector(ps.request)
             rows = np.array(sorted(used), dtype=np.int64)
             matrix = np.array([used[r] for r in sorted(used)], dtype=np.int64).reshape(len(rows), len(self.col))
-            found = self._footprints[id(workload)] = (rows, matrix, tuple(quota_usage_of(workload).items()))
-        return found
+            seen = self._footprints[id(workload)] = (workload, (rows, matrix, tuple(quota_usage_of(workload).items())))
+        return seen[1]
 
     def apply_admission(self, workload: Workload, admission: Admission) -> None:
         """Account for a decided admission (explain and callers replaying a plan)."""
@@ -812,7 +812,7 @@ class Preemption:
                     self.by_queue[w.cluster_queue].append(w)
         for q in list(self.by_queue.values()) + list(self.all_by_queue.values()):
             q.sort(key=self._order)  # Kueue's order within a queue: priority, newest admitted, UID
-        # Every evictable workload's place in that order (by id(), as below): merging
+        # Every evictable workload's place in that order (by id(): by_queue holds them all): merging
         # queues compares these ints instead of the order's tuples.
         self._rank = {id(v): r for r, v in enumerate(sorted((v for q in self.by_queue.values() for v in q),
                                                             key=self._order))}
