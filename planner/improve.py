@@ -105,7 +105,8 @@ def _request_key(w: Workload, snapshot: Snapshot) -> object:
 
 
 class Victims:
-    """Running work that may still be evicted, and its order for one preemptor."""
+    """What a waiting workload may displace (unstarted admissions, running work), and
+    its order for one preemptor."""
 
     def __init__(self, state: ClusterState, evicted: dict[ObjectRef, Eviction], admitted: dict[ObjectRef, Admission]):
         snapshot = state.snapshot
@@ -122,6 +123,7 @@ class Victims:
         # Admitted workloads by preemptor class (queue, priority, must borrow): an eviction
         # may be made for any of them that the rules let evict it (as in the model).
         self.admitted_by_class: dict[tuple[str, int, bool], list[Workload]] = defaultdict(list)
+        self._evictors: dict[tuple[str | None, int], tuple[str, int, bool] | None] = {}
         for ref in sorted(admitted):
             self.admit(by_ref[ref])
         # By (queue, priority): the rules judge such a group alike, but for the
@@ -137,7 +139,10 @@ class Victims:
         self._domains: dict[tuple[tuple[str, ...], int], dict[str, Domain]] = {}
 
     def admit(self, w: Workload) -> None:
-        self.admitted_by_class[(w.cluster_queue or "", w.priority, self.rules.borrows(w))].append(w)
+        members = self.admitted_by_class[(w.cluster_queue or "", w.priority, self.rules.borrows(w))]
+        if not members:
+            self._evictors.clear()   # a class that may evict what no other could
+        members.append(w)
 
     def take(self, preemptor: Workload, victim: Workload) -> Workload | None:
         """Record that `victim` gives way to `preemptor`: an unstarted admission is
@@ -146,8 +151,11 @@ class Victims:
         if victim.ref in self.unstarted:
             original = self.original[victim.ref]
             del self.unstarted[victim.ref], self.admitted[victim.ref]
-            self.admitted_by_class[(original.cluster_queue or "", original.priority,
-                                    self.rules.borrows(original))].remove(original)
+            members = self.admitted_by_class[(original.cluster_queue or "", original.priority,
+                                              self.rules.borrows(original))]
+            members.remove(original)
+            if not members:
+                self._evictors.clear()
             return original
         self.groups[(victim.cluster_queue or "", victim.priority)].remove(victim)
         evictor = preemptor if self.rules.reason(preemptor, victim) else self.other_evictor(victim)
@@ -159,7 +167,19 @@ class Victims:
 
     def other_evictor(self, victim: Workload, leaving: set[ObjectRef] = frozenset()) -> Workload | None:
         """An admitted workload (not `leaving`) the rules let evict `victim`, judged class by
-        class (not within the victim's own queue and priority, where each is judged alone)."""
+        class (not within the victim's own queue and priority, where each is judged alone).
+        Without `leaving`, the class found is kept per victim group until classes change."""
+        if not leaving:
+            group = (victim.cluster_queue, victim.priority)
+            if group not in self._evictors:
+                found = self._other_evictor(victim, leaving)
+                self._evictors[group] = None if found is None else \
+                    (found.cluster_queue or "", found.priority, self.rules.borrows(found))
+            key = self._evictors[group]
+            return None if key is None else self.admitted_by_class[key][0]
+        return self._other_evictor(victim, leaving)
+
+    def _other_evictor(self, victim: Workload, leaving: set[ObjectRef]) -> Workload | None:
         for (queue, priority, _), members in self.admitted_by_class.items():
             if (queue, priority) == (victim.cluster_queue, victim.priority):
                 continue
