@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from models import Decisions, Plan, Snapshot, SolverReport
 from planner import score
 from planner.assemble import assemble
@@ -55,12 +57,13 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
     plans, (form, model_seconds) = starts_beside(snapshot, improve_seconds, deadline, build)
     baseline, greedy_violations = plans.baseline, plans.violations
-    start = start_from(form, plans.better) if plans.better != baseline else None
-    start = start if start is not None else start_from(form, baseline)
+    start_plan, start = plans.better, start_from(form, plans.better) if plans.better != baseline else None
+    if start is None:
+        start_plan, start = baseline, start_from(form, baseline)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     has_start = start is not None
     if start is None:
-        start = empty_start(form)
+        start_plan, start = Decisions(), empty_start(form)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     left = max(0.0, deadline - time.monotonic())
@@ -68,7 +71,10 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
                     polish=lambda v: polished(form, v),
                     floor_at_start=policy.greedy_floor and has_start)
     try:
-        decisions = decode(form, outcome.values)
+        # A start no stage improved on is kept as it was placed (greedy's BestFit keeps
+        # pod sets together; decoding the same volumes again need not).
+        unchanged = np.array_equal(outcome.values, start)
+        decisions = start_plan if unchanged else decode(form, outcome.values)
         clock.lap("solve")   # decoding is part of finding the answer
         decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock,
                                          model_seconds)

@@ -41,3 +41,29 @@ def test_without_improving_the_start_is_greedy_itself():
     snap = random_snapshot(50_200, with_running=True)
     plans, _ = starts_beside(snap, None, time.monotonic() + 60, lambda: None)
     assert plans.better == plans.baseline and plans.violations == []
+
+
+def test_a_start_no_stage_improves_is_kept_as_greedy_placed_it():
+    """With no time for any stage, the plan is the start exactly, pods on the nodes
+    greedy's BestFit chose: each preferred-rack job in one rack. (Decoding the same
+    volumes again would hand nodes out by name, n1 and n2, across both racks.)"""
+    from dataclasses import replace
+
+    from builders import GPU, cq, flavor, job, lq, node, preferred, snapshot, topology
+    from models import HOSTNAME_LABEL
+    from planner.greedy import greedy
+    from planner.pipeline import plan_snapshot
+
+    rack = "cloud.provider.com/topology-rack"
+    nodes = [node(f"n{i}", gpu=1, labels={rack: "ra" if i % 2 else "rb"}) for i in range(1, 5)]
+    snap = snapshot(nodes=nodes, flavors=[flavor("default", topology="topo")],
+                    topologies=[topology("topo", rack, HOSTNAME_LABEL)],
+                    cqs=[cq("cq", quotas={"default": {GPU: 8, "cpu": 100, "memory": "1Ti"}})],
+                    lqs=[lq("t", "lq", "cq")],
+                    workloads=[job("t", f"j{i}", pods=2, gpu=1, topology=preferred(rack)) for i in (1, 2)])
+    snap = replace(snap, policy=replace(snap.policy, greedy_floor=True))
+    plan = plan_snapshot(snap, time_limit=0.001)
+    assert plan.admissions == greedy(snap).decisions.admissions
+    racks = [{"ra" if int(v[-1][1:]) % 2 else "rb" for ps in a.pod_sets for v, _ in ps.domains}
+             for a in plan.admissions]
+    assert racks and all(len(r) == 1 for r in racks)
