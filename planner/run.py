@@ -22,7 +22,7 @@ from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
 from planner.starts import starts, starts_beside
-from planner.solve import TAIL_SHARE, HighsBackend, PulpBackend, StageResult, refine, solve
+from planner.solve import TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, solve
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
 
@@ -136,11 +136,13 @@ def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
     return values if clean is None else clean
 
 
-def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+def make_backend(form: Formulation, solver: str, snapshot: Snapshot) -> LazyBackend:
+    """The solver for `form`, handed the model only when a stage first runs."""
+    policy = snapshot.policy
     if solver == "milp":
-        return HighsBackend(form.arrays, threads=snapshot.policy.threads, seed=snapshot.policy.seed)
+        return LazyBackend(lambda: HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed))
     if solver.startswith("pulp:"):
-        return PulpBackend(form.arrays, solver.split(":", 1)[1], threads=snapshot.policy.threads)
+        return LazyBackend(lambda: PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads))
     raise ValueError(f"unknown solver {solver!r}")
 
 

@@ -215,6 +215,42 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
     return incumbent
 
 
+class LazyBackend:
+    """A backend built on its first run: rows and objectives given before are replayed
+    then. Handing a model of millions of columns to a solver takes seconds, wasted in a
+    cycle whose time is gone before any stage runs (the stages are then skipped)."""
+
+    def __init__(self, build: Callable[[], Backend]):
+        self._build = build
+        self._backend: Backend | None = None
+        self._calls: list[Callable[[Backend], None]] = []
+
+    def _do(self, call: Callable[[Backend], None]) -> None:
+        if self._backend is None:
+            self._calls.append(call)
+        else:
+            call(self._backend)
+
+    def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
+        self._do(lambda b: b.set_objective(terms, maximize))
+
+    def set_upper(self, cols: list[int], upper: list[float]) -> None:
+        self._do(lambda b: b.set_upper(cols, upper))
+
+    def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
+        self._do(lambda b: b.add_row(terms, lower, upper))
+
+    def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        if self._backend is None:
+            began = time.monotonic()
+            self._backend = self._build()
+            for call in self._calls:
+                call(self._backend)
+            self._calls.clear()
+            time_limit = max(0.01, time_limit - (time.monotonic() - began))
+        return self._backend.run(time_limit, gap, start)
+
+
 # ---------------------------------------------------------------- HiGHS
 
 class HighsBackend:

@@ -180,3 +180,38 @@ def test_read_time_counts_in_the_plan_total():
     seconds = plan_snapshot(snap, read_seconds=2.5).solver.seconds
     assert seconds["read"] == 2.5
     assert seconds["total"] >= 2.5 + seconds["solve"]
+
+
+def test_the_solver_gets_the_model_only_when_a_stage_runs():
+    """LazyBackend: nothing is built for a cycle whose stages are all skipped, and rows
+    given before the first run are all there when it runs."""
+    from planner.solve import LazyBackend
+
+    built: list[object] = []
+
+    class Recorder:
+        def __init__(self):
+            self.calls: list[str] = []
+            built.append(self)
+
+        def set_objective(self, terms, maximize):
+            self.calls.append("objective")
+
+        def set_upper(self, cols, upper):
+            self.calls.append("upper")
+
+        def add_row(self, terms, lower, upper):
+            self.calls.append(f"row {lower}")
+
+        def run(self, time_limit, gap, start):
+            self.calls.append("run")
+            return None, "failed", None
+
+    lazy = LazyBackend(Recorder)
+    lazy.add_row([(0, 1.0)], 1.0, 2.0)
+    lazy.set_objective([(0, 1.0)], True)
+    assert built == []
+    lazy.run(1.0, 0.0, None)
+    lazy.add_row([(0, 1.0)], 3.0, 4.0)
+    (backend,) = built
+    assert backend.calls == ["row 1.0", "objective", "run", "row 3.0"]
