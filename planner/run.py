@@ -21,8 +21,8 @@ from planner.assemble import assemble
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
-from planner.starts import starts, starts_beside
 from planner.solve import TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, solve
+from planner.starts import Starts, starts, starts_beside
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
 
@@ -57,13 +57,11 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
     plans, (form, model_seconds) = starts_beside(snapshot, improve_seconds, deadline, build)
     baseline, greedy_violations = plans.baseline, plans.violations
-    start_plan, start = plans.better, start_from(form, plans.better) if plans.better != baseline else None
-    if start is None:
-        start_plan, start = baseline, start_from(form, baseline)
+    start_plan, start = start_for(form, plans)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     has_start = start is not None
     if start is None:
-        start_plan, start = Decisions(), empty_start(form)
+        start = empty_start(form)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     left = max(0.0, deadline - time.monotonic())
@@ -102,6 +100,17 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
     return assemble(snapshot, decisions, report, form.excluded)
+
+
+def start_for(form: Formulation, plans: Starts) -> tuple[Decisions, np.ndarray | None]:
+    """The improved start if the model takes it, else greedy's plan, as decisions and a
+    column vector; no plan and None when the model takes neither."""
+    tried = [plans.better, plans.baseline] if plans.better != plans.baseline else [plans.baseline]
+    for plan in tried:
+        values = start_from(form, plan)
+        if values is not None:
+            return plan, values
+    return Decisions(), None
 
 
 def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: float, gap: float,
