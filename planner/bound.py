@@ -16,6 +16,7 @@ a fraction of a second. Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -34,17 +35,16 @@ HOLD_SLACK = 1e-6
 def relaxation(form: Formulation) -> ModelArrays:
     """The model's non-placement rows and columns, plus aggregate capacity rows, as an LP."""
     arrays = form.arrays
-    placing = placement_columns(form)
-    out = ModelArrays(col_lower=list(arrays.col_lower), col_upper=list(arrays.col_upper),
-                      col_integer=[False] * arrays.num_cols, col_names=list(arrays.col_names))
-    for col in placing:   # kept as (unused) columns so that indexes stay the model's
-        out.col_upper[col] = 0.0
-        out.col_lower[col] = 0.0
+    placing_mask = np.zeros(arrays.num_cols, dtype=bool)
+    placing_mask[placement_columns(form)] = True
+    # Placement columns stay, fixed at 0, so that indexes stay the model's.
+    lower = np.where(placing_mask, 0.0, np.asarray(arrays.col_lower, dtype=np.float64))
+    upper = np.where(placing_mask, 0.0, np.asarray(arrays.col_upper, dtype=np.float64))
+    out = ModelArrays(col_lower=lower.tolist(), col_upper=upper.tolist(),
+                      col_integer=[False] * arrays.num_cols, col_names=arrays.col_names)  # shared: no column is added
     # Rows touching a placement column go; the rest keep their indexes' order.
     entry_row = np.asarray(arrays.entry_row, dtype=np.int64)
     entry_col = np.asarray(arrays.entry_col, dtype=np.int64)
-    placing_mask = np.zeros(arrays.num_cols, dtype=bool)
-    placing_mask[list(placing)] = True
     dropped = np.zeros(arrays.num_rows, dtype=bool)
     dropped[entry_row[placing_mask[entry_col]]] = True
     kept_rows = np.flatnonzero(~dropped)
@@ -75,16 +75,14 @@ def unplaceable(choice: Choice) -> bool:
     return choice.mode == "required" and not choice.domain_cols
 
 
-def placement_columns(form: Formulation) -> set[int]:
-    cols: set[int] = set()
-    for shape in form.shapes:
-        cols.update(shape.supply.values())
+def placement_columns(form: Formulation) -> np.ndarray:
+    """Every column that places pods: supply per node, domains, counts, slices, spans."""
+    tables = [shape.supply for shape in form.shapes]
     for choice in form.choices:
-        for table in (choice.domain_cols, choice.count_cols, choice.span_cols, choice.upper_cols,
-                      *choice.slice_cols):
-            cols.update(table.values())
-    cols.update(col for col, _ in form.free_domain_cols)
-    return cols
+        tables += [choice.domain_cols, choice.count_cols, choice.span_cols, choice.upper_cols, *choice.slice_cols]
+    cols = itertools.chain((col for table in tables for col in table.values()),
+                           (col for col, _ in form.free_domain_cols))
+    return np.fromiter(cols, dtype=np.int64)
 
 
 @dataclass
