@@ -7,7 +7,8 @@ the model that does not place pods (gang, quota, preemption, elastic counts) and
 replaces placement (domain and node columns, Hall and node rows) by one capacity
 row per set of eligible nodes and resource: the pods of every shape whose nodes lie
 within the set need at most what the set has free, plus what evictions give back
-there. Integrality is dropped. Every plan the model allows satisfies these rows, so
+there; and one fit row per shape: no more of its pods than fit node by node (free
+capacity scattered over nodes holds fewer whole pods). Integrality is dropped. Every plan the model allows satisfies these rows, so
 for each tier, with the tiers above held at what the plan achieved, the LP optimum
 bounds what any plan can achieve: the same statement as a MILP stage's bound.
 It has as many columns as the model has classes, options and victims, and solves in
