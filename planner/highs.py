@@ -10,6 +10,15 @@ import numpy as np
 from planner.model_arrays import ModelArrays
 
 
+def merged(terms: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """A row's terms with repeated columns added up, columns ascending, as HiGHS takes them."""
+    total: dict[int, float] = {}
+    for col, coef in terms:
+        total[col] = total.get(col, 0.0) + coef
+    cols = sorted(total)
+    return np.asarray(cols, dtype=np.int32), np.asarray([total[c] for c in cols], dtype=np.float64)
+
+
 def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # type: ignore[no-untyped-def]
     """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
 
@@ -41,3 +50,57 @@ def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # typ
                            for i in arrays.col_integer]
     h.passModel(lp)
     return h
+
+
+class LpRelaxation:
+    """The model's LP relaxation in its own HiGHS instance, kept between solves so that
+    each starts from the last basis (planner.rins solves it once per stage).
+
+    A row may be *assumed* ahead of time (a guess at a hold the stages will add, so the
+    LP can be solved before they run); it stays only if a row with the same columns and
+    at least its lower bound is added before the next solve, and is dropped otherwise."""
+
+    def __init__(self, arrays: ModelArrays, threads: int):
+        import highspy
+
+        self._hs = highspy
+        self.num_cols = arrays.num_cols
+        self.h = highs_from(arrays, threads, integral=False)
+        # Measured at M: dual simplex alone solves these LPs in half the time it takes
+        # with presolve, which reduces them little.
+        self.h.setOptionValue("presolve", "off")
+        self._assumed: dict[tuple[int, ...], tuple[int, float]] = {}   # columns -> (row, lower)
+        self._confirmed: set[tuple[int, ...]] = set()
+
+    def add_row(self, lower: float, upper: float, cols: np.ndarray, vals: np.ndarray) -> None:
+        key = tuple(int(c) for c in cols)
+        if key in self._assumed and lower >= self._assumed[key][1] - 1e-9:
+            self._confirmed.add(key)
+        self.h.addRow(lower, upper, len(cols), cols, vals)
+
+    def assume_row(self, lower: float, upper: float, cols: np.ndarray, vals: np.ndarray) -> None:
+        self._assumed[tuple(int(c) for c in cols)] = (self.h.getNumRow(), lower)
+        self.h.addRow(lower, upper, len(cols), cols, vals)
+
+    def set_objective(self, cost: np.ndarray, maximize: bool) -> None:
+        hs = self._hs
+        self.h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
+        self.h.changeObjectiveSense(hs.ObjSense.kMaximize if maximize else hs.ObjSense.kMinimize)
+
+    def settle(self) -> None:
+        """Drop the assumed rows that were not confirmed (the guess was wrong)."""
+        for key, (row, _) in self._assumed.items():
+            if key not in self._confirmed:
+                self.h.changeRowBounds(row, -self._hs.kHighsInf, self._hs.kHighsInf)
+        self._assumed.clear()
+
+    def solve(self, time_limit: float) -> tuple[np.ndarray, float] | None:
+        """Its solution and optimum, or None when not solved within `time_limit`."""
+        if time_limit <= 0:
+            return None
+        self.h.setOptionValue("time_limit", float(time_limit))
+        self.h.run()
+        if self.h.getModelStatus() != self._hs.HighsModelStatus.kOptimal:
+            return None
+        return (np.asarray(self.h.getSolution().col_value, dtype=np.float64),
+                float(self.h.getInfo().objective_function_value))

@@ -21,7 +21,9 @@ from planner.assemble import assemble
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
-from planner.solve import TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, solve
+from planner.highs import LpRelaxation
+from planner.relocate import relocate
+from planner.solve import TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solve
 from planner.starts import Starts, starts, starts_beside
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
@@ -29,6 +31,8 @@ from planner.warmstart import empty_start, start_from
 
 # Share of the time limit the start may spend improving on greedy's victims (planner.improve).
 IMPROVE_SHARE = 0.3
+# Share of the time limit the first stage's LP may take while the start is computed.
+AHEAD_SHARE = 0.35
 # Share of the time limit kept back for decoding, verifying and writing the plan.
 FINISH_SHARE = 0.15
 
@@ -50,29 +54,36 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     # Greedy and the improved start on the second core while the compact model (volumes
     # and preemption cost) is built here; the tie-breakers come later on the full one
     # (domains spanned, free domains, age, flavor order), volumes held.
-    def build() -> tuple[Formulation, float]:
+    # The first stage's LP relaxation is solved here too (planner.rins searches around it).
+    def build() -> tuple[Formulation, float, LpRelaxation | None]:
         began = time.monotonic()
-        return formulate(snapshot, locality=False), time.monotonic() - began
+        form = formulate(snapshot, locality=False)
+        model_seconds = time.monotonic() - began
+        ahead = relaxation_ahead(form, policy.threads, AHEAD_SHARE * limit) if solver == "milp" else None
+        return form, model_seconds, ahead
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
-    plans, (form, model_seconds) = starts_beside(snapshot, improve_seconds, deadline, build)
+    plans, (form, model_seconds, ahead) = starts_beside(snapshot, improve_seconds, deadline, build)
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     has_start = start is not None
     if start is None:
         start = empty_start(form)
-    backend = make_backend(form, solver, snapshot)
+    backend = make_backend(form, solver, snapshot, ahead)
     clock.lap("build")
     left = max(0.0, deadline - time.monotonic())
-    outcome = solve(form, start, backend, left * (1 - TAIL_SHARE), policy.mip_gap,
+    # Time for the tie-breakers on the full model is kept back only where it would be
+    # enough to build that model (tie_break's test), else the stages take it all.
+    kept_back = TAIL_SHARE * left if TAIL_SHARE * left >= 2 * model_seconds else 0.0
+    outcome = solve(form, start, backend, left - kept_back, policy.mip_gap,
                     polish=lambda v: polished(form, v),
                     floor_at_start=policy.greedy_floor and has_start)
     try:
         # A start no stage improved on is kept as it was placed (greedy's BestFit keeps
         # pod sets together; decoding the same volumes again need not).
         unchanged = np.array_equal(outcome.values, start)
-        decisions = start_plan if unchanged else decode(form, outcome.values)
+        decisions = start_plan if unchanged else gathered(snapshot, decode(form, outcome.values))
         clock.lap("solve")   # decoding is part of finding the answer
         decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock,
                                          model_seconds)
@@ -136,6 +147,13 @@ def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: f
         return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
 
 
+def gathered(snapshot: Snapshot, decisions: Decisions) -> Decisions:
+    """`decisions` with preferred pod sets on fewer domains (planner.relocate), as decoded
+    should that ever fail verification."""
+    moved = relocate(snapshot, decisions)
+    return moved if moved == decisions or not verify(snapshot, moved) else decisions
+
+
 def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
     """The same plan, re-expressed without slack (decode, then encode); unchanged if that fails."""
     try:
@@ -145,11 +163,15 @@ def polished(form: Formulation, values):  # type: ignore[no-untyped-def]
     return values if clean is None else clean
 
 
-def make_backend(form: Formulation, solver: str, snapshot: Snapshot) -> LazyBackend:
-    """The solver for `form`, handed the model only when a stage first runs."""
+def make_backend(form: Formulation, solver: str, snapshot: Snapshot,
+                 relaxation: LpRelaxation | None = None) -> LazyBackend:
+    """The solver for `form`, handed the model only when a stage first runs. With HiGHS,
+    the stages search around the LP point only when `relaxation` was solved ahead
+    (where it was not, their own shorter tries would fail too)."""
     policy = snapshot.policy
     if solver == "milp":
-        return LazyBackend(lambda: HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed))
+        return LazyBackend(lambda: HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed,
+                                                relaxation=relaxation, searches=relaxation is not None))
     if solver.startswith("pulp:"):
         return LazyBackend(lambda: PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads))
     raise ValueError(f"unknown solver {solver!r}")

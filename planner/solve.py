@@ -13,15 +13,17 @@ Neither prints to stdout.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 import numpy as np
 
+from planner import rins
 from planner.bound import tier_bounds
 from planner.formulate import Formulation
-from planner.highs import highs_from
+from planner.highs import LpRelaxation, highs_from, merged
 from planner.model_arrays import INF, ModelArrays
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
@@ -29,9 +31,16 @@ HOLD_SLACK = 1e-6
 # Preemption cost and tie-breakers: at most this share of the time limit each, and
 # at least this relative gap (they order plans whose volumes are already settled).
 TAIL_SHARE = 0.15
+# Each stage leaves this share of the time limit to each stage after it.
+RESERVE_SHARE = 0.1
 # A stage whose bound is within this (relative) of its answer is proven optimal.
 PROVEN_TOLERANCE = 1e-5
 TAIL_GAP = 0.005
+# HiGHS's own search is not started with less than this left of a stage (seconds).
+MIN_RUN = 0.05
+# Models with more nonzeros are not relaxed ahead: their LP takes longer than a cycle
+# on this machine (measured: 0.33M at M, 1.2 s; 3.1M at L, 37 s).
+AHEAD_MAX_NONZEROS = 1_000_000
 
 
 @dataclass
@@ -65,9 +74,13 @@ class Outcome:
 
 class Backend(Protocol):
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None: ...
-    def set_upper(self, cols: list[int], upper: list[float]) -> None: ...
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None: ...
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]: ...
+    # For planner.rins: the LP relaxation (None where the backend has none), and a run
+    # with some columns fixed at the start's values.
+    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None: ...
+    def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
+                  fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]: ...
 
 
 def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
@@ -85,9 +98,11 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     the earlier stages left unconstrained.
     """
     deadline = time.monotonic() + time_limit
-    # The tail stages (preemption cost, tie-breakers) refine a plan whose volumes are
-    # settled: each gets at most TAIL_SHARE of the limit, kept back from the tiers.
-    tail = TAIL_SHARE * time_limit * (bool(form.cost_terms) + bool(form.secondary))
+    # Stages in the objective's order: each may take all the time left but RESERVE_SHARE
+    # of the limit for each stage after it, so lower terms still get a look. The tail
+    # stages (preemption cost, tie-breakers) refine a plan whose volumes are settled:
+    # each takes at most TAIL_SHARE of the limit.
+    tail_stages = bool(form.cost_terms) + bool(form.secondary)
     incumbent = start.copy()
     stages: list[StageResult] = []
     if floor_at_start:
@@ -95,6 +110,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         for tier in form.tiers:
             backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
+    integer = np.asarray(form.arrays.col_integer, dtype=bool)
     reached: dict[int, float] = {}             # tier -> volume held from its stage on
     stage_of: dict[int, StageResult] = {}
     for index, tier in enumerate(tiers_left):
@@ -103,18 +119,31 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         began = time.monotonic()
         if achieved >= form.tier_max[tier] - HOLD_SLACK:
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
-        elif began >= deadline - tail:
+        elif (stage_end := deadline - RESERVE_SHARE * time_limit * (len(tiers_left) - index - 1 + tail_stages)) \
+                < began + MIN_RUN:
             # Out of time (HiGHS can overrun a limit in its root cut loop): hold the answer.
             stages.append(StageResult(f"priority {tier}", "skipped", achieved, form.tier_max[tier], 0.0))
         else:
-            budget = max(0.05, (deadline - tail - began) / (len(tiers_left) - index))
-            backend.set_objective(terms + nudge(form, tier), maximize=True)
-            values, status, bound = backend.run(budget, gap, incumbent)
-            if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
-                bound = None if bound is None else bound - nudge_value(form, tier, values)
-                incumbent, achieved = values, value_of(terms, values)
-            else:
-                status = "feasible" if status != "failed" else status
+            objective = terms + nudge(form, tier)
+            backend.set_objective(objective, maximize=True)
+            # The neighbourhood of the LP point first (planner.rins); HiGHS's own search
+            # with what is left, unless the LP's bound already proves the answer.
+            found = rins.search(backend, incumbent, lambda v: value_of(objective, v), integer, stage_end, gap)
+            if value_of(terms, found.values) >= achieved - HOLD_SLACK:
+                incumbent, achieved = found.values, value_of(terms, found.values)
+            bound = None if found.lp_optimum is None else stage_bound(form, tier, found.lp_optimum)
+            status = "feasible"
+            if bound is not None and achieved >= bound - PROVEN_TOLERANCE * (1.0 + abs(bound)):
+                status = "optimal"
+            elif stage_end - time.monotonic() >= MIN_RUN:
+                values, status, found_bound = backend.run(stage_end - time.monotonic(), gap, incumbent)
+                if found_bound is not None:
+                    found_bound = stage_bound(form, tier, found_bound)
+                    bound = found_bound if bound is None else min(bound, found_bound)
+                if values is not None and value_of(terms, values) >= achieved - HOLD_SLACK:
+                    incumbent, achieved = values, value_of(terms, values)
+                else:
+                    status = "feasible" if status != "failed" else status
             upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier], max(bound, achieved))
             stages.append(StageResult(f"priority {tier}", status, achieved, upper, time.monotonic() - began))
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
@@ -176,8 +205,43 @@ def nudge(form: Formulation, tier: int) -> list[tuple[int, float]]:
     return [(c, scale * k) for c, k in lower]
 
 
-def nudge_value(form: Formulation, tier: int, values: np.ndarray) -> float:
-    return value_of(nudge(form, tier), values)
+def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRelaxation | None:
+    """The LP the first stage most likely needs, solved before the stages run (while the
+    start is computed on the other core): the top tier held whole (every benchmark
+    start serves it whole; where one does not, the stage drops that row and solves
+    again from this basis) and the next tier maximised, as its stage will. None when
+    the model is too large for its LP to be solved within a cycle (planner.rins then
+    does not search) or the LP was not solved within `time_limit`."""
+    if len(form.arrays.entry_val) > AHEAD_MAX_NONZEROS:
+        return None
+    tiers = [t for t in form.tiers if form.tier_volume[t]]
+    if not tiers:
+        return None
+    relaxation = LpRelaxation(form.arrays, threads)
+    if len(tiers) > 1:
+        cols, vals = merged(form.tier_volume[tiers[0]])
+        relaxation.assume_row(form.tier_max[tiers[0]] - HOLD_SLACK, INF, cols, vals)
+    tier = tiers[min(1, len(tiers) - 1)]
+    cost = np.zeros(form.arrays.num_cols)
+    for col, coef in form.tier_volume[tier] + nudge(form, tier):
+        cost[col] += coef
+    relaxation.set_objective(cost, maximize=True)
+    return relaxation if relaxation.solve(time_limit) is not None else None
+
+
+def stage_bound(form: Formulation, tier: int, objective_bound: float) -> float:
+    """A bound on the tier's volume from one on its stage's objective (volume plus nudge):
+    less the least the nudge can be, rounded down to the volume's step where it has one
+    (integer columns, whole coefficients: the volume is a multiple of their gcd, and the
+    nudge is less than half the smallest of them)."""
+    arrays = form.arrays
+    least = sum(min(coef * arrays.col_lower[col], coef * arrays.col_upper[col]) for col, coef in nudge(form, tier))
+    bound = objective_bound - least
+    terms = form.tier_volume[tier]
+    if not all(arrays.col_integer[col] and float(coef).is_integer() for col, coef in terms):
+        return bound
+    step = math.gcd(*(int(abs(coef)) for _, coef in terms)) or 1
+    return float(np.floor(bound / step + 1e-9) * step)
 
 
 def refine(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float,
@@ -234,13 +298,11 @@ class LazyBackend:
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         self._do(lambda b: b.set_objective(terms, maximize))
 
-    def set_upper(self, cols: list[int], upper: list[float]) -> None:
-        self._do(lambda b: b.set_upper(cols, upper))
-
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
         self._do(lambda b: b.add_row(terms, lower, upper))
 
-    def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+    def _ready(self, time_limit: float) -> tuple[Backend, float]:
+        """The backend, built now if need be, and what is left of `time_limit`."""
         if self._backend is None:
             began = time.monotonic()
             self._backend = self._build()
@@ -248,7 +310,20 @@ class LazyBackend:
                 call(self._backend)
             self._calls.clear()
             time_limit = max(0.01, time_limit - (time.monotonic() - began))
-        return self._backend.run(time_limit, gap, start)
+        return self._backend, time_limit
+
+    def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        backend, time_limit = self._ready(time_limit)
+        return backend.run(time_limit, gap, start)
+
+    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
+        backend, time_limit = self._ready(time_limit)
+        return backend.relax(time_limit)
+
+    def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
+                  fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        backend, time_limit = self._ready(time_limit)
+        return backend.run_fixed(time_limit, gap, start, fixed)
 
 
 # ---------------------------------------------------------------- HiGHS
@@ -256,15 +331,23 @@ class LazyBackend:
 class HighsBackend:
     """highspy: the model is handed over once as arrays (passModel); stages add rows."""
 
-    def __init__(self, arrays: ModelArrays, threads: int = 1, seed: int = 0):
+    def __init__(self, arrays: ModelArrays, threads: int = 1, seed: int = 0,
+                 relaxation: LpRelaxation | None = None, searches: bool = True):
         import highspy
 
         self._hs = highspy
+        self.arrays, self.threads = arrays, threads
         self.h = highs_from(arrays, threads)
         self.h.setOptionValue("random_seed", seed)
         self.num_cols = arrays.num_cols
         self.lower = np.asarray(arrays.col_lower, dtype=np.float64)
+        self.upper = np.asarray(arrays.col_upper, dtype=np.float64)
         self._cost = np.zeros(arrays.num_cols)
+        self._maximize = True
+        # The LP relaxation (planner.rins), built on first use unless one is handed over
+        # (solved ahead, planner.run); until then the rows it will need are kept here.
+        self.relaxation, self.searches = relaxation, searches
+        self._rows: list[tuple[float, float, np.ndarray, np.ndarray]] = []
         # HiGHS checks its time limit only now and then (long root cut rounds overrun
         # it by seconds); the MIP interrupt callback holds the stage to its deadline.
         self._deadline = float("inf")
@@ -280,20 +363,42 @@ class HighsBackend:
             cost[col] += coef
         self.h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
         self._cost = cost
+        self._maximize = maximize
         sense = self._hs.ObjSense.kMaximize if maximize else self._hs.ObjSense.kMinimize
         self.h.changeObjectiveSense(sense)
 
-    def set_upper(self, cols: list[int], upper: list[float]) -> None:
-        index = np.asarray(cols, dtype=np.int32)
-        self.h.changeColsBounds(len(cols), index, np.asarray(self.lower[index]), np.asarray(upper, dtype=np.float64))
-
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
-        merged: dict[int, float] = {}
-        for col, coef in terms:
-            merged[col] = merged.get(col, 0.0) + coef
-        cols = np.asarray(sorted(merged), dtype=np.int32)
-        vals = np.asarray([merged[c] for c in sorted(merged)], dtype=np.float64)
+        cols, vals = merged(terms)
         self.h.addRow(lower, upper, len(cols), cols, vals)
+        if self.relaxation is None:
+            self._rows.append((lower, upper, cols, vals))
+        else:
+            self.relaxation.add_row(lower, upper, cols, vals)
+
+    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
+        """The LP relaxation of the model as it stands (rows added, objective): its
+        solution and optimum, or None when not solved within `time_limit` or not searching."""
+        if not self.searches:
+            return None
+        began = time.monotonic()
+        if self.relaxation is None:
+            self.relaxation = LpRelaxation(self.arrays, self.threads)
+            for lower, upper, cols, vals in self._rows:
+                self.relaxation.add_row(lower, upper, cols, vals)
+        self.relaxation.settle()
+        self.relaxation.set_objective(self._cost, self._maximize)
+        return self.relaxation.solve(time_limit - (time.monotonic() - began))
+
+    def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
+                  fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        """`run` with the `fixed` columns held at their values in `start` (then freed again);
+        its status and bound speak of that restricted model only."""
+        index = np.asarray(fixed, dtype=np.int32)
+        self.h.changeColsBounds(len(index), index, start[index], start[index])
+        try:
+            return self.run(time_limit, gap, start)
+        finally:
+            self.h.changeColsBounds(len(index), index, self.lower[index], self.upper[index])
 
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         hs, h = self._hs, self.h
@@ -372,10 +477,6 @@ class PulpBackend:
         self.prob.sense = self._pulp.LpMaximize if maximize else self._pulp.LpMinimize
         self.prob.setObjective(self._expr(terms) if terms else self._pulp.LpAffineExpression())
 
-    def set_upper(self, cols: list[int], upper: list[float]) -> None:
-        for col, up in zip(cols, upper):
-            self.vars[col].upBound = up
-
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
         expr = self._expr(terms)
         if lower == upper:
@@ -402,3 +503,11 @@ class PulpBackend:
             objective = float(pulp.value(self.prob.objective) or 0.0)
             return values, "optimal", objective
         return values, "feasible", None
+
+    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
+        """No LP relaxation through PuLP here: stages go straight to `run`."""
+        return None
+
+    def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
+                  fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        raise NotImplementedError("relax() gives no LP point to search around")

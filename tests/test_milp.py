@@ -197,9 +197,6 @@ def test_the_solver_gets_the_model_only_when_a_stage_runs():
         def set_objective(self, terms, maximize):
             self.calls.append("objective")
 
-        def set_upper(self, cols, upper):
-            self.calls.append("upper")
-
         def add_row(self, terms, lower, upper):
             self.calls.append(f"row {lower}")
 

@@ -1,0 +1,161 @@
+"""planner.rins and the LP it searches around: a stage's neighbourhood search must never
+return worse than its incumbent, must stay inside the model (the verifier agrees), must
+find better answers where the LP point shows them, and its LP optimum must bound them."""
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from models import Decisions
+from planner import rins
+from planner.decode import decode
+from planner.formulate import formulate
+from planner.generate import generate, preset
+from planner.greedy import greedy
+from planner.highs import LpRelaxation
+from planner.improve import improve
+from planner.model_arrays import INF, ModelArrays
+from planner.snapshot import read_snapshot
+from planner.solve import HOLD_SLACK, HighsBackend, nudge, relaxation_ahead, stage_bound, value_of
+from planner.verify import verify
+from planner.warmstart import start_from
+
+
+def small_cluster(tmp_path, seed):
+    """A generated cluster of 64 nodes, 60 pending and 60 running workloads."""
+    path = tmp_path / f"small-{seed}.json"
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=seed))))
+    return read_snapshot([str(path)])
+
+
+def second_stage(snap):
+    """The compact model, its start, and a backend set up as the second tier's stage:
+    the top tier held at what the start serves, the second tier (and nudge) maximised."""
+    form = formulate(snap, locality=False)
+    start = start_from(form, improve(snap, greedy(snap).decisions))
+    assert start is not None and len(form.tiers) > 1
+    backend = HighsBackend(form.arrays)
+    top, tier = form.tiers[0], form.tiers[1]
+    backend.add_row(form.tier_volume[top], value_of(form.tier_volume[top], start) - HOLD_SLACK, INF)
+    objective = form.tier_volume[tier] + nudge(form, tier)
+    backend.set_objective(objective, maximize=True)
+    return form, start, backend, objective
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_search_never_loses_stays_valid_and_is_bounded_by_its_lp(tmp_path, seed):
+    snap = small_cluster(tmp_path, seed)
+    form, start, backend, objective = second_stage(snap)
+    integer = np.asarray(form.arrays.col_integer, dtype=bool)
+    found = rins.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4)
+    assert value_of(objective, found.values) >= value_of(objective, start) - 1e-9
+    assert found.lp_optimum is not None
+    assert found.lp_optimum >= value_of(objective, found.values) - 1e-6
+    assert verify(snap, decode(form, found.values)) == []
+    top = form.tiers[0]     # the hold was kept
+    assert value_of(form.tier_volume[top], found.values) >= value_of(form.tier_volume[top], start) - 1e-6
+
+
+def test_search_finds_what_the_start_missed(tmp_path):
+    """Seed 0: the improved start serves the second tier 209 GPUs (with nudge); the LP
+    point shows 273, and one sub-MIP around it gets there."""
+    snap = small_cluster(tmp_path, 0)
+    form, start, backend, objective = second_stage(snap)
+    integer = np.asarray(form.arrays.col_integer, dtype=bool)
+    found = rins.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4)
+    tier = form.tiers[1]
+    assert value_of(form.tier_volume[tier], found.values) > value_of(form.tier_volume[tier], start) + 1
+    assert found.rounds >= 1
+
+
+def test_no_relaxation_no_search(tmp_path):
+    """A backend told not to search (the LP was too slow ahead of the stages) returns the
+    incumbent untouched and no bound."""
+    snap = small_cluster(tmp_path, 0)
+    form = formulate(snap, locality=False)
+    start = start_from(form, improve(snap, greedy(snap).decisions))
+    backend = HighsBackend(form.arrays, searches=False)
+    backend.set_objective(form.tier_volume[form.tiers[1]], maximize=True)
+    integer = np.asarray(form.arrays.col_integer, dtype=bool)
+    found = rins.search(backend, start, lambda v: 0.0, integer, time.monotonic() + 5, 1e-4)
+    assert found.values is start and found.lp_optimum is None and found.rounds == 0
+
+
+def one_column(upper=10.0):
+    arrays = ModelArrays()
+    arrays.add_col("x", 0.0, upper)
+    return arrays
+
+
+def test_an_assumed_row_stays_when_confirmed_and_goes_when_not():
+    """Minimise x with x >= 5 assumed: 5. Confirmed by the same row, still 5; not
+    confirmed, the row no longer binds: 0."""
+    cols, vals = np.array([0], dtype=np.int32), np.array([1.0])
+    for confirmed, expected in ((True, 5.0), (False, 0.0)):
+        lp = LpRelaxation(one_column(), threads=1)
+        lp.assume_row(5.0, INF, cols, vals)
+        lp.set_objective(np.array([1.0]), maximize=False)
+        assert lp.solve(5.0)[1] == pytest.approx(5.0)
+        if confirmed:
+            lp.add_row(5.0, INF, cols, vals)
+        lp.settle()
+        assert lp.solve(5.0)[1] == pytest.approx(expected)
+
+
+def test_the_lp_solved_ahead_is_the_first_stage_lp(tmp_path):
+    """Where the start serves the top tier whole, the LP solved before the stages has the
+    optimum a fresh LP of the second stage has; a model above the size limit gets none."""
+    snap = small_cluster(tmp_path, 0)
+    form, start, backend, objective = second_stage(snap)
+    top = form.tiers[0]
+    assert value_of(form.tier_volume[top], start) == pytest.approx(form.tier_max[top])
+    ahead = relaxation_ahead(form, threads=1, time_limit=20)
+    assert ahead is not None
+    fresh = HighsBackend(form.arrays)
+    fresh.add_row(form.tier_volume[top], form.tier_max[top] - HOLD_SLACK, INF)
+    fresh.set_objective(objective, maximize=True)
+    with_ahead = HighsBackend(form.arrays, relaxation=ahead)
+    with_ahead.add_row(form.tier_volume[top], form.tier_max[top] - HOLD_SLACK, INF)
+    with_ahead.set_objective(objective, maximize=True)
+    assert with_ahead.relax(20)[1] == pytest.approx(fresh.relax(20)[1], rel=1e-7)
+
+
+def test_no_lp_ahead_for_a_model_too_large(tmp_path, monkeypatch):
+    from planner import solve
+
+    snap = small_cluster(tmp_path, 0)
+    form = formulate(snap, locality=False)
+    monkeypatch.setattr(solve, "AHEAD_MAX_NONZEROS", len(form.arrays.entry_val) - 1)
+    assert relaxation_ahead(form, threads=1, time_limit=20) is None
+
+
+def test_stage_bounds_are_rounded_to_the_volume_step(tmp_path):
+    """Every pod of the generated clusters' multi-node tiers asks for whole GPUs: a tier's
+    volume is a multiple of the gcd of its coefficients, and so is its bound, which never
+    falls below the bound it was made from less the nudge's largest possible size."""
+    snap = small_cluster(tmp_path, 0)
+    form = formulate(snap, locality=False)
+    for tier in form.tiers:
+        coefficients = [int(abs(k)) for _, k in form.tier_volume[tier]]
+        step = np.gcd.reduce(coefficients)
+        for raw in (100.0, 100.4, 257.9):
+            bound = stage_bound(form, tier, raw)
+            assert bound % step == 0
+            assert bound > raw - step - 1e-9
+
+
+def test_a_stage_reports_no_more_than_its_lp_bound(tmp_path):
+    """Planned end to end, the second tier's stage bound is at most the (rounded) optimum
+    of its LP relaxation, and at least what the stage achieved."""
+    from planner.pipeline import plan_snapshot
+
+    snap = small_cluster(tmp_path, 0)
+    form, start, backend, objective = second_stage(snap)
+    lp_optimum = backend.relax(20)[1]
+    tier = form.tiers[1]
+    plan = plan_snapshot(snap)
+    assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
+    stage = next(s for s in plan.solver.stages if s["stage"] == f"priority {tier}")
+    assert stage["objective"] - 1e-6 <= stage["bound"] <= stage_bound(form, tier, lp_optimum) + 1e-6
