@@ -25,7 +25,7 @@ import numpy as np
 
 from planner import capacity
 from planner.formulate import Choice, Formulation, resource_units
-from planner.highs import highs_from
+from planner.highs import highs_from, merged
 from planner.model_arrays import INF, ModelArrays
 
 # Higher tiers are held this far below what they achieved (as the stages hold them),
@@ -44,8 +44,7 @@ def relaxation(form: Formulation) -> ModelArrays:
     out = ModelArrays(col_lower=lower.tolist(), col_upper=upper.tolist(),
                       col_integer=[False] * arrays.num_cols, col_names=arrays.col_names)  # shared: no column is added
     # Rows touching a placement column go; the rest keep their indexes' order.
-    entry_row = np.asarray(arrays.entry_row, dtype=np.int64)
-    entry_col = np.asarray(arrays.entry_col, dtype=np.int64)
+    entry_row, entry_col, entry_val = arrays.entries()
     dropped = np.zeros(arrays.num_rows, dtype=bool)
     dropped[entry_row[placing_mask[entry_col]]] = True
     kept_rows = np.flatnonzero(~dropped)
@@ -54,7 +53,7 @@ def relaxation(form: Formulation) -> ModelArrays:
     keep = ~dropped[entry_row]
     out.entry_row = renumber[entry_row[keep]].tolist()
     out.entry_col = entry_col[keep].tolist()
-    out.entry_val = np.asarray(arrays.entry_val, dtype=np.float64)[keep].tolist()
+    out.entry_val = entry_val[keep].tolist()
     out.row_lower = [arrays.row_lower[r] for r in kept_rows]
     out.row_upper = [arrays.row_upper[r] for r in kept_rows]
     out.row_names = [arrays.row_names[r] for r in kept_rows]
@@ -178,32 +177,47 @@ def add_fit_rows(form: Formulation, out: ModelArrays, table: NodeTable,
         out.add_row(f"fit[{k}]", terms, -INF, float(fits_now.sum()))
 
 
-def tier_bounds(form: Formulation, achieved: dict[int, float], tiers: list[int]) -> dict[int, float]:
-    """For each of `tiers`: the most its volume can be with every higher tier at least at
-    `achieved` (the relaxation's LP optimum, rounded up). Missing where the LP fails."""
-    import highspy
+class TierBounds:
+    """The relaxation, built and handed to HiGHS once (a cycle does it while the start is
+    computed: at XL that takes seconds), then solved tier by tier on request."""
 
-    lp_arrays = relaxation(form)
-    h = highs_from(lp_arrays, form.snapshot.policy.threads, integral=False)
-    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-    out: dict[int, float] = {}
-    for tier in form.tiers:
-        terms = form.tier_volume[tier]
-        if tier in tiers:
-            cost = np.zeros(lp_arrays.num_cols)
-            for col, coef in terms:
-                cost[col] += coef
-            h.changeColsCost(lp_arrays.num_cols, np.arange(lp_arrays.num_cols, dtype=np.int32), cost)
-            h.run()
-            if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-                found = float(h.getInfo().objective_function_value)
-                out[tier] = found + HOLD_SLACK * (1.0 + abs(found))
-        if tier not in achieved:
-            break
-        cols = sorted({c for c, _ in terms})
-        merged: dict[int, float] = defaultdict(float)
-        for col, coef in terms:
-            merged[col] += coef
-        h.addRow(achieved[tier] - HOLD_SLACK, INF, len(cols), np.asarray(cols, dtype=np.int32),
-                 np.asarray([merged[c] for c in cols], dtype=np.float64))
-    return out
+    def __init__(self, form: Formulation):
+        import highspy
+
+        self.form = form
+        self._hs = highspy
+        arrays = relaxation(form)
+        self.num_cols = arrays.num_cols
+        self.h = highs_from(arrays, form.snapshot.policy.threads, integral=False)
+        self.h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        self._used = False
+
+    def __call__(self, achieved: dict[int, float], tiers: list[int]) -> dict[int, float]:
+        """For each of `tiers`: the most its volume can be with every higher tier at least at
+        `achieved` (the relaxation's LP optimum, rounded up). Missing where the LP fails.
+        Once per instance: the holds it adds stay."""
+        assert not self._used, "TierBounds answers once"
+        self._used = True
+        form, h = self.form, self.h
+        out: dict[int, float] = {}
+        for tier in form.tiers:
+            terms = form.tier_volume[tier]
+            if tier in tiers:
+                cost = np.zeros(self.num_cols)
+                for col, coef in terms:
+                    cost[col] += coef
+                h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
+                h.run()
+                if h.getModelStatus() == self._hs.HighsModelStatus.kOptimal:
+                    found = float(h.getInfo().objective_function_value)
+                    out[tier] = found + HOLD_SLACK * (1.0 + abs(found))
+            if tier not in achieved:
+                break
+            cols, vals = merged(terms)
+            h.addRow(achieved[tier] - HOLD_SLACK, INF, len(cols), cols, vals)
+        return out
+
+
+def tier_bounds(form: Formulation, achieved: dict[int, float], tiers: list[int]) -> dict[int, float]:
+    """TierBounds(form)(achieved, tiers): the relaxation built and solved at once."""
+    return TierBounds(form)(achieved, tiers)

@@ -842,6 +842,8 @@ class Preemption:
         # queue every such list, so that an eviction can be taken out of all of them.
         self._lists: dict[tuple[object, str], list[tuple[int, Workload]]] = {}
         self._lists_of_queue: dict[str, list[list[tuple[int, Workload]]]] = defaultdict(list)
+        # (queue, priority, needs, evictions so far) -> lower(): explaining asks it per request shape.
+        self._lower: dict[tuple[str, int, object, int], list[Workload]] = {}
 
     @staticmethod
     def _order(w: Workload) -> tuple[int, float, str, str]:
@@ -929,15 +931,22 @@ class Preemption:
         use the room of, whatever the policies say (for explaining), in Kueue's order."""
         snap = self.state.snapshot
         cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        same, needs, rows = self._needs(cq, w)
+        key = (cq.name, w.priority, same, len(self.evicted))
+        if key not in self._lower:
+            self._lower[key] = self._lower_for(cq, w.priority, needs, rows)
+        return list(self._lower[key])
+
+    def _lower_for(self, cq: ClusterQueue, priority: int, needs: set[FlavorResource],
+                   rows: np.ndarray) -> list[Workload]:
         root = self.root.get(cq.name)
         queues = [n for n in self.all_by_queue
                   if n == cq.name or (root is not None and root != f"cq:{cq.name}" and self.root.get(n) == root)]
-        _, needs, rows = self._needs(cq, w)
         out = []
         for name in sorted(queues):
             taken = 0
             for v in self.all_by_queue[name]:
-                if v.priority >= w.priority or taken >= MAX_CANDIDATES:
+                if v.priority >= priority or taken >= MAX_CANDIDATES:
                     break
                 if v.ref in self.evicted or not (self._frs_of(v) & needs or rows[self._rows_of(v)].any()):
                     continue

@@ -27,6 +27,17 @@ class ModelArrays:
     entry_row: list[int] = field(default_factory=list)
     entry_col: list[int] = field(default_factory=list)
     entry_val: list[float] = field(default_factory=list)
+    # The entries as numpy arrays, with how many there were: converting 25M list items
+    # takes seconds (XL), and a start is checked against them several times.
+    _arrays: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+
+    def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, columns, values) as arrays, converted again only after entries were added."""
+        count = len(self.entry_val)
+        if self._arrays is None or self._arrays[0] != count:
+            self._arrays = (count, np.asarray(self.entry_row, dtype=np.int64),
+                            np.asarray(self.entry_col, dtype=np.int64), np.asarray(self.entry_val, dtype=np.float64))
+        return self._arrays[1], self._arrays[2], self._arrays[3]
 
     @property
     def num_cols(self) -> int:
@@ -64,10 +75,10 @@ class ModelArrays:
 
     def csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Row-wise compressed arrays (start, index, value) for passModel."""
-        rows = np.asarray(self.entry_row, dtype=np.int64)
+        rows, cols, vals = self.entries()
         order = np.argsort(rows, kind="stable")
-        index = np.asarray(self.entry_col, dtype=np.int32)[order]
-        value = np.asarray(self.entry_val, dtype=np.float64)[order]
+        index = cols[order].astype(np.int32)
+        value = vals[order]
         counts = np.bincount(rows, minlength=self.num_rows) if len(rows) else np.zeros(self.num_rows, dtype=np.int64)
         start = np.zeros(self.num_rows + 1, dtype=np.int32)
         np.cumsum(counts, out=start[1:])
@@ -75,7 +86,5 @@ class ModelArrays:
 
     def evaluate_rows(self, values: np.ndarray) -> np.ndarray:
         """Row activities for a column vector (used to check a start before handing it over)."""
-        activity = np.zeros(self.num_rows)
-        np.add.at(activity, np.asarray(self.entry_row, dtype=np.int64),
-                  np.asarray(self.entry_val) * values[np.asarray(self.entry_col, dtype=np.int64)])
-        return activity
+        rows, cols, vals = self.entries()
+        return np.bincount(rows, weights=vals * values[cols], minlength=self.num_rows)[: self.num_rows]

@@ -12,12 +12,14 @@ none passes, that is an error.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from models import Decisions, Plan, Snapshot, SolverReport
 from planner import score
 from planner.assemble import assemble
+from planner.bound import TierBounds
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
@@ -49,21 +51,22 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         clock.lap("build")
         if plans.violations:
             raise VerificationError(plans.violations)
-        return assemble(snapshot, plans.baseline, greedy_report(snapshot, plans.baseline, clock))
+        return finished(snapshot, plans.baseline, greedy_report(snapshot, plans.baseline, clock), clock)
 
     # Greedy and the improved start on the second core while the compact model (volumes
     # and preemption cost) is built here; the tie-breakers come later on the full one
     # (domains spanned, free domains, age, flavor order), volumes held.
-    # The first stage's LP relaxation is solved here too (planner.rins searches around it).
-    def build() -> tuple[Formulation, float, LpRelaxation | None]:
+    # Here too: the first stage's LP relaxation (planner.rins searches around it) and the
+    # small relaxation that bounds stages cut short (planner.bound), neither needing the start.
+    def build() -> tuple[Formulation, float, LpRelaxation | None, TierBounds]:
         began = time.monotonic()
         form = formulate(snapshot, locality=False)
         model_seconds = time.monotonic() - began
         ahead = relaxation_ahead(form, policy.threads, AHEAD_SHARE * limit) if solver == "milp" else None
-        return form, model_seconds, ahead
+        return form, model_seconds, ahead, TierBounds(form)
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
-    plans, (form, model_seconds, ahead) = starts_beside(snapshot, improve_seconds, deadline, build)
+    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, deadline, build)
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
@@ -78,7 +81,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     kept_back = TAIL_SHARE * left if TAIL_SHARE * left >= 2 * model_seconds else 0.0
     outcome = solve(form, start, backend, left - kept_back, policy.mip_gap,
                     polish=lambda v: polished(form, v),
-                    floor_at_start=policy.greedy_floor and has_start)
+                    floor_at_start=policy.greedy_floor and has_start, bounds=bounds)
     try:
         # A start no stage improved on is kept as it was placed (greedy's BestFit keeps
         # pod sets together; decoding the same volumes again need not).
@@ -103,14 +106,23 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         if greedy_violations:
             raise VerificationError(violations or greedy_violations)
         report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method)
-        return assemble(snapshot, baseline, report, form.excluded)
+        return finished(snapshot, baseline, report, clock, form.excluded)
     proven = all(s.status in ("optimal", "kept") for s in outcome.stages)
     report = SolverReport(
         method=method, status="optimal" if proven else "feasible", objective=round(outcome.objective, 6),
         bound=round(outcome.bound, 6), gap=round(outcome.gap, 6), seconds=clock.seconds(),
         message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
-    return assemble(snapshot, decisions, report, form.excluded)
+    return finished(snapshot, decisions, report, clock, form.excluded)
+
+
+def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: "Clock",
+             excluded: dict | None = None) -> Plan:  # type: ignore[type-arg]
+    """The Plan, with explaining what waits and summarising counted in `verify` (and the
+    total): the cycle is not over before they are."""
+    plan = assemble(snapshot, decisions, report, excluded)
+    clock.lap("verify")
+    return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
 
 
 def start_for(form: Formulation, plans: Starts) -> tuple[Decisions, np.ndarray | None]:
@@ -169,11 +181,12 @@ def make_backend(form: Formulation, solver: str, snapshot: Snapshot,
     the stages search around the LP point only when `relaxation` was solved ahead
     (where it was not, their own shorter tries would fail too)."""
     policy = snapshot.policy
+    size = len(form.arrays.entry_val)
     if solver == "milp":
         return LazyBackend(lambda: HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed,
-                                                relaxation=relaxation, searches=relaxation is not None))
+                                                relaxation=relaxation, searches=relaxation is not None), size)
     if solver.startswith("pulp:"):
-        return LazyBackend(lambda: PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads))
+        return LazyBackend(lambda: PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads), size)
     raise ValueError(f"unknown solver {solver!r}")
 
 

@@ -21,7 +21,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from planner import rins
-from planner.bound import tier_bounds
+from planner.bound import TierBounds
 from planner.formulate import Formulation
 from planner.highs import LpRelaxation, highs_from, merged
 from planner.model_arrays import INF, ModelArrays
@@ -38,6 +38,11 @@ PROVEN_TOLERANCE = 1e-5
 TAIL_GAP = 0.005
 # HiGHS's own search is not started with less than this left of a stage (seconds).
 MIN_RUN = 0.05
+# Handing a model to HiGHS (passModel, then its presolve) takes about this long per
+# nonzero here (measured: L, 3.1M nonzeros, 0.9 s to hand over); a stage starts a
+# solver it has not built yet only with HANDOVER_MARGIN times that ahead of it.
+HANDOVER_SECONDS_PER_NONZERO = 3e-7
+HANDOVER_MARGIN = 4.0
 # Models with more nonzeros are not relaxed ahead: their LP takes longer than a cycle
 # on this machine (measured: 0.33M at M, 1.2 s; 3.1M at L, 37 s).
 AHEAD_MAX_NONZEROS = 1_000_000
@@ -76,6 +81,9 @@ class Backend(Protocol):
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None: ...
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None: ...
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]: ...
+    # Could a stage of this many seconds do anything (a solver not built yet needs time
+    # to read the model)?
+    def worth_starting(self, seconds: float) -> bool: ...
     # For planner.rins: the LP relaxation (None where the backend has none), and a run
     # with some columns fixed at the start's values.
     def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None: ...
@@ -89,13 +97,14 @@ def value_of(terms: list[tuple[int, float]], values: np.ndarray) -> float:
 
 def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float, gap: float,
           polish: Callable[[np.ndarray], np.ndarray] | None = None,
-          floor_at_start: bool = False) -> Outcome:
+          floor_at_start: bool = False, bounds: TierBounds | None = None) -> Outcome:
     """Run the stages within `time_limit` seconds; `start` must be feasible.
 
     `floor_at_start` holds every tier at least at the start's volume (the greedy floor).
     `polish` rewrites a solution in its cleanest equivalent form (no spare supply, no
     domain marked used that is not); it runs before the tail stages, whose objectives
-    the earlier stages left unconstrained.
+    the earlier stages left unconstrained. `bounds`: the relaxation for stages cut
+    short, if built ahead (else built when needed).
     """
     deadline = time.monotonic() + time_limit
     # Stages in the objective's order: each may take all the time left but RESERVE_SHARE
@@ -120,8 +129,9 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         if achieved >= form.tier_max[tier] - HOLD_SLACK:
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
         elif (stage_end := deadline - RESERVE_SHARE * time_limit * (len(tiers_left) - index - 1 + tail_stages)) \
-                < began + MIN_RUN:
-            # Out of time (HiGHS can overrun a limit in its root cut loop): hold the answer.
+                < began + MIN_RUN or not backend.worth_starting(stage_end - began):
+            # Out of time (HiGHS can overrun a limit in its root cut loop, and takes a while
+            # to read a large model): hold the answer.
             stages.append(StageResult(f"priority {tier}", "skipped", achieved, form.tier_max[tier], 0.0))
         else:
             objective = terms + nudge(form, tier)
@@ -149,10 +159,14 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
         reached[tier] = achieved
         stage_of[tier] = stages[-1]
-    tighten_bounds(form, stage_of, reached)
+    tighten_bounds(form, stage_of, reached, bounds)
     if polish is not None and time.monotonic() < deadline:   # only for the tail stages
         incumbent = polish(incumbent)
-    if form.cost_terms and time.monotonic() >= deadline:
+    def no_time() -> bool:
+        left = min(deadline, time.monotonic() + TAIL_SHARE * time_limit) - time.monotonic()
+        return left <= 0 or not backend.worth_starting(left)
+
+    if form.cost_terms and no_time():
         stages.append(StageResult("preemption cost", "skipped", value_of(form.cost_terms, incumbent),
                                   0.0, 0.0))
     elif form.cost_terms:
@@ -160,7 +174,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
                                    min(deadline, time.monotonic() + TAIL_SHARE * time_limit), max(gap, TAIL_GAP),
                                    stages, floor=0.0)
         backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
-    if form.secondary and time.monotonic() >= deadline:
+    if form.secondary and no_time():
         stages.append(StageResult("tie-breakers", "skipped", value_of(form.secondary, incumbent), 0.0, 0.0))
     elif form.secondary:
         if polish is not None:
@@ -177,13 +191,14 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
 
 
-def tighten_bounds(form: Formulation, stage_of: dict[int, StageResult], reached: dict[int, float]) -> None:
+def tighten_bounds(form: Formulation, stage_of: dict[int, StageResult], reached: dict[int, float],
+                   bounds: TierBounds | None = None) -> None:
     """Tier stages the time limit cut short keep the better of their own bound and the
     small relaxation's (planner.bound); one whose bound then meets its answer is proven."""
     open_stages = {t: s for t, s in stage_of.items() if s.status not in ("optimal", "kept")}
     if not open_stages:
         return
-    relaxed = tier_bounds(form, reached, list(open_stages))
+    relaxed = (bounds or TierBounds(form))(reached, list(open_stages))
     for tier, stage in open_stages.items():
         if tier in relaxed:
             stage.bound = max(stage.objective, min(stage.bound, relaxed[tier]))
@@ -282,12 +297,20 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
 class LazyBackend:
     """A backend built on its first run: rows and objectives given before are replayed
     then. Handing a model of millions of columns to a solver takes seconds, wasted in a
-    cycle whose time is gone before any stage runs (the stages are then skipped)."""
+    cycle whose time is gone before any stage runs (the stages are then skipped), or
+    whose stage would end before the solver has read it (`worth_starting`)."""
 
-    def __init__(self, build: Callable[[], Backend]):
+    def __init__(self, build: Callable[[], Backend], nonzeros: int = 0):
         self._build = build
         self._backend: Backend | None = None
         self._calls: list[Callable[[Backend], None]] = []
+        self._nonzeros = nonzeros
+
+    def worth_starting(self, seconds: float) -> bool:
+        """Could a stage of `seconds` do anything? Not if building the backend (about
+        HANDOVER_SECONDS_PER_NONZERO each) would take more than 1/HANDOVER_MARGIN of it."""
+        return self._backend is not None or \
+            HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * self._nonzeros <= seconds
 
     def _do(self, call: Callable[[Backend], None]) -> None:
         if self._backend is None:
@@ -374,6 +397,9 @@ class HighsBackend:
             self._rows.append((lower, upper, cols, vals))
         else:
             self.relaxation.add_row(lower, upper, cols, vals)
+
+    def worth_starting(self, seconds: float) -> bool:
+        return True     # the model is in HiGHS already
 
     def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
         """The LP relaxation of the model as it stands (rows added, objective): its
@@ -503,6 +529,9 @@ class PulpBackend:
             objective = float(pulp.value(self.prob.objective) or 0.0)
             return values, "optimal", objective
         return values, "feasible", None
+
+    def worth_starting(self, seconds: float) -> bool:
+        return True     # PuLP hands the model over on each run, whatever its size
 
     def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
         """No LP relaxation through PuLP here: stages go straight to `run`."""

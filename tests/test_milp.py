@@ -212,3 +212,39 @@ def test_the_solver_gets_the_model_only_when_a_stage_runs():
     lazy.add_row([(0, 1.0)], 3.0, 4.0)
     (backend,) = built
     assert backend.calls == ["row 1.0", "objective", "run", "row 3.0"]
+
+
+def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
+    """A solver not built yet is not started for a stage shorter than reading the model
+    would take (HANDOVER_*): the stage keeps its start, reported `skipped`; once built,
+    any stage may run."""
+    from planner.solve import HANDOVER_MARGIN, HANDOVER_SECONDS_PER_NONZERO, LazyBackend
+
+    built = []
+    lazy = LazyBackend(lambda: built.append(1) or object(), nonzeros=10_000_000)
+    need = HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * 10_000_000
+    assert not lazy.worth_starting(need * 0.9)
+    assert lazy.worth_starting(need * 1.1)
+    assert built == []
+
+    import numpy as np
+    from planner.formulate import formulate
+    from planner.greedy import greedy
+    from planner.snapshot import read_snapshot
+    from planner.solve import HighsBackend, solve
+    from planner.warmstart import start_from
+
+    import json
+
+    from planner.generate import generate, preset
+
+    path = tmp_path / "snap.json"      # greedy leaves the second tier well short here (tests/test_rins.py)
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
+    snap = read_snapshot([str(path)])
+    form = formulate(snap, locality=False)
+    start = start_from(form, greedy(snap).decisions)
+    backend = LazyBackend(lambda: HighsBackend(form.arrays), nonzeros=10**12)   # as if enormous
+    outcome = solve(form, start, backend, 2.0, 1e-4)
+    ran = [s for s in outcome.stages if s.name.startswith("priority") and s.status != "kept"]
+    assert ran and all(s.status in ("skipped", "feasible") and s.seconds == 0.0 for s in ran)
+    assert np.array_equal(outcome.values, start)
