@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
@@ -56,14 +57,15 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     # Greedy and the improved start on the second core while the compact model (volumes
     # and preemption cost) is built here; the tie-breakers come later on the full one
     # (domains spanned, free domains, age, flavor order), volumes held.
-    # Here too: the first stage's LP relaxation (planner.rins searches around it) and the
-    # small relaxation that bounds stages cut short (planner.bound), neither needing the start.
-    def build() -> tuple[Formulation, float, LpRelaxation | None, TierBounds]:
+    # Here too: the first stage's LP relaxation (planner.rins searches around it) and,
+    # while the starts are not ready, the small relaxation that bounds stages cut short
+    # (planner.bound; else built when needed). Neither needs the start.
+    def build(starts_ready: Callable[[], bool]) -> tuple[Formulation, float, LpRelaxation | None, TierBounds | None]:
         began = time.monotonic()
         form = formulate(snapshot, locality=False)
         model_seconds = time.monotonic() - began
         ahead = relaxation_ahead(form, policy.threads, AHEAD_SHARE * limit) if solver == "milp" else None
-        return form, model_seconds, ahead, TierBounds(form)
+        return form, model_seconds, ahead, None if starts_ready() else TierBounds(form)
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
     plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, deadline, build)
@@ -86,12 +88,17 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         # A start no stage improved on is kept as it was placed (greedy's BestFit keeps
         # pod sets together; decoding the same volumes again need not).
         unchanged = np.array_equal(outcome.values, start)
-        decisions = start_plan if unchanged else gathered(snapshot, decode(form, outcome.values))
+        decoded = start_plan if unchanged else decode(form, outcome.values)
+        # Preferred pod sets gathered again (planner.relocate); as decoded should the
+        # verifier ever reject that.
+        moved = decoded if unchanged else relocate(snapshot, decoded)
         clock.lap("solve")   # decoding is part of finding the answer
-        decisions, tie_stage = tie_break(snapshot, solver, decisions, deadline, policy.mip_gap, clock,
+        decisions, tie_stage = tie_break(snapshot, solver, moved, deadline, policy.mip_gap, clock,
                                          model_seconds)
         outcome.stages.append(tie_stage)
         violations = verify(snapshot, decisions)
+        if violations and decisions is moved and moved != decoded:
+            decisions, violations = decoded, verify(snapshot, decoded)
     except DecodeError as error:
         decisions, violations = Decisions(), [str(error)]
     clock.lap("verify")
@@ -157,13 +164,6 @@ def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: f
         return decode(full, values), stage
     except DecodeError:
         return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
-
-
-def gathered(snapshot: Snapshot, decisions: Decisions) -> Decisions:
-    """`decisions` with preferred pod sets on fewer domains (planner.relocate), as decoded
-    should that ever fail verification."""
-    moved = relocate(snapshot, decisions)
-    return moved if moved == decisions or not verify(snapshot, moved) else decisions
 
 
 def polished(form: Formulation, values):  # type: ignore[no-untyped-def]

@@ -42,17 +42,18 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, deadline: float) -
 
 
 def starts_beside(snapshot: Snapshot, improve_seconds: float | None, deadline: float,
-                  work: Callable[[], T]) -> tuple[Starts, T]:
-    """`starts(...)` in a forked child while `work()` runs here; both results."""
+                  work: Callable[[Callable[[], bool]], T]) -> tuple[Starts, T]:
+    """`starts(...)` in a forked child while `work(done)` runs here; both results.
+    `done()` says whether the starts are ready (work that only fills idle time can stop)."""
     if not _two_cpus() or "fork" not in multiprocessing.get_all_start_methods():
-        return starts(snapshot, improve_seconds, deadline), work()
+        return starts(snapshot, improve_seconds, deadline), work(lambda: True)
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
     child = context.Process(target=_child, args=(send, snapshot, improve_seconds, deadline), daemon=True)
     child.start()
     send.close()
     try:
-        result = work()
+        result = work(receive.poll)
     except BaseException:
         child.kill()
         raise

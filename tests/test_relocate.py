@@ -94,3 +94,32 @@ def test_relocating_generated_plans_keeps_them_valid_and_no_less_local(tmp_path,
     spans = lambda d: metrics.summarize(snap, d)["locality"]["mean_domains"]
     assert spans(after) <= spans(decoded) + 1e-9
     assert np.isfinite(spans(after))
+
+
+def test_a_relocation_the_verifier_rejects_is_not_used(tmp_path, monkeypatch):
+    """Were relocate ever wrong, the cycle keeps the plan as decoded, still the MILP's."""
+    import json
+
+    from planner import run
+    from planner.generate import generate, preset
+    from planner.pipeline import plan_snapshot
+    from planner.snapshot import read_snapshot
+
+    path = tmp_path / "snap.json"      # the stages change the start here (tests/test_rins.py)
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
+    snap = read_snapshot([str(path)])
+    broken = []
+
+    def overfill(snapshot, decisions):
+        """Every admission's pods piled onto one node: more than any node holds."""
+        first = sorted(snapshot.nodes, key=lambda n: n.name)[0].name
+        piled = tuple(replace(a, pod_sets=tuple(replace(p, levels=(HOSTNAME_LABEL,), domains=(((first,), p.count),))
+                                                for p in a.pod_sets)) for a in decisions.admissions)
+        broken.append(replace(decisions, admissions=piled))
+        return broken[-1]
+
+    monkeypatch.setattr(run, "relocate", overfill)
+    plan = plan_snapshot(snap)
+    assert broken and verify(snap, broken[-1]) != []
+    assert plan.solver.method == "milp" and plan.solver.status != "fallback"
+    assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []

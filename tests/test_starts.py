@@ -16,7 +16,7 @@ def test_beside_gives_what_in_process_gives(seed):
     snap = random_snapshot(50_000 + seed, with_running=True, with_topology=True)
     deadline = time.monotonic() + 60
     alone = starts(snap, 30.0, deadline)
-    beside, result = starts_beside(snap, 30.0, deadline, lambda: os.getpid())
+    beside, result = starts_beside(snap, 30.0, deadline, lambda done: os.getpid())
     assert beside == alone
     assert result == os.getpid()     # the work ran here, not in the child
 
@@ -33,13 +33,13 @@ def test_a_failing_child_is_made_up_for_here(monkeypatch):
     monkeypatch.setattr(starts_module, "improve", improve_fails_in_the_child)
     snap = random_snapshot(50_100, with_running=True)
     deadline = time.monotonic() + 60
-    beside, _ = starts_beside(snap, 30.0, deadline, lambda: None)
+    beside, _ = starts_beside(snap, 30.0, deadline, lambda done: None)
     assert beside == starts(snap, 30.0, deadline)
 
 
 def test_without_improving_the_start_is_greedy_itself():
     snap = random_snapshot(50_200, with_running=True)
-    plans, _ = starts_beside(snap, None, time.monotonic() + 60, lambda: None)
+    plans, _ = starts_beside(snap, None, time.monotonic() + 60, lambda done: None)
     assert plans.better == plans.baseline and plans.violations == []
 
 
@@ -67,3 +67,30 @@ def test_a_start_no_stage_improves_is_kept_as_greedy_placed_it():
     racks = [{"ra" if int(v[-1][1:]) % 2 else "rb" for ps in a.pod_sets for v, _ in ps.domains}
              for a in plan.admissions]
     assert racks and all(len(r) == 1 for r in racks)
+
+
+def test_the_work_here_learns_when_the_starts_are_ready():
+    """`done()` is false while the child computes, true once its answer waits to be read
+    (work that only fills idle time uses it to stop); in process it is true at once."""
+    snap = random_snapshot(50_300, with_running=True, with_topology=True)
+    seen = []
+
+    def work(done):
+        seen.append(done())
+        give_up = time.monotonic() + 60
+        while not done() and time.monotonic() < give_up:
+            time.sleep(0.01)
+        seen.append(done())
+
+    plans, _ = starts_beside(snap, 30.0, time.monotonic() + 60, work)
+    assert seen[-1] is True
+    assert plans == starts(snap, 30.0, time.monotonic() + 60)
+
+    monkeypatched = []
+    original = starts_module._two_cpus
+    try:
+        starts_module._two_cpus = lambda: False
+        starts_beside(snap, 30.0, time.monotonic() + 60, lambda done: monkeypatched.append(done()))
+    finally:
+        starts_module._two_cpus = original
+    assert monkeypatched == [True]
