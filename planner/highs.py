@@ -71,6 +71,7 @@ class LpRelaxation:
         self.h.setOptionValue("presolve", "off")
         self._assumed: dict[tuple[int, ...], tuple[int, float]] = {}   # columns -> (row, lower)
         self._confirmed: set[tuple[int, ...]] = set()
+        self.out_of_time = False
 
     def add_row(self, lower: float, upper: float, cols: np.ndarray, vals: np.ndarray) -> None:
         key = tuple(int(c) for c in cols)
@@ -95,12 +96,16 @@ class LpRelaxation:
         self._assumed.clear()
 
     def solve(self, time_limit: float) -> tuple[np.ndarray, float] | None:
-        """Its solution and optimum, or None when not solved within `time_limit`."""
-        if time_limit <= 0:
+        """Its solution and optimum, or None when not solved (`out_of_time` says whether
+        for want of time, rather than an infeasible or failed LP)."""
+        self.out_of_time = time_limit <= 0
+        if self.out_of_time:
             return None
         self.h.setOptionValue("time_limit", float(time_limit))
         self.h.run()
-        if self.h.getModelStatus() != self._hs.HighsModelStatus.kOptimal:
+        status = self.h.getModelStatus()
+        self.out_of_time = status == self._hs.HighsModelStatus.kTimeLimit
+        if status != self._hs.HighsModelStatus.kOptimal:
             return None
         return (np.asarray(self.h.getSolution().col_value, dtype=np.float64),
                 float(self.h.getInfo().objective_function_value))

@@ -226,7 +226,8 @@ def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRe
     start serves it whole; where one does not, the stage drops that row and solves
     again from this basis) and the next tier maximised, as its stage will. None when
     the model is too large for its LP to be solved within a cycle (planner.rins then
-    does not search) or the LP was not solved within `time_limit`."""
+    does not search) or the LP was not solved within `time_limit`; an LP the guess
+    made infeasible is kept (its stage solves it without the guess)."""
     if len(form.arrays.entry_val) > AHEAD_MAX_NONZEROS:
         return None
     tiers = [t for t in form.tiers if form.tier_volume[t]]
@@ -241,7 +242,8 @@ def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRe
     for col, coef in form.tier_volume[tier] + nudge(form, tier):
         cost[col] += coef
     relaxation.set_objective(cost, maximize=True)
-    return relaxation if relaxation.solve(time_limit) is not None else None
+    relaxation.solve(time_limit)
+    return None if relaxation.out_of_time else relaxation
 
 
 def stage_bound(form: Formulation, tier: int, objective_bound: float) -> float:

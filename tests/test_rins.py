@@ -159,3 +159,27 @@ def test_a_stage_reports_no_more_than_its_lp_bound(tmp_path):
     assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
     stage = next(s for s in plan.solver.stages if s["stage"] == f"priority {tier}")
     assert stage["objective"] - 1e-6 <= stage["bound"] <= stage_bound(form, tier, lp_optimum) + 1e-6
+
+
+def test_a_wrong_guess_ahead_still_leaves_a_relaxation_for_the_stages():
+    """Two top-priority jobs of 4 GPUs on one 5-GPU node: no plan serves the top tier
+    whole, so the LP solved ahead under that guess is infeasible. It is kept all the
+    same, and once the real hold is added its stages get the right LP."""
+    from builders import GPU, cq, flavor, job, lq, node, snapshot
+
+    snap = snapshot(nodes=[node("n1", gpu=5)], flavors=[flavor("default")],
+                    cqs=[cq("cq", quotas={"default": {GPU: 8, "cpu": 100, "memory": "1Ti"}})],
+                    lqs=[lq("team", "lq", "cq")],
+                    workloads=[job("team", "top-a", gpu=4, priority=100), job("team", "top-b", gpu=4, priority=100),
+                               job("team", "low", gpu=1, priority=0)])
+    form = formulate(snap, locality=False)
+    ahead = relaxation_ahead(form, threads=1, time_limit=20)
+    assert ahead is not None and not ahead.out_of_time
+    top, low = form.tiers
+    fresh = HighsBackend(form.arrays)
+    reused = HighsBackend(form.arrays, relaxation=ahead)
+    for backend in (fresh, reused):
+        backend.add_row(form.tier_volume[top], 4.0 - HOLD_SLACK, INF)
+        backend.set_objective(form.tier_volume[low] + nudge(form, low), maximize=True)
+    assert fresh.relax(20)[1] == pytest.approx(1.0, abs=1e-3)      # the low job beside one top job
+    assert reused.relax(20)[1] == pytest.approx(fresh.relax(20)[1], abs=1e-6)
