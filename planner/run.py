@@ -1,4 +1,4 @@
-"""One cycle, in order: greedy and the start beside the model, solve, decode, verify,
+"""One cycle, in order: greedy and the start beside the model, solve, decode, gather, verify,
 choose, assemble.
 
 The greedy plan is the fallback when the MILP finds nothing or fails, and the
