@@ -442,9 +442,16 @@ class HighsBackend:
         result = self._result()
         if result[0] is not None and not self._consistent(result[0]):
             # Seen with HiGHS 1.16: after a re-solve from a start, the reported objective
-            # can be right while col_value still holds the start. Solve again without it.
+            # can be right while col_value still holds the start; and a run interrupted
+            # at its deadline reports the start's objective in presolve's reduced space.
+            # Either way col_value is a solution (callers value it themselves) and the
+            # reported numbers are not to be trusted: with half the time left, solve
+            # again without the start; else keep col_value, with no bound.
+            left = time_limit - (time.monotonic() - began)
+            if left < 0.5 * time_limit:
+                return result[0], "feasible", None
             h.clearSolver()
-            h.setOptionValue("time_limit", float(max(0.01, time_limit - (time.monotonic() - began))))
+            h.setOptionValue("time_limit", float(left))
             h.run()
             result = self._result()
             if result[0] is not None and not self._consistent(result[0]):

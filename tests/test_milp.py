@@ -248,3 +248,30 @@ def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
     ran = [s for s in outcome.stages if s.name.startswith("priority") and s.status != "kept"]
     assert ran and all(s.status in ("skipped", "feasible") and s.seconds == 0.0 for s in ran)
     assert np.array_equal(outcome.values, start)
+
+
+def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time_is_short(monkeypatch):
+    """HiGHS 1.16 can report an objective its col_value does not have (a start's objective
+    in presolve's space after an interrupt). With under half the time left the values
+    (a solution) are kept, as `feasible` with no bound; with more, the run is redone."""
+    from pathlib import Path
+
+    from planner.formulate import formulate
+    from planner.greedy import greedy
+    from planner.snapshot import read_snapshot
+    from planner.solve import HighsBackend
+    from planner.warmstart import start_from
+
+    snap = read_snapshot([str(Path(__file__).resolve().parent.parent / "fixtures" / "tiny.yaml")])
+    form = formulate(snap, locality=False)
+    start = start_from(form, greedy(snap).decisions)
+    backend = HighsBackend(form.arrays)
+    backend.set_objective([(c, 1.0) for c in form.admit_col], maximize=True)
+    monkeypatch.setattr(HighsBackend, "_consistent", lambda self, values: False)
+    clock = iter([0.0, 0.9, 0.9, 0.9])     # began, then "0.9 s later" for a 1 s limit
+    monkeypatch.setattr("planner.solve.time.monotonic", lambda: next(clock, 0.9))
+    values, status, bound = backend.run(1.0, 1e-4, start)
+    assert values is not None and status == "feasible" and bound is None
+    clock = iter([0.0, 0.1, 0.1, 0.1, 0.1])   # plenty left: solved again, still disagreeing
+    values, status, bound = backend.run(1.0, 1e-4, start)
+    assert (values, status, bound) == (None, "failed", None)
