@@ -107,10 +107,10 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     short, if built ahead (else built when needed).
     """
     deadline = time.monotonic() + time_limit
-    # Stages in the objective's order: each may take all the time left but RESERVE_SHARE
-    # of the limit for each stage after it, so lower terms still get a look. The tail
-    # stages (preemption cost, tie-breakers) refine a plan whose volumes are settled:
-    # each takes at most TAIL_SHARE of the limit.
+    # Stages in the objective's order: a tier's stage may take all the time left but
+    # RESERVE_SHARE of the limit for each lower tier's stage and TAIL_SHARE for each tail
+    # stage (preemption cost, tie-breakers), which refine a plan whose volumes are
+    # settled and take at most TAIL_SHARE each.
     tail_stages = bool(form.cost_terms) + bool(form.secondary)
     incumbent = start.copy()
     stages: list[StageResult] = []
@@ -128,7 +128,8 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         began = time.monotonic()
         if achieved >= form.tier_max[tier] - HOLD_SLACK:
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
-        elif (stage_end := deadline - RESERVE_SHARE * time_limit * (len(tiers_left) - index - 1 + tail_stages)) \
+        elif (stage_end := deadline - time_limit * (RESERVE_SHARE * (len(tiers_left) - index - 1)
+                                                     + TAIL_SHARE * tail_stages)) \
                 < began + MIN_RUN or not backend.worth_starting(stage_end - began):
             # Out of time (HiGHS can overrun a limit in its root cut loop, and takes a while
             # to read a large model): hold the answer.
