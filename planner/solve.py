@@ -130,9 +130,9 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
         elif (stage_end := deadline - time_limit * (RESERVE_SHARE * (len(tiers_left) - index - 1)
                                                      + TAIL_SHARE * tail_stages)) \
-                < began + MIN_RUN or not backend.worth_starting(stage_end - began):
-            # Out of time (HiGHS can overrun a limit in its root cut loop, and takes a while
-            # to read a large model): hold the answer.
+                < began + MIN_RUN or not backend.worth_starting(deadline - began):
+            # Out of time (HiGHS can overrun a limit in its root cut loop), or too little
+            # left for any stage to hand a large model over: hold the answer.
             stages.append(StageResult(f"priority {tier}", "skipped", achieved, form.tier_max[tier], 0.0))
         else:
             objective = terms + nudge(form, tier)
