@@ -25,7 +25,7 @@ import numpy as np
 
 from planner import capacity
 from planner.formulate import Choice, Formulation, resource_units
-from planner.highs import highs_from, merged
+from planner.highs import dense, highs_from, merged
 from planner.model_arrays import INF, ModelArrays
 
 # Higher tiers are held this far below what they achieved (as the stages hold them),
@@ -39,10 +39,9 @@ def relaxation(form: Formulation) -> tuple[ModelArrays, np.ndarray]:
     arrays = form.arrays
     placing_mask = np.zeros(arrays.num_cols, dtype=bool)
     placing_mask[placement_columns(form)] = True
-    # Placement columns stay, fixed at 0, so that indexes stay the model's.
-    lower = np.where(placing_mask, 0.0, np.asarray(arrays.col_lower, dtype=np.float64))
-    upper = np.where(placing_mask, 0.0, np.asarray(arrays.col_upper, dtype=np.float64))
-    out = ModelArrays(col_lower=lower.tolist(), col_upper=upper.tolist(),
+    # Rows are added in the model's column indexes; compacted() then drops the placement
+    # columns, which no kept row uses.
+    out = ModelArrays(col_lower=list(arrays.col_lower), col_upper=list(arrays.col_upper),
                       col_integer=[False] * arrays.num_cols, col_names=arrays.col_names)  # shared: no column is added
     # Rows touching a placement column go; the rest keep their indexes' order.
     entry_row, entry_col, entry_val = arrays.entries()
@@ -223,10 +222,7 @@ class TierBounds:
             terms = [(int(self.column[col]), coef) for col, coef in form.tier_volume[tier]]
             assert all(col >= 0 for col, _ in terms)
             if tier in tiers:
-                cost = np.zeros(self.num_cols)
-                for col, coef in terms:
-                    cost[col] += coef
-                h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
+                h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), dense(terms, self.num_cols))
                 h.run()
                 if h.getModelStatus() == self._hs.HighsModelStatus.kOptimal:
                     found = float(h.getInfo().objective_function_value)

@@ -19,6 +19,14 @@ def merged(terms: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(cols, dtype=np.int32), np.asarray([total[c] for c in cols], dtype=np.float64)
 
 
+def dense(terms: list[tuple[int, float]], num_cols: int) -> np.ndarray:
+    """An objective's terms as a cost per column (repeated columns added up)."""
+    cost = np.zeros(num_cols)
+    for col, coef in terms:
+        cost[col] += coef
+    return cost
+
+
 def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # type: ignore[no-untyped-def]
     """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
 

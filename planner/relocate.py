@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from models import Admission, Decisions, PodSetAssignment, Snapshot, Workload
 from planner.greedy import ClusterState, try_counts
-from planner.semantics import pod_volume
+from planner.semantics import assigned_volume
 from planner.topology import levels_for, node_path
 
 
@@ -32,9 +32,7 @@ def relocate(snapshot: Snapshot, decisions: Decisions) -> Decisions:
         state.apply_admission(by_ref[admission.workload], admission)
 
     def volume(admission: Admission) -> float:
-        workload = by_ref[admission.workload]
-        sizes = {ps.name: pod_volume(ps, snapshot) for ps in workload.pod_sets}
-        return sum(psa.count * sizes.get(psa.name, 0.0) for psa in admission.pod_sets)
+        return assigned_volume(by_ref[admission.workload], admission.pod_sets, snapshot)
 
     preferred = [a for a in decisions.admissions
                  if any(ps.topology.mode == "preferred" for ps in by_ref[a.workload].pod_sets)]

@@ -23,7 +23,7 @@ import numpy as np
 from planner import rins
 from planner.bound import TierBounds
 from planner.formulate import Formulation
-from planner.highs import LpRelaxation, highs_from, merged
+from planner.highs import LpRelaxation, dense, highs_from, merged
 from planner.model_arrays import INF, ModelArrays
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
@@ -239,10 +239,7 @@ def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRe
         cols, vals = merged(form.tier_volume[tiers[0]])
         relaxation.assume_row(form.tier_max[tiers[0]] - HOLD_SLACK, INF, cols, vals)
     tier = tiers[min(1, len(tiers) - 1)]
-    cost = np.zeros(form.arrays.num_cols)
-    for col, coef in form.tier_volume[tier] + nudge(form, tier):
-        cost[col] += coef
-    relaxation.set_objective(cost, maximize=True)
+    relaxation.set_objective(dense(form.tier_volume[tier] + nudge(form, tier), form.arrays.num_cols), maximize=True)
     relaxation.solve(time_limit)
     return None if relaxation.out_of_time else relaxation
 
@@ -384,9 +381,7 @@ class HighsBackend:
             event.interrupt()
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
-        cost = np.zeros(self.num_cols)
-        for col, coef in terms:
-            cost[col] += coef
+        cost = dense(terms, self.num_cols)
         self.h.changeColsCost(self.num_cols, np.arange(self.num_cols, dtype=np.int32), cost)
         self._cost = cost
         self._maximize = maximize
