@@ -24,14 +24,17 @@ def running(snapshot: Snapshot) -> list[Workload]:
 
 def node_usage_of(workload: Workload) -> dict[str, Resources]:
     """Requests a running workload's pods place on each node."""
-    usage: dict[str, Resources] = defaultdict(Resources)
+    usage: dict[str, dict[str, int]] = defaultdict(dict)
     for assignment in workload.assignment:
         pod_set = pod_set_by_name(workload, assignment.name)
         if pod_set is None:
             continue
+        request = pod_set.request.items()
         for node, count in assignment.pods_per_node().items():
-            usage[node] = usage[node] + pod_set.request.scaled(count)
-    return dict(usage)
+            on_node = usage[node]
+            for resource, amount in request:
+                on_node[resource] = on_node.get(resource, 0) + amount * count
+    return {node: Resources.of(amounts) for node, amounts in usage.items()}
 
 
 def quota_usage_of(workload: Workload) -> dict[FlavorResource, int]:

@@ -38,6 +38,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
 from models.objects import Toleration
 from planner import capacity, semantics, topology
@@ -65,9 +67,11 @@ class Shape:
     request: Resources
     levels: tuple[str, ...]
     paths: dict[str, Path]                 # eligible node -> domain path (ends with node)
+    fits: dict[str, int] = field(default_factory=dict)     # eligible node -> pods that fit were every victim gone
     supply: dict[str, int] = field(default_factory=dict)   # node -> y column
     domains: dict[int, dict[Path, list[str]]] = field(default_factory=dict)   # level -> domain -> nodes
     rooms: dict[tuple[int, Path], int] = field(default_factory=dict)          # (level, domain) -> pods
+    within: dict[tuple[int, int], dict[Path, list[Path]]] = field(default_factory=dict)  # see domains_within
 
 
 @dataclass
@@ -141,6 +145,7 @@ class Formulation:
     free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
     locality: bool = True                                  # the full model, with tie-breakers
     class_tier: list[int] = field(default_factory=list)     # effective priority of each class
+    room_table: "RoomTable | None" = None                  # `room` as a matrix, for counting fits
 
 
 def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
@@ -159,9 +164,10 @@ def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
     )
     pending = candidates(snapshot, model.excluded)
     add_victims(model, pending)
+    model.room_table = RoomTable(model.room)
     shape_index: dict[ShapeKey, int] = {}
     for members in workload_classes(snapshot, pending, locality):
-        add_workload(model, members, model.room, shape_index)
+        add_workload(model, members, shape_index)
     add_preemption_rows(model)
     add_hall_rows(model)
     if locality:
@@ -273,6 +279,12 @@ class Preemption:
     def allowed(self, members: list[Workload], victim: Workload) -> list[Workload]:
         """Members of one class that may evict `victim`."""
         if not class_wide(members, victim):
+            # Same queue, same priority: only withinClusterQueue LowerOrNewerEqualPriority
+            # lets any member evict it (by queue time, each on its own); asking member by
+            # member otherwise costs victims x members calls at scale for nothing.
+            cq = self.snapshot.cluster_queues.get(victim.cluster_queue or "")
+            if cq is None or cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":
+                return []
             return [w for w in members if self.reason(w, victim)]
         first = members[0]
         # Across a class the rules look only at queues, priorities and borrowing.
@@ -339,8 +351,7 @@ def add_preemption_rows(model: Formulation) -> None:
 
 # ---------------------------------------------------------------- workloads and pod sets
 
-def add_workload(model: Formulation, members: list[Workload], free: dict[str, Resources],
-                 shape_index: dict[ShapeKey, int]) -> None:
+def add_workload(model: Formulation, members: list[Workload], shape_index: dict[ShapeKey, int]) -> None:
     """a[w] for a class, and per pod set its flavor options: sum_f u[p,f] = a[w] (gang)."""
     snapshot = model.snapshot
     workload = members[0]
@@ -353,7 +364,7 @@ def add_workload(model: Formulation, members: list[Workload], free: dict[str, Re
             return
         usable = []
         for option in options:
-            shape = shape_for(model, pod_set, option, free, shape_index)
+            shape = shape_for(model, pod_set, option, shape_index)
             if shape is not None:
                 usable.append((option, shape))
         if not usable:
@@ -398,7 +409,7 @@ def group_domains(model: Formulation, workload: Workload,
                 if level is None:
                     continue
                 fits.update(d for d in domains_at(shape, level)
-                            if domain_room(shape, level, d, model.room) >= workload.pod_sets[p].minimum)
+                            if domain_room(shape, level, d) >= workload.pod_sets[p].minimum)
             common = fits if common is None else common & fits
         for p in pod_sets:
             out[p] = common or set()
@@ -426,8 +437,9 @@ def add_group_rows(model: Formulation, w: int) -> None:
 
 
 def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
-              free: dict[str, Resources], shape_index: dict[ShapeKey, int]) -> int | None:
-    """The shape of pod_set's pods under `option`, with its eligible nodes; None if none."""
+              shape_index: dict[ShapeKey, int]) -> int | None:
+    """The shape of pod_set's pods under `option`, with its eligible nodes (those with room
+    for a pod were every victim gone); None if none."""
     key: ShapeKey = (pod_set.request, tuple(sorted(pod_set.node_selector.items())),
                      pod_set.tolerations, option.flavors)
     if key in shape_index:
@@ -436,16 +448,52 @@ def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
     snapshot = model.snapshot
     flavors = [snapshot.flavors[f] for f in option.flavors]
     levels = topology.levels_for(snapshot, flavors)
+    assert model.room_table is not None
+    fits = model.room_table.fits(pod_set.request)
+    # Whether a node allows the pod set depends only on these labels, its taints and
+    # whether it is usable: judged once per distinct combination, not per node.
+    keys = sorted({k for f in flavors for k in f.node_labels} | set(pod_set.node_selector))
+    allowed: dict[tuple[object, ...], bool] = {}
     paths: dict[str, Path] = {}
     for node in snapshot.nodes:
-        if node.name not in free or not semantics.node_allows(node, flavors, pod_set):
+        if fits.get(node.name, 0) <= 0:
             continue
-        path = topology.node_path(node, levels)
-        if path is not None and pod_set.request.pods_fitting(free[node.name]) > 0:
+        kind = (node.usable, node.taints, *(node.labels.get(k) for k in keys))
+        if kind not in allowed:
+            allowed[kind] = semantics.node_allows(node, flavors, pod_set)
+        path = topology.node_path(node, levels) if allowed[kind] else None
+        if path is not None:
             paths[node.name] = path
     shape_index[key] = len(model.shapes)
-    model.shapes.append(Shape(key, pod_set.request, levels, paths))
+    model.shapes.append(Shape(key, pod_set.request, levels, paths, {n: fits[n] for n in paths}))
     return shape_index[key] if paths else None
+
+
+class RoomTable:
+    """Nodes x resources of what each node has room for, to count at once how many pods of
+    a request fit on every node (per shape: one numpy step instead of a loop over nodes)."""
+
+    def __init__(self, room: dict[str, Resources]):
+        self.nodes = list(room)
+        resources = sorted({r for amounts in room.values() for r in amounts.names()})
+        self.column = {r: j for j, r in enumerate(resources)}
+        self.matrix = np.zeros((len(self.nodes), len(resources)), dtype=np.int64)
+        for i, name in enumerate(self.nodes):
+            for r, v in room[name].items():
+                self.matrix[i, self.column[r]] = v
+
+    def fits(self, request: Resources) -> dict[str, int]:
+        """Node -> how many pods of `request` fit in its room (Resources.pods_fitting)."""
+        counts: np.ndarray | None = None
+        for resource, amount in request.items():
+            if amount <= 0:
+                continue
+            j = self.column.get(resource)
+            here = self.matrix[:, j] // amount if j is not None else np.zeros(len(self.nodes), dtype=np.int64)
+            counts = here if counts is None else np.minimum(counts, here)
+        if counts is None:
+            return dict.fromkeys(self.nodes, 0)
+        return dict(zip(self.nodes, np.maximum(counts, 0).tolist()))
 
 
 def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: FlavorOption,
@@ -501,11 +549,22 @@ def domains_at(shape: Shape, level: int) -> dict[Path, list[str]]:
     return shape.domains[level]
 
 
-def domain_room(shape: Shape, level: int, path: Path, room: dict[str, Resources]) -> int:
+def domains_within(shape: Shape, level: int, path: Path) -> list[Path]:
+    """The shape's domains at `level` inside domain `path` (indexed once per pair of levels)."""
+    key = (level, len(path))
+    if key not in shape.within:
+        index: dict[Path, list[Path]] = defaultdict(list)
+        for sub in domains_at(shape, level):
+            index[sub[: len(path)]].append(sub)
+        shape.within[key] = dict(index)
+    return shape.within[key].get(path, [])
+
+
+def domain_room(shape: Shape, level: int, path: Path) -> int:
     """Pods of this shape the domain could hold if nothing else were placed there (cached)."""
     key = (level, path)
     if key not in shape.rooms:
-        shape.rooms[key] = sum(shape.request.pods_fitting(room[n]) for n in domains_at(shape, level)[path])
+        shape.rooms[key] = sum(shape.fits[n] for n in domains_at(shape, level)[path])
     return shape.rooms[key]
 
 
@@ -517,14 +576,15 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
     shape = model.shapes[choice.shape]
     assert choice.level is not None
     elastic = pod_set.min_count is not None
-    for path, nodes in domains_at(shape, choice.level).items():
-        if domain_room(shape, choice.level, path, model.room) < pod_set.minimum:
+    members = len(model.members[choice.workload])
+    for path in domains_at(shape, choice.level):
+        room = domain_room(shape, choice.level, path)
+        if room < pod_set.minimum:
             continue  # the domain could never hold the pod set: no column for it
         if within is not None and path not in within:
             continue
         name = f"{tag},{'/'.join(path)}"
-        most = min(len(model.members[choice.workload]),
-                   domain_room(shape, choice.level, path, model.room) // pod_set.count)
+        most = min(members, room // pod_set.count)
         x = arrays.add_col(f"x[{name}]", 0.0, max(1, most), integer=True)
         choice.domain_cols[path] = x
         if not elastic:
@@ -580,9 +640,7 @@ def add_container(model: Formulation, choice: Choice, pod_set: PodSet, path: Pat
     shape = model.shapes[choice.shape]
     level, size = choice.slice_layers[layer]
     ks = []
-    for sub in domains_at(shape, level):
-        if sub[: len(path)] != path:
-            continue
+    for sub in domains_within(shape, level, path):
         name = f"{tag},L{layer},{'/'.join(sub)}"
         k = arrays.add_col(f"k[{name}]", 0.0, math.ceil(pod_set.count / size), integer=True)
         choice.slice_cols[layer][sub] = k
@@ -603,50 +661,51 @@ def add_hall_rows(model: Formulation) -> None:
     for shape_id, shape_demands in sorted(by_shape.items()):
         shape = model.shapes[shape_id]
         for node in sorted(shape.paths):
-            room = shape.request.pods_fitting(model.room[node])
+            room = shape.fits[node]
             if room > 0:
                 shape.supply[node] = arrays.add_col(f"y[{shape_id},{node}]", 0.0, room, integer=True)
-        inside: dict[Path, list[tuple[int, float]]] = defaultdict(list)
+        # Demands by domain first (many share one), then passed up to every enclosing domain.
+        at: dict[Path, list[tuple[int, float]]] = defaultdict(list)
         for demand in shape_demands:
-            for depth in range(len(demand.path) + 1):
-                inside[demand.path[:depth]].append((demand.col, demand.coef))
-        nodes_under: dict[Path, list[int]] = defaultdict(list)
-        for node, path in shape.paths.items():
-            if node not in shape.supply:
-                continue
+            at[demand.path].append((demand.col, demand.coef))
+        inside: dict[Path, list[tuple[int, float]]] = defaultdict(list)
+        for path, terms in at.items():
             for depth in range(len(path) + 1):
-                if path[:depth] in inside:
-                    nodes_under[path[:depth]].append(shape.supply[node])
+                inside[path[:depth]].extend(terms)
         for path in sorted(inside):
-            terms = inside[path] + [(y, -1.0) for y in nodes_under.get(path, [])]
+            nodes = domains_at(shape, len(path) - 1).get(path, ()) if path else shape.paths
+            terms = inside[path] + [(shape.supply[n], -1.0) for n in nodes if n in shape.supply]
             arrays.add_row(f"hall[{shape_id},{'/'.join(path)}]", terms, -INF, 0.0)
 
 
 def add_node_rows(model: Formulation, free: dict[str, Resources]) -> None:
     """Per node and resource: sum over shapes of y * request - sum over victims of
     e * usage <= free, written only where it can bind."""
-    on_node: dict[str, list[tuple[int, Resources, int]]] = defaultdict(list)
+    # Requests and usage as plain dicts: this loop runs per node, resource and shape.
+    on_node: dict[str, list[tuple[int, dict[str, int], int]]] = defaultdict(list)
     for shape in model.shapes:
+        request = shape.request.as_dict()
         for node, col in shape.supply.items():
-            on_node[node].append((col, shape.request, int(model.arrays.col_upper[col])))
-    freed: dict[str, list[tuple[int, Resources]]] = defaultdict(list)
+            on_node[node].append((col, request, int(model.arrays.col_upper[col])))
+    freed: dict[str, list[tuple[int, dict[str, int]]]] = defaultdict(list)
     for victim, e in zip(model.victims, model.evict_col):
         for node, used in capacity.node_usage_of(victim).items():
             if node in on_node and node not in model.overcommitted:
-                freed[node].append((e, used))
+                freed[node].append((e, used.as_dict()))
     units = resource_units(model)
     for node in sorted(on_node):
         entries = on_node[node]
         if len(entries) < 2 and not freed[node]:
             continue  # y <= its own fit already respects the node
-        for resource in sorted({r for _, req, _ in entries for r in req.names()}):
-            most = sum(req.get(resource) * room for _, req, room in entries)
-            if most <= free[node].get(resource):
+        have = free[node].as_dict()
+        for resource in sorted({r for _, req, _ in entries for r in req}):
+            most = sum(req.get(resource, 0) * room for _, req, room in entries)
+            if most <= have.get(resource, 0):
                 continue
             unit = units.get(resource, 1)
-            terms = [(col, req.get(resource) / unit) for col, req, _ in entries if req.get(resource)]
-            terms += [(e, -used.get(resource) / unit) for e, used in freed[node] if used.get(resource)]
-            model.arrays.add_row(f"node[{node},{resource}]", terms, -INF, free[node].get(resource) / unit)
+            terms = [(col, req[resource] / unit) for col, req, _ in entries if req.get(resource)]
+            terms += [(e, -used[resource] / unit) for e, used in freed[node] if used.get(resource)]
+            model.arrays.add_row(f"node[{node},{resource}]", terms, -INF, have.get(resource, 0) / unit)
 
 
 def add_free_domain_rows(model: Formulation) -> None:
@@ -740,7 +799,7 @@ def add_quota_rows(model: Formulation) -> None:
         now = tree.tree_usage(running, fr)
         active = {n for q in new_usage if fr in new_usage[q] for n in tree.path(q)}
         expr: dict[str, tuple[list[tuple[int, float]], float]] = {}
-        for node in sorted(active, key=lambda n: -len(tree.path(n))):
+        for node in sorted(active, key=lambda n: (-len(tree.path(n)), n)):
             terms, constant = quota_usage_expr(model, node, fr, running, new_usage, expr, now, unit)
             expr[node] = terms, constant
         for node in sorted(active):

@@ -60,14 +60,20 @@ class ModelArrays:
     def add_row(self, name: str, terms: Iterable[tuple[int, float]], lower: float = -INF, upper: float = INF) -> int:
         """lower <= sum(coef * x[col]) <= upper; repeated columns are summed."""
         row = len(self.row_lower)
-        merged: dict[int, float] = {}
-        for col, coef in terms:
-            merged[col] = merged.get(col, 0.0) + coef
-        for col in sorted(merged):
-            if merged[col] != 0.0:
-                self.entry_row.append(row)
-                self.entry_col.append(col)
-                self.entry_val.append(merged[col])
+        listed = terms if isinstance(terms, list) else list(terms)
+        merged = dict(listed)           # rows at scale have up to 100,000 terms: C speed first
+        if len(merged) != len(listed):  # some column repeats: add its coefficients up
+            merged = {}
+            for col, coef in listed:
+                merged[col] = merged.get(col, 0.0) + coef
+        cols = sorted(merged)
+        vals = [merged[col] for col in cols]
+        if 0.0 in vals:
+            cols = [col for col, val in zip(cols, vals) if val != 0.0]
+            vals = [val for val in vals if val != 0.0]
+        self.entry_row.extend([row] * len(cols))
+        self.entry_col.extend(cols)
+        self.entry_val.extend(vals)
         self.row_lower.append(lower)
         self.row_upper.append(upper)
         self.row_names.append(name)
