@@ -7,10 +7,11 @@ from planner import explain, metrics
 
 
 def assemble(snapshot: Snapshot, decisions: Decisions, report: SolverReport,
-             excluded: dict | None = None) -> Plan:  # type: ignore[type-arg]
-    """Every pending workload not admitted appears in `pending`, with a reason."""
+             excluded: dict | None = None, hints_until: float = float("inf")) -> Plan:  # type: ignore[type-arg]
+    """Every pending workload not admitted appears in `pending`, with a reason (with
+    preemption hints until `hints_until`, a time.monotonic() instant: explain.pending_reasons)."""
     admitted = {a.workload for a in decisions.admissions}
-    reasons = explain.pending_reasons(snapshot, decisions)
+    reasons = explain.pending_reasons(snapshot, decisions, hints_until)
     pending = []
     for workload in sorted(snapshot.workloads, key=lambda w: w.ref):
         if workload.state is not WorkloadState.PENDING or workload.ref in admitted:

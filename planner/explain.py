@@ -10,11 +10,16 @@ When it does not fit, one clause says what preemption could do: evicting running
 work its policies allow would make room (and the plan chose not to), or lower
 priority work would make room but may not be evicted, and why (the policy value,
 non-preemptible, minimum runtime). The victims are found as greedy finds them
-(Kueue's order, minimal set) and the state is restored afterwards.
-Pure: no I/O, deterministic.
+(Kueue's order, minimal set) and the state is restored afterwards. That search is
+most of the cost (1.1 of 1.5 s at M, 3.2 of 4.2 s at L), so it runs only until a
+given instant: within the cycle's time limit, the highest priorities get their hints
+first, and the reasons themselves are always complete.
+Pure: no I/O; deterministic when no instant is given.
 """
 
 from __future__ import annotations
+
+import time
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.greedy import (
@@ -27,8 +32,10 @@ from planner.semantics import FlavorOption, flavor_options, node_allows, queue_o
 FlavorResource = tuple[str, str]
 
 
-def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef, str]:
-    """Every PENDING workload not admitted by `decisions` -> why, after the decisions."""
+def pending_reasons(snapshot: Snapshot, decisions: Decisions,
+                    hints_until: float = float("inf")) -> dict[ObjectRef, str]:
+    """Every PENDING workload not admitted by `decisions` -> why, after the decisions;
+    preemption hints only until `hints_until` (a time.monotonic() instant)."""
     state = ClusterState(snapshot, evicted=[e.workload for e in decisions.evictions])
     by_ref = {w.ref: w for w in snapshot.workloads}
     for a in sorted(decisions.admissions, key=lambda a: a.workload):
@@ -38,18 +45,18 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef,
     waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
                if w.state is WorkloadState.PENDING and w.ref not in chosen]
     heads = _strict_fifo_heads(snapshot, waiting)
-    hints = _Hints(state, [e.workload for e in decisions.evictions])
+    hints = _Hints(state, [e.workload for e in decisions.evictions], hints_until)
     out: dict[ObjectRef, str] = {}
-    for w in waiting:
+    for w in sorted(waiting, key=lambda w: -w.priority):    # hints for the highest first
         out[w.ref] = _reason(state, w, heads, hints)
-    return out
+    return dict(sorted(out.items()))
 
 
 class _Hints:
     """The preemption clause of a reason, built lazily and cached per shape of request."""
 
-    def __init__(self, state: ClusterState, evicted: list[ObjectRef]):
-        self.state, self.evicted = state, evicted
+    def __init__(self, state: ClusterState, evicted: list[ObjectRef], until: float = float("inf")):
+        self.state, self.evicted, self.until = state, evicted, until
         self.preemption: Preemption | None = None
         self.cache: dict[object, str] = {}
 
@@ -63,6 +70,8 @@ class _Hints:
                          for ps in w.pod_sets))
             if key in self.cache:
                 return self.cache[key]
+        if time.monotonic() > self.until:
+            return ""      # out of time: the reason stands without the hint
         if self.preemption is None:
             self.preemption = Preemption(self.state, gone=self.evicted)
         text = _preemption_clause(self.preemption, w, counts)

@@ -39,14 +39,17 @@ AHEAD_SHARE = 0.35
 # Share of the time limit kept back for decoding, gathering, verifying, explaining and
 # writing the plan (measured at M: 0.8 s of its 4.5 s after the deadline).
 FINISH_SHARE = 0.18
+# Share of the time limit left, at the end, for the summary metrics and writing the plan:
+# explaining adds its preemption hints (the costly part) only before that.
+SUMMARY_SHARE = 0.05
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
     """Plan one cycle. The policy's time limit holds the whole of it after reading: each
     step past greedy (which always finishes: it is the fallback) takes what is left."""
-    clock = Clock(read_seconds)
     policy = snapshot.policy
     limit = policy.time_limit_seconds
+    clock = Clock(read_seconds, hints_until=time.monotonic() + limit * (1 - SUMMARY_SHARE))
     deadline = time.monotonic() + limit * (1 - FINISH_SHARE)
     if solver == "greedy":
         plans = starts(snapshot, None, deadline)
@@ -128,7 +131,7 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
              excluded: dict | None = None) -> Plan:  # type: ignore[type-arg]
     """The Plan, with explaining what waits and summarising counted in `verify` (and the
     total): the cycle is not over before they are."""
-    plan = assemble(snapshot, decisions, report, excluded)
+    plan = assemble(snapshot, decisions, report, excluded, hints_until=clock.hints_until)
     clock.lap("verify")
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
 
@@ -206,9 +209,11 @@ def greedy_report(snapshot: Snapshot, decisions: Decisions, clock: "Clock", stat
 
 
 class Clock:
-    """Seconds per step (read, build, solve, verify) and the total."""
+    """Seconds per step (read, build, solve, verify) and the total; and until when the
+    pending reasons may spend time on preemption hints."""
 
-    def __init__(self, read_seconds: float):
+    def __init__(self, read_seconds: float, hints_until: float = float("inf")):
+        self.hints_until = hints_until
         self.spent = {"read": read_seconds, "build": 0.0, "solve": 0.0, "verify": 0.0}
         self.mark = time.monotonic()
 
