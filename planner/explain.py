@@ -74,13 +74,13 @@ class _Hints:
             return ""      # out of time: the reason stands without the hint
         if self.preemption is None:
             self.preemption = Preemption(self.state, gone=self.evicted)
-        text = _preemption_clause(self.preemption, w, counts)
+        text = _preemption_clause(self.preemption, w, counts, self.until)
         if key is not None:
             self.cache[key] = text
         return text
 
 
-def _preemption_clause(hint: Preemption, w: Workload, counts: list[int]) -> str:
+def _preemption_clause(hint: Preemption, w: Workload, counts: list[int], until: float = float("inf")) -> str:
     state = hint.state
 
     def fits() -> bool:
@@ -91,7 +91,7 @@ def _preemption_clause(hint: Preemption, w: Workload, counts: list[int]) -> str:
         return f"{len(victims)} {lower}running workload{'' if len(victims) == 1 else 's'} ({pods(n)})"
 
     allowed = [c.workload for c in hint.candidates(w)]
-    found = minimal_victims(state, allowed, fits) if allowed else None
+    found = minimal_victims(state, allowed, fits, until) if allowed else None
     if found is not None:
         victims = [allowed[i] for i in found]
         for v in victims:
@@ -100,7 +100,7 @@ def _preemption_clause(hint: Preemption, w: Workload, counts: list[int]) -> str:
             return f"; preempting {room(victims)} would make room, which this plan did not choose"
         return ""
     lower = hint.lower(w)
-    found = minimal_victims(state, lower, fits) if lower else None
+    found = minimal_victims(state, lower, fits, until) if lower else None
     if not found:
         return ""
     victims = [lower[i] for i in found]

@@ -24,6 +24,7 @@ import bisect
 import heapq
 import itertools
 import math
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -725,7 +726,8 @@ def may_preempt(cq: ClusterQueue) -> bool:
     return "Never" != p.within_cluster_queue or "Never" != p.reclaim_within_cohort or "Never" != p.borrow_within_cohort
 
 
-def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool]) -> list[int] | None:
+def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool],
+                    deadline: float = float("inf")) -> list[int] | None:
     """Kueue's classical search: remove candidates in order until `fits()`, then add
     each back in reverse (all but the last removed), keeping it where it still fits.
 
@@ -735,9 +737,16 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     fitting prefix is found by galloping then bisection: Kueue's answer in O(log k)
     fit tests and O(k) releases for k victims, rather than n of each. (Were some
     placement not monotone, the prefix found still fits.)
+
+    Past `deadline` (time.monotonic()) it gives up between fit tests, as if nothing fit:
+    one search over hundreds of candidates takes seconds at scale, and the planner's
+    passes that use it hold a cycle's time limit (Kueue's own greedy sets none).
     """
     n = len(candidates)
     removed = 0
+
+    def late() -> bool:
+        return deadline != float("inf") and time.monotonic() > deadline
 
     def prefix(k: int) -> None:
         nonlocal removed
@@ -753,12 +762,15 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
         if fits():
             break
         bad = k
-        if k == n:
+        if k == n or late():
             prefix(0)
             return None
         k = min(n, max(1, 2 * k))
     lo, hi = bad + 1, k
     while lo < hi:
+        if late():
+            prefix(0)
+            return None
         mid = (lo + hi) // 2
         prefix(mid)
         if fits():
@@ -768,6 +780,9 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     prefix(hi)
     victims = set(range(hi))
     for i in range(hi - 2, -1, -1):
+        if late():     # give every victim still out back
+            state.release_many([candidates[v] for v in sorted(victims)], sign=-1)
+            return None
         state.release(candidates[i], sign=-1)
         if fits():
             victims.discard(i)

@@ -60,8 +60,8 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
             continue
         ordered = victims.ordered(w)
         minimum = [ps.minimum for ps in w.pod_sets]
-        chosen = minimal_victims(state, ordered, lambda: not isinstance(try_counts(state, w, minimum), str)) \
-            if ordered else None
+        chosen = minimal_victims(state, ordered, lambda: not isinstance(try_counts(state, w, minimum), str),
+                                 deadline) if ordered else None
         choices = evaluate(state, w) if chosen is not None else "no room"
         picked = [ordered[i] for i in chosen or []]
         if not isinstance(choices, str) and not (victims.gains(w, choices, picked) and victims.justified(w, picked)):
