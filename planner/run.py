@@ -36,6 +36,10 @@ from planner.warmstart import empty_start, start_from
 IMPROVE_SHARE = 0.3
 # Share of the time limit the first stage's LP may take while the start is computed.
 AHEAD_SHARE = 0.35
+# The improved start is due this share of the time limit before the stages' deadline:
+# it still has to come back from the second core and be checked against the model
+# (measured at M: 0.3 s after an improvement that stopped at the deadline itself).
+HANDOFF_SHARE = 0.05
 # Share of the time limit kept back for decoding, gathering, verifying, explaining and
 # writing the plan (measured at M: 0.8 s of its 4.5 s after the deadline).
 FINISH_SHARE = 0.18
@@ -72,7 +76,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         return form, model_seconds, ahead, None if starts_ready() else TierBounds(form)
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
-    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, deadline, build)
+    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds,
+                                                               deadline - HANDOFF_SHARE * limit, build)
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
