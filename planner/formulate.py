@@ -145,7 +145,6 @@ class Formulation:
     free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
     locality: bool = True                                  # the full model, with tie-breakers
     class_tier: list[int] = field(default_factory=list)     # effective priority of each class
-    room_table: "RoomTable | None" = None                  # `room` as a matrix, for counting fits
 
 
 def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
@@ -164,10 +163,10 @@ def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
     )
     pending = candidates(snapshot, model.excluded)
     add_victims(model, pending)
-    model.room_table = RoomTable(model.room)
+    room = RoomTable(model.room)
     shape_index: dict[ShapeKey, int] = {}
     for members in workload_classes(snapshot, pending, locality):
-        add_workload(model, members, shape_index)
+        add_workload(model, members, room, shape_index)
     add_preemption_rows(model)
     add_hall_rows(model)
     if locality:
@@ -351,7 +350,8 @@ def add_preemption_rows(model: Formulation) -> None:
 
 # ---------------------------------------------------------------- workloads and pod sets
 
-def add_workload(model: Formulation, members: list[Workload], shape_index: dict[ShapeKey, int]) -> None:
+def add_workload(model: Formulation, members: list[Workload], room: "RoomTable",
+                 shape_index: dict[ShapeKey, int]) -> None:
     """a[w] for a class, and per pod set its flavor options: sum_f u[p,f] = a[w] (gang)."""
     snapshot = model.snapshot
     workload = members[0]
@@ -364,7 +364,7 @@ def add_workload(model: Formulation, members: list[Workload], shape_index: dict[
             return
         usable = []
         for option in options:
-            shape = shape_for(model, pod_set, option, shape_index)
+            shape = shape_for(model, pod_set, option, room, shape_index)
             if shape is not None:
                 usable.append((option, shape))
         if not usable:
@@ -437,7 +437,7 @@ def add_group_rows(model: Formulation, w: int) -> None:
 
 
 def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
-              shape_index: dict[ShapeKey, int]) -> int | None:
+              room: "RoomTable", shape_index: dict[ShapeKey, int]) -> int | None:
     """The shape of pod_set's pods under `option`, with its eligible nodes (those with room
     for a pod were every victim gone); None if none."""
     key: ShapeKey = (pod_set.request, tuple(sorted(pod_set.node_selector.items())),
@@ -448,8 +448,7 @@ def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
     snapshot = model.snapshot
     flavors = [snapshot.flavors[f] for f in option.flavors]
     levels = topology.levels_for(snapshot, flavors)
-    assert model.room_table is not None
-    fits = model.room_table.fits(pod_set.request)
+    fits = room.fits(pod_set.request)
     # Whether a node allows the pod set depends only on these labels, its taints and
     # whether it is usable: judged once per distinct combination, not per node.
     keys = sorted({k for f in flavors for k in f.node_labels} | set(pod_set.node_selector))
