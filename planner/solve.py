@@ -161,12 +161,14 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         reached[tier] = achieved
         stage_of[tier] = stages[-1]
     tighten_bounds(form, stage_of, reached, bounds)
-    if polish is not None and time.monotonic() < deadline:   # only for the tail stages
-        incumbent = polish(incumbent)
+
     def no_time() -> bool:
         left = min(deadline, time.monotonic() + TAIL_SHARE * time_limit) - time.monotonic()
         return left <= 0 or not backend.worth_starting(left)
 
+    # Polishing serves only the tail stages (it takes seconds at scale: a decode and an encode).
+    if polish is not None and (form.cost_terms or form.secondary) and not no_time():
+        incumbent = polish(incumbent)
     if form.cost_terms and no_time():
         stages.append(StageResult("preemption cost", "skipped", value_of(form.cost_terms, incumbent),
                                   0.0, 0.0))

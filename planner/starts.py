@@ -35,7 +35,9 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, deadline: float) -
     """Greedy's plan, and it improved for up to `improve_seconds` (None: not at all)."""
     baseline = greedy(snapshot).decisions
     violations = verify(snapshot, baseline)
-    if improve_seconds is None:
+    if improve_seconds is None or time.monotonic() >= deadline:
+        # Not improving, or no time left to: improve's own setup alone takes seconds at
+        # scale (2 s at L), spent for nothing past its deadline.
         return Starts(baseline, violations, baseline)
     better = improve(snapshot, baseline, min(deadline, time.monotonic() + improve_seconds))
     return Starts(baseline, violations, better)

@@ -249,6 +249,16 @@ def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
     assert ran and all(s.status in ("skipped", "feasible") and s.seconds == 0.0 for s in ran)
     assert np.array_equal(outcome.values, start)
 
+    # Polishing (a decode and an encode, seconds at scale) serves only the tail stages:
+    # not done when none of them can run; done when one runs.
+    polished = []
+    outcome = solve(form, start, backend, 2.0, 1e-4, polish=lambda v: polished.append(1) or v)
+    assert polished == [] and np.array_equal(outcome.values, start)
+    outcome = solve(form, start, LazyBackend(lambda: HighsBackend(form.arrays)), 2.0, 1e-4,
+                    polish=lambda v: polished.append(1) or v)
+    assert polished and any(s.name in ("preemption cost", "tie-breakers") and s.status != "skipped"
+                            for s in outcome.stages)
+
 
 def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time_is_short(monkeypatch):
     """HiGHS 1.16 can report an objective its col_value does not have (a start's objective

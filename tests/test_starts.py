@@ -94,3 +94,34 @@ def test_the_work_here_learns_when_the_starts_are_ready():
     finally:
         starts_module._two_cpus = original
     assert monkeypatched == [True]
+
+
+def test_past_its_deadline_the_start_is_greedy_without_improving(monkeypatch):
+    """improve's own setup takes seconds at scale: it is not begun once its deadline has passed."""
+    def improve_must_not_run(*args, **kwargs):
+        raise AssertionError("improve ran past its deadline")
+
+    monkeypatch.setattr(starts_module, "improve", improve_must_not_run)
+    snap = random_snapshot(50_400, with_running=True)
+    plans = starts(snap, 30.0, time.monotonic() - 1.0)
+    assert plans.better == plans.baseline and plans.violations == []
+
+
+def test_greedys_plan_chosen_unchanged_is_not_verified_twice(monkeypatch):
+    """The second core verified greedy's plan; a cycle that keeps it as it is does not verify
+    it again (1 s at L), and any other plan it writes is verified here."""
+    from planner import run
+    from planner.greedy import greedy
+    from planner.pipeline import plan_snapshot
+
+    checked = []
+    real = run.verify
+    monkeypatch.setattr(run, "verify", lambda snapshot, decisions: checked.append(decisions) or real(snapshot, decisions))
+    snap = random_snapshot(50_500, with_running=True, with_topology=True)
+    baseline = greedy(snap).decisions
+    plan = plan_snapshot(snap, time_limit=0.001)      # no time for any stage: the start is the plan
+    assert baseline not in checked
+    assert plan.solver.status != "fallback"
+    plan = plan_snapshot(snap, time_limit=30.0)     # the stages serve more than greedy here
+    assert tuple(plan.admissions) != tuple(baseline.admissions)
+    assert checked and all(d != baseline for d in checked)
