@@ -149,20 +149,20 @@ def _free_matrix(snapshot: Snapshot, nodes: Sequence[Node], row: Mapping[str, in
     every = sorted(requested.union(*(n.allocatable.names() + n.unmanaged.names() for n in nodes)))
     at = {r: j for j, r in enumerate(every)}
 
-    def matrix(entries: Iterable[tuple[int, str, int]]) -> np.ndarray:
-        out = np.zeros((len(nodes), len(every)), dtype=np.int64)
-        listed = list(entries)   # (node row, resource, amount), each pair once
-        if listed:
-            i, r, v = zip(*listed)
-            out[np.array(i, dtype=np.int64), np.array([at[x] for x in r], dtype=np.int64)] = v
-        return out
+    def matrix(per_node: Sequence[Resources]) -> np.ndarray:
+        """A row per node; nodes mostly share a few shapes, so a vector per distinct one."""
+        kind: dict[Resources, int] = {}
+        kinds = np.array([kind.setdefault(r, len(kind)) for r in per_node], dtype=np.int64)
+        vectors = np.array([[shape.get(r) for r in every] for shape in kind], dtype=np.int64)
+        return vectors.reshape(len(kind), len(every))[kinds]
 
-    base = np.maximum(0, matrix((i, r, v) for i, n in enumerate(nodes) for r, v in n.allocatable.items())
-                      - matrix((i, r, v) for i, n in enumerate(nodes) for r, v in n.unmanaged.items()))
+    base = np.maximum(0, matrix([n.allocatable for n in nodes]) - matrix([n.unmanaged for n in nodes]))
     keep = sorted(requested | {r for r in every if (base[:, at[r]] > 0).any()})
+    # (node row, pods, request) per node a running workload uses; one array update for all.
     rows: list[int] = []
-    used: list[np.ndarray] = []
-    vectors: dict[Resources, np.ndarray] = {}
+    counts: list[int] = []
+    kinds: list[int] = []
+    kind: dict[Resources, int] = {}
     for w in snapshot.workloads:
         if w.state is not WorkloadState.RUNNING or w.ref in gone:
             continue
@@ -170,14 +170,16 @@ def _free_matrix(snapshot: Snapshot, nodes: Sequence[Node], row: Mapping[str, in
             ps = pod_set_by_name(w, psa.name)
             if ps is None:
                 continue
-            if ps.request not in vectors:
-                vectors[ps.request] = np.array([ps.request.get(r) for r in every], dtype=np.int64)
+            k = kind.setdefault(ps.request, len(kind))
             for node, count in psa.pods_per_node().items():
                 if node in row:
                     rows.append(row[node])
-                    used.append(count * vectors[ps.request])
+                    counts.append(count)
+                    kinds.append(k)
     if rows:
-        np.subtract.at(base, np.array(rows, dtype=np.int64), np.array(used, dtype=np.int64))
+        vectors = np.array([[request.get(r) for r in every] for request in kind], dtype=np.int64)
+        used = np.array(counts, dtype=np.int64)[:, None] * vectors[np.array(kinds, dtype=np.int64)]
+        np.subtract.at(base, np.array(rows, dtype=np.int64), used)
     return base[:, [at[r] for r in keep]], {r: j for j, r in enumerate(keep)}
 
 
