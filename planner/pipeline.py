@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models import Plan, Snapshot
+from planner.collector import cycle_collector
 
 SOLVERS = ("milp", "greedy")   # plus "pulp:NAME" for any solver PuLP drives
 
@@ -35,4 +36,5 @@ def plan_snapshot(
         )
         snapshot = replace(snapshot, policy=policy)
     from planner.run import run_cycle  # the implementation lands with the MILP
-    return run_cycle(snapshot, solver, read_seconds)
+    with cycle_collector():
+        return run_cycle(snapshot, solver, read_seconds)
