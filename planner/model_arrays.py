@@ -7,7 +7,7 @@ through `passModel`, others through PuLP). No solver is imported here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -94,3 +94,39 @@ class ModelArrays:
         """Row activities for a column vector (used to check a start before handing it over)."""
         rows, cols, vals = self.entries()
         return np.bincount(rows, weights=vals * values[cols], minlength=self.num_rows)[: self.num_rows]
+
+    def restricted(self, free: np.ndarray, values: np.ndarray,
+                   extra: Sequence[tuple[float, float, np.ndarray, np.ndarray]] = ()) -> "ModelArrays":
+        """The model over the `free` columns (a mask), every other column held at its value
+        in `values`: each row's bounds move by what the held columns add to it, and a row
+        with no free column is left out (`values` must satisfy it). `extra` rows (lower,
+        upper, columns, coefficients) count as rows of the model. Its columns are the free
+        ones in order; no names."""
+        rows, cols, vals = self.entries()
+        lower = np.asarray(self.row_lower, dtype=np.float64)
+        upper = np.asarray(self.row_upper, dtype=np.float64)
+        if extra:
+            first = self.num_rows
+            rows = np.concatenate([rows] + [np.full(len(c), first + i, dtype=np.int64) for i, (_, _, c, _) in enumerate(extra)])
+            cols = np.concatenate([cols] + [np.asarray(c, dtype=np.int64) for _, _, c, _ in extra])
+            vals = np.concatenate([vals] + [np.asarray(v, dtype=np.float64) for _, _, _, v in extra])
+            lower = np.concatenate([lower, [lo for lo, _, _, _ in extra]])
+            upper = np.concatenate([upper, [up for _, up, _, _ in extra]])
+        mine = free[cols]
+        held = np.bincount(rows[~mine], weights=vals[~mine] * values[cols[~mine]], minlength=len(lower))
+        kept = np.zeros(len(lower), dtype=bool)
+        kept[rows[mine]] = True
+        new_row = np.cumsum(kept) - 1
+        columns = np.flatnonzero(free)
+        new_col = np.full(len(free), -1, dtype=np.int64)
+        new_col[columns] = np.arange(len(columns))
+        return ModelArrays(
+            col_lower=np.asarray(self.col_lower, dtype=np.float64)[columns].tolist(),
+            col_upper=np.asarray(self.col_upper, dtype=np.float64)[columns].tolist(),
+            col_integer=np.asarray(self.col_integer, dtype=bool)[columns].tolist(),
+            row_lower=(lower - held)[kept].tolist(),     # inf less a number stays inf
+            row_upper=(upper - held)[kept].tolist(),
+            entry_row=new_row[rows[mine]].tolist(),
+            entry_col=new_col[cols[mine]].tolist(),
+            entry_val=vals[mine].tolist(),
+        )

@@ -365,14 +365,14 @@ class HighsBackend:
         self.h = highs_from(arrays, threads)
         self.h.setOptionValue("random_seed", seed)
         self.num_cols = arrays.num_cols
-        self.lower = np.asarray(arrays.col_lower, dtype=np.float64)
-        self.upper = np.asarray(arrays.col_upper, dtype=np.float64)
         self._cost = np.zeros(arrays.num_cols)
         self._maximize = True
         # The LP relaxation (planner.rins), built on first use unless one is handed over
         # (solved ahead, planner.run); until then the rows it will need are kept here.
         self.relaxation, self.searches = relaxation, searches
         self._rows: list[tuple[float, float, np.ndarray, np.ndarray]] = []
+        self._added: list[tuple[float, float, np.ndarray, np.ndarray]] = []   # every row add_row added
+        self.seed = seed
         # HiGHS checks its time limit only now and then (long root cut rounds overrun
         # it by seconds); the MIP interrupt callback holds the stage to its deadline.
         self._deadline = float("inf")
@@ -393,6 +393,7 @@ class HighsBackend:
     def add_row(self, terms: list[tuple[int, float]], lower: float, upper: float) -> None:
         cols, vals = merged(terms)
         self.h.addRow(lower, upper, len(cols), cols, vals)
+        self._added.append((lower, upper, cols, vals))
         if self.relaxation is None:
             self._rows.append((lower, upper, cols, vals))
         else:
@@ -417,17 +418,34 @@ class HighsBackend:
 
     def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
                   fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
-        """`run` with the `fixed` columns held at their values in `start` (then freed again);
-        its status and bound speak of that restricted model only."""
-        index = np.asarray(fixed, dtype=np.int32)
-        self.h.changeColsBounds(len(index), index, start[index], start[index])
-        try:
-            return self.run(time_limit, gap, start)
-        finally:
-            self.h.changeColsBounds(len(index), index, self.lower[index], self.upper[index])
+        """`run` with the `fixed` columns held at their values in `start`; its status and
+        bound speak of that restricted model only. HiGHS gets the smaller model over the
+        other columns (ModelArrays.restricted): its presolve took 0.6 s at M to find that
+        model by itself, more than the search in it (0.5 s)."""
+        free = np.ones(self.num_cols, dtype=bool)
+        free[np.asarray(fixed, dtype=np.int64)] = False
+        sub = self.arrays.restricted(free, start, self._added)
+        h = highs_from(sub, self.threads)
+        h.setOptionValue("random_seed", self.seed)
+        h.cbMipInterrupt.subscribe(self._interrupt_when_late)
+        cost = self._cost[free]
+        h.changeColsCost(len(cost), np.arange(len(cost), dtype=np.int32), cost)
+        h.changeObjectiveSense(self._hs.ObjSense.kMaximize if self._maximize else self._hs.ObjSense.kMinimize)
+        values, status, bound = self._run(h, cost, time_limit, gap, start[free])
+        if values is None:
+            return None, status, None
+        whole = start.copy()
+        whole[free] = values
+        held = float(np.dot(self._cost[~free], start[~free]))
+        return whole, status, None if bound is None else bound + held
 
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
-        hs, h = self._hs, self.h
+        return self._run(self.h, self._cost, time_limit, gap, start)
+
+    def _run(self, h, cost: np.ndarray, time_limit: float, gap: float,  # type: ignore[no-untyped-def]
+             start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
+        """Solve the MILP in `h` (objective `cost`) from `start`: values, status, bound."""
+        hs = self._hs
         began = time.monotonic()
         self._deadline = began + max(0.01, time_limit)
         h.setOptionValue("mip_rel_gap", float(gap))
@@ -437,8 +455,8 @@ class HighsBackend:
         solution.value_valid = True
         h.setSolution(solution)
         h.run()
-        result = self._result()
-        if result[0] is not None and not self._consistent(result[0]):
+        result = self._result(h)
+        if result[0] is not None and not self._consistent(h, cost, result[0]):
             # Seen with HiGHS 1.16: after a re-solve from a start, the reported objective
             # can be right while col_value still holds the start; and a run interrupted
             # at its deadline reports the start's objective in presolve's reduced space.
@@ -451,18 +469,19 @@ class HighsBackend:
             h.clearSolver()
             h.setOptionValue("time_limit", float(left))
             h.run()
-            result = self._result()
-            if result[0] is not None and not self._consistent(result[0]):
+            result = self._result(h)
+            if result[0] is not None and not self._consistent(h, cost, result[0]):
                 return None, "failed", None
         return result
 
-    def _consistent(self, values: np.ndarray) -> bool:
-        reported = float(self.h.getInfo().objective_function_value)
-        actual = float(np.dot(self._cost, values))
+    @staticmethod
+    def _consistent(h, cost: np.ndarray, values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]
+        reported = float(h.getInfo().objective_function_value)
+        actual = float(np.dot(cost, values))
         return abs(reported - actual) <= 1e-6 * (1.0 + abs(reported))
 
-    def _result(self) -> tuple[np.ndarray | None, str, float | None]:
-        hs, h = self._hs, self.h
+    def _result(self, h) -> tuple[np.ndarray | None, str, float | None]:  # type: ignore[no-untyped-def]
+        hs = self._hs
         model_status = h.getModelStatus()
         info = h.getInfo()
         has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible

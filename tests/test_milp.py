@@ -277,7 +277,7 @@ def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time
     start = start_from(form, greedy(snap).decisions)
     backend = HighsBackend(form.arrays)
     backend.set_objective([(c, 1.0) for c in form.admit_col], maximize=True)
-    monkeypatch.setattr(HighsBackend, "_consistent", lambda self, values: False)
+    monkeypatch.setattr(HighsBackend, "_consistent", staticmethod(lambda h, cost, values: False))
     clock = iter([0.0, 0.9, 0.9, 0.9])     # began, then "0.9 s later" for a 1 s limit
     monkeypatch.setattr("planner.solve.time.monotonic", lambda: next(clock, 0.9))
     values, status, bound = backend.run(1.0, 1e-4, start)

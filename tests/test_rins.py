@@ -183,3 +183,51 @@ def test_a_wrong_guess_ahead_still_leaves_a_relaxation_for_the_stages():
         backend.set_objective(form.tier_volume[low] + nudge(form, low), maximize=True)
     assert fresh.relax(20)[1] == pytest.approx(1.0, abs=1e-3)      # the low job beside one top job
     assert reused.relax(20)[1] == pytest.approx(fresh.relax(20)[1], abs=1e-6)
+
+
+def test_the_restricted_model_moves_row_bounds_by_the_held_columns():
+    """x + y + z in [2, 5] and x - z <= 1 (plus an added row y + z >= 1), x held at 1:
+    the model over y and z has y + z in [1, 4] and -z <= 0 and y + z >= 1; a row of only
+    held columns is left out."""
+    arrays = ModelArrays()
+    for name in "xyz":
+        arrays.add_col(name, 0.0, 3.0, integer=True)
+    arrays.add_row("sum", [(0, 1.0), (1, 1.0), (2, 1.0)], 2.0, 5.0)
+    arrays.add_row("diff", [(0, 1.0), (2, -1.0)], -INF, 1.0)
+    arrays.add_row("x only", [(0, 2.0)], -INF, 4.0)
+    free = np.array([False, True, True])
+    added = [(1.0, INF, np.array([1, 2], dtype=np.int32), np.array([1.0, 1.0]))]
+    sub = arrays.restricted(free, np.array([1.0, 0.0, 1.0]), added)
+    assert sub.num_cols == 2 and sub.col_integer == [True, True] and sub.col_upper == [3.0, 3.0]
+    assert sub.row_lower == [1.0, -INF, 1.0] and sub.row_upper == [4.0, 0.0, INF]
+    rows = {}
+    for r, c, v in zip(sub.entry_row, sub.entry_col, sub.entry_val):
+        rows.setdefault(r, []).append((c, v))
+    assert rows == {0: [(0, 1.0), (1, 1.0)], 1: [(1, -1.0)], 2: [(0, 1.0), (1, 1.0)]}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_run_with_columns_held_finds_what_holding_them_in_the_whole_model_finds(tmp_path, seed):
+    """run_fixed hands HiGHS only the free columns; its answer keeps the held columns at
+    the start's values, is feasible in the whole model (the verifier agrees), and is as
+    good as the whole model with those columns' bounds pinned (both solved to optimality)."""
+    snap = small_cluster(tmp_path, seed)
+    form, start, backend, objective = second_stage(snap)
+    point, _ = backend.relax(20)
+    integer = np.asarray(form.arrays.col_integer, dtype=bool)
+    fixed = np.flatnonzero(integer & (np.abs(point - start) <= rins.AGREE))
+    values, status, bound = backend.run_fixed(30.0, 0.0, start, fixed)
+    assert status == "optimal" and values is not None
+    assert np.array_equal(values[fixed], start[fixed])
+    assert verify(snap, decode(form, values)) == []
+    assert bound == pytest.approx(value_of(objective, values), rel=1e-6, abs=1e-6)
+
+    pinned = HighsBackend(form.arrays)
+    top = form.tiers[0]
+    pinned.add_row(form.tier_volume[top], value_of(form.tier_volume[top], start) - HOLD_SLACK, INF)
+    pinned.set_objective(objective, maximize=True)
+    index = fixed.astype(np.int32)
+    pinned.h.changeColsBounds(len(index), index, start[index], start[index])
+    whole, whole_status, _ = pinned.run(30.0, 0.0, start)
+    assert whole_status == "optimal"
+    assert value_of(objective, values) == pytest.approx(value_of(objective, whole), rel=1e-6, abs=1e-6)
