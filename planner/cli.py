@@ -263,8 +263,8 @@ def cli() -> None:
               help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
 @click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
               type=click.FloatRange(min=0, min_open=True),
-              help="Time limit in seconds for planning (everything after reading the snapshot: "
-                   "greedy, start, model, solve, verify). Default: the policy's (20).")
+              help="Time limit in seconds for the whole cycle (reading the snapshot, greedy, "
+                   "start, model, solve, verify). Default: the policy's (20).")
 @click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
               help="Relative MIP gap to stop at, 0 to 1 (0.01 = 1%). Default: the policy's (0.001).")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
@@ -410,7 +410,7 @@ def _solver_options(command: F) -> F:
                      show_default=True, show_envvar=True, help="milp (HiGHS), greedy or pulp:NAME."),
         click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
                      type=click.FloatRange(min=0, min_open=True),
-                     help="Time limit for planning (after reading). Default: the policy's."),
+                     help="Time limit for the whole cycle (reading the cluster included). Default: the policy's."),
         click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
                      help="Relative MIP gap to stop at. Default: the policy's."),
     ]

@@ -51,10 +51,11 @@ SUMMARY_SHARE = 0.08
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
-    """Plan one cycle. The policy's time limit holds the whole of it after reading: each
-    step past greedy (which always finishes: it is the fallback) takes what is left."""
+    """Plan one cycle. The policy's time limit holds the whole of it, reading included (a
+    CronJob has a cycle, not a solver budget): each step past greedy (which always
+    finishes: it is the fallback) takes what is left."""
     policy = snapshot.policy
-    limit = policy.time_limit_seconds
+    limit = max(0.0, policy.time_limit_seconds - read_seconds)
     clock = Clock(read_seconds, hints_until=time.monotonic() + limit * (1 - SUMMARY_SHARE))
     deadline = time.monotonic() + limit * (1 - FINISH_SHARE)
     if solver == "greedy":

@@ -182,6 +182,27 @@ def test_read_time_counts_in_the_plan_total():
     assert seconds["total"] >= 2.5 + seconds["solve"]
 
 
+def test_the_time_limit_holds_reading_too(tmp_path):
+    """A cycle whose reading took its whole limit has none left for any stage: each keeps
+    its start (greedy's plan, verified), where with the same limit and no reading the
+    second tier's stage searches and serves more (the generated cluster of test_rins)."""
+    import json
+
+    from planner.generate import generate, preset
+    from planner.snapshot import read_snapshot
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
+    snap = read_snapshot([str(path)])
+    searched = plan_snapshot(snap, time_limit=20.0, read_seconds=0.0)
+    out_of_time = plan_snapshot(snap, time_limit=20.0, read_seconds=20.0)
+    ran = [s for s in out_of_time.solver.stages if s["status"] not in ("kept", "skipped")]
+    assert ran == [] and out_of_time.solver.status == "feasible"
+    assert any(s["status"] in ("optimal", "feasible") and s["seconds"] > 0 for s in searched.solver.stages)
+    assert searched.solver.objective > out_of_time.solver.objective
+    assert verify(snap, Decisions(admissions=out_of_time.admissions, evictions=out_of_time.evictions)) == []
+
+
 def test_the_solver_gets_the_model_only_when_a_stage_runs():
     """LazyBackend: nothing is built for a cycle whose stages are all skipped, and rows
     given before the first run are all there when it runs."""
