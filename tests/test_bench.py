@@ -29,7 +29,7 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
     [row] = result["scale"]
     assert (row["scenario"], row["nodes"], row["gpus"], row["levels"]) == ("tiny", 16, 128, 3)
     assert row["pending"] == 20 and 0 < row["running"] <= 20
-    assert row["time_limit"] == 1.8                               # the target minus 10% for reading and writing
+    assert row["time_limit"] == 1.9                               # the target less 5% for writing the plan
     for solver in ("milp", "greedy"):
         record = row[solver]
         assert "error" not in record, record
