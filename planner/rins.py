@@ -43,11 +43,15 @@ class Neighbourhood:
 
 
 def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.ndarray], float],
-           integer: np.ndarray, deadline: float, gap: float, maximize: bool = True) -> Neighbourhood:
+           integer: np.ndarray, deadline: float, gap: float, maximize: bool = True,
+           widen: Callable[[np.ndarray], np.ndarray] | None = None) -> Neighbourhood:
     """Improve `incumbent` under the backend's current objective before `deadline`.
 
     `objective` evaluates that objective; `integer` marks the integer columns. The LP
-    gets LP_SHARE of the time; an LP not solved by then means no search."""
+    gets LP_SHARE of the time; an LP not solved by then means no search. `widen` gives
+    more columns to free around the disagreeing ones (the other columns of their nodes,
+    planner.places): once a neighbourhood finds nothing better, the search goes on in
+    the wider one."""
     sign = 1.0 if maximize else -1.0
     lp_limit = LP_SHARE * (deadline - time.monotonic())
     relaxed = backend.relax(lp_limit) if lp_limit > 0 else None
@@ -55,16 +59,21 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
         return Neighbourhood(incumbent, None, 0)
     point, optimum = relaxed
     best = sign * objective(incumbent)
-    rounds = 0
+    rounds, wide = 0, False
     for _ in range(MAX_ROUNDS):
         left = deadline - time.monotonic()
         if left <= 0 or best >= sign * optimum - IMPROVEMENT * (1.0 + abs(optimum)):
             break
-        fixed = np.flatnonzero(integer & (np.abs(point - incumbent) <= AGREE))
-        if len(fixed) == int(integer.sum()):
+        free = integer & (np.abs(point - incumbent) > AGREE)
+        if not free.any():
             break    # the LP point is the incumbent: nothing to search
-        values, _, _ = backend.run_fixed(left, gap, incumbent, fixed)
+        if wide:
+            free[widen(np.flatnonzero(free))] = True   # type: ignore[misc]
+        values, _, _ = backend.run_fixed(left, gap, incumbent, np.flatnonzero(integer & ~free))
         if values is None or sign * objective(values) <= best + IMPROVEMENT * (1.0 + abs(best)):
-            break
+            if wide or widen is None:
+                break
+            wide = True      # nothing better this close: free the rest of the nodes it touches
+            continue
         incumbent, best, rounds = values, sign * objective(values), rounds + 1
     return Neighbourhood(incumbent, optimum, rounds)

@@ -25,6 +25,7 @@ from planner.bound import TierBounds
 from planner.formulate import Formulation
 from planner.highs import LpRelaxation, dense, highs_from, merged
 from planner.model_arrays import INF, ModelArrays
+from planner.places import NodeColumns
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
 HOLD_SLACK = 1e-6
@@ -120,6 +121,7 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
     tiers_left = [t for t in form.tiers if form.tier_volume[t]]
     integer = np.asarray(form.arrays.col_integer, dtype=bool)
+    nodes = LazyNodeColumns(form)
     reached: dict[int, float] = {}             # tier -> volume held from its stage on
     stage_of: dict[int, StageResult] = {}
     for index, tier in enumerate(tiers_left):
@@ -139,7 +141,8 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
             backend.set_objective(objective, maximize=True)
             # The neighbourhood of the LP point first (planner.rins); HiGHS's own search
             # with what is left, unless the LP's bound already proves the answer.
-            found = rins.search(backend, incumbent, lambda v: value_of(objective, v), integer, stage_end, gap)
+            found = rins.search(backend, incumbent, lambda v: value_of(objective, v), integer, stage_end, gap,
+                                widen=nodes.on_same_nodes)
             if value_of(terms, found.values) >= achieved - HOLD_SLACK:
                 incumbent, achieved = found.values, value_of(terms, found.values)
             bound = None if found.lp_optimum is None else stage_bound(form, tier, found.lp_optimum)
@@ -192,6 +195,19 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     # bound and gap measure the volume stages (the `stages` list shows each one).
     proven = all(s.status in ("optimal", "kept") for s in stages)
     return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+
+
+class LazyNodeColumns:
+    """planner.places.NodeColumns of `form`, built when a stage first widens its search."""
+
+    def __init__(self, form: Formulation):
+        self.form = form
+        self._built: NodeColumns | None = None
+
+    def on_same_nodes(self, cols: np.ndarray) -> np.ndarray:
+        if self._built is None:
+            self._built = NodeColumns(self.form)
+        return self._built.on_same_nodes(cols)
 
 
 def tighten_bounds(form: Formulation, stage_of: dict[int, StageResult], reached: dict[int, float],

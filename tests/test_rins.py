@@ -231,3 +231,45 @@ def test_a_run_with_columns_held_finds_what_holding_them_in_the_whole_model_find
     whole, whole_status, _ = pinned.run(30.0, 0.0, start)
     assert whole_status == "optimal"
     assert value_of(objective, values) == pytest.approx(value_of(objective, whole), rel=1e-6, abs=1e-6)
+
+
+def test_node_columns_are_grouped_by_the_nodes_they_are_about(tmp_path):
+    """A node column's neighbours are the spare-supply columns of every shape on its nodes
+    and the evictions of the workloads running there, and none on other nodes."""
+    from planner import capacity
+    from planner.places import NodeColumns
+
+    snap = small_cluster(tmp_path, 0)
+    form = formulate(snap, locality=False)
+    nodes = NodeColumns(form)
+    about: dict[int, set[str]] = {}
+    for shape in form.shapes:
+        for name, col in shape.supply.items():
+            about.setdefault(col, set()).add(name)
+    for victim, col in zip(form.victims, form.evict_col):
+        about.setdefault(col, set()).update(capacity.node_usage_of(victim))
+    for col in list(about)[::7]:
+        expected = sorted(c for c, names in about.items() if names & about[col])
+        assert nodes.on_same_nodes(np.array([col])).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_widening_to_the_nodes_around_never_loses_and_finds_what_the_disagreement_misses(tmp_path, seed):
+    """Seeds 3 and 4: the columns where the LP point and the start disagree hold nothing
+    better (the start stays), the same columns with the rest of their nodes' columns
+    reach the LP optimum. Everywhere, widening ends no worse and stays valid."""
+    from planner.places import NodeColumns
+
+    snap = small_cluster(tmp_path, seed)
+    results = []
+    for widen in (False, True):
+        form, start, backend, objective = second_stage(snap)
+        integer = np.asarray(form.arrays.col_integer, dtype=bool)
+        found = rins.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4,
+                            widen=NodeColumns(form).on_same_nodes if widen else None)
+        assert verify(snap, decode(form, found.values)) == []
+        results.append((value_of(objective, start), value_of(objective, found.values), found.lp_optimum))
+    (begun, narrow, optimum), (_, wide, _) = results
+    assert wide >= narrow - 1e-6
+    if seed in (3, 4):
+        assert narrow == pytest.approx(begun, abs=1e-6) and wide == pytest.approx(optimum, rel=1e-6)
