@@ -107,7 +107,8 @@ class ModelArrays:
         upper = np.asarray(self.row_upper, dtype=np.float64)
         if extra:
             first = self.num_rows
-            rows = np.concatenate([rows] + [np.full(len(c), first + i, dtype=np.int64) for i, (_, _, c, _) in enumerate(extra)])
+            rows = np.concatenate([rows] + [np.full(len(c), first + i, dtype=np.int64)
+                                            for i, (_, _, c, _) in enumerate(extra)])
             cols = np.concatenate([cols] + [np.asarray(c, dtype=np.int64) for _, _, c, _ in extra])
             vals = np.concatenate([vals] + [np.asarray(v, dtype=np.float64) for _, _, _, v in extra])
             lower = np.concatenate([lower, [lo for lo, _, _, _ in extra]])

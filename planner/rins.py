@@ -67,8 +67,8 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
         free = integer & (np.abs(point - incumbent) > AGREE)
         if not free.any():
             break    # the LP point is the incumbent: nothing to search
-        if wide:
-            free[widen(np.flatnonzero(free))] = True   # type: ignore[misc]
+        if wide and widen is not None:
+            free[widen(np.flatnonzero(free))] = True
         values, _, _ = backend.run_fixed(left, gap, incumbent, np.flatnonzero(integer & ~free))
         if values is None or sign * objective(values) <= best + IMPROVEMENT * (1.0 + abs(best)):
             if wide or widen is None:
