@@ -33,3 +33,17 @@ def test_an_error_in_the_cycle_undoes_the_tuning_too():
     except RuntimeError:
         pass
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_what_reading_built_is_frozen_until_a_cycle_ends():
+    """The reader freezes what it read (the first collection after it would scan all of
+    it); the planning cycle that follows unfreezes everything when it ends."""
+    from pathlib import Path
+
+    from planner.snapshot import read_snapshot
+
+    gc.unfreeze()
+    snap = read_snapshot([str(Path(__file__).resolve().parent.parent / "fixtures" / "tiny.yaml")])
+    assert gc.get_freeze_count() > 0
+    plan_snapshot(snap, time_limit=5.0)
+    assert gc.get_freeze_count() == 0
