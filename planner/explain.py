@@ -27,7 +27,7 @@ from planner.greedy import (
     pods, quantity, try_counts,
 )
 from planner.placement import Placement
-from planner.semantics import FlavorOption, flavor_options, node_allows, queue_order_key, quota_usage
+from planner.semantics import FlavorOption, node_allows, queue_order_key, quota_usage
 
 FlavorResource = tuple[str, str]
 
@@ -142,10 +142,13 @@ def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[in
     try:
         for ps, n in zip(w.pod_sets, counts):
             prefix = f"pod set {ps.name}: " if many else ""
-            options = flavor_options(state.snapshot, cq, ps)
+            options = state.options(cq, ps)
             if isinstance(options, str):
                 return prefix + options
-            nowhere = _no_node_sentence(state.snapshot, ps, options)
+            # A node the state can place on answers at once (cached per flavor choice);
+            # only where there is none are all nodes looked at.
+            nowhere = None if any(len(state.eligible(o, ps).rows) for o in options) else \
+                _no_node_sentence(state.snapshot, ps, options)
             if nowhere is not None:
                 return prefix + nowhere
             option = options[0]
