@@ -384,11 +384,11 @@ class HighsBackend:
         self._cost = np.zeros(arrays.num_cols)
         self._maximize = True
         # The LP relaxation (planner.rins), built on first use unless one is handed over
-        # (solved ahead, planner.run); until then the rows it will need are kept here.
+        # (solved ahead, planner.run). The rows the stages add are kept: the relaxation
+        # built later needs them, and so does each sub-MIP (run_fixed).
         self.relaxation, self.searches = relaxation, searches
-        self._rows: list[tuple[float, float, np.ndarray, np.ndarray]] = []
-        self._added: list[tuple[float, float, np.ndarray, np.ndarray]] = []   # every row add_row added
-        self.seed = seed
+        self._added: list[tuple[float, float, np.ndarray, np.ndarray]] = []
+        self._seed = seed
         # HiGHS checks its time limit only now and then (long root cut rounds overrun
         # it by seconds); the MIP interrupt callback holds the stage to its deadline.
         self._deadline = float("inf")
@@ -410,9 +410,7 @@ class HighsBackend:
         cols, vals = merged(terms)
         self.h.addRow(lower, upper, len(cols), cols, vals)
         self._added.append((lower, upper, cols, vals))
-        if self.relaxation is None:
-            self._rows.append((lower, upper, cols, vals))
-        else:
+        if self.relaxation is not None:
             self.relaxation.add_row(lower, upper, cols, vals)
 
     def worth_starting(self, seconds: float) -> bool:
@@ -426,7 +424,7 @@ class HighsBackend:
         began = time.monotonic()
         if self.relaxation is None:
             self.relaxation = LpRelaxation(self.arrays, self.threads)
-            for lower, upper, cols, vals in self._rows:
+            for lower, upper, cols, vals in self._added:
                 self.relaxation.add_row(lower, upper, cols, vals)
         self.relaxation.settle()
         self.relaxation.set_objective(self._cost, self._maximize)
@@ -442,7 +440,7 @@ class HighsBackend:
         free[np.asarray(fixed, dtype=np.int64)] = False
         sub = self.arrays.restricted(free, start, self._added)
         h = highs_from(sub, self.threads)
-        h.setOptionValue("random_seed", self.seed)
+        h.setOptionValue("random_seed", self._seed)
         h.cbMipInterrupt.subscribe(self._interrupt_when_late)
         cost = self._cost[free]
         h.changeColsCost(len(cost), np.arange(len(cost), dtype=np.int32), cost)
