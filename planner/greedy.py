@@ -437,6 +437,15 @@ class ClusterState:
             for choice in taken:
                 self.take(choice.pods, choice.pod_set.request, sign=-1)
 
+    def fits_back(self, workload: Workload) -> bool:
+        """Would a released running workload fit again as it was placed: room on its
+        nodes and quota in its ClusterQueue (as greedy checks an admission)?"""
+        rows, used, charges = self._footprint(workload)
+        if not bool((self.free[rows] >= used).all()):
+            return False
+        return workload.cluster_queue is None or \
+            self.quota_shortfall(workload.cluster_queue, dict(charges), {}) is None
+
     def release(self, workload: Workload, sign: int = 1) -> None:
         """Give back a running workload's nodes and quota (sign=1), or take them again (-1)."""
         self.release_many([workload], sign)

@@ -26,6 +26,7 @@ from planner.errors import VerificationError
 from planner.formulate import Formulation, formulate
 from planner.highs import LpRelaxation
 from planner.relocate import relocate
+from planner.restore import restore
 from planner.solve import TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solve
 from planner.starts import Starts, starts, starts_beside
 from planner.verify import verify
@@ -101,9 +102,10 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         # pod sets together; decoding the same volumes again need not).
         unchanged = np.array_equal(outcome.values, start)
         decoded = start_plan if unchanged else decode(form, outcome.values)
-        # Preferred pod sets gathered again (planner.relocate); as decoded should the
-        # verifier ever reject that.
-        moved = decoded if unchanged else relocate(snapshot, decoded)
+        # Preferred pod sets gathered again (planner.relocate), then the evictions the
+        # admissions do not need taken back (planner.restore: gathering can free room);
+        # as decoded should the verifier ever reject that.
+        moved = decoded if unchanged else restore(snapshot, relocate(snapshot, decoded))
         clock.lap("solve")   # decoding is part of finding the answer
         decisions, tie_stage = tie_break(snapshot, solver, moved, deadline, policy.mip_gap, clock,
                                          model_seconds)
