@@ -13,7 +13,7 @@ priority first, then more volume, then the costlier loss. Pure: no I/O.
 
 from __future__ import annotations
 
-from models import Decisions, Eviction, Snapshot
+from models import Decisions, Eviction, ObjectRef, Snapshot
 from planner.greedy import ClusterState
 from planner.semantics import effective_priority, running_volume
 
@@ -26,12 +26,13 @@ def restore(snapshot: Snapshot, decisions: Decisions) -> Decisions:
     state = ClusterState(snapshot, evicted=[e.workload for e in decisions.evictions])
     for admission in decisions.admissions:
         state.apply_admission(by_ref[admission.workload], admission)
-    kept_running = set()
-    def turn(eviction: Eviction) -> tuple:
+
+    def turn(eviction: Eviction) -> tuple[int, float, float, ObjectRef]:
         victim = by_ref[eviction.workload]
         return (-effective_priority(victim, snapshot), -running_volume(victim, snapshot), -eviction.cost,
                 eviction.workload)
 
+    kept_running: set[ObjectRef] = set()
     for eviction in sorted(decisions.evictions, key=turn):
         victim = by_ref[eviction.workload]
         if state.fits_back(victim):
