@@ -238,13 +238,16 @@ class Preemption:
         self.snapshot, self.tree = snapshot, tree
         self.usage = capacity.cluster_queue_usage(snapshot)
         self.borrowing = semantics.borrowing_queues(snapshot, tree, self.usage)
-        self._borrows: dict[ObjectRef, bool] = {}
+        self._borrows: dict[object, bool] = {}
         self._class_verdicts: dict[tuple[object, ...], bool] = {}
 
     def borrows(self, preemptor: Workload) -> bool:
-        if preemptor.ref not in self._borrows:
-            self._borrows[preemptor.ref] = semantics.must_borrow(self.snapshot, preemptor, self.tree, self.usage)
-        return self._borrows[preemptor.ref]
+        """semantics.must_borrow, decided once per queue and shape of request (it reads
+        only those: flavor options by request and tolerations, counts, this usage)."""
+        key = (preemptor.cluster_queue, tuple((ps.request, ps.tolerations, ps.count) for ps in preemptor.pod_sets))
+        if key not in self._borrows:
+            self._borrows[key] = semantics.must_borrow(self.snapshot, preemptor, self.tree, self.usage)
+        return self._borrows[key]
 
     def reason(self, preemptor: Workload, victim: Workload) -> str | None:
         return semantics.preemption_reason(self.snapshot, preemptor, victim, self.tree, self.borrowing,
