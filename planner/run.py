@@ -130,12 +130,21 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method)
         return finished(snapshot, baseline, report, clock, form.excluded)
     proven = all(s.status in ("optimal", "kept") for s in outcome.stages)
+    # The plan's own volume: what was done after the stages (evictions taken back) counts
+    # too, and the stages' bounds hold it (each tier's bound assumes only that the tiers
+    # above serve at least what their stages reached).
+    outcome.objective = volume(snapshot, decisions)
     report = SolverReport(
         method=method, status="optimal" if proven else "feasible", objective=round(outcome.objective, 6),
         bound=round(outcome.bound, 6), gap=round(outcome.gap, 6), seconds=clock.seconds(),
         message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
     return finished(snapshot, decisions, report, clock, form.excluded)
+
+
+def volume(snapshot: Snapshot, decisions: Decisions) -> float:
+    """The objective's volume terms summed over the tiers (what the stages maximise)."""
+    return sum(score.tier_volumes(snapshot, decisions).values())
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: "Clock",

@@ -69,3 +69,32 @@ def test_restoring_keeps_plans_valid_and_no_tier_serves_less(seed):
         assert set(kept.evictions) <= set(plan.evictions) and kept.admissions == plan.admissions
         before, after = score.tier_volumes(snap, plan), score.tier_volumes(snap, kept)
         assert all(after.get(t, 0.0) >= v - 1e-9 for t, v in before.items())
+
+
+def test_the_cycle_takes_back_a_needless_eviction_and_counts_it_in_its_objective(monkeypatch):
+    """Kueue's order evicts the newest first (big); the MILP serves more by evicting small.
+    Should the stages' answer evict big too (as a stage cut short can leave it), the cycle
+    takes that eviction back, and the plan reports its own objective, not the stages'."""
+    from builders import ago
+    from planner import run
+
+    snap = one_node([running_job("team", "small", nodes={"n1": 2}, gpu=1, priority=0, admitted=ago(hours=3)),
+                     running_job("team", "big", nodes={"n1": 4}, gpu=1, priority=0, admitted=ago(hours=1))])
+    assert [e.workload.name for e in greedy(snap).decisions.evictions] == ["big"]
+    real = run.solve
+
+    def solve_leaving_a_needless_eviction(form, start, backend, *args, **kwargs):
+        outcome = real(form, start, backend, *args, **kwargs)
+        index = next(i for i, v in enumerate(form.victims) if v.ref.name == "big")
+        assert outcome.values[form.evict_col[index]] == 0
+        outcome.values = outcome.values.copy()
+        outcome.values[form.evict_col[index]] = 1.0
+        outcome.objective -= 4.0         # big's 4 GPUs, as the stages would have counted them
+        return outcome
+
+    monkeypatch.setattr(run, "solve", solve_leaving_a_needless_eviction)
+    plan = plan_snapshot(snap, time_limit=10.0)
+    final = Decisions(admissions=plan.admissions, evictions=plan.evictions)
+    assert [e.workload.name for e in plan.evictions] == ["small"] and verify(snap, final) == []
+    assert plan.solver.objective == pytest.approx(sum(score.tier_volumes(snap, final).values()))
+    assert plan.solver.objective <= plan.solver.bound + 1e-6
