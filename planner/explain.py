@@ -36,11 +36,7 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions,
                     hints_until: float = float("inf")) -> dict[ObjectRef, str]:
     """Every PENDING workload not admitted by `decisions` -> why, after the decisions;
     preemption hints only until `hints_until` (a time.monotonic() instant)."""
-    state = ClusterState(snapshot, evicted=[e.workload for e in decisions.evictions])
-    by_ref = {w.ref: w for w in snapshot.workloads}
-    for a in sorted(decisions.admissions, key=lambda a: a.workload):
-        if a.workload in by_ref:
-            state.apply_admission(by_ref[a.workload], a)
+    state = ClusterState.after(snapshot, decisions)
     chosen = {a.workload for a in decisions.admissions}
     waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
                if w.state is WorkloadState.PENDING and w.ref not in chosen]

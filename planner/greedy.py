@@ -492,6 +492,16 @@ class ClusterState:
             seen = self._footprints[id(workload)] = (workload, (rows, matrix, tuple(quota_usage_of(workload).items())))
         return seen[1]
 
+    @classmethod
+    def after(cls, snapshot: Snapshot, decisions: Decisions) -> "ClusterState":
+        """The state a plan leaves: its evictions gone, its admissions in place."""
+        state = cls(snapshot, evicted=[e.workload for e in decisions.evictions])
+        by_ref = {w.ref: w for w in snapshot.workloads}
+        for a in sorted(decisions.admissions, key=lambda a: a.workload):
+            if a.workload in by_ref:
+                state.apply_admission(by_ref[a.workload], a)
+        return state
+
     def apply_admission(self, workload: Workload, admission: Admission) -> None:
         """Account for a decided admission (explain and callers replaying a plan)."""
         for psa in admission.pod_sets:

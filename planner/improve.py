@@ -45,10 +45,7 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
     by domain makes room; stops trying (keeping what it has) at `deadline`."""
     evicted = {e.workload: e for e in decisions.evictions}
     admitted = {a.workload: a for a in decisions.admissions}
-    state = ClusterState(snapshot, evicted=list(evicted))
-    by_ref = {w.ref: w for w in snapshot.workloads}
-    for a in sorted(admitted.values(), key=lambda a: a.workload):
-        state.apply_admission(by_ref[a.workload], a)
+    state = ClusterState.after(snapshot, decisions)
     victims = Victims(state, evicted, admitted)
     waiting = [(_turn(w, snapshot), w) for w in candidates(snapshot, {}) if w.ref not in admitted]
     heapq.heapify(waiting)          # work set back returns here

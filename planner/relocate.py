@@ -26,10 +26,8 @@ def relocate(snapshot: Snapshot, decisions: Decisions) -> Decisions:
     BestFit finds such a placement for the same counts and flavors."""
     by_ref = {w.ref: w for w in snapshot.workloads}
     nodes = {n.name: n for n in snapshot.nodes}
-    state = ClusterState(snapshot, evicted=[e.workload for e in decisions.evictions])
+    state = ClusterState.after(snapshot, decisions)
     admitted = {a.workload: a for a in decisions.admissions}
-    for admission in decisions.admissions:
-        state.apply_admission(by_ref[admission.workload], admission)
 
     def volume(admission: Admission) -> float:
         return assigned_volume(by_ref[admission.workload], admission.pod_sets, snapshot)

@@ -23,9 +23,7 @@ def restore(snapshot: Snapshot, decisions: Decisions) -> Decisions:
     if not decisions.evictions:
         return decisions
     by_ref = {w.ref: w for w in snapshot.workloads}
-    state = ClusterState(snapshot, evicted=[e.workload for e in decisions.evictions])
-    for admission in decisions.admissions:
-        state.apply_admission(by_ref[admission.workload], admission)
+    state = ClusterState.after(snapshot, decisions)
 
     def turn(eviction: Eviction) -> tuple[int, float, float, ObjectRef]:
         victim = by_ref[eviction.workload]
