@@ -78,3 +78,61 @@ def test_minimal_victims_out_of_time_gives_up_with_the_state_as_found(monkeypatc
         else:
             assert found == full
     assert outcomes == {True, False}
+
+
+def kueue_minimal_victims(state: ClusterState, candidates, fits) -> list[int] | None:
+    """Kueue's search as it is written: remove one at a time until it fits, then put
+    each back, the last removed but one first, keeping it back where it still fits."""
+    for k, w in enumerate(candidates):
+        state.release(w)
+        if fits():
+            break
+    else:
+        for w in candidates:
+            state.release(w, sign=-1)
+        return None
+    victims = set(range(k + 1))
+    for i in range(k - 1, -1, -1):
+        state.release(candidates[i], sign=-1)
+        if fits():
+            victims.discard(i)
+        else:
+            state.release(candidates[i])
+    return sorted(victims)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_minimal_victims_is_kueues_one_at_a_time_answer(seed: int) -> None:
+    """Runs put back whole (and halved where they do not fit) give the victims Kueue's
+    one-at-a-time search gives, left released the same way, with fewer fit tests."""
+    import random
+
+    from planner.greedy import minimal_victims
+
+    rng = random.Random(seed)
+    snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
+    running = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
+               if w.state is WorkloadState.RUNNING and w.cluster_queue]
+    candidates = rng.sample(running, rng.randint(1, len(running)))
+    # Monotone in what is freed: nodes hold what they would with a random few gone.
+    needed = rng.sample(range(len(candidates)), rng.randint(1, min(6, len(candidates))))
+    want = ClusterState(snapshot, evicted=[candidates[i].ref for i in needed]).free
+    if rng.random() < 0.2:
+        want = want + 1   # more than freeing them all gives: no answer
+    answers, tests = [], []
+    for search in (minimal_victims, kueue_minimal_victims):
+        state = ClusterState(snapshot)
+        count = [0]
+
+        def fits() -> bool:
+            count[0] += 1
+            return bool((state.free >= want).all())
+
+        found = search(state, candidates, fits)
+        gone = [] if found is None else [candidates[i].ref for i in found]
+        assert np.array_equal(state.free, ClusterState(snapshot, evicted=gone).free)
+        answers.append(found)
+        tests.append(count[0])
+    assert answers[0] == answers[1]
+    if tests[1] >= 100:   # a long search (a few victims among many candidates, or none fits)
+        assert tests[0] < tests[1] / 2
