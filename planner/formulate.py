@@ -380,6 +380,7 @@ def add_workload(model: Formulation, members: list[Workload], room: "RoomTable",
     admit = model.arrays.add_col(f"a[{workload.ref}]", 0.0, len(members), integer=True)
     model.admit_col.append(admit)
     shared = group_domains(model, workload, per_pod_set)
+    first_choice = len(model.choices)
     for p, (pod_set, usable) in enumerate(zip(workload.pod_sets, per_pod_set)):
         uses = []
         for option, shape in usable:
@@ -389,7 +390,7 @@ def add_workload(model: Formulation, members: list[Workload], room: "RoomTable",
         # sum_f u[p,f] - a[w] = 0: every pod set placed exactly when the workload is.
         model.arrays.add_row(f"gang[{workload.ref},{pod_set.name}]",
                              [(c, 1.0) for c in uses] + [(admit, -1.0)], 0.0, 0.0)
-    add_group_rows(model, w)
+    add_group_rows(model, w, model.choices[first_choice:])
 
 
 def group_domains(model: Formulation, workload: Workload,
@@ -419,15 +420,15 @@ def group_domains(model: Formulation, workload: Workload,
     return out
 
 
-def add_group_rows(model: Formulation, w: int) -> None:
+def add_group_rows(model: Formulation, w: int, mine: list[Choice]) -> None:
     """Pod sets sharing a podset-group-name with a required level share its domain:
-    for each domain d, sum_f x[p,f,d] is the same for every member p."""
+    for each domain d, sum_f x[p,f,d] is the same for every member p. `mine`: the
+    workload's choices (looking them up among all choices was quadratic at scale)."""
     workload = model.workloads[w]
     members: dict[str, list[int]] = defaultdict(list)
     for p, pod_set in enumerate(workload.pod_sets):
         if pod_set.topology.group and pod_set.topology.mode == "required":
             members[pod_set.topology.group].append(p)
-    mine = [c for c in model.choices if c.workload == w]
     for group, pod_sets in sorted(members.items()):
         per_pod_set = [[c for c in mine if c.pod_set == p] for p in pod_sets]
         domains = sorted({d for choices in per_pod_set for c in choices for d in c.domain_cols})

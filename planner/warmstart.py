@@ -62,11 +62,18 @@ def fill_free_domain_columns(form: Formulation, values: np.ndarray) -> None:
 
 
 def fill_class_columns(form: Formulation, values: np.ndarray) -> None:
-    """g[c] = 1 when some workload of preemptor class c is admitted."""
-    for key, col in form.class_cols.items():
-        values[col] = float(any(values[form.admit_col[w]] > 0.5 for w, workload in enumerate(form.workloads)
-                                if form.preemption is not None and (workload.cluster_queue or "", workload.priority,
-                                                                    form.preemption.borrows(workload)) == key))
+    """g[c] = 1 when some workload of preemptor class c is admitted (one pass over the
+    admitted: asking every class about every workload took 13 s at 65,536 nodes)."""
+    for col in form.class_cols.values():
+        values[col] = 0.0
+    if form.preemption is None:
+        return
+    for w, workload in enumerate(form.workloads):
+        if values[form.admit_col[w]] > 0.5:
+            key = (workload.cluster_queue or "", workload.priority, form.preemption.borrows(workload))
+            col = form.class_cols.get(key)
+            if col is not None:
+                values[col] = 1.0
 
 
 def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]
