@@ -27,7 +27,7 @@ from planner.formulate import Formulation, formulate
 from planner.highs import LpRelaxation
 from planner.relocate import relocate
 from planner.restore import restore
-from planner.solve import TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solve
+from planner.solve import MAX_NONZEROS, TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solve
 from planner.starts import Starts, starts, starts_beside
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
@@ -108,7 +108,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         moved = decoded if unchanged else restore(snapshot, relocate(snapshot, decoded))
         clock.lap("solve")   # decoding is part of finding the answer
         decisions, tie_stage = tie_break(snapshot, solver, moved, deadline, policy.mip_gap, clock,
-                                         model_seconds)
+                                         model_seconds, len(form.arrays.entry_val))
         outcome.stages.append(tie_stage)
         # Greedy's plan was verified on the second core; any other is verified here.
         violations = greedy_violations if decisions == baseline else verify(snapshot, decisions)
@@ -168,20 +168,24 @@ def start_for(form: Formulation, plans: Starts) -> tuple[Decisions, np.ndarray |
 
 
 def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: float, gap: float,
-              clock: "Clock", model_seconds: float = 0.0) -> tuple[Decisions, StageResult]:
+              clock: "Clock", model_seconds: float = 0.0, model_nonzeros: int = 0) -> tuple[Decisions, StageResult]:
     """Refine `decisions` on the full model with what time is left; keep them if that fails.
     Skipped when what is left would not build the full model (it takes longer than the
-    compact one's `model_seconds`) and give it a moment."""
+    compact one's `model_seconds`) and give it a moment, or when the compact model is
+    already too large to solve in a cycle (the full one is larger)."""
+    skipped = StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
     left = deadline - time.monotonic()
-    if left <= 0.01 or left < 2 * model_seconds:
-        return decisions, StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
+    if left <= 0.01 or left < 2 * model_seconds or model_nonzeros > MAX_NONZEROS:
+        return decisions, skipped
     full = formulate(snapshot, locality=True)
     start = start_from(full, decisions)
     if start is None:
-        return decisions, StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
+        return decisions, skipped
     backend = make_backend(full, solver, snapshot)
     clock.lap("build")
     budget = min(deadline - time.monotonic(), TAIL_SHARE * snapshot.policy.time_limit_seconds)
+    if not backend.worth_starting(budget):
+        return decisions, skipped
     values, stage = refine(full, start, backend, max(0.05, budget), gap)
     clock.lap("solve")
     try:

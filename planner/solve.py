@@ -44,9 +44,12 @@ MIN_RUN = 0.05
 # solver it has not built yet only with HANDOVER_MARGIN times that ahead of it.
 HANDOVER_SECONDS_PER_NONZERO = 3e-7
 HANDOVER_MARGIN = 4.0
-# Models with more nonzeros are not relaxed ahead: their LP takes longer than a cycle
-# on this machine (measured: 0.33M at M, 1.2 s; 3.1M at L, 37 s).
-AHEAD_MAX_NONZEROS = 1_000_000
+# Models with more nonzeros are not solved in a cycle: their LP takes longer than a
+# cycle on this machine (measured: 0.33M at M, 1.2 s; 3.1M at L, 37-60 s), and HiGHS's
+# own search, which begins with that LP, overruns its time limit (at L, a stage given
+# 95 s ran 450 s and found nothing). Their stages keep the start; the small relaxation
+# (planner.bound) gives the bound.
+MAX_NONZEROS = 1_000_000
 
 
 @dataclass
@@ -247,7 +250,7 @@ def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRe
     the model is too large for its LP to be solved within a cycle (planner.rins then
     does not search) or the LP was not solved within `time_limit`; an LP the guess
     made infeasible is kept (its stage solves it without the guess)."""
-    if len(form.arrays.entry_val) > AHEAD_MAX_NONZEROS:
+    if len(form.arrays.entry_val) > MAX_NONZEROS:
         return None
     tiers = [t for t in form.tiers if form.tier_volume[t]]
     if not tiers:
@@ -325,10 +328,11 @@ class LazyBackend:
         self._nonzeros = nonzeros
 
     def worth_starting(self, seconds: float) -> bool:
-        """Could a stage of `seconds` do anything? Not if building the backend (about
+        """Could a stage of `seconds` do anything? Not if the model is too large to solve
+        in a cycle (MAX_NONZEROS), nor if building the backend (about
         HANDOVER_SECONDS_PER_NONZERO each) would take more than 1/HANDOVER_MARGIN of it."""
-        return self._backend is not None or \
-            HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * self._nonzeros <= seconds
+        return self._backend is not None or (
+            self._nonzeros <= MAX_NONZEROS and HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * self._nonzeros <= seconds)
 
     def _do(self, call: Callable[[Backend], None]) -> None:
         if self._backend is None:

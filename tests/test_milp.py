@@ -237,15 +237,18 @@ def test_the_solver_gets_the_model_only_when_a_stage_runs():
 
 def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
     """A solver not built yet is not started for a stage shorter than reading the model
-    would take (HANDOVER_*): the stage keeps its start, reported `skipped`; once built,
-    any stage may run."""
-    from planner.solve import HANDOVER_MARGIN, HANDOVER_SECONDS_PER_NONZERO, LazyBackend
+    would take (HANDOVER_*), nor at all for a model too large to solve in a cycle
+    (MAX_NONZEROS: HiGHS overruns its limit there): the stage keeps its start, reported
+    `skipped`; once built, any stage may run."""
+    from planner.solve import HANDOVER_MARGIN, HANDOVER_SECONDS_PER_NONZERO, MAX_NONZEROS, LazyBackend
 
     built = []
-    lazy = LazyBackend(lambda: built.append(1) or object(), nonzeros=10_000_000)
-    need = HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * 10_000_000
+    lazy = LazyBackend(lambda: built.append(1) or object(), nonzeros=MAX_NONZEROS)
+    need = HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * MAX_NONZEROS
     assert not lazy.worth_starting(need * 0.9)
     assert lazy.worth_starting(need * 1.1)
+    too_large = LazyBackend(lambda: built.append(1) or object(), nonzeros=MAX_NONZEROS + 1)
+    assert not too_large.worth_starting(10 ** 6)
     assert built == []
 
     import numpy as np
@@ -306,3 +309,36 @@ def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time
     clock = iter([0.0, 0.1, 0.1, 0.1, 0.1])   # plenty left: solved again, still disagreeing
     values, status, bound = backend.run(1.0, 1e-4, start)
     assert (values, status, bound) == (None, "failed", None)
+
+
+def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp_path, monkeypatch):
+    """Beyond MAX_NONZEROS no stage hands the model to HiGHS (its search overruns the
+    limit there) and the full model is not built for the tie-breakers: the plan is the
+    start, verified, and the bound comes from the small relaxation, above the answer."""
+    import json
+
+    from planner import run, solve
+    from planner.generate import generate, preset
+    from planner.snapshot import read_snapshot
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
+    snap = read_snapshot([str(path)])
+    solved = plan_snapshot(snap, time_limit=30.0)
+    assert any(s["status"] in ("optimal", "feasible") and s["seconds"] > 0 for s in solved.solver.stages)
+    formulated = []
+    monkeypatch.setattr(solve, "MAX_NONZEROS", 100)
+    monkeypatch.setattr(run, "MAX_NONZEROS", 100)
+    monkeypatch.setattr(run, "formulate", lambda *a, **k: formulated.append(k) or formulate_real(*a, **k))
+    plan = plan_snapshot(snap, time_limit=30.0)
+    assert formulated == [{"locality": False}]       # the compact model only
+    assert all(s["status"] in ("kept", "skipped") and s["seconds"] == 0.0 for s in plan.solver.stages)
+    assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
+    assert plan.solver.objective <= plan.solver.bound
+    assert plan.solver.bound >= solved.solver.objective    # a bound on every plan, the solved one too
+
+
+def formulate_real(*args, **kwargs):
+    from planner.formulate import formulate
+
+    return formulate(*args, **kwargs)

@@ -127,7 +127,7 @@ def test_no_lp_ahead_for_a_model_too_large(tmp_path, monkeypatch):
 
     snap = small_cluster(tmp_path, 0)
     form = formulate(snap, locality=False)
-    monkeypatch.setattr(solve, "AHEAD_MAX_NONZEROS", len(form.arrays.entry_val) - 1)
+    monkeypatch.setattr(solve, "MAX_NONZEROS", len(form.arrays.entry_val) - 1)
     assert relaxation_ahead(form, threads=1, time_limit=20) is None
 
 
