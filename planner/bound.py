@@ -86,7 +86,10 @@ def compacted(arrays: ModelArrays, kept: np.ndarray) -> tuple[ModelArrays, np.nd
 
 def unplaceable(choice: Choice) -> bool:
     """A required or sliced pod set with no domain that could take it (the model's only
-    way to place it): it cannot be admitted under this flavor option at all."""
+    way to place it): it cannot be admitted under this flavor option at all. (A choice
+    whose placement a size cap left unbuilt is not known to be unplaceable.)"""
+    if not choice.placed:
+        return False
     if choice.slice_layers:
         return not all(choice.slice_cols)
     return choice.mode == "required" and not choice.domain_cols

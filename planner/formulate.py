@@ -102,6 +102,7 @@ class Choice:
     slice_cols: list[dict[Path, int]] = field(default_factory=list)  # per layer: k per domain
     span_cols: dict[Path, int] = field(default_factory=dict)     # z per domain
     upper_cols: dict[Path, int] = field(default_factory=dict)    # z per domain above the preferred level
+    placed: bool = True                     # its placement columns were built (see `complete`)
 
     @property
     def slice_level(self) -> int | None:
@@ -145,21 +146,33 @@ class Formulation:
     free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
     locality: bool = True                                  # the full model, with tie-breakers
     class_tier: list[int] = field(default_factory=list)     # effective priority of each class
+    # False: the model grew past its size cap, and placement (domain, slice and node
+    # columns, Hall and node rows) stopped there. Such a model cannot be solved, started
+    # or decoded; its volume, quota and preemption rows still give planner.bound its bound.
+    complete: bool = True
+    max_nonzeros: int | None = None
+    # Nonzeros the Hall and node rows will add for the shapes and demands so far (from
+    # above): most of a large model's, and written last, so the cap looks ahead by them.
+    deferred_nonzeros: int = 0
 
 
-def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
+def formulate(snapshot: Snapshot, locality: bool = True, max_nonzeros: int | None = None) -> Formulation:
     """Build the MILP for one cycle.
 
     With `locality=False` the model is the compact one that decides volumes and
     preemption cost: a preferred topology imposes nothing hard, so its pod sets are
     placed like unconstrained ones, and there are no tie-breakers. The full model
     (`locality=True`) adds domains spanned, free domains, age and flavor order.
+
+    Past `max_nonzeros` (a model too large to solve in a cycle) no more placement is
+    built and the model is not `complete`: building it all would only cost time (at
+    65,536 nodes, 100 s of the cycle, most of it placement).
     """
     model = Formulation(
         arrays=ModelArrays(), snapshot=snapshot, workloads=[], admit_col=[], choices=[],
         shapes=[], tiers=[], tier_volume={}, tier_max={}, secondary=[], quota_cols={},
         quota_tree=QuotaTree(snapshot), excluded={}, free=capacity.free_capacity(snapshot),
-        locality=locality,
+        locality=locality, max_nonzeros=max_nonzeros,
     )
     pending = candidates(snapshot, model.excluded)
     add_victims(model, pending)
@@ -168,10 +181,11 @@ def formulate(snapshot: Snapshot, locality: bool = True) -> Formulation:
     for members in workload_classes(snapshot, pending, locality):
         add_workload(model, members, room, shape_index)
     add_preemption_rows(model)
-    add_hall_rows(model)
-    if locality:
-        add_free_domain_rows(model)
-    add_node_rows(model, model.free)
+    if model.complete:
+        add_hall_rows(model)
+        if locality:
+            add_free_domain_rows(model)
+        add_node_rows(model, model.free)
     add_quota_rows(model)
     add_objectives(model)
     return model
@@ -390,7 +404,8 @@ def add_workload(model: Formulation, members: list[Workload], room: "RoomTable",
         # sum_f u[p,f] - a[w] = 0: every pod set placed exactly when the workload is.
         model.arrays.add_row(f"gang[{workload.ref},{pod_set.name}]",
                              [(c, 1.0) for c in uses] + [(admit, -1.0)], 0.0, 0.0)
-    add_group_rows(model, w, model.choices[first_choice:])
+    if model.complete:
+        add_group_rows(model, w, model.choices[first_choice:])
 
 
 def group_domains(model: Formulation, workload: Workload,
@@ -469,6 +484,8 @@ def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption,
             paths[node.name] = path
     shape_index[key] = len(model.shapes)
     model.shapes.append(Shape(key, pod_set.request, levels, paths, {n: fits[n] for n in paths}))
+    # Each node's y column: in a Hall row per enclosing domain, a node row per resource.
+    model.deferred_nonzeros += len(paths) * (len(levels) + 1 + len(pod_set.request.names()))
     return shape_index[key] if paths else None
 
 
@@ -533,7 +550,12 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
     choice = Choice(w, p, option, shape_id, use, pods, mode, level,
                     slice_layers=layers, slice_cols=[{} for _ in layers])
     model.choices.append(choice)
-    if mode == "required":
+    if model.complete and model.max_nonzeros is not None and \
+            len(arrays.entry_val) + model.deferred_nonzeros > model.max_nonzeros:
+        model.complete = False
+    if not model.complete:
+        choice.placed = False
+    elif mode == "required":
         add_required_domains(model, choice, pod_set, tag, within)
     elif mode == "preferred":
         add_preferred_domains(model, choice, pod_set, tag)
@@ -638,6 +660,7 @@ def add_container(model: Formulation, choice: Choice, pod_set: PodSet, path: Pat
     if layer == len(choice.slice_layers):
         for col, coef in pods:
             model.demands.append(Demand(choice.shape, path, col, coef))
+            model.deferred_nonzeros += len(path) + 1     # in the Hall row of each enclosing domain
         return
     arrays = model.arrays
     shape = model.shapes[choice.shape]

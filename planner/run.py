@@ -27,7 +27,10 @@ from planner.formulate import Formulation, formulate
 from planner.highs import LpRelaxation
 from planner.relocate import relocate
 from planner.restore import restore
-from planner.solve import MAX_NONZEROS, TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solve
+from planner.solve import (
+    MAX_NONZEROS, TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solvable,
+    solve,
+)
 from planner.starts import Starts, starts, starts_beside
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
@@ -71,13 +74,16 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     # (domains spanned, free domains, age, flavor order), volumes held.
     # Here too: the first stage's LP relaxation (planner.rins searches around it) and,
     # while the starts are not ready, the small relaxation that bounds stages cut short
-    # (planner.bound; else built when needed). Neither needs the start.
+    # (planner.bound; else built when needed). Neither needs the start. A model too large
+    # to solve in a cycle is not built past that size: its stages keep the start, so the
+    # small relaxation is all it is for, and is built at once.
     def build(starts_ready: Callable[[], bool]) -> tuple[Formulation, float, LpRelaxation | None, TierBounds | None]:
         began = time.monotonic()
-        form = formulate(snapshot, locality=False)
+        form = formulate(snapshot, locality=False, max_nonzeros=MAX_NONZEROS)
         model_seconds = time.monotonic() - began
         ahead = relaxation_ahead(form, policy.threads, AHEAD_SHARE * limit) if solver == "milp" else None
-        return form, model_seconds, ahead, None if starts_ready() else TierBounds(form)
+        bounds = TierBounds(form) if not form.complete or not starts_ready() else None
+        return form, model_seconds, ahead, bounds
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
     plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds,
@@ -108,7 +114,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         moved = decoded if unchanged else restore(snapshot, relocate(snapshot, decoded))
         clock.lap("solve")   # decoding is part of finding the answer
         decisions, tie_stage = tie_break(snapshot, solver, moved, deadline, policy.mip_gap, clock,
-                                         model_seconds, len(form.arrays.entry_val))
+                                         model_seconds, solvable(form))
         outcome.stages.append(tie_stage)
         # Greedy's plan was verified on the second core; any other is verified here.
         violations = greedy_violations if decisions == baseline else verify(snapshot, decisions)
@@ -168,14 +174,14 @@ def start_for(form: Formulation, plans: Starts) -> tuple[Decisions, np.ndarray |
 
 
 def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: float, gap: float,
-              clock: "Clock", model_seconds: float = 0.0, model_nonzeros: int = 0) -> tuple[Decisions, StageResult]:
+              clock: "Clock", model_seconds: float = 0.0, compact_solvable: bool = True) -> tuple[Decisions, StageResult]:
     """Refine `decisions` on the full model with what time is left; keep them if that fails.
     Skipped when what is left would not build the full model (it takes longer than the
-    compact one's `model_seconds`) and give it a moment, or when the compact model is
-    already too large to solve in a cycle (the full one is larger)."""
+    compact one's `model_seconds`) and give it a moment, or when the compact model
+    cannot be solved in a cycle (the full one is larger)."""
     skipped = StageResult("tie-breakers", "skipped", 0.0, 0.0, 0.0)
     left = deadline - time.monotonic()
-    if left <= 0.01 or left < 2 * model_seconds or model_nonzeros > MAX_NONZEROS:
+    if left <= 0.01 or left < 2 * model_seconds or not compact_solvable:
         return decisions, skipped
     full = formulate(snapshot, locality=True)
     start = start_from(full, decisions)
@@ -209,12 +215,13 @@ def make_backend(form: Formulation, solver: str, snapshot: Snapshot,
     the stages search around the LP point only when `relaxation` was solved ahead
     (where it was not, their own shorter tries would fail too)."""
     policy = snapshot.policy
-    size = len(form.arrays.entry_val)
+    size, whole = len(form.arrays.entry_val), solvable(form)
     if solver == "milp":
         return LazyBackend(lambda: HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed,
-                                                relaxation=relaxation, searches=relaxation is not None), size)
+                                                relaxation=relaxation, searches=relaxation is not None), size, whole)
     if solver.startswith("pulp:"):
-        return LazyBackend(lambda: PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads), size)
+        return LazyBackend(lambda: PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads),
+                           size, whole)
     raise ValueError(f"unknown solver {solver!r}")
 
 

@@ -250,7 +250,7 @@ def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRe
     the model is too large for its LP to be solved within a cycle (planner.rins then
     does not search) or the LP was not solved within `time_limit`; an LP the guess
     made infeasible is kept (its stage solves it without the guess)."""
-    if len(form.arrays.entry_val) > MAX_NONZEROS:
+    if not solvable(form):
         return None
     tiers = [t for t in form.tiers if form.tier_volume[t]]
     if not tiers:
@@ -263,6 +263,11 @@ def relaxation_ahead(form: Formulation, threads: int, time_limit: float) -> LpRe
     relaxation.set_objective(dense(form.tier_volume[tier] + nudge(form, tier), form.arrays.num_cols), maximize=True)
     relaxation.solve(time_limit)
     return None if relaxation.out_of_time else relaxation
+
+
+def solvable(form: Formulation) -> bool:
+    """Can the model be solved in a cycle at all: built whole, and within MAX_NONZEROS?"""
+    return form.complete and len(form.arrays.entry_val) <= MAX_NONZEROS
 
 
 def stage_bound(form: Formulation, tier: int, objective_bound: float) -> float:
@@ -321,18 +326,19 @@ class LazyBackend:
     cycle whose time is gone before any stage runs (the stages are then skipped), or
     whose stage would end before the solver has read it (`worth_starting`)."""
 
-    def __init__(self, build: Callable[[], Backend], nonzeros: int = 0):
+    def __init__(self, build: Callable[[], Backend], nonzeros: int = 0, solvable: bool = True):
         self._build = build
         self._backend: Backend | None = None
         self._calls: list[Callable[[Backend], None]] = []
         self._nonzeros = nonzeros
+        self._solvable = solvable
 
     def worth_starting(self, seconds: float) -> bool:
-        """Could a stage of `seconds` do anything? Not if the model is too large to solve
-        in a cycle (MAX_NONZEROS), nor if building the backend (about
-        HANDOVER_SECONDS_PER_NONZERO each) would take more than 1/HANDOVER_MARGIN of it."""
+        """Could a stage of `seconds` do anything? Not if the model cannot be solved in a
+        cycle (`solvable`), nor if building the backend (about HANDOVER_SECONDS_PER_NONZERO
+        each) would take more than 1/HANDOVER_MARGIN of it."""
         return self._backend is not None or (
-            self._nonzeros <= MAX_NONZEROS and HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * self._nonzeros <= seconds)
+            self._solvable and HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * self._nonzeros <= seconds)
 
     def _do(self, call: Callable[[Backend], None]) -> None:
         if self._backend is None:

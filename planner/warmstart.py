@@ -24,7 +24,11 @@ def empty_start(form: Formulation) -> np.ndarray:
 
 
 def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
-    """The decisions as a feasible column vector, or None if they do not fit the model."""
+    """The decisions as a feasible column vector, or None if they do not fit the model.
+
+    A model a size cap left incomplete (Formulation.complete) is never solved: only
+    the columns that count volume, cost, quota and preemption are set, for the stages'
+    report, and its rows are not checked (its placement is partial)."""
     values = np.zeros(form.arrays.num_cols)
     index = {m.ref: i for i, members in enumerate(form.members) for m in members}
     choices = defaultdict(list)
@@ -52,7 +56,7 @@ def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
     fill_class_columns(form, values)
     fill_free_domain_columns(form, values)
     fill_quota_columns(form, values)
-    return values if feasible(form, values) else None
+    return values if not form.complete or feasible(form, values) else None
 
 
 def fill_free_domain_columns(form: Formulation, values: np.ndarray) -> None:
@@ -84,6 +88,8 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
     for col, coef in choice.pods:
         if col != choice.use_col:
             values[col] = count / coef  # elastic: a class of one
+    if not form.complete:
+        return True     # no placement to set: the model is never solved
     by_domain: dict[tuple[str, ...], int] = defaultdict(int)
     by_slice: list[dict[tuple[str, ...], int]] = [defaultdict(int) for _ in choice.slice_layers]
     for node, pods in per_node.items():

@@ -237,9 +237,9 @@ def test_the_solver_gets_the_model_only_when_a_stage_runs():
 
 def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
     """A solver not built yet is not started for a stage shorter than reading the model
-    would take (HANDOVER_*), nor at all for a model too large to solve in a cycle
-    (MAX_NONZEROS: HiGHS overruns its limit there): the stage keeps its start, reported
-    `skipped`; once built, any stage may run."""
+    would take (HANDOVER_*), nor at all for a model that cannot be solved in a cycle
+    (planner.solve.solvable): the stage keeps its start, reported `skipped`; once
+    built, any stage may run."""
     from planner.solve import HANDOVER_MARGIN, HANDOVER_SECONDS_PER_NONZERO, MAX_NONZEROS, LazyBackend
 
     built = []
@@ -247,8 +247,8 @@ def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
     need = HANDOVER_MARGIN * HANDOVER_SECONDS_PER_NONZERO * MAX_NONZEROS
     assert not lazy.worth_starting(need * 0.9)
     assert lazy.worth_starting(need * 1.1)
-    too_large = LazyBackend(lambda: built.append(1) or object(), nonzeros=MAX_NONZEROS + 1)
-    assert not too_large.worth_starting(10 ** 6)
+    unsolvable = LazyBackend(lambda: built.append(1) or object(), nonzeros=1000, solvable=False)
+    assert not unsolvable.worth_starting(10 ** 6)
     assert built == []
 
     import numpy as np
@@ -312,9 +312,10 @@ def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time
 
 
 def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp_path, monkeypatch):
-    """Beyond MAX_NONZEROS no stage hands the model to HiGHS (its search overruns the
-    limit there) and the full model is not built for the tie-breakers: the plan is the
-    start, verified, and the bound comes from the small relaxation, above the answer."""
+    """Beyond MAX_NONZEROS the model's placement is not built, no stage hands it to HiGHS
+    (its search overruns the limit there) and the full model is not built for the
+    tie-breakers: the plan is the start, verified, and the bound comes from the small
+    relaxation, above any plan's answer."""
     import json
 
     from planner import run, solve
@@ -331,7 +332,7 @@ def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp
     monkeypatch.setattr(run, "MAX_NONZEROS", 100)
     monkeypatch.setattr(run, "formulate", lambda *a, **k: formulated.append(k) or formulate_real(*a, **k))
     plan = plan_snapshot(snap, time_limit=30.0)
-    assert formulated == [{"locality": False}]       # the compact model only
+    assert formulated == [{"locality": False, "max_nonzeros": 100}]       # the compact model only
     assert all(s["status"] in ("kept", "skipped") and s["seconds"] == 0.0 for s in plan.solver.stages)
     assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
     assert plan.solver.objective <= plan.solver.bound
@@ -342,3 +343,29 @@ def formulate_real(*args, **kwargs):
     from planner.formulate import formulate
 
     return formulate(*args, **kwargs)
+
+
+def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
+    """formulate under a cap it would pass: not complete, no Hall or node rows, and no
+    choice whose placement went unbuilt counts as unplaceable, so the small relaxation
+    bounds at least what the complete model's does (a looser bound, never a wrong one)."""
+    import json
+
+    from planner.bound import tier_bounds
+    from planner.formulate import formulate
+    from planner.generate import generate, preset
+    from planner.snapshot import read_snapshot
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
+    snap = read_snapshot([str(path)])
+    whole = formulate(snap, locality=False)
+    assert whole.complete and all(c.placed for c in whole.choices)
+    capped = formulate(snap, locality=False, max_nonzeros=len(whole.arrays.entry_val) // 10)
+    assert not capped.complete and not all(c.placed for c in capped.choices)
+    assert not any(name.startswith(("hall[", "node[")) for name in capped.arrays.row_names)
+    assert len(capped.arrays.entry_val) < len(whole.arrays.entry_val)
+    assert capped.tiers == whole.tiers and capped.tier_max == whole.tier_max
+    tiers = [t for t in whole.tiers if whole.tier_volume[t]]
+    for tier, bound in tier_bounds(whole, {}, tiers[:1]).items():
+        assert tier_bounds(capped, {}, tiers[:1])[tier] >= bound - 1e-6
