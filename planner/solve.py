@@ -172,8 +172,11 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
         left = min(deadline, time.monotonic() + TAIL_SHARE * time_limit) - time.monotonic()
         return left <= 0 or not backend.worth_starting(left)
 
-    # Polishing serves only the tail stages (it takes seconds at scale: a decode and an encode).
-    if polish is not None and (form.cost_terms or form.secondary) and not no_time():
+    # Polishing serves only the tail stages (it takes seconds at scale: a decode and an
+    # encode), so only where one has its whole share of the time left: at M, polishing
+    # in the last tenths took the time the preemption cost stage then did not have.
+    if polish is not None and (form.cost_terms or form.secondary) and not no_time() \
+            and deadline - time.monotonic() >= TAIL_SHARE * time_limit:
         incumbent = polish(incumbent)
     if form.cost_terms and no_time():
         stages.append(StageResult("preemption cost", "skipped", value_of(form.cost_terms, incumbent),
