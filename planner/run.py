@@ -184,8 +184,8 @@ def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: f
     left = deadline - time.monotonic()
     if left <= 0.01 or left < 2 * model_seconds or not compact_solvable:
         return decisions, skipped
-    full = formulate(snapshot, locality=True)
-    start = start_from(full, decisions)
+    full = formulate(snapshot, locality=True, max_nonzeros=MAX_NONZEROS)
+    start = start_from(full, decisions) if solvable(full) else None
     if start is None:
         return decisions, skipped
     backend = make_backend(full, solver, snapshot)

@@ -369,3 +369,29 @@ def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
     tiers = [t for t in whole.tiers if whole.tier_volume[t]]
     for tier, bound in tier_bounds(whole, {}, tiers[:1]).items():
         assert tier_bounds(capped, {}, tiers[:1])[tier] >= bound - 1e-6
+
+
+def test_tie_breakers_are_skipped_when_the_full_model_is_too_large(tmp_path, monkeypatch):
+    """The tie-breakers' full model is built under the cap: past it, the stage is skipped
+    and the plan kept as it is; within it, the stage runs."""
+    import json
+    import time
+
+    from planner import run
+    from planner.generate import generate, preset
+    from planner.greedy import greedy
+    from planner.snapshot import read_snapshot
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
+    snap = read_snapshot([str(path)])
+    decisions = greedy(snap).decisions
+
+    def tie_break():
+        return run.tie_break(snap, "milp", decisions, time.monotonic() + 20.0, 1e-4, run.Clock(0.0))
+
+    kept, stage = tie_break()
+    assert stage.status != "skipped"
+    monkeypatch.setattr(run, "MAX_NONZEROS", 1)
+    kept, stage = tie_break()
+    assert stage.status == "skipped" and kept == decisions
