@@ -38,8 +38,6 @@ from planner.warmstart import empty_start, start_from
 
 # Share of the time limit the start may spend improving on greedy's victims (planner.improve).
 IMPROVE_SHARE = 0.3
-# Share of the time limit the first stage's LP may take while the start is computed.
-AHEAD_SHARE = 0.35
 # The improved start is due this share of the time limit before the stages' deadline:
 # it still has to come back from the second core and be checked against the model
 # (measured at M: 0.3 s after an improvement that stopped at the deadline itself).
@@ -63,6 +61,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     limit = max(0.0, policy.time_limit_seconds - read_seconds)
     clock = Clock(read_seconds, hints_until=time.monotonic() + limit * (1 - SUMMARY_SHARE))
     deadline = time.monotonic() + limit * (1 - FINISH_SHARE)
+    starts_due = deadline - HANDOFF_SHARE * limit
     if solver == "greedy":
         plans = starts(snapshot, None, deadline)
         clock.lap("build")
@@ -82,13 +81,15 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         began = time.monotonic()
         form = formulate(snapshot, locality=False, max_nonzeros=MAX_NONZEROS)
         model_seconds = time.monotonic() - began
-        ahead = relaxation_ahead(form, policy.threads, AHEAD_SHARE * limit) if solver == "milp" else None
+        # The LP may take until the start is due (at M it takes about as long as the start,
+        # and a fixed share of the limit cut it short in slow spells, leaving the stage
+        # nothing to search around).
+        ahead = relaxation_ahead(form, policy.threads, starts_due - time.monotonic()) if solver == "milp" else None
         bounds = TierBounds(form) if not form.complete or not starts_ready() else None
         return form, model_seconds, ahead, bounds
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
-    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds,
-                                                               deadline - HANDOFF_SHARE * limit, build)
+    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, starts_due, build)
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
