@@ -94,6 +94,9 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
     start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
+    if not solvable(form):
+        start_note += (f"model over {MAX_NONZEROS:,} nonzeros, not solved in a cycle: the plan is the start, "
+                       "bounded by the small relaxation; ")
     has_start = start is not None
     if start is None:
         start = empty_start(form)

@@ -334,6 +334,7 @@ def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp
     plan = plan_snapshot(snap, time_limit=30.0)
     assert formulated == [{"locality": False, "max_nonzeros": 100}]       # the compact model only
     assert all(s["status"] in ("kept", "skipped") and s["seconds"] == 0.0 for s in plan.solver.stages)
+    assert "not solved in a cycle" in plan.solver.message and "not solved" not in solved.solver.message
     assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
     assert plan.solver.objective <= plan.solver.bound
     assert plan.solver.bound >= solved.solver.objective    # a bound on every plan, the solved one too
