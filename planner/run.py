@@ -93,9 +93,9 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, starts_due, build)
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
-    start_note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
+    note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     if not solvable(form):
-        start_note += (f"model over {MAX_NONZEROS:,} nonzeros, not solved in a cycle: the plan is the start, "
+        note += (f"model over {MAX_NONZEROS:,} nonzeros, not solved in a cycle: the plan is the start, "
                        "bounded by the small relaxation; ")
     has_start = start is not None
     if start is None:
@@ -149,7 +149,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     report = SolverReport(
         method=method, status="optimal" if proven else "feasible", objective=round(outcome.objective, 6),
         bound=round(outcome.bound, 6), gap=round(outcome.gap, 6), seconds=clock.seconds(),
-        message=start_note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
+        message=note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
     return finished(snapshot, decisions, report, clock, form.excluded)
 
