@@ -96,7 +96,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     if not solvable(form):
         note += (f"model over {MAX_NONZEROS:,} nonzeros, not solved in a cycle: the plan is the start, "
-                       "bounded by the small relaxation; ")
+                 "bounded by the small relaxation; ")
     has_start = start is not None
     if start is None:
         start = empty_start(form)

@@ -6,6 +6,7 @@ from builders import (
     GPU, NOW, ago, cq, flavor, job, lq, node, pod_set, preferred, required, sliced, snapshot,
     topology, workload,
 )
+from generated import small_cluster
 from models import ObjectRef, Policy
 from planner.pipeline import plan_snapshot
 from planner.verify import verify
@@ -186,14 +187,8 @@ def test_the_time_limit_holds_reading_too(tmp_path):
     """A cycle whose reading took its whole limit has none left for any stage: each keeps
     its start (greedy's plan, verified), where with the same limit and no reading the
     second tier's stage searches and serves more (the generated cluster of test_rins)."""
-    import json
 
-    from planner.generate import generate, preset
-    from planner.snapshot import read_snapshot
-
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path)
     searched = plan_snapshot(snap, time_limit=20.0, read_seconds=0.0)
     out_of_time = plan_snapshot(snap, time_limit=20.0, read_seconds=20.0)
     ran = [s for s in out_of_time.solver.stages if s["status"] not in ("kept", "skipped")]
@@ -254,17 +249,10 @@ def test_a_stage_too_short_to_hand_a_large_model_over_is_skipped(tmp_path):
     import numpy as np
     from planner.formulate import formulate
     from planner.greedy import greedy
-    from planner.snapshot import read_snapshot
     from planner.solve import HighsBackend, solve
     from planner.warmstart import start_from
 
-    import json
-
-    from planner.generate import generate, preset
-
-    path = tmp_path / "snap.json"      # greedy leaves the second tier well short here (tests/test_rins.py)
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path)      # greedy leaves the second tier well short here (tests/test_rins.py)
     form = formulate(snap, locality=False)
     start = start_from(form, greedy(snap).decisions)
     backend = LazyBackend(lambda: HighsBackend(form.arrays), nonzeros=10**12)   # as if enormous
@@ -316,21 +304,16 @@ def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp
     (its search overruns the limit there) and the full model is not built for the
     tie-breakers: the plan is the start, verified, and the bound comes from the small
     relaxation, above any plan's answer."""
-    import json
 
     from planner import run, solve
-    from planner.generate import generate, preset
-    from planner.snapshot import read_snapshot
 
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path)
     solved = plan_snapshot(snap, time_limit=30.0)
     assert any(s["status"] in ("optimal", "feasible") and s["seconds"] > 0 for s in solved.solver.stages)
-    formulated = []
+    formulated, formulate = [], run.formulate
     monkeypatch.setattr(solve, "MAX_NONZEROS", 100)
     monkeypatch.setattr(run, "MAX_NONZEROS", 100)
-    monkeypatch.setattr(run, "formulate", lambda *a, **k: formulated.append(k) or formulate_real(*a, **k))
+    monkeypatch.setattr(run, "formulate", lambda *a, **k: formulated.append(k) or formulate(*a, **k))
     plan = plan_snapshot(snap, time_limit=30.0)
     assert formulated == [{"locality": False, "max_nonzeros": 100}]       # the compact model only
     assert all(s["status"] in ("kept", "skipped") and s["seconds"] == 0.0 for s in plan.solver.stages)
@@ -340,26 +323,15 @@ def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp
     assert plan.solver.bound >= solved.solver.objective    # a bound on every plan, the solved one too
 
 
-def formulate_real(*args, **kwargs):
-    from planner.formulate import formulate
-
-    return formulate(*args, **kwargs)
-
-
 def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
     """formulate under a cap it would pass: not complete, no Hall or node rows, and no
     choice whose placement went unbuilt counts as unplaceable, so the small relaxation
     bounds at least what the complete model's does (a looser bound, never a wrong one)."""
-    import json
 
     from planner.bound import tier_bounds
     from planner.formulate import formulate
-    from planner.generate import generate, preset
-    from planner.snapshot import read_snapshot
 
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path)
     whole = formulate(snap, locality=False)
     assert whole.complete and all(c.placed for c in whole.choices)
     capped = formulate(snap, locality=False, max_nonzeros=len(whole.arrays.entry_val) // 10)
@@ -375,17 +347,12 @@ def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
 def test_tie_breakers_are_skipped_when_the_full_model_is_too_large(tmp_path, monkeypatch):
     """The tie-breakers' full model is built under the cap: past it, the stage is skipped
     and the plan kept as it is; within it, the stage runs."""
-    import json
     import time
 
     from planner import run
-    from planner.generate import generate, preset
     from planner.greedy import greedy
-    from planner.snapshot import read_snapshot
 
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path)
     decisions = greedy(snap).decisions
 
     def tie_break():

@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from builders import GPU, cq, flavor, job, lq, node, preferred, running_job, snapshot, topology
+from generated import small_cluster
 from models import HOSTNAME_LABEL, Decisions, PodSetAssignment
 from planner.greedy import greedy
 from planner.relocate import relocate
@@ -65,22 +66,17 @@ def test_a_pod_set_with_no_better_place_stays_where_it_was():
 def test_relocating_generated_plans_keeps_them_valid_and_no_less_local(tmp_path, seed):
     """Plans decoded from the compact model (what relocate is for) stay verifier-clean,
     keep every decision, and span no more domains afterwards."""
-    import json
 
     import numpy as np
 
     from planner import metrics
     from planner.decode import decode
     from planner.formulate import formulate
-    from planner.generate import generate, preset
     from planner.improve import improve
-    from planner.snapshot import read_snapshot
     from planner.solve import HighsBackend, solve
     from planner.warmstart import start_from
 
-    path = tmp_path / "snap.json"
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=seed))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path, seed)
     form = formulate(snap, locality=False)
     start = start_from(form, improve(snap, greedy(snap).decisions))
     outcome = solve(form, start, HighsBackend(form.arrays), 10.0, 1e-4)
@@ -98,16 +94,11 @@ def test_relocating_generated_plans_keeps_them_valid_and_no_less_local(tmp_path,
 
 def test_a_relocation_the_verifier_rejects_is_not_used(tmp_path, monkeypatch):
     """Were relocate ever wrong, the cycle keeps the plan as decoded, still the MILP's."""
-    import json
 
     from planner import run
-    from planner.generate import generate, preset
     from planner.pipeline import plan_snapshot
-    from planner.snapshot import read_snapshot
 
-    path = tmp_path / "snap.json"      # the stages change the start here (tests/test_rins.py)
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=0))))
-    snap = read_snapshot([str(path)])
+    snap = small_cluster(tmp_path)      # the stages change the start here (tests/test_rins.py)
     broken = []
 
     def overfill(snapshot, decisions):

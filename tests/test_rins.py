@@ -2,32 +2,23 @@
 return worse than its incumbent, must stay inside the model (the verifier agrees), must
 find better answers where the LP point shows them, and its LP optimum must bound them."""
 
-import json
 import time
 
 import numpy as np
 import pytest
 
+from generated import small_cluster
 from models import Decisions
 from planner import rins
 from planner.decode import decode
 from planner.formulate import formulate
-from planner.generate import generate, preset
 from planner.greedy import greedy
 from planner.highs import LpRelaxation
 from planner.improve import improve
 from planner.model_arrays import INF, ModelArrays
-from planner.snapshot import read_snapshot
 from planner.solve import HOLD_SLACK, HighsBackend, nudge, relaxation_ahead, stage_bound, value_of
 from planner.verify import verify
 from planner.warmstart import start_from
-
-
-def small_cluster(tmp_path, seed):
-    """A generated cluster of 64 nodes, 60 pending and 60 running workloads."""
-    path = tmp_path / f"small-{seed}.json"
-    path.write_text(json.dumps(generate(preset("S", fanout=(2, 4, 8), teams=4, pending=60, running=60, seed=seed))))
-    return read_snapshot([str(path)])
 
 
 def second_stage(snap):
