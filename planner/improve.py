@@ -26,6 +26,7 @@ import heapq
 import time
 from collections import defaultdict
 from dataclasses import replace
+from typing import Callable
 
 from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, ObjectRef, Snapshot, Workload, is_gpu
 from planner import capacity
@@ -40,9 +41,13 @@ from planner.topology import levels_for, node_path
 Domain = tuple[str, ...]
 
 
-def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("inf")) -> Decisions:
+def improve(snapshot: Snapshot, decisions: Decisions,
+            deadline: float | Callable[[], float] = float("inf")) -> Decisions:
     """`decisions` with more waiting work admitted where evicting lower-priority work
-    by domain makes room; stops trying (keeping what it has) at `deadline`."""
+    by domain makes room; stops trying (keeping what it has) at `deadline`, a
+    time.monotonic() instant or a function giving it (asked again for each workload:
+    the cycle may move it later)."""
+    until = deadline if callable(deadline) else _fixed(deadline)
     evicted = {e.workload: e for e in decisions.evictions}
     admitted = {a.workload: a for a in decisions.admissions}
     state = ClusterState.after(snapshot, decisions)
@@ -50,7 +55,7 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
     waiting = [(_turn(w, snapshot), w) for w in candidates(snapshot, {}) if w.ref not in admitted]
     heapq.heapify(waiting)          # work set back returns here
     failed: set[object] = set()     # requests that found no room: only freeing adds room
-    while waiting and time.monotonic() <= deadline:
+    while waiting and time.monotonic() <= until():
         _, w = heapq.heappop(waiting)
         request = _request_key(w, snapshot)
         if request in failed:
@@ -58,7 +63,7 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
         ordered = victims.ordered(w)
         minimum = [ps.minimum for ps in w.pod_sets]
         chosen = minimal_victims(state, ordered, lambda: not isinstance(try_counts(state, w, minimum), str),
-                                 deadline) if ordered else None
+                                 until()) if ordered else None
         choices = evaluate(state, w) if chosen is not None else "no room"
         picked = [ordered[i] for i in chosen or []]
         if not isinstance(choices, str) and not (victims.gains(w, choices, picked) and victims.justified(w, picked)):
@@ -80,6 +85,10 @@ def improve(snapshot: Snapshot, decisions: Decisions, deadline: float = float("i
             failed.clear()
     return Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)),
                      evictions=tuple(evicted[r] for r in sorted(evicted)))
+
+
+def _fixed(instant: float) -> Callable[[], float]:
+    return lambda: instant
 
 
 def _turn(w: Workload, snapshot: Snapshot) -> tuple:

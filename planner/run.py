@@ -31,7 +31,7 @@ from planner.solve import (
     MAX_NONZEROS, TAIL_SHARE, HighsBackend, LazyBackend, PulpBackend, StageResult, refine, relaxation_ahead, solvable,
     solve,
 )
-from planner.starts import Starts, starts, starts_beside
+from planner.starts import Due, Starts, starts, starts_beside
 from planner.verify import verify
 from planner.warmstart import empty_start, start_from
 
@@ -47,6 +47,12 @@ HANDOFF_SHARE = 0.05
 # stage changed the plan, at L 5.2 s of its 26.5 s; 18% and 20% let M's cycle overrun
 # its limit by a few tenths).
 FINISH_SHARE = 0.23
+# A model too large to solve in a cycle leaves the plan to the improved start, which may
+# then take the stages' time too: all but this share of the limit, for checking the
+# start against the model, bounding it, verifying, explaining and writing. Measured from
+# the start's end to the plan: at L 2.4 s (of a limit of 18 s), at XL 10.4 s (of 114 s),
+# the preemption hints cut short by SUMMARY_SHARE.
+UNSOLVED_TAIL_SHARE = 0.15
 # Share of the time limit left, at the end, for the rest of explaining (the reasons
 # without their hints), the summary metrics and writing the plan: explaining adds its
 # preemption hints (the costly part) only before that. Measured at L: 1.3 s of reasons
@@ -60,11 +66,12 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     finishes: it is the fallback) takes what is left."""
     policy = snapshot.policy
     limit = max(0.0, policy.time_limit_seconds - read_seconds)
-    clock = Clock(read_seconds, hints_until=time.monotonic() + limit * (1 - SUMMARY_SHARE))
-    deadline = time.monotonic() + limit * (1 - FINISH_SHARE)
-    starts_due = deadline - HANDOFF_SHARE * limit
+    began = time.monotonic()
+    clock = Clock(read_seconds, hints_until=began + limit * (1 - SUMMARY_SHARE))
+    deadline = began + limit * (1 - FINISH_SHARE)
+    due = Due(deadline - HANDOFF_SHARE * limit)
     if solver == "greedy":
-        plans = starts(snapshot, None, deadline)
+        plans = starts(snapshot, None, due)
         clock.lap("build")
         if plans.violations:
             raise VerificationError(plans.violations)
@@ -77,20 +84,23 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     # while the starts are not ready, the small relaxation that bounds stages cut short
     # (planner.bound; else built when needed). Neither needs the start. A model too large
     # to solve in a cycle is not built past that size: its stages keep the start, so the
-    # small relaxation is all it is for, and is built at once.
+    # small relaxation is all it is for, and is built at once; and the start, which is then
+    # the plan, may take the stages' time.
     def build(starts_ready: Callable[[], bool]) -> tuple[Formulation, float, LpRelaxation | None, TierBounds | None]:
-        began = time.monotonic()
+        building = time.monotonic()
         form = formulate(snapshot, locality=False, max_nonzeros=MAX_NONZEROS)
-        model_seconds = time.monotonic() - began
+        model_seconds = time.monotonic() - building
+        if not solvable(form):
+            due.extend(began + limit * (1 - UNSOLVED_TAIL_SHARE))
         # The LP may take until the start is due (at M it takes about as long as the start,
         # and a fixed share of the limit cut it short in slow spells, leaving the stage
         # nothing to search around).
-        ahead = relaxation_ahead(form, policy.threads, starts_due - time.monotonic()) if solver == "milp" else None
+        ahead = relaxation_ahead(form, policy.threads, due.at - time.monotonic()) if solver == "milp" else None
         bounds = TierBounds(form) if not form.complete or not starts_ready() else None
         return form, model_seconds, ahead, bounds
 
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
-    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, starts_due, build)
+    plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, due, build)
     baseline, greedy_violations = plans.baseline, plans.violations
     start_plan, start = start_for(form, plans)
     note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "

@@ -323,6 +323,33 @@ def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp
     assert plan.solver.bound >= solved.solver.objective    # a bound on every plan, the solved one too
 
 
+def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_start(tmp_path, monkeypatch):
+    """No stage can run on such a model, so the improved start, which is then the plan,
+    is due later: all but UNSOLVED_TAIL_SHARE of the limit, however long its own share.
+    A model that can be solved keeps its due."""
+    from planner import run, solve
+    from planner.starts import Due
+
+    moved: list[tuple[float, float]] = []
+
+    class Watched(Due):
+        def extend(self, until: float) -> None:
+            moved.append((self.at, until))
+            super().extend(until)
+
+    monkeypatch.setattr(run, "Due", Watched)
+    snap = small_cluster(tmp_path)
+    plan_snapshot(snap, time_limit=30.0)
+    assert moved == []
+    monkeypatch.setattr(solve, "MAX_NONZEROS", 100)
+    monkeypatch.setattr(run, "MAX_NONZEROS", 100)
+    plan = plan_snapshot(snap, time_limit=30.0)
+    assert "not solved in a cycle" in plan.solver.message
+    [(due, until)] = moved
+    later = 30.0 * (run.FINISH_SHARE + run.HANDOFF_SHARE - run.UNSOLVED_TAIL_SHARE)
+    assert until - due == pytest.approx(later, abs=0.5)
+
+
 def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
     """formulate under a cap it would pass: not complete, no Hall or node rows, and no
     choice whose placement went unbuilt counts as unplaceable, so the small relaxation

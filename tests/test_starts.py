@@ -8,13 +8,13 @@ import pytest
 
 from randomgen import random_snapshot
 from planner import starts as starts_module
-from planner.starts import starts, starts_beside
+from planner.starts import Due, starts, starts_beside
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_beside_gives_what_in_process_gives(seed):
     snap = random_snapshot(50_000 + seed, with_running=True, with_topology=True)
-    deadline = time.monotonic() + 60
+    deadline = Due(time.monotonic() + 60)
     alone = starts(snap, 30.0, deadline)
     beside, result = starts_beside(snap, 30.0, deadline, lambda done: os.getpid())
     assert beside == alone
@@ -32,14 +32,14 @@ def test_a_failing_child_is_made_up_for_here(monkeypatch):
 
     monkeypatch.setattr(starts_module, "improve", improve_fails_in_the_child)
     snap = random_snapshot(50_100, with_running=True)
-    deadline = time.monotonic() + 60
+    deadline = Due(time.monotonic() + 60)
     beside, _ = starts_beside(snap, 30.0, deadline, lambda done: None)
     assert beside == starts(snap, 30.0, deadline)
 
 
 def test_without_improving_the_start_is_greedy_itself():
     snap = random_snapshot(50_200, with_running=True)
-    plans, _ = starts_beside(snap, None, time.monotonic() + 60, lambda done: None)
+    plans, _ = starts_beside(snap, None, Due(time.monotonic() + 60), lambda done: None)
     assert plans.better == plans.baseline and plans.violations == []
 
 
@@ -82,15 +82,15 @@ def test_the_work_here_learns_when_the_starts_are_ready():
             time.sleep(0.01)
         seen.append(done())
 
-    plans, _ = starts_beside(snap, 30.0, time.monotonic() + 60, work)
+    plans, _ = starts_beside(snap, 30.0, Due(time.monotonic() + 60), work)
     assert seen[-1] is True
-    assert plans == starts(snap, 30.0, time.monotonic() + 60)
+    assert plans == starts(snap, 30.0, Due(time.monotonic() + 60))
 
     monkeypatched = []
     original = starts_module._two_cpus
     try:
         starts_module._two_cpus = lambda: False
-        starts_beside(snap, 30.0, time.monotonic() + 60, lambda done: monkeypatched.append(done()))
+        starts_beside(snap, 30.0, Due(time.monotonic() + 60), lambda done: monkeypatched.append(done()))
     finally:
         starts_module._two_cpus = original
     assert monkeypatched == [True]
@@ -103,7 +103,7 @@ def test_past_its_deadline_the_start_is_greedy_without_improving(monkeypatch):
 
     monkeypatch.setattr(starts_module, "improve", improve_must_not_run)
     snap = random_snapshot(50_400, with_running=True)
-    plans = starts(snap, 30.0, time.monotonic() - 1.0)
+    plans = starts(snap, 30.0, Due(time.monotonic() - 1.0))
     assert plans.better == plans.baseline and plans.violations == []
 
 
@@ -125,3 +125,50 @@ def test_greedys_plan_chosen_unchanged_is_not_verified_twice(monkeypatch):
     plan = plan_snapshot(snap, time_limit=30.0)     # the stages serve more than greedy here
     assert tuple(plan.admissions) != tuple(baseline.admissions)
     assert checked and all(d != baseline for d in checked)
+
+
+def test_a_forked_child_sees_its_due_moved_later():
+    """Due lives in shared memory: moved after the fork, the child reads the new instant."""
+    import multiprocessing
+
+    due = Due(100.0)
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+
+    def child():
+        give_up = time.monotonic() + 30
+        while due.at == 100.0 and time.monotonic() < give_up:
+            time.sleep(0.005)
+        send.send(due.at)
+
+    process = context.Process(target=child, daemon=True)
+    process.start()
+    due.extend(250.0)
+    assert receive.recv() == 250.0
+    process.join()
+
+
+def test_improving_is_held_to_its_share_until_due_is_extended():
+    """Before `extend`, improving stops `seconds` after it began (or at due, if sooner);
+    after it, only due holds it, however short its own share."""
+    due = Due(1_000.0)
+    until = due.improving_until(began=10.0, seconds=5.0)
+    assert until() == 15.0
+    due.extend(500.0)             # never earlier than it was
+    assert due.at == 1_000.0 and until() == 1_000.0
+    due.extend(2_000.0)
+    assert until() == 2_000.0
+
+
+def test_an_extended_due_lets_improving_go_on_past_its_own_share():
+    """improve asks for its deadline again as it goes: with no share of its own (0 s) it
+    keeps greedy's plan, unless due was extended, when it improves as without a deadline."""
+    from planner.greedy import greedy
+
+    snap = random_snapshot(50_686, with_running=True, with_topology=True)   # one improving changes
+    unlimited = starts_module.improve(snap, greedy(snap).decisions)
+    held = starts(snap, 0.0, Due(time.monotonic() + 60))
+    assert held.better == held.baseline != unlimited      # there is something to improve
+    extended = Due(time.monotonic() + 60)
+    extended.extend(time.monotonic() + 120)
+    assert starts(snap, 0.0, extended).better == unlimited
