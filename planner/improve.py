@@ -39,6 +39,8 @@ from planner.semantics import (
 from planner.topology import levels_for, node_path
 
 Domain = tuple[str, ...]
+Spot = tuple[Domain, list[tuple[Domain, float]]]   # where a candidate is counted, and what it frees where
+NOWHERE = object()                                 # a candidate's spot not yet computed
 
 
 def improve(snapshot: Snapshot, decisions: Decisions,
@@ -126,10 +128,18 @@ class Victims:
         self.original = by_ref
         self.unstarted = {ref: replace(by_ref[ref], assignment=a.pod_sets, cluster_queue=a.cluster_queue)
                           for ref, a in sorted(admitted.items())}
+        # Those a higher tier may take the place of, by tier (asked for every waiting workload).
+        self.displaceable: dict[int, dict[ObjectRef, Workload]] = defaultdict(dict)
+        for ref, v in self.unstarted.items():
+            if ref not in self.named:
+                self.displaceable[effective_priority(v, snapshot)][ref] = v
         # Admitted workloads by preemptor class (queue, priority, must borrow): an eviction
         # may be made for any of them that the rules let evict it (as in the model).
         self.admitted_by_class: dict[tuple[str, int, bool], list[Workload]] = defaultdict(list)
         self._evictors: dict[tuple[str | None, int], tuple[str, int, bool] | None] = {}
+        # ordered() by what it depends on, while the candidates stay the same (at L, 1,435
+        # waiting workloads asked for 579 different lists).
+        self._orders: dict[tuple, list[Workload]] = {}
         for ref in sorted(admitted):
             self.admit(by_ref[ref])
         # By (queue, priority): the rules judge such a group alike, but for the
@@ -138,13 +148,17 @@ class Victims:
         for v in sorted(capacity.running(snapshot), key=lambda v: v.ref):
             if v.ref not in evicted and evictable(v, snapshot):
                 self.groups[(v.cluster_queue or "", v.priority)].append(v)
-        self.usage = {v.ref: capacity.node_usage_of(v)
-                      for v in [*self.unstarted.values(), *(v for group in self.groups.values() for v in group)]}
+        every = [*self.unstarted.values(), *(v for group in self.groups.values() for v in group)]
+        self.usage = {v.ref: capacity.node_usage_of(v) for v in every}
         self.cost = {v.ref: eviction_cost(v, snapshot) for group in self.groups.values() for v in group}
         self.cost.update((ref, 0.0) for ref in self.unstarted)
+        # Kueue's order within a domain: lower priority, then most recently admitted.
+        self.rank = {v.ref: (v.priority, -(v.admitted_at or 0.0), v.uid, str(v.ref)) for v in every}
         self._domains: dict[tuple[tuple[str, ...], int], dict[str, Domain]] = {}
+        self._spots: dict[tuple[tuple[tuple[str, ...], int], str], dict[ObjectRef, Spot | None]] = defaultdict(dict)
 
     def admit(self, w: Workload) -> None:
+        self._orders.clear()
         members = self.admitted_by_class[(w.cluster_queue or "", w.priority, self.rules.borrows(w))]
         if not members:
             self._evictors.clear()   # a class that may evict what no other could
@@ -154,9 +168,11 @@ class Victims:
         """Record that `victim` gives way to `preemptor`: an unstarted admission is
         withdrawn (and returned, to wait again), running work is evicted for `preemptor`
         or, where its policies do not allow that, for an admitted workload they allow."""
+        self._orders.clear()
         if victim.ref in self.unstarted:
             original = self.original[victim.ref]
             del self.unstarted[victim.ref], self.admitted[victim.ref]
+            self.displaceable[effective_priority(original, self.state.snapshot)].pop(victim.ref, None)
             members = self.admitted_by_class[(original.cluster_queue or "", original.priority,
                                               self.rules.borrows(original))]
             members.remove(original)
@@ -167,6 +183,7 @@ class Victims:
         evictor = preemptor if self.rules.reason(preemptor, victim) else self.other_evictor(victim)
         assert evictor is not None
         self.named.add(evictor.ref)
+        self.displaceable[effective_priority(evictor, self.state.snapshot)].pop(evictor.ref, None)
         self.evicted[victim.ref] = Eviction(workload=victim.ref, reason=self.rules.reason(evictor, victim) or "",
                                             for_=(evictor.ref,), cost=self.cost[victim.ref])
         return None
@@ -214,7 +231,7 @@ class Victims:
         they let an admitted workload evict."""
         snapshot = self.state.snapshot
         tier = effective_priority(w, snapshot)
-        out = [v for v in self.unstarted.values() if effective_priority(v, snapshot) < tier and v.ref not in self.named]
+        out = [v for below, members in self.displaceable.items() if below < tier for v in members.values()]
         for (_, priority), group in self.groups.items():
             if priority > tier or not group:
                 continue
@@ -226,32 +243,53 @@ class Victims:
 
     def ordered(self, w: Workload) -> list[Workload]:
         """`allowed(w)` domain by domain, best first: most room freed per unit of lost work,
-        at the finest level where some pod set of `w` must keep its pods (or a slice) together."""
-        domain_of = self._domain_map(w)
-        resource = _dominant_resource(w, self.state.snapshot)
+        at the finest level where some pod set of `w` must keep its pods (or a slice) together.
+        Workloads alike in what the rules and the order read get the same list."""
+        snapshot = self.state.snapshot
+        domains = self._domain_key(w)
+        resource = _dominant_resource(w, snapshot)
+        cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        timed = cq.preemption.within_cluster_queue == "LowerOrNewerEqualPriority"
+        key = (w.cluster_queue, w.priority, effective_priority(w, snapshot), self.rules.borrows(w),
+               w.queued_at if timed else None, domains, resource)
+        if key not in self._orders:
+            self._orders[key] = self._ordered(w, self._spots[(domains, resource)], self._domains[domains], resource)
+        return self._orders[key]
+
+    def _ordered(self, w: Workload, spots: dict[ObjectRef, Spot | None], domain_of: dict[str, Domain],
+                 resource: str) -> list[Workload]:
         freed: dict[Domain, float] = defaultdict(float)
         cost: dict[Domain, float] = defaultdict(float)
         members: dict[Domain, list[Workload]] = defaultdict(list)
+        tier = effective_priority(w, self.state.snapshot)
         for v in self.allowed(w):
-            usage = self.usage[v.ref]
-            inside = [domain_of[n] for n in usage if n in domain_of]
-            if not inside:
+            spot = spots.get(v.ref, NOWHERE)
+            if spot is NOWHERE:
+                spot = spots[v.ref] = self._spot(v, domain_of, resource)
+            if spot is None:
                 continue   # on nodes `w` cannot use
-            for node, used in usage.items():
-                if node in domain_of:
-                    freed[domain_of[node]] += used.get(resource)
-            home = min(inside)
+            home, shares = spot
+            for domain, amount in shares:
+                freed[domain] += amount
             members[home].append(v)
             # +1: fewer evictions, all else equal; work of w's own tier only as the last resort.
-            same_tier = v.priority >= effective_priority(w, self.state.snapshot) and v.ref not in self.unstarted
+            same_tier = v.priority >= tier and v.ref not in self.unstarted
             cost[home] += self.cost[v.ref] + 1.0 + (1e9 if same_tier else 0.0)
         order = sorted(members, key=lambda d: (cost[d] / max(freed[d], 1e-9), d))
-        # Within a domain, Kueue's order: lower priority, then most recently admitted.
-        return [v for d in order
-                for v in sorted(members[d], key=lambda v: (v.priority, -(v.admitted_at or 0.0), v.uid, str(v.ref)))]
+        rank = self.rank
+        return [v for d in order for v in sorted(members[d], key=lambda v: rank[v.ref])]
 
-    def _domain_map(self, w: Workload) -> dict[str, Domain]:
-        """Node -> its domain at the level `w` shares, for nodes in `w`'s topology."""
+    def _spot(self, v: Workload, domain_of: dict[str, Domain], resource: str) -> Spot | None:
+        """Where candidate `v` sits among the domains of `domain_of`: the domain it is
+        counted in (the first it uses) and how much of `resource` it frees in each;
+        None where it uses none of them. Fixed while `v` is a candidate."""
+        shares = [(domain_of[node], used.get(resource)) for node, used in self.usage[v.ref].items()
+                  if node in domain_of]
+        return (min(domain for domain, _ in shares), shares) if shares else None
+
+    def _domain_key(self, w: Workload) -> tuple[tuple[str, ...], int]:
+        """The levels of `w`'s topology and the depth at which it shares a domain; the map
+        of each node to its domain there is kept in `_domains` under that key."""
         snapshot = self.state.snapshot
         levels = (HOSTNAME_LABEL,)
         cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
@@ -267,7 +305,7 @@ class Victims:
         if key not in self._domains:
             paths = {n.name: node_path(n, levels) for n in self.state.node_objs}
             self._domains[key] = {name: path[:depth] for name, path in paths.items() if path is not None}
-        return self._domains[key]
+        return key
 
 
 def _dominant_resource(w: Workload, snapshot: Snapshot) -> str:

@@ -136,3 +136,36 @@ def test_equal_tier_victims_only_for_a_net_gain(pods, worth):
     state.release(by_name["victim"])
     choices = evaluate(state, by_name["new"])
     assert Victims(state, {}, {}).gains(by_name["new"], choices, [by_name["victim"]]) is worth
+
+
+
+@pytest.mark.parametrize("seed", [None, 70_000, 70_006, 70_010, 70_015, 70_255, 70_613])
+def test_each_victim_order_kept_is_the_one_computed_afresh(seed, tmp_path, monkeypatch):
+    """ordered() keeps its lists, and where each candidate sits, while the candidates
+    stay the same, and keeps the unstarted admissions a tier may displace as they change:
+    at every call the list handed out is the one computed from scratch. (The generated
+    cluster, and random ones where the start withdraws admissions greedy made, or names
+    one as the evictor of running work.)"""
+    from generated import small_cluster
+    from planner.improve import _dominant_resource
+
+    snap = small_cluster(tmp_path) if seed is None else \
+        random_snapshot(seed, with_running=True, with_topology=seed % 2 == 0)
+    real = Victims.ordered
+    asked = []
+
+    def checked(self, w):
+        kept = real(self, w)
+        fresh = self._ordered(w, {}, self._domains[self._domain_key(w)], _dominant_resource(w, snap))
+        assert kept == fresh
+        tier = effective_priority(w, snap)
+        lower = {v.ref for v in self.unstarted.values() if effective_priority(v, snap) < tier and v.ref not in self.named}
+        running = {v.ref for group in self.groups.values() for v in group}
+        assert lower == {v.ref for v in self.allowed(w)} - running
+        asked.append((frozenset(self.admitted), frozenset(self.evicted)))
+        return kept
+
+    monkeypatch.setattr(Victims, "ordered", checked)
+    base = greedy(snap).decisions
+    assert improve(snap, base) != base
+    assert len(set(asked)) > 1      # asked again after admissions changed the candidates
