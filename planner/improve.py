@@ -48,11 +48,15 @@ def improve(snapshot: Snapshot, decisions: Decisions,
     """`decisions` with more waiting work admitted where evicting lower-priority work
     by domain makes room; stops trying (keeping what it has) at `deadline`, a
     time.monotonic() instant or a function giving it (asked again for each workload:
-    the cycle may move it later)."""
+    the cycle may move it later). Its setup (seconds at scale) gives up at `deadline` too."""
     until = deadline if callable(deadline) else _fixed(deadline)
     evicted = {e.workload: e for e in decisions.evictions}
     admitted = {a.workload: a for a in decisions.admissions}
+    if time.monotonic() > until():
+        return decisions
     state = ClusterState.after(snapshot, decisions)
+    if time.monotonic() > until():
+        return decisions
     victims = Victims(state, evicted, admitted)
     waiting = [(_turn(w, snapshot), w) for w in candidates(snapshot, {}) if w.ref not in admitted]
     heapq.heapify(waiting)          # work set back returns here

@@ -169,3 +169,22 @@ def test_each_victim_order_kept_is_the_one_computed_afresh(seed, tmp_path, monke
     base = greedy(snap).decisions
     assert improve(snap, base) != base
     assert len(set(asked)) > 1      # asked again after admissions changed the candidates
+
+
+def test_its_setup_gives_up_at_the_deadline(monkeypatch):
+    """Its setup takes seconds at scale: past the deadline, before or between its steps,
+    the plan comes back as given."""
+    import time
+
+    import planner.improve as improve_module
+
+    snap = random_snapshot(70_000, with_running=True)
+    base = greedy(snap).decisions
+    assert improve(snap, base, time.monotonic() - 1.0) is base
+
+    def no_victims(*args, **kwargs):
+        raise AssertionError("set up past the deadline")
+
+    monkeypatch.setattr(improve_module, "Victims", no_victims)
+    asked = iter([float("inf")])              # in time before the first step, late after it
+    assert improve(snap, base, lambda: next(asked, 0.0)) is base
