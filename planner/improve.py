@@ -39,6 +39,7 @@ from planner.semantics import (
 from planner.topology import levels_for, node_path
 
 Domain = tuple[str, ...]
+DomainKey = tuple[tuple[str, ...], int]            # a topology's levels, and the depth of its domains
 Spot = tuple[Domain, list[tuple[Domain, float]]]   # where a candidate is counted, and what it frees where
 NOWHERE = object()                                 # a candidate's spot not yet computed
 
@@ -158,8 +159,9 @@ class Victims:
         self.cost.update((ref, 0.0) for ref in self.unstarted)
         # Kueue's order within a domain: lower priority, then most recently admitted.
         self.rank = {v.ref: (v.priority, -(v.admitted_at or 0.0), v.uid, str(v.ref)) for v in every}
-        self._domains: dict[tuple[tuple[str, ...], int], dict[str, Domain]] = {}
-        self._spots: dict[tuple[tuple[tuple[str, ...], int], str], dict[ObjectRef, Spot | None]] = defaultdict(dict)
+        self._domains: dict[DomainKey, dict[str, Domain]] = {}
+        # Each candidate's spot among the domains of a key, in a resource (fixed while it is one).
+        self._spots: dict[tuple[DomainKey, str], dict[ObjectRef, Spot | None]] = defaultdict(dict)
 
     def admit(self, w: Workload) -> None:
         self._orders.clear()
@@ -291,7 +293,7 @@ class Victims:
                   if node in domain_of]
         return (min(domain for domain, _ in shares), shares) if shares else None
 
-    def _domain_key(self, w: Workload) -> tuple[tuple[str, ...], int]:
+    def _domain_key(self, w: Workload) -> DomainKey:
         """The levels of `w`'s topology and the depth at which it shares a domain; the map
         of each node to its domain there is kept in `_domains` under that key."""
         snapshot = self.state.snapshot
