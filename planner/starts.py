@@ -1,8 +1,9 @@
 """Greedy's plan and the improved start, computed on the second core while the model is built.
 
 Both are long at scale (seconds each at 16,384 nodes) and independent of the
-model, so the cycle forks: the child runs greedy, verifies it and improves on it,
-the parent formulates meanwhile, and the child sends back the two plans. Fork
+model, so the cycle forks: the child runs greedy and improves on it, the parent
+formulates meanwhile, and the child sends back the two plans (greedy's is verified
+where it is used: as the plan, or as the fallback; planner.run). Fork
 shares the snapshot without copying or pickling it; only the plans come back.
 Where fork is not available, only one CPU is, or the child fails, the same work
 runs in this process, one step after the other, with the same result.
@@ -19,7 +20,6 @@ from typing import Callable, TypeVar
 from models import Decisions, Snapshot
 from planner.greedy import greedy
 from planner.improve import improve
-from planner.verify import verify
 
 T = TypeVar("T")
 
@@ -52,7 +52,6 @@ class Due:
 @dataclass(frozen=True)
 class Starts:
     baseline: Decisions          # greedy's plan: the fallback and the yardstick
-    violations: list[str]        # the verifier's findings on it (none, unless there is a bug)
     better: Decisions            # the improved start (the baseline itself when not improving)
 
 
@@ -60,13 +59,12 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, due: Due) -> Start
     """Greedy's plan, and it improved for up to `improve_seconds` (None: not at all)
     until `due`."""
     baseline = greedy(snapshot).decisions
-    violations = verify(snapshot, baseline)
     if improve_seconds is None or time.monotonic() >= due.at:
         # Not improving, or no time left to: improve's own setup alone takes seconds at
         # scale (2 s at L), spent for nothing past its deadline.
-        return Starts(baseline, violations, baseline)
+        return Starts(baseline, baseline)
     better = improve(snapshot, baseline, due.improving_until(time.monotonic(), improve_seconds))
-    return Starts(baseline, violations, better)
+    return Starts(baseline, better)
 
 
 def starts_beside(snapshot: Snapshot, improve_seconds: float | None, due: Due,
