@@ -14,9 +14,9 @@ from planner.starts import Due, starts, starts_beside
 @pytest.mark.parametrize("seed", range(5))
 def test_beside_gives_what_in_process_gives(seed):
     snap = random_snapshot(50_000 + seed, with_running=True, with_topology=True)
-    deadline = Due(time.monotonic() + 60)
-    alone = starts(snap, 30.0, deadline)
-    beside, result = starts_beside(snap, 30.0, deadline, lambda done: os.getpid())
+    due = Due(time.monotonic() + 60)
+    alone = starts(snap, 30.0, due)
+    beside, result = starts_beside(snap, 30.0, due, lambda done: os.getpid())
     assert beside == alone
     assert result == os.getpid()     # the work ran here, not in the child
 
@@ -32,9 +32,9 @@ def test_a_failing_child_is_made_up_for_here(monkeypatch):
 
     monkeypatch.setattr(starts_module, "improve", improve_fails_in_the_child)
     snap = random_snapshot(50_100, with_running=True)
-    deadline = Due(time.monotonic() + 60)
-    beside, _ = starts_beside(snap, 30.0, deadline, lambda done: None)
-    assert beside == starts(snap, 30.0, deadline)
+    due = Due(time.monotonic() + 60)
+    beside, _ = starts_beside(snap, 30.0, due, lambda done: None)
+    assert beside == starts(snap, 30.0, due)
 
 
 def test_without_improving_the_start_is_greedy_itself():
