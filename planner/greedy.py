@@ -748,7 +748,7 @@ def may_preempt(cq: ClusterQueue) -> bool:
 
 
 def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool],
-                    deadline: float = float("inf")) -> list[int] | None:
+                    deadline: float = float("inf"), misfit: bool = False) -> list[int] | None:
     """Kueue's classical search: remove candidates in order until `fits()`, then add
     each back in reverse (all but the last removed), keeping it where it still fits.
 
@@ -763,6 +763,8 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     Past `deadline` (time.monotonic()) it gives up between fit tests, as if nothing fit:
     one search over hundreds of candidates takes seconds at scale, and the planner's
     passes that use it hold a cycle's time limit (Kueue's own greedy sets none).
+    `misfit`: the caller has just found that it does not fit as things stand (a fit
+    test spared).
     """
     n = len(candidates)
     removed = 0
@@ -779,6 +781,10 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
         removed = k
 
     bad, k = -1, 0
+    if misfit:
+        if n == 0:
+            return None
+        bad, k = 0, 1
     while True:
         prefix(k)
         if fits():

@@ -136,3 +136,36 @@ def test_minimal_victims_is_kueues_one_at_a_time_answer(seed: int) -> None:
     assert answers[0] == answers[1]
     if tests[1] >= 100:   # a long search (a few victims among many candidates, or none fits)
         assert tests[0] < tests[1] / 2
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_minimal_victims_told_of_a_misfit_spares_that_fit_test(seed: int) -> None:
+    """With `misfit` (the caller found that nothing removed does not fit) the answer and
+    the state left are the same, with one fit test fewer; with no candidates, none."""
+    import random
+
+    from planner.greedy import minimal_victims
+
+    rng = random.Random(seed)
+    snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
+    running = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
+               if w.state is WorkloadState.RUNNING and w.cluster_queue]
+    candidates = rng.sample(running, rng.randint(1, len(running)))
+    needed = rng.sample(range(len(candidates)), rng.randint(1, min(6, len(candidates))))
+    want = ClusterState(snapshot, evicted=[candidates[i].ref for i in needed]).free
+    answers, tests, frees = [], [], []
+    for misfit in (False, True):
+        state = ClusterState(snapshot)
+        count = [0]
+
+        def fits() -> bool:
+            count[0] += 1
+            return bool((state.free >= want).all())
+
+        answers.append(minimal_victims(state, candidates, fits, misfit=misfit))
+        tests.append(count[0])
+        frees.append(state.free.copy())
+    assert answers[0] == answers[1] is not None
+    assert np.array_equal(frees[0], frees[1])
+    assert tests[1] == tests[0] - 1
+    assert minimal_victims(ClusterState(snapshot), [], lambda: pytest.fail("tested"), misfit=True) is None
