@@ -10,6 +10,7 @@ from models import HOSTNAME_LABEL
 from planner import score
 from planner.greedy import greedy
 from planner.greedy import ClusterState, evaluate
+from planner import improve as improve_module
 from planner.improve import Victims, improve
 from planner.semantics import effective_priority
 from planner.verify import verify
@@ -188,3 +189,89 @@ def test_its_setup_gives_up_at_the_deadline(monkeypatch):
     monkeypatch.setattr(improve_module, "Victims", no_victims)
     asked = iter([float("inf")])              # in time before the first step, late after it
     assert improve(snap, base, lambda: next(asked, 0.0)) is base
+
+
+def small_jobs_first():
+    """Three 3-GPU jobs of priority 100, older than a job of the same priority that needs
+    a whole rack of two 4-GPU nodes: greedy (queue order, fullest node first) spreads the
+    small ones over both racks, and the rack job waits. A priority-1000 job makes 100 a
+    lower tier. Packed again, largest first: the rack job and two of the small ones."""
+    nodes = [node(f"{r}-n{i}", gpu=4, labels={RACK: r}) for r in ("r1", "r2") for i in (1, 2)]
+    nodes.append(node("top", gpu=1, labels={RACK: "r3"}))
+    quota = {"default": {GPU: 17, "cpu": 100, "memory": "1Ti"}}
+    small = [job("t", f"small-{i}", pods=1, gpu=3, priority=100, created=ago(hours=5 - i)) for i in range(3)]
+    return snapshot(
+        nodes=nodes, flavors=[flavor("default", topology="topo")],
+        topologies=[topology("topo", RACK, HOSTNAME_LABEL)],
+        cqs=[cq("cq", quotas=quota)], lqs=[lq("t", "lq", "cq")],
+        workloads=[job("t", "urgent", pods=1, gpu=1, priority=1000, created=ago(hours=9)), *small,
+                   job("t", "rack-job", pods=2, gpu=4, priority=100, topology=required(RACK), created=ago(hours=1))])
+
+
+def test_packing_again_frees_a_rack_that_small_jobs_of_its_tier_hold():
+    snap = small_jobs_first()
+    base = greedy(snap).decisions
+    assert names(a.workload for a in base.admissions) == {"urgent", "small-0", "small-1", "small-2"}
+    assert improve_module.admit_more(snap, base, lambda: float("inf")) == base   # growing cannot
+    better = improve(snap, base)
+    assert verify(snap, better) == []
+    assert names(a.workload for a in better.admissions) >= {"urgent", "rack-job"}
+    volumes = score.tier_volumes(snap, better)
+    assert volumes[1000] == 1 and volumes[100] == 8 + 3 + 3 > score.tier_volumes(snap, base)[100]
+
+
+def test_top_tier_only_keeps_the_top_tier_and_every_eviction():
+    snap = small_jobs_first()
+    base = greedy(snap).decisions
+    top = improve_module.top_tier_only(snap, base)
+    assert names(a.workload for a in top.admissions) == {"urgent"}
+    assert top.evictions == base.evictions
+    assert improve_module.top_tier_only(snap, top) is None      # nothing below the top left
+
+
+def test_cut_short_what_was_left_out_goes_back_where_it_still_fits():
+    """Out of time before its first turn, the packed plan is the top tier with every
+    admission left out put back as it was: greedy's plan again, and so not taken."""
+    snap = small_jobs_first()
+    base = greedy(snap).decisions
+    top = improve_module.top_tier_only(snap, base)
+    kept = {a.workload for a in top.admissions}
+    left_out = {a.workload: a for a in base.admissions if a.workload not in kept}
+    calls = iter([float("inf"), float("inf")])        # in time for the setup only
+    cut = improve_module.admit_more(snap, top, lambda: next(calls, 0.0), left_out)
+    assert cut == base
+    assert improve_module.repacked(snap, base, lambda: 0.0) is base
+
+
+@pytest.mark.parametrize("other_runs_there, other_may_evict, settled", [
+    (False, True, "put back"), (True, True, "made for other"), (True, False, "left")])
+def test_an_eviction_made_for_work_left_out_is_settled(other_runs_there, other_may_evict, settled):
+    """An eviction named for an admission no longer in the plan: the work goes back if
+    its room is free, else the eviction is made for an admitted workload allowed to make
+    it, else it is left (and the plan does not verify)."""
+    from models import Admission, Decisions, Eviction, PodSetAssignment
+
+    quota = {"default": {GPU: 8, "cpu": 100, "memory": "1Ti"}}
+    snap = snapshot(
+        nodes=[node("n1", gpu=4), node("n2", gpu=4)], flavors=[flavor("default")],
+        cqs=[cq("a", quotas=quota, within="LowerPriority"), cq("b", quotas=quota)],
+        lqs=[lq("ta", "lq", "a"), lq("tb", "lq", "b")],
+        workloads=[running_job("ta", "low", nodes={"n1": 4}, gpu=1, priority=0, admitted=ago(hours=3)),
+                   job("ta", "gone", pods=4, gpu=1, priority=100),
+                   job("ta" if other_may_evict else "tb", "other", pods=4, gpu=1, priority=100)])
+    refs = {w.ref.name: w.ref for w in snap.workloads}
+    flavors = {"cpu": "default", "memory": "default", GPU: "default"}
+    other = Admission(workload=refs["other"], cluster_queue="a" if other_may_evict else "b",
+                      pod_sets=(PodSetAssignment(name="main", count=4, flavors=flavors, levels=(HOSTNAME_LABEL,),
+                                                 domains=((("n1" if other_runs_there else "n2",), 4),)),))
+    plan = Decisions(admissions=(other,),
+                     evictions=(Eviction(workload=refs["low"], reason="Preempted", for_=(refs["gone"],)),))
+    victims = Victims(ClusterState.after(snap, plan), {e.workload: e for e in plan.evictions},
+                      {a.workload: a for a in plan.admissions})
+    victims.settle()
+    if settled == "put back":
+        assert victims.evicted == {}
+    elif settled == "made for other":
+        assert victims.evicted[refs["low"]].for_ == (refs["other"],)
+    else:
+        assert victims.evicted[refs["low"]].for_ == (refs["gone"],)
