@@ -55,6 +55,17 @@ FINISH_SHARE = 0.23
 # 114 s and, in a slow spell, 13.3 s of 103 s, after the start overran its due by 6 s
 # in its setup (which now gives up at its deadline too).
 UNSOLVED_TAIL_SHARE = 0.2
+# Where the limit is short for the stages (STAGE_ROOM), the start is due this share of
+# the limit before its end: the rest is checking the start against the model, bounding,
+# verifying, explaining and writing (measured at M: 0.75-1.0 s of a limit of 4.2 s).
+SHORT_TAIL_SHARE = 0.25
+# A stage searches only once the start is in and its LP solved (the LP takes about as
+# long as building the model: 1.8 s against 1.4 s at M), and the first volume stage must
+# end by about 40-50% of the limit (planner.solve keeps the rest for the stages after
+# it). With a limit under this many times the model's build, it never does (M at 4.75 s:
+# in every run measured): the start, which packs better than a stage's short search,
+# takes the stages' time, as for a model too large to solve (UNSOLVED_TAIL_SHARE).
+STAGE_ROOM = 8.0
 # Share of the time limit left, at the end, for the rest of explaining (the reasons
 # without their hints), the summary metrics and writing the plan: explaining adds its
 # preemption hints (the costly part) only before that. Measured at L: 1.3 s of reasons
@@ -93,8 +104,12 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         building = time.monotonic()
         form = formulate(snapshot, locality=False, max_nonzeros=MAX_NONZEROS)
         model_seconds = time.monotonic() - building
-        if not solvable(form):
-            due.extend(began + limit * (1 - UNSOLVED_TAIL_SHARE))
+        if not solvable(form) or limit < STAGE_ROOM * model_seconds:
+            # The stages would not get to search: the start takes their time (and this
+            # core, once the small relaxation that bounds the plan is built: see
+            # planner.starts).
+            due.extend(began + limit * (1 - (UNSOLVED_TAIL_SHARE if not solvable(form) else SHORT_TAIL_SHARE)))
+            return form, model_seconds, None, TierBounds(form)
         # The LP may take until the start is due (at M it takes about as long as the start,
         # and a fixed share of the limit cut it short in slow spells, leaving the stage
         # nothing to search around).

@@ -350,6 +350,37 @@ def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_star
     assert until - due == pytest.approx(later, abs=0.5)
 
 
+def test_a_limit_too_short_for_a_stage_gives_the_stages_time_to_the_start(tmp_path, monkeypatch):
+    """A model that can be solved, but with a limit under STAGE_ROOM times its build: no
+    stage would get to search, so the start is due at all but SHORT_TAIL_SHARE of the
+    limit, the small relaxation bounds the plan and no LP is solved ahead for a stage."""
+    from planner import run
+    from planner.starts import Due
+
+    moved: list[tuple[float, float]] = []
+
+    class Watched(Due):
+        def extend(self, until: float) -> None:
+            moved.append((self.at, until))
+            super().extend(until)
+
+    monkeypatch.setattr(run, "Due", Watched)
+    ahead: list[object] = []
+    real_ahead = run.relaxation_ahead
+    monkeypatch.setattr(run, "relaxation_ahead", lambda *a, **k: ahead.append(1) or real_ahead(*a, **k))
+    snap = small_cluster(tmp_path)
+    plan_snapshot(snap, time_limit=30.0)
+    assert moved == [] and ahead == [1]
+    monkeypatch.setattr(run, "STAGE_ROOM", 1e9)
+    plan = plan_snapshot(snap, time_limit=30.0)
+    [(due, until)] = moved
+    assert ahead == [1]
+    later = 30.0 * (run.FINISH_SHARE + run.HANDOFF_SHARE - run.SHORT_TAIL_SHARE)
+    assert until - due == pytest.approx(later, abs=0.5)
+    assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
+    assert plan.solver.objective <= plan.solver.bound
+
+
 def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
     """formulate under a cap it would pass: not complete, no Hall or node rows, and no
     choice whose placement went unbuilt counts as unplaceable, so the small relaxation

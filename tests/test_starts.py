@@ -175,3 +175,50 @@ def test_an_extended_due_lets_improving_go_on_past_its_own_share():
     extended = Due(time.monotonic() + 60)
     extended.extend(time.monotonic() + 120)
     assert starts(snap, 0.0, extended).better == unlimited
+
+
+@pytest.mark.parametrize("seed", [50_686, 50_001])
+def test_where_the_due_is_extended_this_process_grows_while_the_child_packs(seed, monkeypatch):
+    """Once the model leaves the start the stages' time (Due.extend), the parent, done
+    building, grows greedy's plan while the child packs it again: the start is the better
+    of the two, as in this process one after the other."""
+    from planner.improve import admit_more
+
+    parent = os.getpid()
+    grown_here = []
+
+    def recorded(*args, **kwargs):
+        if os.getpid() == parent:
+            grown_here.append(True)
+        return admit_more(*args, **kwargs)
+
+    snap = random_snapshot(seed, with_running=True, with_topology=True)
+    due = Due(time.monotonic() + 60)
+    due.extend(time.monotonic() + 120)
+    alone = starts(snap, 30.0, due)
+    monkeypatch.setattr(starts_module, "admit_more", recorded)
+    beside, _ = starts_beside(snap, 30.0, due, lambda done: None)
+    assert beside == alone
+    assert grown_here == [True]
+
+
+def test_without_the_time_to_pack_again_the_plan_is_only_grown(monkeypatch):
+    """Packing again takes longer than greedy: with less time than REPACK_PER_GREEDY times
+    greedy's own, the start is greedy's plan grown, unless the parent grows it beside."""
+    from planner.improve import admit_more
+
+    snap = random_snapshot(50_686, with_running=True, with_topology=True)
+    monkeypatch.setattr(starts_module, "REPACK_PER_GREEDY", 1e9)
+
+    def no_packing(*args, **kwargs):
+        raise AssertionError("packed again without the time for it")
+
+    monkeypatch.setattr(starts_module, "improve", no_packing)
+    plans = starts(snap, 30.0, Due(time.monotonic() + 60))
+    assert plans.better == admit_more(snap, plans.baseline, lambda: float("inf"))
+    told = []
+    extended = Due(time.monotonic() + 60)
+    extended.extend(time.monotonic() + 120)
+    with pytest.raises(AssertionError, match="packed again"):
+        starts(snap, 30.0, extended, tell=told.append)   # the parent grows: the child packs
+    assert told == [plans.baseline]
