@@ -31,7 +31,7 @@ import heapq
 import time
 from collections import defaultdict
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Collection
 
 from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, ObjectRef, Resources, Snapshot, Workload, is_gpu
 from planner import capacity, score
@@ -51,7 +51,6 @@ FINISHING_PER_SETUP = 1.5
 Domain = tuple[str, ...]
 DomainKey = tuple[tuple[str, ...], int]            # a topology's levels, and the depth of its domains
 Spot = tuple[Domain, list[tuple[Domain, float]]]   # where a candidate is counted, and what it frees where
-NOWHERE = object()                                 # a candidate's spot not yet computed
 
 
 def improve(snapshot: Snapshot, decisions: Decisions,
@@ -306,7 +305,7 @@ class Victims:
                 self.evicted[ref] = replace(eviction, for_=(evictor.ref,),
                                             reason=self.rules.reason(evictor, victim) or eviction.reason)
 
-    def other_evictor(self, victim: Workload, leaving: set[ObjectRef] = frozenset()) -> Workload | None:
+    def other_evictor(self, victim: Workload, leaving: Collection[ObjectRef] = frozenset()) -> Workload | None:
         """An admitted workload (not `leaving`) the rules let evict `victim`, judged class by
         class (not within the victim's own queue and priority, where each is judged alone).
         Without `leaving`, the class found is kept per victim group until classes change."""
@@ -320,7 +319,7 @@ class Victims:
             return None if key is None else self.admitted_by_class[key][0]
         return self._other_evictor(victim, leaving)
 
-    def _other_evictor(self, victim: Workload, leaving: set[ObjectRef]) -> Workload | None:
+    def _other_evictor(self, victim: Workload, leaving: Collection[ObjectRef]) -> Workload | None:
         for (queue, priority, _), members in self.admitted_by_class.items():
             if (queue, priority) == (victim.cluster_queue, victim.priority):
                 continue
@@ -385,11 +384,12 @@ class Victims:
 
     def _order(self, w: Workload, spots: dict[ObjectRef, Spot | None], domain_of: dict[str, Domain],
                resource: str) -> "Order":
-        entries = []
+        entries: list[tuple[Workload, Spot, float]] = []
         tier = effective_priority(w, self.state.snapshot)
         for v in self.allowed(w):
-            spot = spots.get(v.ref, NOWHERE)
-            if spot is NOWHERE:
+            if v.ref in spots:
+                spot = spots[v.ref]
+            else:
                 spot = spots[v.ref] = self._spot(v, domain_of, resource)
             if spot is None:
                 continue   # on nodes `w` cannot use
@@ -405,14 +405,14 @@ class Victims:
         usage = self._usage.get(v.ref)
         if usage is None:
             usage = self._usage[v.ref] = capacity.node_usage_of(v)
-        shares = [(domain_of[node], used.get(resource)) for node, used in usage.items() if node in domain_of]
+        shares = [(domain_of[node], float(used.get(resource))) for node, used in usage.items() if node in domain_of]
         return (min(domain for domain, _ in shares), shares) if shares else None
 
     def _domain_key(self, w: Workload) -> DomainKey:
         """The levels of `w`'s topology and the depth at which it shares a domain; the map
         of each node to its domain there is kept in `_domains` under that key."""
         snapshot = self.state.snapshot
-        levels = (HOSTNAME_LABEL,)
+        levels: tuple[str, ...] = (HOSTNAME_LABEL,)
         cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
         for ps in w.pod_sets:
             options = self.state.options(cq, ps)
