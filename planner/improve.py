@@ -112,9 +112,9 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
                left_out: dict[ObjectRef, Admission] | None = None) -> Decisions:
     """`decisions` with more waiting work admitted, highest tier and largest first, where
     it fits or evicting (or withdrawing) lower-priority work by domain makes room.
-    `left_out`: admissions of an earlier plan that wait again here; those still waiting
-    at the end (out of time, or no room found) go back as they were where they still
-    fit. Evictions made for admissions no longer in the plan are settled (Victims.settle)."""
+    `left_out`: admissions of an earlier plan that wait again here; those that never had
+    their turn (out of time) go back as they were where they still fit. Evictions made
+    for admissions no longer in the plan are settled (Victims.settle)."""
     left_out = left_out or {}
     evicted = {e.workload: e for e in decisions.evictions}
     admitted = {a.workload: a for a in decisions.admissions}
@@ -144,10 +144,14 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
 
         # What fits as things stand displaces nothing (and needs no victim order, the
         # costly part of a turn).
-        fit = fits()
+        now = try_counts(state, w, minimum)
+        fit = not isinstance(now, str)
         ordered = [] if fit else victims.ordered(w)
         chosen = [] if fit else minimal_victims(state, ordered, fits, until(), misfit=True)
-        choices = evaluate(state, w) if chosen is not None else "no room"
+        if fit and not w.elastic:
+            choices: list[Choice] | str = now      # evaluate's answer: its full counts are these
+        else:
+            choices = evaluate(state, w) if chosen is not None else "no room"
         picked = [ordered[i] for i in chosen or []]
         if not isinstance(choices, str) and not (victims.gains(w, choices, picked) and victims.justified(w, picked)):
             choices = "no gain"
@@ -166,9 +170,11 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
                                     pod_sets=tuple(c.assignment() for c in choices))
         if chosen:
             failed.clear()
-    for ref, admission in sorted(left_out.items()):
-        if ref not in admitted and victims.put_back(admission):
-            admitted[ref] = admission
+    # Work left out that never had its turn goes back as it was, where it still fits (one
+    # that had its turn and found no room would not fit there either).
+    for _, w in sorted(waiting):
+        if w.ref in left_out and w.ref not in admitted and victims.put_back(left_out[w.ref]):
+            admitted[w.ref] = left_out[w.ref]
     victims.settle()
     return Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)),
                      evictions=tuple(evicted[r] for r in sorted(evicted)))
