@@ -101,6 +101,17 @@ def kueue_minimal_victims(state: ClusterState, candidates, fits) -> list[int] | 
     return sorted(victims)
 
 
+def search_case(rng):  # type: ignore[no-untyped-def]
+    """A random victim search on meta-like: candidates among its running work, and the
+    free capacity that a random few of them gone would leave (monotone in what is freed)."""
+    snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
+    running = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
+               if w.state is WorkloadState.RUNNING and w.cluster_queue]
+    candidates = rng.sample(running, rng.randint(1, len(running)))
+    needed = rng.sample(range(len(candidates)), rng.randint(1, min(6, len(candidates))))
+    return snapshot, candidates, ClusterState(snapshot, evicted=[candidates[i].ref for i in needed]).free
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_minimal_victims_is_kueues_one_at_a_time_answer(seed: int) -> None:
     """Runs put back whole (and halved where they do not fit) give the victims Kueue's
@@ -110,13 +121,7 @@ def test_minimal_victims_is_kueues_one_at_a_time_answer(seed: int) -> None:
     from planner.greedy import minimal_victims
 
     rng = random.Random(seed)
-    snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
-    running = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
-               if w.state is WorkloadState.RUNNING and w.cluster_queue]
-    candidates = rng.sample(running, rng.randint(1, len(running)))
-    # Monotone in what is freed: nodes hold what they would with a random few gone.
-    needed = rng.sample(range(len(candidates)), rng.randint(1, min(6, len(candidates))))
-    want = ClusterState(snapshot, evicted=[candidates[i].ref for i in needed]).free
+    snapshot, candidates, want = search_case(rng)
     if rng.random() < 0.2:
         want = want + 1   # more than freeing them all gives: no answer
     answers, tests = [], []
@@ -146,13 +151,7 @@ def test_minimal_victims_told_of_a_misfit_spares_that_fit_test(seed: int) -> Non
 
     from planner.greedy import minimal_victims
 
-    rng = random.Random(seed)
-    snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
-    running = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
-               if w.state is WorkloadState.RUNNING and w.cluster_queue]
-    candidates = rng.sample(running, rng.randint(1, len(running)))
-    needed = rng.sample(range(len(candidates)), rng.randint(1, min(6, len(candidates))))
-    want = ClusterState(snapshot, evicted=[candidates[i].ref for i in needed]).free
+    snapshot, candidates, want = search_case(random.Random(seed))
     answers, tests, frees = [], [], []
     for misfit in (False, True):
         state = ClusterState(snapshot)

@@ -323,11 +323,9 @@ def test_a_model_too_large_to_solve_in_a_cycle_keeps_the_start_and_its_bound(tmp
     assert plan.solver.bound >= solved.solver.objective    # a bound on every plan, the solved one too
 
 
-def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_start(tmp_path, monkeypatch):
-    """No stage can run on such a model, so the improved start, which is then the plan,
-    is due later: all but UNSOLVED_TAIL_SHARE of the limit, however long its own share.
-    A model that can be solved keeps its due."""
-    from planner import run, solve
+def watch_due_extensions(monkeypatch) -> list[tuple[float, float]]:
+    """The cycle's Due, recording each extension as (due before, until)."""
+    from planner import run
     from planner.starts import Due
 
     moved: list[tuple[float, float]] = []
@@ -338,6 +336,15 @@ def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_star
             super().extend(until)
 
     monkeypatch.setattr(run, "Due", Watched)
+    return moved
+
+
+def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_start(tmp_path, monkeypatch):
+    """No stage can run on such a model, so the improved start, which is then the plan,
+    is due later: all but UNSOLVED_TAIL_SHARE of the limit, however long its own share.
+    A model that can be solved keeps its due."""
+    from planner import run, solve
+    moved = watch_due_extensions(monkeypatch)
     snap = small_cluster(tmp_path)
     plan_snapshot(snap, time_limit=30.0)
     assert moved == []
@@ -355,16 +362,7 @@ def test_a_limit_too_short_for_a_stage_gives_the_stages_time_to_the_start(tmp_pa
     stage would get to search, so the start is due at all but SHORT_TAIL_SHARE of the
     limit, the small relaxation bounds the plan and no LP is solved ahead for a stage."""
     from planner import run
-    from planner.starts import Due
-
-    moved: list[tuple[float, float]] = []
-
-    class Watched(Due):
-        def extend(self, until: float) -> None:
-            moved.append((self.at, until))
-            super().extend(until)
-
-    monkeypatch.setattr(run, "Due", Watched)
+    moved = watch_due_extensions(monkeypatch)
     ahead: list[object] = []
     real_ahead = run.relaxation_ahead
     monkeypatch.setattr(run, "relaxation_ahead", lambda *a, **k: ahead.append(1) or real_ahead(*a, **k))
