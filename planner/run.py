@@ -55,22 +55,34 @@ FINISH_SHARE = 0.23
 # 114 s and, in a slow spell, 13.3 s of 103 s, after the start overran its due by 6 s
 # in its setup (which now gives up at its deadline too).
 UNSOLVED_TAIL_SHARE = 0.2
-# Where the limit is short for the stages (STAGE_ROOM), the start is due this share of
-# the limit before its end: the rest is checking the start against the model, bounding,
-# verifying, explaining and writing (measured at M: 0.75-1.0 s of a limit of 4.2 s).
+# Where the limit is short for the stages (stages_can_search), the start is due this
+# share of the limit before its end: the rest is checking the start against the model,
+# bounding, verifying, explaining and writing (measured at M: 0.75-1.0 s of 4.2 s).
 SHORT_TAIL_SHARE = 0.25
-# A stage searches only once the start is in and its LP solved (the LP takes about as
-# long as building the model: 1.8 s against 1.4 s at M), and the first volume stage must
-# end by about 40-50% of the limit (planner.solve keeps the rest for the stages after
-# it). With a limit under this many times the model's build, it never does (M at 4.75 s:
-# in every run measured): the start, which packs better than a stage's short search,
-# takes the stages' time, as for a model too large to solve (UNSOLVED_TAIL_SHARE).
-STAGE_ROOM = 8.0
+# A stage searches only once its LP is solved, and the first volume stage must end by
+# about this share of the limit (planner.solve keeps the rest for the stages after it).
+STAGE_END_SHARE = 0.45
+# The LP takes about LP_PER_BUILD times as long as building the model at
+# LP_REFERENCE_NONZEROS, more per nonzero as models grow (measured: 30k nonzeros, LP
+# 0.05 s after a 0.09 s build; 330k, 1.45 s after 0.89 s: LP time grows as nnz^1.4).
+LP_PER_BUILD = 1.5
+LP_REFERENCE_NONZEROS = 300_000
+LP_GROWTH = 0.4
 # Share of the time limit left, at the end, for the rest of explaining (the reasons
 # without their hints), the summary metrics and writing the plan: explaining adds its
 # preemption hints (the costly part) only before that. Measured at L: 1.3 s of reasons
 # and 0.6 s of metrics, 7% of its 27 s.
 SUMMARY_SHARE = 0.08
+
+
+def stages_can_search(form: Formulation, model_seconds: float, limit: float) -> bool:
+    """Could the first volume stage search before it must end? Its LP, estimated from the
+    model's build (which measures this machine's speed of the moment) and size, and a
+    search as long again, after the build. Not at M with its 4.75 s (never in any run
+    measured): there the start, which packs better than a stage's short search, takes
+    the stages' time, as for a model too large to solve."""
+    lp = LP_PER_BUILD * model_seconds * (len(form.arrays.entry_val) / LP_REFERENCE_NONZEROS) ** LP_GROWTH
+    return model_seconds + 2 * lp <= STAGE_END_SHARE * limit
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
@@ -104,7 +116,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         building = time.monotonic()
         form = formulate(snapshot, locality=False, max_nonzeros=MAX_NONZEROS)
         model_seconds = time.monotonic() - building
-        if not solvable(form) or limit < STAGE_ROOM * model_seconds:
+        if not solvable(form) or not stages_can_search(form, model_seconds, limit):
             # The stages would not get to search: the start takes their time (and this
             # core, once the small relaxation that bounds the plan is built: see
             # planner.starts).

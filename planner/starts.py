@@ -74,11 +74,12 @@ class Starts:
 
 
 def starts(snapshot: Snapshot, improve_seconds: float | None, due: Due,
-           tell: Callable[[Decisions | None], None] | None = None, grow: Callable[[], bool] = lambda: True) -> Starts:
+           tell: Callable[[Decisions | None], None] | None = None) -> Starts:
     """Greedy's plan, and it improved for up to `improve_seconds` (None: not at all)
-    until `due`: packed again if there is time for that, then grown (if `grow()`
-    says so); only grown if not. `tell` hears greedy's plan as soon as it is made,
-    where it is packed again (None where it is not)."""
+    until `due`: packed again if there is time for that, then grown; only grown if not.
+    `tell` (the forked child's) hears greedy's plan as soon as it is made, where it is
+    packed again (None where it is not): where the due is extended, the parent grows it
+    beside, and the plan packed here is all this returns."""
     began = time.monotonic()
     baseline = greedy(snapshot).decisions
     took = time.monotonic() - began
@@ -96,8 +97,13 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, due: Due,
     packing = (due.extended and tell is not None) or until() - time.monotonic() >= REPACK_PER_GREEDY * took
     if tell is not None:
         tell(baseline if packing else None)
-    better = improve(snapshot, baseline, until, grow) if packing else admit_more(snapshot, baseline, until)
-    return Starts(baseline, better)
+    if not packing:
+        return Starts(baseline, admit_more(snapshot, baseline, until))
+    # Where the due is extended the stages will not search from the start, and a parent
+    # told of greedy's plan grows it beside (starts_beside); else the stages will
+    # (planner.improve.for_the_stages). Asked once packed: the parent may extend meanwhile.
+    return Starts(baseline, improve(snapshot, baseline, until, grow=lambda: tell is None or not due.extended,
+                                    searched=lambda: not due.extended))
 
 
 def starts_beside(snapshot: Snapshot, improve_seconds: float | None, due: Due,
@@ -176,8 +182,7 @@ def _child(send, snapshot: Snapshot, improve_seconds: float | None, due: Due) ->
         telling[0].start()
 
     try:
-        # Growing is left to the parent where it extended the due (see starts_beside).
-        found: object = starts(snapshot, improve_seconds, due, tell=tell, grow=lambda: not due.extended)
+        found: object = starts(snapshot, improve_seconds, due, tell=tell)
     except Exception as error:   # the parent redoes the work and meets the error itself
         found = repr(error)
     try:

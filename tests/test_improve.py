@@ -275,3 +275,18 @@ def test_an_eviction_made_for_work_left_out_is_settled(other_runs_there, other_m
         assert victims.evicted[refs["low"]].for_ == (refs["other"],)
     else:
         assert victims.evicted[refs["low"]].for_ == (refs["gone"],)
+
+
+@pytest.mark.parametrize("packed, grown, chosen", [
+    ({1000: 5, 100: 9, 0: -5}, {1000: 5, 100: 8, 0: -4}, "packed"),    # better above the lowest tier
+    ({1000: 5, 100: 9, 0: -4}, {1000: 5, 100: 9, 0: -5}, "grown"),     # better at the lowest only
+    ({1000: 5, 100: 8, 0: -4}, {1000: 5, 100: 9, 0: -5}, "grown"),
+])
+def test_the_stages_search_from_the_grown_plan_unless_packing_serves_a_tier_above_the_lowest(
+        monkeypatch, packed, grown, chosen):
+    from models import Decisions
+
+    plans = {"packed": Decisions(admissions=(), evictions=()), "grown": Decisions(admissions=(), evictions=())}
+    volumes = {id(plans["packed"]): packed, id(plans["grown"]): grown}
+    monkeypatch.setattr(improve_module.score, "tier_volumes", lambda snap, plan: volumes[id(plan)])
+    assert improve_module.for_the_stages(None, plans["packed"], plans["grown"]) is plans[chosen]

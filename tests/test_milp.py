@@ -358,9 +358,9 @@ def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_star
 
 
 def test_a_limit_too_short_for_a_stage_gives_the_stages_time_to_the_start(tmp_path, monkeypatch):
-    """A model that can be solved, but with a limit under STAGE_ROOM times its build: no
-    stage would get to search, so the start is due at all but SHORT_TAIL_SHARE of the
-    limit, the small relaxation bounds the plan and no LP is solved ahead for a stage."""
+    """A model that can be solved, but with a limit too short for its LP and a search
+    (stages_can_search): the start is due at all but SHORT_TAIL_SHARE of the limit, the
+    small relaxation bounds the plan and no LP is solved ahead for a stage."""
     from planner import run
     moved = watch_due_extensions(monkeypatch)
     ahead: list[object] = []
@@ -369,7 +369,7 @@ def test_a_limit_too_short_for_a_stage_gives_the_stages_time_to_the_start(tmp_pa
     snap = small_cluster(tmp_path)
     plan_snapshot(snap, time_limit=30.0)
     assert moved == [] and ahead == [1]
-    monkeypatch.setattr(run, "STAGE_ROOM", 1e9)
+    monkeypatch.setattr(run, "STAGE_END_SHARE", 0.0)
     plan = plan_snapshot(snap, time_limit=30.0)
     [(due, until)] = moved
     assert ahead == [1]
@@ -377,6 +377,23 @@ def test_a_limit_too_short_for_a_stage_gives_the_stages_time_to_the_start(tmp_pa
     assert until - due == pytest.approx(later, abs=0.5)
     assert verify(snap, Decisions(admissions=plan.admissions, evictions=plan.evictions)) == []
     assert plan.solver.objective <= plan.solver.bound
+
+
+def test_the_stages_can_search_where_the_limit_leaves_their_lp_and_as_long_again():
+    """The estimate behind it, from the model's build and size: at S's 1.9 s (its LP
+    0.05 s) the stages search, at M's 4.75 s (its LP 1.45 s) they cannot, at 12 s they can."""
+    from types import SimpleNamespace
+
+    from planner import run
+
+    def form(nonzeros):
+        return SimpleNamespace(arrays=SimpleNamespace(entry_val=range(nonzeros)))
+
+    assert run.stages_can_search(form(30_000), 0.09, 1.8)
+    assert run.stages_can_search(form(30_000), 0.25, 1.8)        # S in a slow spell
+    assert not run.stages_can_search(form(330_000), 0.89, 4.2)
+    assert not run.stages_can_search(form(330_000), 1.5, 4.2)
+    assert run.stages_can_search(form(330_000), 0.89, 11.2)
 
 
 def test_a_size_cap_stops_placement_and_the_bound_stays_valid(tmp_path):
