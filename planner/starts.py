@@ -36,11 +36,6 @@ T = TypeVar("T")
 # growing the plan (24,424 GPUs of priority 100 after 9 s, against 25,467), where at M
 # it serves more after three quarters of its time.
 REPACK_PER_GREEDY = 1.4
-# Where the parent grows the plan beside the packing (an extended due), packing needs
-# only this many times greedy's time: cut short, it is still put against a grown plan.
-# Not less: in a slow spell at M (greedy 1.7-2.9 s) both were cut short (0.841, where
-# growing alone, in the child right after greedy, serves 0.887).
-REPACK_BESIDE_PER_GREEDY = 1.0
 
 
 class Due:
@@ -97,10 +92,9 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, due: Due,
     until = due.improving_until(time.monotonic(), improve_seconds)
     # Packing again takes about 1.5 times as long as greedy (which measures the snapshot
     # and this machine's speed of the moment), and cut short it may serve less than
-    # growing: it is tried only with the time for it (less where the parent grows the
-    # plan beside it: an extended due, when told).
-    beside = due.extended and tell is not None
-    packing = until() - time.monotonic() >= (REPACK_BESIDE_PER_GREEDY if beside else REPACK_PER_GREEDY) * took
+    # growing: unless the parent grows the plan beside it (an extended due, when told),
+    # it is tried only with the time for it.
+    packing = (due.extended and tell is not None) or until() - time.monotonic() >= REPACK_PER_GREEDY * took
     if tell is not None:
         tell(baseline if packing else None)
     if not packing:
