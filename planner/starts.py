@@ -92,8 +92,10 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, due: Due,
     until = due.improving_until(time.monotonic(), improve_seconds)
     # Packing again takes about 1.5 times as long as greedy (which measures the snapshot
     # and this machine's speed of the moment), and cut short it may serve less than
-    # growing: unless the parent grows the plan beside it (an extended due, when told),
-    # it is tried only with the time for it.
+    # growing: it is tried only with the time for it, unless the parent grows the plan
+    # beside it (an extended due, when told). Then a packing cut short costs little, and
+    # its first turns serve the top tier fast: at XL priority 1000 whole (objective/bound
+    # 0.926), where growing alone reached 0.839.
     packing = (due.extended and tell is not None) or until() - time.monotonic() >= REPACK_PER_GREEDY * took
     if tell is not None:
         tell(baseline if packing else None)
