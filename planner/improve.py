@@ -319,7 +319,7 @@ class Victims:
                 self.state.release(victim, sign=-1)
                 del self.evicted[ref]
                 continue
-            evictor = self._other_evictor(victim, set())
+            evictor = self.other_evictor(victim)
             if evictor is not None:
                 self.evicted[ref] = replace(eviction, for_=(evictor.ref,),
                                             reason=self.rules.reason(evictor, victim) or eviction.reason)

@@ -116,11 +116,12 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         building = time.monotonic()
         form = formulate(snapshot, locality=False, max_nonzeros=MAX_NONZEROS)
         model_seconds = time.monotonic() - building
-        if not solvable(form) or not stages_can_search(form, model_seconds, limit):
+        too_large = not solvable(form)
+        if too_large or not stages_can_search(form, model_seconds, limit):
             # The stages would not get to search: the start takes their time (and this
             # core, once the small relaxation that bounds the plan is built: see
             # planner.starts).
-            due.extend(began + limit * (1 - (UNSOLVED_TAIL_SHARE if not solvable(form) else SHORT_TAIL_SHARE)))
+            due.extend(began + limit * (1 - (UNSOLVED_TAIL_SHARE if too_large else SHORT_TAIL_SHARE)))
             return form, model_seconds, None, TierBounds(form)
         # The LP may take until the start is due (at M it takes about as long as the start,
         # and a fixed share of the limit cut it short in slow spells, leaving the stage
