@@ -892,11 +892,12 @@ def add_objectives(model: Formulation) -> None:
         workload = model.workloads[choice.workload]
         pod_set = workload.pod_sets[choice.pod_set]
         tier = semantics.effective_priority(workload, snapshot)
-        per_pod = semantics.pod_volume(pod_set, snapshot)
-        volume[tier].extend((c, k * per_pod) for c, k in choice.pods)
+        per_pod = semantics.pod_volume(workload, pod_set, snapshot)
+        if per_pod:     # a GPU job's CPU-only launcher adds no volume
+            volume[tier].extend((c, k * per_pod) for c, k in choice.pods)
     for workload, members in zip(model.workloads, model.members):
         tier = semantics.effective_priority(workload, snapshot)
-        most[tier] += len(members) * sum(ps.count * semantics.pod_volume(ps, snapshot) for ps in workload.pod_sets)
+        most[tier] += len(members) * sum(ps.count * semantics.pod_volume(workload, ps, snapshot) for ps in workload.pod_sets)
     for victim, e in zip(model.victims, model.evict_col):
         # Evicting takes the victim's volume away from its own tier, and costs lost work.
         volume[victim.priority].append((e, -semantics.running_volume(victim, snapshot)))

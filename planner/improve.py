@@ -201,7 +201,7 @@ def _turn(w: Workload, snapshot: Snapshot) -> tuple:
     """Highest effective priority first (the objective's first term); within a priority
     the largest first, as in first-fit decreasing packing (volume comes before age in
     the objective); then queue order."""
-    volume = sum(ps.count * pod_volume(ps, snapshot) for ps in w.pod_sets)
+    volume = sum(ps.count * pod_volume(w, ps, snapshot) for ps in w.pod_sets)
     return (-effective_priority(w, snapshot), -volume) + queue_order_key(w, snapshot)[1:]
 
 

@@ -281,7 +281,7 @@ def greedy_report(snapshot: Snapshot, decisions: Decisions, clock: "Clock", stat
     from planner.semantics import pod_volume
 
     objective = sum(max(0.0, v) for v in score.tier_volumes(snapshot, decisions).values())
-    bound = sum(ps.count * pod_volume(ps, snapshot) for w in candidates(snapshot, {}) for ps in w.pod_sets)
+    bound = sum(ps.count * pod_volume(w, ps, snapshot) for w in candidates(snapshot, {}) for ps in w.pod_sets)
     bound = max(bound, objective)
     gap = 0.0 if bound <= 0 else (bound - objective) / bound
     return SolverReport(method=method, status=status, objective=round(objective, 6), bound=round(bound, 6),

@@ -139,11 +139,22 @@ def effective_priority(workload: Workload, snapshot: Snapshot) -> int:
     return workload.priority + int(math.floor(aging * hours))
 
 
-def pod_volume(pod_set: PodSet, snapshot: Snapshot) -> float:
-    """Dominant-resource units of one pod: GPUs (and policy-named GPU resources) else cores."""
+def _gpus(pod_set: PodSet, snapshot: Snapshot) -> int:
+    """GPUs (and policy-named GPU resources) one pod of `pod_set` asks for."""
     extra = snapshot.policy.gpu_resources
-    gpus = sum(v for k, v in pod_set.request.items() if is_gpu(k) or k in extra)
-    return float(gpus) if gpus > 0 else dominant_units(pod_set.request)
+    return sum(v for k, v in pod_set.request.items() if is_gpu(k) or k in extra)
+
+
+def pod_volume(workload: Workload, pod_set: PodSet, snapshot: Snapshot) -> float:
+    """Dominant-resource units of one pod of `workload`'s `pod_set`: its GPUs where the
+    workload asks for GPUs in any pod set, else its cores. A JobSet's CPU-only launcher
+    adds nothing to GPU work's volume (REFERENCE §3: "GPUs where a workload asks for
+    GPUs"; `served_gpus` counts the same way): counted in cores, it made a GPU of a
+    training job worth less than a core of its launcher, and plans that admit launchers
+    look larger than the GPUs they serve."""
+    if any(_gpus(ps, snapshot) > 0 for ps in workload.pod_sets):
+        return float(_gpus(pod_set, snapshot))
+    return dominant_units(pod_set.request)
 
 
 def queue_order_key(workload: Workload, snapshot: Snapshot) -> tuple[int, float, str, str]:
@@ -419,7 +430,7 @@ def assigned_volume(workload: Workload, assignments: Iterable[PodSetAssignment],
     for assignment in assignments:
         pod_set = next((ps for ps in workload.pod_sets if ps.name == assignment.name), None)
         if pod_set is not None:
-            total += assignment.count * pod_volume(pod_set, snapshot)
+            total += assignment.count * pod_volume(workload, pod_set, snapshot)
     return total
 
 

@@ -52,7 +52,7 @@ def test_search_never_loses_stays_valid_and_is_bounded_by_its_lp(tmp_path, seed)
 def test_search_finds_what_the_start_missed(tmp_path):
     """Seed 0: the improved start serves the second tier 209 GPUs (with nudge); the LP
     point shows 273, and one sub-MIP around it gets there."""
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form, start, backend, objective = second_stage(snap)
     integer = np.asarray(form.arrays.col_integer, dtype=bool)
     found = rins.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4)
@@ -64,7 +64,7 @@ def test_search_finds_what_the_start_missed(tmp_path):
 def test_no_relaxation_no_search(tmp_path):
     """A backend told not to search (the LP was too slow ahead of the stages) returns the
     incumbent untouched and no bound."""
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form = formulate(snap, locality=False)
     start = start_from(form, improve(snap, greedy(snap).decisions))
     backend = HighsBackend(form.arrays, searches=False)
@@ -98,7 +98,7 @@ def test_an_assumed_row_stays_when_confirmed_and_goes_when_not():
 def test_the_lp_solved_ahead_is_the_first_stage_lp(tmp_path):
     """Where the start serves the top tier whole, the LP solved before the stages has the
     optimum a fresh LP of the second stage has; a model above the size limit gets none."""
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form, start, backend, objective = second_stage(snap)
     top = form.tiers[0]
     assert value_of(form.tier_volume[top], start) == pytest.approx(form.tier_max[top])
@@ -116,7 +116,7 @@ def test_the_lp_solved_ahead_is_the_first_stage_lp(tmp_path):
 def test_no_lp_ahead_for_a_model_too_large(tmp_path, monkeypatch):
     from planner import solve
 
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form = formulate(snap, locality=False)
     monkeypatch.setattr(solve, "MAX_NONZEROS", len(form.arrays.entry_val) - 1)
     assert relaxation_ahead(form, threads=1, time_limit=20) is None
@@ -126,7 +126,7 @@ def test_stage_bounds_are_rounded_to_the_volume_step(tmp_path):
     """Every pod of the generated clusters' multi-node tiers asks for whole GPUs: a tier's
     volume is a multiple of the gcd of its coefficients, and so is its bound, which never
     falls below the bound it was made from less the nudge's largest possible size."""
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form = formulate(snap, locality=False)
     for tier in form.tiers:
         coefficients = [int(abs(k)) for _, k in form.tier_volume[tier]]
@@ -142,7 +142,7 @@ def test_a_stage_reports_no_more_than_its_lp_bound(tmp_path):
     of its LP relaxation, and at least what the stage achieved."""
     from planner.pipeline import plan_snapshot
 
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form, start, backend, objective = second_stage(snap)
     lp_optimum = backend.relax(20)[1]
     tier = form.tiers[1]
@@ -230,7 +230,7 @@ def test_node_columns_are_grouped_by_the_nodes_they_are_about(tmp_path):
     from planner import capacity
     from planner.places import NodeColumns
 
-    snap = small_cluster(tmp_path, 0)
+    snap = small_cluster(tmp_path)
     form = formulate(snap, locality=False)
     nodes = NodeColumns(form)
     about: dict[int, set[str]] = {}
