@@ -27,11 +27,12 @@ worse than greedy's. Pure: no I/O.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import time
 from collections import defaultdict
 from dataclasses import replace
-from typing import Callable, Collection
+from typing import Callable, Collection, Sequence, overload
 
 from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, ObjectRef, Resources, Snapshot, Workload, is_gpu
 from planner import capacity, score
@@ -42,11 +43,10 @@ from planner.semantics import (
     queue_order_key, running_volume,
 )
 from planner.topology import levels_for, node_path
-from planner.verify import verify
 
-# How long putting back, verifying and sending a packed plan take, per second of its
-# search's setup (which grows with the snapshot alike, and runs as fast or slow).
-FINISHING_PER_SETUP = 1.5
+# How long putting back and sending a packed plan take, per second of its search's
+# setup (which grows with the snapshot alike, and runs as fast or slow).
+FINISHING_PER_SETUP = 1.0
 
 Domain = tuple[str, ...]
 DomainKey = tuple[tuple[str, ...], int]            # a topology's levels, and the depth of its domains
@@ -83,8 +83,9 @@ def for_the_stages(snapshot: Snapshot, packed: Decisions, grown: Decisions) -> D
 
 def repacked(snapshot: Snapshot, decisions: Decisions, until: Callable[[], float]) -> Decisions:
     """`decisions` with their tiers below the highest packed again, highest tier and
-    largest first (admit_more from top_tier_only), if that verifies and serves the
-    objective better; else `decisions`.
+    largest first (admit_more from top_tier_only), if every eviction it keeps is made for
+    an admission it keeps and it serves the objective better; else `decisions`. (The
+    cycle verifies the start it takes: planner.run.start_for.)
 
     Greedy's plan holds its admissions of every tier in queue order, and the small jobs
     it admitted first can hold the racks and blocks a tier's large jobs need: at M,
@@ -96,9 +97,9 @@ def repacked(snapshot: Snapshot, decisions: Decisions, until: Callable[[], float
         return decisions
     kept = {a.workload for a in top.admissions}
     again = admit_more(snapshot, top, until, {a.workload: a for a in decisions.admissions if a.workload not in kept})
-    if better_of(snapshot, decisions, again) is again and not verify(snapshot, again):
-        return again
-    return decisions
+    admitted = {a.workload for a in again.admissions}
+    settled = all(ref in admitted for e in again.evictions for ref in e.for_)
+    return again if settled and better_of(snapshot, decisions, again) is again else decisions
 
 
 def better_of(snapshot: Snapshot, plan: Decisions, other: Decisions) -> Decisions:
@@ -141,9 +142,8 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
     waiting = [(_turn(w, snapshot), w) for w in candidates(snapshot, {}) if w.ref not in admitted]
     heapq.heapify(waiting)          # work set back returns here
     failed: set[object] = set()     # requests that found no room: only freeing adds room
-    # Putting back what was left out, then verifying and sending the plan, take about
-    # 1.5 times as long as this setup (at M: 0.3-0.45 s, after 0.25-0.3 s): the search
-    # leaves them that much.
+    # Putting back what was left out and sending the plan take about as long as this
+    # setup (at M: 0.2-0.3 s, after 0.25-0.3 s): the search leaves them that much.
     finishing = FINISHING_PER_SETUP * (time.monotonic() - began) if left_out else 0.0
     while waiting and time.monotonic() <= until() - finishing:
         _, w = heapq.heappop(waiting)
@@ -310,7 +310,7 @@ class Victims:
         """Evictions made for admissions no longer in the plan (top_tier_only withdraws
         them): the work goes back where it fits back, else the eviction is made for an
         admitted workload the rules let evict it. (One that neither fixes is left as it
-        is, and the plan does not verify.)"""
+        is, and repacked keeps the plan it was given.)"""
         for ref, eviction in sorted(self.evicted.items()):
             if all(r in self.admitted for r in eviction.for_):
                 continue
@@ -452,7 +452,9 @@ class Order:
     """One preemptor's candidates domain by domain, best first: most room freed per unit
     of lost work. Kept while candidates leave (each turn that evicts makes some leave):
     only the domains they touched are summed again, in the order they were first summed,
-    so the list is the one computed from scratch."""
+    and moved to their new place in the order, so the list is the one computed from
+    scratch. Handed out as a Candidates view, read only as far as a search looks: a
+    small job's search looks at a few of a cluster's thousands of domains."""
 
     def __init__(self, entries: list[tuple[Workload, Spot, float]], rank: dict[ObjectRef, tuple]):
         # Per domain: the cost of each candidate counted there and the room each
@@ -473,30 +475,84 @@ class Order:
         self.freed = {d: _sum(f) for d, f in self.frees.items()}
         for members in self.members.values():
             members.sort(key=lambda v: rank[v.ref])
-        self._list: list[Workload] | None = None
+        self.keys = {d: self._key(d) for d in self.members}
+        self.sorted = sorted((key, d) for d, key in self.keys.items())   # the domains, best first
+        self.count = len(self.spots)
+        self.version = 0
+        self._view: Candidates | None = None
+
+    def _key(self, domain: Domain) -> tuple[float, Domain]:
+        return (self.cost[domain] / max(self.freed[domain], 1e-9), domain)
 
     def remove(self, ref: ObjectRef) -> None:
         spot = self.spots.pop(ref, None)
         if spot is None:
             return
         home, shares = spot
+        self.count -= 1
         self.members[home] = [v for v in self.members[home] if v.ref != ref]
         self.costs[home] = [c for c in self.costs[home] if c[0] != ref]
         if self.members[home]:
             self.cost[home] = _sum(self.costs[home])
         else:
             del self.members[home], self.costs[home], self.cost[home]
-        for domain in {d for d, _ in shares}:
-            self.frees[domain] = [f for f in self.frees[domain] if f[0] != ref]
-            self.freed[domain] = _sum(self.frees[domain])
-        self._list = None
+        touched = {d for d, _ in shares} | {home}
+        for domain in touched:
+            if domain in self.frees:
+                self.frees[domain] = [f for f in self.frees[domain] if f[0] != ref]
+                self.freed[domain] = _sum(self.frees[domain])
+            old = self.keys.pop(domain, None)
+            if old is not None:
+                del self.sorted[bisect.bisect_left(self.sorted, (old, domain))]
+            if domain in self.members:
+                self.keys[domain] = self._key(domain)
+                bisect.insort(self.sorted, (self.keys[domain], domain))
+        self.version += 1
+        self._view = None
 
-    def workloads(self) -> list[Workload]:
-        if self._list is None:
-            cost, freed = self.cost, self.freed
-            order = sorted(self.members, key=lambda d: (cost[d] / max(freed[d], 1e-9), d))
-            self._list = [v for d in order for v in self.members[d]]
-        return self._list
+    def workloads(self) -> "Candidates":
+        if self._view is None:
+            self._view = Candidates(self)
+        return self._view
+
+
+class Candidates(Sequence[Workload]):
+    """An Order's list as it stands, read lazily: domains are taken in order only as far
+    as an index asks. Valid until the order changes (reading it later is an error)."""
+
+    def __init__(self, order: Order):
+        self.order, self.version = order, order.version
+        self.read: list[Workload] = []
+        self.domains = 0     # how many of order.sorted are in `read`
+
+    def __len__(self) -> int:
+        return self.order.count
+
+    def _upto(self, n: int) -> None:
+        order = self.order
+        if order.version != self.version:
+            raise RuntimeError("a victim order read after it changed")
+        while len(self.read) < n and self.domains < len(order.sorted):
+            self.read.extend(order.members[order.sorted[self.domains][1]])
+            self.domains += 1
+
+    @overload
+    def __getitem__(self, index: int) -> Workload: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Workload]: ...
+
+    def __getitem__(self, index: int | slice) -> Workload | list[Workload]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            self._upto(stop)
+            return self.read[start:stop:step]
+        if index < 0:
+            index += len(self)
+        self._upto(index + 1)
+        return self.read[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (Candidates, list)) and list(self) == list(other)
 
 
 def _sum(terms: list[tuple[ObjectRef, float]]) -> float:

@@ -123,6 +123,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
             # planner.starts).
             due.extend(began + limit * (1 - (UNSOLVED_TAIL_SHARE if too_large else SHORT_TAIL_SHARE)))
             return form, model_seconds, None, TierBounds(form)
+        due.keep()
         # The LP may take until the start is due (at M it takes about as long as the start,
         # and a fixed share of the limit cut it short in slow spells, leaving the stage
         # nothing to search around).
@@ -133,7 +134,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
     plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, due, build)
     baseline = plans.baseline
-    start_plan, start = start_for(form, plans)
+    start_plan, start, start_verified = start_for(snapshot, form, plans)
     note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     if not solvable(form):
         note += (f"model over {MAX_NONZEROS:,} nonzeros, not solved in a cycle: the plan is the start, "
@@ -163,9 +164,10 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         decisions, tie_stage = tie_break(snapshot, solver, moved, deadline, policy.mip_gap, clock,
                                          model_seconds, solvable(form))
         outcome.stages.append(tie_stage)
-        # Only the plan chosen is verified: greedy's own only where it is that plan, or the
+        # Only the plan chosen is verified, once: the improved start already was where no
+        # stage changed it (start_for); greedy's own only where it is that plan, or the
         # fallback (at L its verification took 0.5 s of the second core, before the start).
-        violations = verify(snapshot, decisions)
+        violations = [] if decisions is start_plan and start_verified else verify(snapshot, decisions)
         if violations and decisions is moved and moved != decoded:
             decisions, violations = decoded, verify(snapshot, decoded)
     except DecodeError as error:
@@ -211,15 +213,18 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
 
 
-def start_for(form: Formulation, plans: Starts) -> tuple[Decisions, np.ndarray | None]:
-    """The improved start if the model takes it, else greedy's plan, as decisions and a
-    column vector; no plan and None when the model takes neither."""
-    tried = [plans.better, plans.baseline] if plans.better != plans.baseline else [plans.baseline]
-    for plan in tried:
-        values = start_from(form, plan)
+def start_for(snapshot: Snapshot, form: Formulation, plans: Starts) -> tuple[Decisions, np.ndarray | None, bool]:
+    """The improved start if the verifier passes it and the model takes it, else greedy's
+    plan, as decisions and a column vector, and whether the plan was verified here (the
+    improved start is, once, here and not on the second core: where no stage changes it,
+    it is the plan, and the cycle's last verifying is this one; greedy's plan only where
+    it is used, see run_cycle); no plan and None when the model takes neither."""
+    if plans.better != plans.baseline and not verify(snapshot, plans.better):
+        values = start_from(form, plans.better)
         if values is not None:
-            return plan, values
-    return Decisions(), None
+            return plans.better, values, True
+    values = start_from(form, plans.baseline)
+    return (plans.baseline, values, False) if values is not None else (Decisions(), None, False)
 
 
 def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, deadline: float, gap: float,

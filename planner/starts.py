@@ -47,6 +47,7 @@ class Due:
     def __init__(self, at: float):
         self._at = multiprocessing.RawValue("d", at)
         self._extended = multiprocessing.RawValue("b", False)
+        self._decided = multiprocessing.RawValue("b", False)
 
     @property
     def at(self) -> float:
@@ -56,10 +57,20 @@ class Due:
     def extended(self) -> bool:
         return bool(self._extended.value)
 
+    @property
+    def decided(self) -> bool:
+        """Has the cycle said whether it extends (`extend` or `keep`)?"""
+        return bool(self._decided.value)
+
     def extend(self, until: float) -> None:
         """Due at `until` if that is later, and improving no longer held to its own share."""
         self._at.value = max(self._at.value, until)
         self._extended.value = True
+        self._decided.value = True
+
+    def keep(self) -> None:
+        """Decided: not extended (the stages will search)."""
+        self._decided.value = True
 
     def improving_until(self, began: float, seconds: float) -> Callable[[], float]:
         """Until when improving may go on: `seconds` after `began`, no later than due;
@@ -95,8 +106,12 @@ def starts(snapshot: Snapshot, improve_seconds: float | None, due: Due,
     # growing: it is tried only with the time for it, unless the parent grows the plan
     # beside it (an extended due, when told). Then a packing cut short costs little, and
     # its first turns serve the top tier fast: at XL priority 1000 whole (objective/bound
-    # 0.926), where growing alone reached 0.839.
-    packing = (due.extended and tell is not None) or until() - time.monotonic() >= REPACK_PER_GREEDY * took
+    # 0.926), where growing alone reached 0.839. Where the parent has not yet decided
+    # (its model still building), it is likely to extend: a limit that greedy's time
+    # makes short for packing is short for the stages too. (At M, deciding by the time
+    # rule then lost the packing in half the runs: 0.88-0.91 where packing gives 0.999.)
+    beside = tell is not None and (due.extended or not due.decided)
+    packing = beside or until() - time.monotonic() >= REPACK_PER_GREEDY * took
     if tell is not None:
         tell(baseline if packing else None)
     if not packing:

@@ -158,7 +158,7 @@ def test_each_victim_order_kept_is_the_one_computed_afresh(seed, tmp_path, monke
     def checked(self, w):
         kept = real(self, w)
         fresh = self._ordered(w, {}, self._domains[self._domain_key(w)], _dominant_resource(w, snap))
-        assert kept == fresh
+        assert list(kept) == list(fresh)
         tier = effective_priority(w, snap)
         lower = {v.ref for v in self.unstarted.values() if effective_priority(v, snap) < tier and v.ref not in self.named}
         running = {v.ref for group in self.groups.values() for v in group}
@@ -290,3 +290,21 @@ def test_the_stages_search_from_the_grown_plan_unless_packing_serves_a_tier_abov
     volumes = {id(plans["packed"]): packed, id(plans["grown"]): grown}
     monkeypatch.setattr(improve_module.score, "tier_volumes", lambda snap, plan: volumes[id(plan)])
     assert improve_module.for_the_stages(None, plans["packed"], plans["grown"]) is plans[chosen]
+
+
+def test_a_packed_plan_with_an_eviction_for_no_admission_is_not_taken(monkeypatch):
+    """An eviction settle() could neither undo nor name another evictor for leaves the
+    packed plan unjustified: the plan given is kept (the cycle's verifier would reject it)."""
+    from models import Decisions, Eviction, ObjectRef
+
+    snap = small_jobs_first()
+    base = greedy(snap).decisions
+    packed = improve_module.repacked(snap, base, lambda: float("inf"))
+    assert packed is not base          # packing again serves more here
+    waiting = next(w.ref for w in snap.workloads if w.ref not in {a.workload for a in packed.admissions})
+    running = ObjectRef("Job", "team-x", "was-running")
+    orphan = Decisions(admissions=packed.admissions,
+                       evictions=packed.evictions + (Eviction(workload=running, reason="Preempted", for_=(waiting,)),))
+    monkeypatch.setattr(improve_module, "admit_more", lambda *a, **k: orphan)
+    monkeypatch.setattr(improve_module, "better_of", lambda snapshot, plan, other: other)
+    assert improve_module.repacked(snap, base, lambda: float("inf")) is base

@@ -345,6 +345,10 @@ def watch_due_extensions(monkeypatch) -> list[tuple[float, float]]:
             moved.append((self.at, until))
             super().extend(until)
 
+        def keep(self) -> None:     # decided not to extend: recorded as (due, due)
+            moved.append((self.at, self.at))
+            super().keep()
+
     monkeypatch.setattr(run, "Due", Watched)
     return moved
 
@@ -357,7 +361,9 @@ def test_a_model_too_large_to_solve_in_a_cycle_gives_the_stages_time_to_the_star
     moved = watch_due_extensions(monkeypatch)
     snap = small_cluster(tmp_path)
     plan_snapshot(snap, time_limit=30.0)
-    assert moved == []
+    [(due, kept)] = moved       # decided, and not extended (the child waits for no decision)
+    assert kept == due
+    moved.clear()
     monkeypatch.setattr(solve, "MAX_NONZEROS", 100)
     monkeypatch.setattr(run, "MAX_NONZEROS", 100)
     plan = plan_snapshot(snap, time_limit=30.0)
@@ -378,7 +384,8 @@ def test_a_limit_too_short_for_a_stage_gives_the_stages_time_to_the_start(tmp_pa
     monkeypatch.setattr(run, "relaxation_ahead", lambda *a, **k: ahead.append(1) or real_ahead(*a, **k))
     snap = small_cluster(tmp_path)
     plan_snapshot(snap, time_limit=30.0)
-    assert moved == [] and ahead == [1]
+    assert [due == until for due, until in moved] == [True] and ahead == [1]     # kept
+    moved.clear()
     monkeypatch.setattr(run, "STAGE_END_SHARE", 0.0)
     plan = plan_snapshot(snap, time_limit=30.0)
     [(due, until)] = moved

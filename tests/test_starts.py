@@ -222,3 +222,33 @@ def test_without_the_time_to_pack_again_the_plan_is_only_grown(monkeypatch):
     with pytest.raises(AssertionError, match="packed again"):
         starts(snap, 30.0, extended, tell=told.append)   # the parent grows: the child packs
     assert told == [plans.baseline]
+    # Not yet decided (the parent's model still building): likely to be extended, so the
+    # child packs; decided against, it does not.
+    told.clear()
+    with pytest.raises(AssertionError, match="packed again"):
+        starts(snap, 30.0, Due(time.monotonic() + 60), tell=told.append)
+    kept = Due(time.monotonic() + 60)
+    kept.keep()
+    assert starts(snap, 30.0, kept, tell=told.append).better == plans.better
+    assert told == [plans.baseline, None]
+
+
+def test_the_improved_start_is_verified_here_and_passed_over_if_it_fails(monkeypatch):
+    """The cycle verifies the improved start before taking it (the second core no longer
+    does); one the verifier rejects gives way to greedy's plan, verified where used."""
+    from planner import run
+    from planner.formulate import formulate
+    from planner.greedy import greedy
+    from planner.improve import improve
+    from planner.starts import Starts
+
+    snap = random_snapshot(50_515, with_running=True, with_topology=True)    # improving serves more here
+    form = formulate(snap, locality=False)
+    baseline = greedy(snap).decisions
+    better = improve(snap, baseline)
+    assert better != baseline
+    plan, values, verified = run.start_for(snap, form, Starts(baseline, better))
+    assert plan is better and values is not None and verified
+    monkeypatch.setattr(run, "verify", lambda snapshot, decisions: ["broken"] if decisions is better else [])
+    plan, values, verified = run.start_for(snap, form, Starts(baseline, better))
+    assert plan is baseline and values is not None and not verified
