@@ -209,6 +209,9 @@ class ClusterState:
         self._over: dict[str, int] = {key: sum(v > self.quota.limits(key, fr)[0] for fr, v in usage.items())
                                       for key, usage in self.cq_usage.items()}
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
+        # available() per flavor/resource and queue, until a charge to that flavor/resource
+        # (at L, fit tests asked 291,200 times between a few thousand charges).
+        self._available: dict[FlavorResource, dict[str, int]] = {}
         self._trees: dict[object, _Eligible] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
         self._request_columns: dict[Resources, tuple[np.ndarray, np.ndarray]] = {}
@@ -250,7 +253,13 @@ class ClusterState:
         return self._tree_usage[fr]
 
     def available(self, cq: str, fr: FlavorResource) -> int:
-        return self.quota.available(f"cq:{cq}", fr, self._usage(fr))
+        known = self._available.get(fr)
+        if known is None:
+            known = self._available[fr] = {}
+        found = known.get(cq)
+        if found is None:
+            found = known[cq] = self.quota.available(f"cq:{cq}", fr, self._usage(fr))
+        return found
 
     def lists(self, cq: str, fr: FlavorResource) -> bool:
         return self.quota.lists(f"cq:{cq}", fr)
@@ -268,6 +277,7 @@ class ClusterState:
     def charge(self, cq: str, fr: FlavorResource, delta: int) -> None:
         """Add usage to a queue and carry the change up the cohort tree incrementally."""
         key = f"cq:{cq}"
+        self._available.pop(fr, None)
         old = self.cq_usage[key].get(fr, 0)
         self.cq_usage[key][fr] = old + delta
         nominal = self.quota.limits(key, fr)[0]

@@ -168,3 +168,28 @@ def test_minimal_victims_told_of_a_misfit_spares_that_fit_test(seed: int) -> Non
     assert np.array_equal(frees[0], frees[1])
     assert tests[1] == tests[0] - 1
     assert minimal_victims(ClusterState(snapshot), [], lambda: pytest.fail("tested"), misfit=True) is None
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
+def test_available_quota_kept_between_charges_is_the_one_computed_afresh(path: Path) -> None:
+    """available() is kept per flavor/resource until a charge to it: asked after each
+    release and take-back, it is what the quota tree gives from the usage as it stands."""
+    snapshot = read_snapshot([str(path)])
+    state = ClusterState(snapshot)
+    frs = sorted({fr for usage in state.quota.quota.values() for fr in usage})
+    queues = sorted(snapshot.cluster_queues)
+
+    def agrees() -> bool:
+        asked = [state.available(cq, fr) for cq in queues for fr in frs]
+        fresh = [state.quota.available(f"cq:{cq}", fr, state.quota.tree_usage(state.cq_usage, fr))
+                 for cq in queues for fr in frs]
+        return asked == fresh
+
+    assert agrees()
+    running = [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING and w.cluster_queue]
+    for w in running[::2]:
+        state.release(w)
+        assert agrees()
+    for w in running[::2]:
+        state.release(w, sign=-1)
+        assert agrees()
