@@ -20,6 +20,7 @@ Pure: no I/O; deterministic when no instant is given.
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.greedy import (
@@ -33,9 +34,10 @@ FlavorResource = tuple[str, str]
 
 
 def pending_reasons(snapshot: Snapshot, decisions: Decisions,
-                    hints_until: float = float("inf")) -> dict[ObjectRef, str]:
+                    hints_until: float | Callable[[], float] = float("inf")) -> dict[ObjectRef, str]:
     """Every PENDING workload not admitted by `decisions` -> why, after the decisions;
-    preemption hints only until `hints_until` (a time.monotonic() instant)."""
+    preemption hints only until `hints_until` (a time.monotonic() instant, or a function
+    giving it, asked before each hint: the cycle may move it earlier)."""
     state = ClusterState.after(snapshot, decisions)
     chosen = {a.workload for a in decisions.admissions}
     waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
@@ -51,8 +53,10 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions,
 class _Hints:
     """The preemption clause of a reason, built lazily and cached per shape of request."""
 
-    def __init__(self, state: ClusterState, evicted: list[ObjectRef], until: float = float("inf")):
-        self.state, self.evicted, self.until = state, evicted, until
+    def __init__(self, state: ClusterState, evicted: list[ObjectRef],
+                 until: float | Callable[[], float] = float("inf")):
+        self.state, self.evicted = state, evicted
+        self.until: Callable[[], float] = until if callable(until) else (lambda: until)  # type: ignore[assignment]
         self.preemption: Preemption | None = None
         self.cache: dict[object, str] = {}
 
@@ -66,11 +70,12 @@ class _Hints:
                          for ps in w.pod_sets))
             if key in self.cache:
                 return self.cache[key]
-        if time.monotonic() > self.until:
+        until = self.until()
+        if time.monotonic() > until:
             return ""      # out of time: the reason stands without the hint
         if self.preemption is None:
             self.preemption = Preemption(self.state, gone=self.evicted)
-        text = _preemption_clause(self.preemption, w, counts, self.until)
+        text = _preemption_clause(self.preemption, w, counts, until)
         if key is not None:
             self.cache[key] = text
         return text

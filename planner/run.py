@@ -11,6 +11,7 @@ none passes, that is an error.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from dataclasses import replace
 from typing import Callable
@@ -19,7 +20,8 @@ import numpy as np
 
 from models import Decisions, Plan, Snapshot, SolverReport
 from planner import score
-from planner.assemble import assemble
+from planner.assemble import Description, assemble, describe
+from planner.beside import Beside
 from planner.bound import TierBounds
 from planner.decode import DecodeError, decode
 from planner.errors import VerificationError
@@ -134,6 +136,12 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     improve_seconds = None if policy.greedy_floor else IMPROVE_SHARE * limit   # the floor is greedy's own plan
     plans, (form, model_seconds, ahead, bounds) = starts_beside(snapshot, improve_seconds, due, build)
     baseline = plans.baseline
+    # Where no stage will search (an extended due), the improved start is the plan unless
+    # the verifier rejects it: the second core, free again, works out its pending reasons
+    # and summary while this one verifies and bounds it (at M 0.3 s of the cycle's 1 s
+    # after the start; at L 2 s of 4). Its preemption hints stop once this core is done
+    # (description_of).
+    described = Described(plans.better, snapshot, clock.hints_until) if due.extended else None
     start_plan, start, start_verified = start_for(snapshot, form, plans)
     note = "" if start is not None or not baseline.admissions else "greedy start rejected by the model; "
     if not solvable(form):
@@ -185,7 +193,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         if greedy_violations:
             raise VerificationError(violations or greedy_violations)
         report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method)
-        return finished(snapshot, baseline, report, clock, form.excluded)
+        return finished(snapshot, baseline, report, clock, form.excluded, description_of(baseline, described))
     proven = all(s.status in ("optimal", "kept") for s in outcome.stages)
     # The plan's own volume: what was done after the stages (evictions taken back) counts
     # too, and the stages' bounds hold it (each tier's bound assumes only that the tiers
@@ -196,7 +204,32 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         bound=round(outcome.bound, 6), gap=round(outcome.gap, 6), seconds=clock.seconds(),
         message=note.rstrip("; "), stages=tuple(s.as_dict() for s in outcome.stages),
     )
-    return finished(snapshot, decisions, report, clock, form.excluded)
+    return finished(snapshot, decisions, report, clock, form.excluded, description_of(decisions, described))
+
+
+class Described:
+    """`decisions` described (planner.assemble.describe) on the second core, with
+    preemption hints until `hints_until` or until the answer is asked for, whichever
+    comes first: hints are worth no wait."""
+
+    def __init__(self, decisions: Decisions, snapshot: Snapshot, hints_until: float):
+        self.decisions = decisions
+        self.hints_until = multiprocessing.RawValue("d", hints_until)   # shared with the child
+        self.beside = Beside(lambda: describe(snapshot, decisions, lambda: self.hints_until.value))
+
+    def answer(self) -> Description:
+        self.hints_until.value = min(self.hints_until.value, time.monotonic())
+        return self.beside.result()
+
+
+def description_of(decisions: Decisions, described: Described | None) -> Description | None:
+    """The description worked out beside, if it is of `decisions` (else it is not wanted)."""
+    if described is None:
+        return None
+    if described.decisions is decisions:
+        return described.answer()
+    described.beside.cancel()
+    return None
 
 
 def volume(snapshot: Snapshot, decisions: Decisions) -> float:
@@ -205,10 +238,11 @@ def volume(snapshot: Snapshot, decisions: Decisions) -> float:
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: "Clock",
-             excluded: dict | None = None) -> Plan:  # type: ignore[type-arg]
-    """The Plan, with explaining what waits and summarising counted in `verify` (and the
-    total): the cycle is not over before they are."""
-    plan = assemble(snapshot, decisions, report, excluded, hints_until=clock.hints_until)
+             excluded: dict | None = None, description: Description | None = None) -> Plan:  # type: ignore[type-arg]
+    """The Plan, with explaining what waits and summarising (or waiting for them to be
+    worked out beside: `description`) counted in `verify` (and the total): the cycle is
+    not over before they are."""
+    plan = assemble(snapshot, decisions, report, excluded, hints_until=clock.hints_until, description=description)
     clock.lap("verify")
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
 

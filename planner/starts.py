@@ -18,13 +18,13 @@ process grows it; the better of the two is the start.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from models import Decisions, Snapshot
+from planner.beside import two_cpus
 from planner.greedy import greedy
 from planner.improve import admit_more, better_of, improve
 
@@ -129,7 +129,7 @@ def starts_beside(snapshot: Snapshot, improve_seconds: float | None, due: Due,
     `done()` says whether the starts are ready (work that only fills idle time can stop).
     Where `work` extended `due`, this process grows greedy's plan once `work` is done,
     while the child packs it again; the start is the better of the two."""
-    if not _two_cpus() or "fork" not in multiprocessing.get_all_start_methods():
+    if not two_cpus() or "fork" not in multiprocessing.get_all_start_methods():
         return starts(snapshot, improve_seconds, due), work(lambda: True)
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
@@ -209,9 +209,3 @@ def _child(send, snapshot: Snapshot, improve_seconds: float | None, due: Due) ->
     finally:
         send.close()
 
-
-def _two_cpus() -> bool:
-    try:
-        return len(os.sched_getaffinity(0)) >= 2
-    except AttributeError:     # not on Linux
-        return (os.cpu_count() or 1) >= 2

@@ -87,12 +87,12 @@ def test_the_work_here_learns_when_the_starts_are_ready():
     assert plans == starts(snap, 30.0, Due(time.monotonic() + 60))
 
     monkeypatched = []
-    original = starts_module._two_cpus
+    original = starts_module.two_cpus
     try:
-        starts_module._two_cpus = lambda: False
+        starts_module.two_cpus = lambda: False
         starts_beside(snap, 30.0, Due(time.monotonic() + 60), lambda done: monkeypatched.append(done()))
     finally:
-        starts_module._two_cpus = original
+        starts_module.two_cpus = original
     assert monkeypatched == [True]
 
 
@@ -252,3 +252,27 @@ def test_the_improved_start_is_verified_here_and_passed_over_if_it_fails(monkeyp
     monkeypatch.setattr(run, "verify", lambda snapshot, decisions: ["broken"] if decisions is better else [])
     plan, values, verified = run.start_for(snap, form, Starts(baseline, better))
     assert plan is baseline and values is not None and not verified
+
+
+def test_where_no_stage_searches_the_start_is_described_beside_as_here(tmp_path, monkeypatch):
+    """An extended due: the improved start's pending reasons and summary are worked out on
+    the second core while the cycle verifies it; the plan is the one described here."""
+    from generated import small_cluster
+    from planner import run, solve
+    from planner.assemble import describe
+    from planner.pipeline import plan_snapshot
+
+    snap = small_cluster(tmp_path)
+    monkeypatch.setattr(solve, "MAX_NONZEROS", 100)      # a model too large: due extended,
+    monkeypatch.setattr(run, "MAX_NONZEROS", 100)        # the start is the plan
+    asked = []
+    real = run.description_of
+    monkeypatch.setattr(run, "description_of", lambda d, described: asked.append(described) or real(d, described))
+    plan = plan_snapshot(snap, time_limit=30.0)
+    [described] = asked
+    described_plan = described.decisions
+    decisions = run.Decisions(admissions=plan.admissions, evictions=plan.evictions)
+    assert decisions == described_plan
+    here = describe(snap, described_plan, hints_until=0.0)    # hints stop once asked for: some, or none
+    assert plan.summary == here.summary
+    assert plan.pending and all(p.reason.startswith(here.reasons[p.workload]) for p in plan.pending)
