@@ -59,8 +59,9 @@ FINISH_SHARE = 0.23
 UNSOLVED_TAIL_SHARE = 0.2
 # Where the limit is short for the stages (stages_can_search), the start is due this
 # share of the limit before its end: the rest is checking the start against the model,
-# bounding, verifying, explaining and writing (measured at M: 0.75-1.0 s of 4.2 s).
-SHORT_TAIL_SHARE = 0.25
+# bounding, verifying, explaining (beside: Described) and writing (measured at M:
+# 0.5-0.9 s of 4.2 s; 0.75-1.0 s before explaining moved to the second core).
+SHORT_TAIL_SHARE = 0.2
 # A stage searches only once its LP is solved, and the first volume stage must end by
 # about this share of the limit (planner.solve keeps the rest for the stages after it).
 STAGE_END_SHARE = 0.45
