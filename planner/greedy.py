@@ -231,6 +231,7 @@ class ClusterState:
         # By id() (hashing refs shows in profiles); each entry holds its workload, so the id stays its own.
         self._footprints: dict[int, tuple[Workload, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]]] = {}
         self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
+        self.changes = 0   # bumped by every change to free capacity or quota usage
 
     def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
         """`semantics.flavor_options`, cached: it reads only the queue, the pod set's request
@@ -278,6 +279,7 @@ class ClusterState:
         """Add usage to a queue and carry the change up the cohort tree incrementally."""
         key = f"cq:{cq}"
         self._available.pop(fr, None)
+        self.changes += 1
         old = self.cq_usage[key].get(fr, 0)
         self.cq_usage[key][fr] = old + delta
         nominal = self.quota.limits(key, fr)[0]
@@ -410,6 +412,7 @@ class ClusterState:
 
     def _log(self, rows: np.ndarray) -> None:
         """Note rows whose free capacity changed (distinct)."""
+        self.changes += 1
         if len(rows):
             self._changed.append(rows)
             self._changed_before.append(self._changed_before[-1] + len(rows))

@@ -152,17 +152,20 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
             continue
         minimum = [ps.minimum for ps in w.pod_sets]
 
+        tested: list[tuple[int, list[Choice] | str]] = []     # the last fit test, and when
+
         def fits() -> bool:
-            return not isinstance(try_counts(state, w, minimum), str)
+            tested[:] = [(state.changes, try_counts(state, w, minimum))]
+            return not isinstance(tested[0][1], str)
 
         # What fits as things stand displaces nothing (and needs no victim order, the
         # costly part of a turn).
-        now = try_counts(state, w, minimum)
-        fit = not isinstance(now, str)
+        fit = fits()
         ordered = [] if fit else victims.ordered(w)
         chosen = [] if fit else minimal_victims(state, ordered, fits, until(), misfit=True)
-        if fit and not w.elastic:
-            choices: list[Choice] | str = now      # evaluate's answer: its full counts are these
+        if not w.elastic and chosen is not None and tested[0][0] == state.changes:
+            # evaluate's answer (its full counts are these): nothing changed since that test
+            choices: list[Choice] | str = tested[0][1]
         else:
             choices = evaluate(state, w) if chosen is not None else "no room"
         picked = [ordered[i] for i in chosen or []]
