@@ -308,3 +308,38 @@ def test_a_packed_plan_with_an_eviction_for_no_admission_is_not_taken(monkeypatc
     monkeypatch.setattr(improve_module, "admit_more", lambda *a, **k: orphan)
     monkeypatch.setattr(improve_module, "better_of", lambda snapshot, plan, other: other)
     assert improve_module.repacked(snap, base, lambda: float("inf")) is base
+
+
+def cut_after(calls: int):
+    """A deadline that holds for `calls` askings, then falls between the turns' end (less
+    a finishing margin made huge) and itself: the turns stop, what follows them goes on."""
+    asked = [0]
+
+    def until() -> float:
+        import time
+
+        asked[0] += 1
+        return float("inf") if asked[0] <= calls else time.monotonic() + 500.0
+    return until
+
+
+@pytest.mark.parametrize("seed, calls", [(70_000, 6), (70_006, 10), (70_010, 8), (70_255, 12), (70_613, 20)])
+def test_cut_short_the_room_freed_is_not_left_idle(seed, calls, monkeypatch):
+    """Packing cut short after some turns: the work that never had its turn takes what
+    fits as things stand, and no eviction stays whose work fits back. The plan verifies."""
+    monkeypatch.setattr(improve_module, "FINISHING_PER_SETUP", 1e6)
+    snap = random_snapshot(seed, with_running=True, with_topology=seed % 2 == 0)
+    base = greedy(snap).decisions
+    top = improve_module.top_tier_only(snap, base)
+    if top is None:
+        pytest.skip("nothing below the top tier")
+    kept = {a.workload for a in top.admissions}
+    left_out = {a.workload: a for a in base.admissions if a.workload not in kept}
+    plan = improve_module.admit_more(snap, top, cut_after(calls), left_out)
+    assert verify(snap, plan) == []
+    state = ClusterState.after(snap, plan)
+    admitted = {a.workload for a in plan.admissions}
+    by_ref = {w.ref: w for w in snap.workloads}
+    assert not [e.workload for e in plan.evictions if state.fits_back(by_ref[e.workload])]
+    waiting = [w for w in improve_module.candidates(snap, {}) if w.ref not in admitted]
+    assert not [w.ref for w in waiting if not isinstance(evaluate(state, w), str)]
