@@ -89,8 +89,8 @@ def repacked(snapshot: Snapshot, decisions: Decisions, until: Callable[[], float
 
     Greedy's plan holds its admissions of every tier in queue order, and the small jobs
     it admitted first can hold the racks and blocks a tier's large jobs need: at M,
-    9,452 GPUs of priority 100 packed again, 8,516 grown as they were (the bound is
-    9,486). Left out and not placed again when time runs out, an admission goes back as
+    9,344 GPUs of priority 100 packed again, 8,416 grown as they were (the bound is
+    9,354). Left out and not placed again when time runs out, an admission goes back as
     it was where it still fits."""
     top = top_tier_only(snapshot, decisions)
     if top is None:
