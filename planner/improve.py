@@ -182,8 +182,7 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
             dropped = victims.take(w, v)
             if dropped is not None:
                 heapq.heappush(waiting, (_turn(dropped, snapshot), dropped))
-        admitted[w.ref] = Admission(workload=w.ref, cluster_queue=w.cluster_queue,  # type: ignore[arg-type]
-                                    pod_sets=tuple(c.assignment() for c in choices))
+        admitted[w.ref] = _admission(w, choices)
         if chosen:
             failed.clear()
     cut_short = bool(waiting)
@@ -211,13 +210,17 @@ def admit_more(snapshot: Snapshot, decisions: Decisions, until: Callable[[], flo
                 continue
             state.commit(w.cluster_queue, choices)  # type: ignore[arg-type]
             victims.admit(w)
-            admitted[w.ref] = Admission(workload=w.ref, cluster_queue=w.cluster_queue,  # type: ignore[arg-type]
-                                        pod_sets=tuple(c.assignment() for c in choices))
+            admitted[w.ref] = _admission(w, choices)
     victims.settle()
     if cut_short:
         victims.restore()
     return Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)),
                      evictions=tuple(evicted[r] for r in sorted(evicted)))
+
+
+def _admission(w: Workload, choices: list[Choice]) -> Admission:
+    return Admission(workload=w.ref, cluster_queue=w.cluster_queue,  # type: ignore[arg-type]
+                     pod_sets=tuple(c.assignment() for c in choices))
 
 
 def _fixed(instant: float) -> Callable[[], float]:
@@ -594,9 +597,6 @@ class Candidates(Sequence[Workload]):
             index += len(self)
         self._upto(index + 1)
         return self.read[index]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (Candidates, list)) and list(self) == list(other)
 
 
 def _sum(terms: list[tuple[ObjectRef, float]]) -> float:

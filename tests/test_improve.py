@@ -343,3 +343,30 @@ def test_cut_short_the_room_freed_is_not_left_idle(seed, calls, monkeypatch):
     assert not [e.workload for e in plan.evictions if state.fits_back(by_ref[e.workload])]
     waiting = [w for w in improve_module.candidates(snap, {}) if w.ref not in admitted]
     assert not [w.ref for w in waiting if not isinstance(evaluate(state, w), str)]
+
+
+def test_a_victim_order_is_read_lazily_as_the_list_it_stands_for():
+    """Candidates reads an Order's domains only as far as asked; indexes and slices give
+    what the whole list would, and reading after the order changed is an error."""
+    from models import ObjectRef
+    from planner.improve import Order
+
+    def candidate(name: str, domain: str, cost: float, freed: float):
+        w = job("ns", name, gpu=1)
+        return w, ((domain,), [((domain,), freed)]), cost
+
+    entries = [candidate("a", "r1", 4.0, 2.0), candidate("b", "r1", 1.0, 2.0), candidate("c", "r2", 1.0, 4.0),
+               candidate("d", "r3", 9.0, 1.0)]
+    rank = {w.ref: (i,) for i, (w, _, _) in enumerate(entries)}
+    order = Order(entries, rank)
+    view = order.workloads()
+    whole = [v.ref.name for v in view]           # r2 (0.25), then r1 (1.25), then r3 (9)
+    assert whole == ["c", "a", "b", "d"]
+    order = Order(entries, rank)
+    fresh = order.workloads()
+    assert fresh[1].ref.name == "a" and fresh.domains == 2      # read two domains, not three
+    assert [v.ref.name for v in fresh[1:3]] == ["a", "b"] and fresh[-1].ref.name == "d"
+    order.remove(ObjectRef("Job", "ns", "c"))
+    with pytest.raises(RuntimeError):
+        fresh[0]
+    assert [v.ref.name for v in order.workloads()] == ["a", "b", "d"]
