@@ -42,6 +42,7 @@ from planner.semantics import (
     QuotaTree, assigned_volume, effective_priority, evictable, eviction_cost, pod_volume,
     queue_order_key, running_volume,
 )
+from planner.restore import taken_back
 from planner.topology import levels_for, node_path
 
 # How long putting back and sending a packed plan take, per second of its search's
@@ -356,20 +357,9 @@ class Victims:
 
     def restore(self) -> None:
         """Undo the evictions whose work fits back as it ran, with every admission in
-        place: no admission needs them (REFERENCE §3: never evict to gain nothing).
-        Higher priority first, then more volume, as planner.restore does for a solved
-        plan."""
-        snapshot = self.state.snapshot
-
-        def turn(ref: ObjectRef) -> tuple:
-            victim = self.original[ref]
-            return (-effective_priority(victim, snapshot), -running_volume(victim, snapshot), ref)
-
-        for ref in sorted(self.evicted, key=turn):
-            victim = self.original[ref]
-            if self.state.fits_back(victim):
-                self.state.release(victim, sign=-1)
-                del self.evicted[ref]
+        place: no admission needs them (REFERENCE §3: never evict to gain nothing)."""
+        for ref in taken_back(self.state, list(self.evicted.values()), self.original):
+            del self.evicted[ref]
 
     def other_evictor(self, victim: Workload, leaving: Collection[ObjectRef] = frozenset()) -> Workload | None:
         """An admitted workload (not `leaving`) the rules let evict `victim`, judged class by

@@ -13,7 +13,9 @@ priority first, then more volume, then the costlier loss. Pure: no I/O.
 
 from __future__ import annotations
 
-from models import Decisions, Eviction, ObjectRef, Snapshot
+from typing import Iterable, Mapping
+
+from models import Decisions, Eviction, ObjectRef, Snapshot, Workload
 from planner.greedy import ClusterState
 from planner.semantics import effective_priority, running_volume
 
@@ -23,20 +25,28 @@ def restore(snapshot: Snapshot, decisions: Decisions) -> Decisions:
     if not decisions.evictions:
         return decisions
     by_ref = {w.ref: w for w in snapshot.workloads}
-    state = ClusterState.after(snapshot, decisions)
+    running = taken_back(ClusterState.after(snapshot, decisions), decisions.evictions, by_ref)
+    if not running:
+        return decisions
+    return Decisions(admissions=decisions.admissions,
+                     evictions=tuple(e for e in decisions.evictions if e.workload not in running))
+
+
+def taken_back(state: ClusterState, evictions: Iterable[Eviction], by_ref: Mapping[ObjectRef, Workload]) -> set[ObjectRef]:
+    """The evicted workloads that fit back as they ran in `state` (a plan's, every
+    admission in place), taken back there one by one in the objective's order: higher
+    priority, more volume, the costlier loss first."""
+    snapshot = state.snapshot
 
     def turn(eviction: Eviction) -> tuple[int, float, float, ObjectRef]:
         victim = by_ref[eviction.workload]
         return (-effective_priority(victim, snapshot), -running_volume(victim, snapshot), -eviction.cost,
                 eviction.workload)
 
-    kept_running: set[ObjectRef] = set()
-    for eviction in sorted(decisions.evictions, key=turn):
+    running: set[ObjectRef] = set()
+    for eviction in sorted(evictions, key=turn):
         victim = by_ref[eviction.workload]
         if state.fits_back(victim):
             state.release(victim, sign=-1)      # running again: its room and quota taken
-            kept_running.add(eviction.workload)
-    if not kept_running:
-        return decisions
-    return Decisions(admissions=decisions.admissions,
-                     evictions=tuple(e for e in decisions.evictions if e.workload not in kept_running))
+            running.add(eviction.workload)
+    return running
