@@ -8,6 +8,7 @@ namespace, so tests never see each other's capacity or Lease.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -176,26 +177,37 @@ def test_snapshot_file_plans_like_the_live_cycle(kube, env_factory, control_plan
     env = env_factory(nodes=4)
     for i in range(5):
         env.job(f"j{i}", pods=2, gpus=4, topology=("preferred", RACK))
-    out = tmp_path / "snap.json"
-    result = CliRunner().invoke(cli, ["snapshot", "--kubeconfig", str(control_plane.kubeconfig), "-o", str(out),
-                                      "-q"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    from planner.cluster.reader import read_cluster
     from planner.pipeline import plan_snapshot
     from planner.snapshot import read_snapshot
 
-    offline = plan_snapshot(read_snapshot([str(out)]))
-    live_snap = read_snapshot([str(out)])
-    doc = json.loads(out.read_text())
-    assert doc["kind"] == "List" and "stowplan.io/snapshot-time" in doc["metadata"]["annotations"]
-    from planner.cluster.reader import read_cluster
-
-    live = read_cluster(kube, now=live_snap.now)
-    online = plan_snapshot(live.snapshot)
+    def snapshot(path):
+        result = CliRunner().invoke(cli, ["snapshot", "--kubeconfig", str(control_plane.kubeconfig), "-o",
+                                          str(path), "-q"], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads(path.read_text())
 
     def core(plan):
         d = plan_to_dict(plan)
         return d["admissions"], d["evictions"], d["pending"], d["summary"]
 
+    # The snapshot and the live read see the whole cluster, where earlier tests'
+    # namespaces are still being deleted (not awaited): the comparison is made once
+    # the cluster held still across the live read, i.e. a second snapshot taken
+    # after it lists the same objects as the first.
+    out, after = tmp_path / "snap.json", tmp_path / "after.json"
+    for _ in range(20):
+        doc = snapshot(out)
+        live_snap = read_snapshot([str(out)])
+        live = read_cluster(kube, now=live_snap.now)
+        if snapshot(after)["items"] == doc["items"]:
+            break
+        time.sleep(1.0)
+    else:
+        pytest.fail("the cluster never held still across a live read (20 tries)")
+    assert doc["kind"] == "List" and "stowplan.io/snapshot-time" in doc["metadata"]["annotations"]
+    offline = plan_snapshot(read_snapshot([str(out)]))
+    online = plan_snapshot(live.snapshot)
     assert core(online) == core(offline)
     assert live.snapshot.now == live_snap.now
     assert any(a.workload.namespace == env.namespace for a in online.admissions)
