@@ -183,6 +183,18 @@ def _free_matrix(snapshot: Snapshot, nodes: Sequence[Node], row: Mapping[str, in
     return base[:, [at[r] for r in keep]], {r: j for j, r in enumerate(keep)}
 
 
+@dataclass(frozen=True)
+class Freed:
+    """What releasing a set of running workloads gives back (ClusterState.freed_by): node
+    rows (repeated where workloads share a node) with what is used on each, the distinct
+    rows, and the quota charges per (queue, flavor/resource)."""
+
+    rows: np.ndarray
+    used: np.ndarray
+    distinct: np.ndarray
+    charges: tuple[tuple[str, FlavorResource, int], ...]
+
+
 @dataclass
 class _LeafCounts:
     """Pods of one request fitting on each node of one eligible set, as of `seen`
@@ -466,23 +478,35 @@ class ClusterState:
     def release_many(self, workloads: Sequence[Workload], sign: int = 1) -> None:
         """release() of several workloads in one update: the same end state, as node
         capacity adds up and cohort usage moves by the sum of the charges (see charge)."""
-        if not workloads:
-            return
+        if workloads:
+            self.release_freed(self.freed_by(workloads), sign)
+
+    def freed_by(self, workloads: Sequence[Workload]) -> Freed:
+        """What releasing `workloads` gives back, gathered once (release_freed applies it):
+        a search that releases the same set again and again gathers it once."""
         prints = [self._footprint(w) for w in workloads]
-        if len(prints) == 1:  # distinct rows: no need for np.add.at
-            rows = prints[0][0]
-            self.free[rows] += sign * prints[0][1]
-        else:
-            rows = np.concatenate([p[0] for p in prints])
-            np.add.at(self.free, rows, sign * np.concatenate([p[1] for p in prints]))
-            rows = np.unique(rows)  # each chunk of the log lists a row once
-        self._log(rows)
         charges: dict[tuple[str, FlavorResource], int] = defaultdict(int)
         for w, (_, _, usage) in zip(workloads, prints):
             if w.cluster_queue is not None:
                 for fr, amount in usage:
                     charges[(w.cluster_queue, fr)] += amount
-        for (cq, fr), amount in charges.items():
+        quota = tuple((cq, fr, amount) for (cq, fr), amount in charges.items())
+        if len(prints) == 1:  # distinct rows
+            return Freed(prints[0][0], prints[0][1], prints[0][0], quota)
+        if not prints:
+            empty = np.zeros(0, dtype=np.int64)
+            return Freed(empty, np.zeros((0, len(self.col)), dtype=np.int64), empty, quota)
+        rows = np.concatenate([p[0] for p in prints])
+        return Freed(rows, np.concatenate([p[1] for p in prints]), np.unique(rows), quota)
+
+    def release_freed(self, freed: Freed, sign: int = 1) -> None:
+        """Give back what `freed` gathered (sign=1), or take it again (-1)."""
+        if freed.rows is freed.distinct:  # no need for np.add.at
+            self.free[freed.rows] += sign * freed.used
+        else:
+            np.add.at(self.free, freed.rows, sign * freed.used)
+        self._log(freed.distinct)  # each chunk of the log lists a row once
+        for cq, fr, amount in freed.charges:
             self.charge(cq, fr, -sign * amount)
 
     def _footprint(self, workload: Workload) -> tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]:

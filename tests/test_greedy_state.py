@@ -193,3 +193,30 @@ def test_available_quota_kept_between_charges_is_the_one_computed_afresh(path: P
     for w in running[::2]:
         state.release(w, sign=-1)
         assert agrees()
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
+def test_freed_gathered_once_releases_like_evicting_them(path: Path) -> None:
+    """release_freed(freed_by(ws)) leaves the state ClusterState(evicted=ws) starts from,
+    workloads sharing nodes included; sign=-1 takes it all back. A gathered Freed is
+    applied again and again by victim searches, so a second round must agree too."""
+    snapshot = read_snapshot([str(path)])
+    running = [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING and w.cluster_queue]
+    gone = running[::2]
+    state, start = ClusterState(snapshot), ClusterState(snapshot)
+    want = ClusterState(snapshot, evicted=[w.ref for w in gone])
+    freed = state.freed_by(gone)
+    for _ in range(2):
+        state.release_freed(freed)
+        assert np.array_equal(state.free, want.free)
+        assert _usage(state) == _usage(want)
+        state.release_freed(freed, sign=-1)
+        assert np.array_equal(state.free, start.free)
+        assert _usage(state) == _usage(start)
+    assert state.freed_by([]).rows.size == 0
+
+
+def _usage(state: ClusterState) -> dict:
+    """Cohort usage without the zero entries a release leaves behind."""
+    return {key: {fr: v for fr, v in usage.items() if v} for key, usage in state.cq_usage.items()
+            if any(usage.values())}
