@@ -593,14 +593,15 @@ class Candidates(Sequence[Workload]):
 
     def all_freed(self, state: ClusterState) -> Freed:
         """What every candidate frees, gathered once per order as it stands."""
+        return self._current().all_freed(state)
+
+    def _current(self) -> Order:
         if self.order.version != self.version:
             raise RuntimeError("a victim order read after it changed")
-        return self.order.all_freed(state)
+        return self.order
 
     def _upto(self, n: int) -> None:
-        order = self.order
-        if order.version != self.version:
-            raise RuntimeError("a victim order read after it changed")
+        order = self._current()
         while len(self.read) < n and self.domains < len(order.sorted):
             self.read.extend(order.members[order.sorted[self.domains][1]])
             self.domains += 1
