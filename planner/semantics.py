@@ -110,8 +110,11 @@ def flavor_options(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> lis
 
 
 def flavor_tolerated(flavor: ResourceFlavor, pod_set: PodSet) -> bool:
-    """A flavor's nodeTaints admit only pod sets that tolerate them."""
-    return tolerated(flavor.node_taints, pod_set.tolerations)
+    """A flavor's nodeTaints admit only pod sets that tolerate them, counting the
+    flavor's own `tolerations` with the pod set's (Kueue's flavorassigner checks
+    `append(podSpec.Tolerations, flavor.Spec.Tolerations...)`: a flavor that tolerates
+    its own taints is open to every pod set)."""
+    return tolerated(flavor.node_taints, pod_set.tolerations + flavor.tolerations)
 
 
 def node_allows(node: Node, flavors: Iterable[ResourceFlavor], pod_set: PodSet) -> bool:

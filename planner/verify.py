@@ -309,7 +309,8 @@ def _check_flavors(ix: _Index, cq: ClusterQueue | None, workload: Workload, pod_
             out.append(f"{where}: resource group {list(group.covered_resources)} gets two flavors "
                        f"({previous}, {flavor}); one pod set takes one flavor per group")
     for name in sorted(chosen):
-        if not tolerated(chosen[name].node_taints, pod_set.tolerations):
+        # Kueue tolerates a flavor's nodeTaints with the pod set's tolerations plus the flavor's own.
+        if not tolerated(chosen[name].node_taints, pod_set.tolerations + chosen[name].tolerations):
             out.append(f"{where}: does not tolerate flavor {name}'s nodeTaints")
         if chosen[name].topology_name is not None and ix.flavor_levels(chosen[name]) is None:
             out.append(f"{where}: flavor {name} names Topology {chosen[name].topology_name}, which does not exist")

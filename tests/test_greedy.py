@@ -282,6 +282,22 @@ def test_flavor_taints_are_tolerated_by_the_flavors_tolerations_on_nodes():
     assert admitted(result) == {"j": {"g0": 1}}
 
 
+def test_a_flavor_that_tolerates_its_own_taints_is_open_to_every_pod_set():
+    # Kueue matches nodeTaints against the pod set's tolerations plus the flavor's own:
+    # a pod set with no tolerations may take a flavor whose taints the flavor tolerates.
+    taint_ = Taint("nvidia.com/gpu", "present", "NoSchedule")
+    open_flavor = ResourceFlavor("gpu", node_labels={"pool": "gpu"}, node_taints=(taint_,),
+                                 tolerations=(Toleration("nvidia.com/gpu", "Exists"),))
+    closed_flavor = ResourceFlavor("gpu", node_labels={"pool": "gpu"}, node_taints=(taint_,))
+    tainted = [node("g0", labels={"pool": "gpu"}, taints=(taint_,))]
+    queue = [cq("team-a-cq", ("gpu", quota(8)))]
+    result = greedy(snap(tainted, queue, [job("j", gpus=2)], flavors={"gpu": open_flavor}))
+    assert admitted(result) == {"j": {"g0": 1}}
+    result = greedy(snap(tainted, queue, [job("j", gpus=2)], flavors={"gpu": closed_flavor}))
+    assert admitted(result) == {}
+    assert "taints" in reason(result, "j")
+
+
 # ---------------------------------------------------------------- shapes
 
 def test_elastic_job_gets_the_largest_count_that_fits():

@@ -453,3 +453,24 @@ def test_tie_breakers_are_skipped_when_the_full_model_is_too_large(tmp_path, mon
     monkeypatch.setattr(run, "MAX_NONZEROS", 1)
     kept, stage = tie_break()
     assert stage.status == "skipped" and kept == decisions
+
+
+def test_a_flavor_that_tolerates_its_own_taints_serves_untolerating_pod_sets():
+    # Half the cluster is tainted GPU nodes whose flavor tolerates the taint itself
+    # (Kueue adds the flavor's tolerations when matching nodeTaints): both halves are used.
+    gpu_taint = "nvidia.com/gpu=present:NoSchedule"
+    snap = snapshot(
+        nodes=[node("plain", gpu=8), node("tainted", gpu=8, labels={"pool": "gpu"}, taints=[gpu_taint])],
+        flavors=[flavor("default"),
+                 flavor("gpu", node_labels={"pool": "gpu"}, taints=[gpu_taint],
+                        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])],
+        cqs=[cq("cq", quotas={"gpu": {GPU: 8, "cpu": 100, "memory": "1Ti"},
+                              "default": {GPU: 8, "cpu": 100, "memory": "1Ti"}})],
+        lqs=[lq("team", "lq", "cq")],
+        workloads=[job("team", "a", pods=8, gpu=1), job("team", "b", pods=8, gpu=1)],
+    )
+    plan = plan_snapshot(snap)
+    assert set(admitted(plan)) == {"a", "b"}
+    flavors = {a.pod_sets[0].flavors[GPU] for a in plan.admissions}
+    assert flavors == {"gpu", "default"}
+    assert verify(snap, Decisions(plan.admissions, plan.evictions)) == []

@@ -373,6 +373,18 @@ def test_flavor_taints_need_tolerations() -> None:
     assert_caught(snap, D(admit(plain, psa({"n1": 1}, gpu=False))), plain.ref, "nodeTaints")
 
 
+def test_flavor_taints_are_tolerated_by_the_flavors_own_tolerations() -> None:
+    gpu_taint = Taint("gpu", "yes", "NoSchedule")
+    open_flavor = {"tas": ResourceFlavor("tas", topology_name="topo", node_taints=(gpu_taint,),
+                                         tolerations=(Toleration("gpu", "Exists"),))}
+    plain = mk_workload("plain")
+    assert_valid(mk_snapshot([plain], flavors=open_flavor), D(admit(plain, psa({"n1": 1}, gpu=False))))
+    wrong = {"tas": ResourceFlavor("tas", topology_name="topo", node_taints=(gpu_taint,),
+                                   tolerations=(Toleration("other", "Exists"),))}
+    assert_caught(mk_snapshot([plain], flavors=wrong), D(admit(plain, psa({"n1": 1}, gpu=False))),
+                  plain.ref, "nodeTaints")
+
+
 # ---------------------------------------------------------------- nodes
 
 def test_node_label_mismatch() -> None:
