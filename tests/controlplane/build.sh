@@ -23,6 +23,11 @@
 #       go install sigs.k8s.io/kwok/cmd/kwok.
 #   Kueue and JobSet CRDs
 #       go mod download sigs.k8s.io/kueue, sigs.k8s.io/jobset (module cache only).
+#   kueue (the manager binary, for the Kueue peer harness in tools/peer)
+#       built from sigs.k8s.io/kueue/cmd/kueue (STOWPLAN_KUEUE_VERSION) in its own
+#       wrapper module, with Kueue's version ldflags. Optional: if it does not
+#       build, the manifest has no KUEUE line and only the peer's tests skip.
+#       STOWPLAN_KUEUE_BUILD=0 skips it.
 #
 # At the end it writes $CACHE/manifest.env (KEY=VALUE lines) which
 # tests/controlplane/rig.py reads to find everything.
@@ -261,6 +266,53 @@ JOBSET_CRD="$JOBSET_DIR/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 log "jobset $JOBSET_VERSION: CRD $JOBSET_CRD"
 
 ###########################################################################
+# Kueue's manager binary (the real peer; optional)
+###########################################################################
+KUEUE_BIN=""
+build_kueue() { # version -> 0 when $CACHE/kueue-<version>/kueue exists afterwards
+    local v=$1 out="$CACHE/kueue-$1" w gomod gover t0 ld
+    if [[ -x "$out/kueue" ]]; then
+        log "kueue $v: manager cached in $out"
+        KUEUE_BIN="$out/kueue"; return 0
+    fi
+    gomod=$(mod_field "sigs.k8s.io/kueue@$v" GoMod) || { log "kueue $v: module not available"; return 1; }
+    log "kueue $v: building the manager (sigs.k8s.io/kueue/cmd/kueue) in its own wrapper module"
+    t0=$(date +%s)
+    # Its own module: Kueue pins k8s.io/* v0.35 and controller-runtime; sharing
+    # the Kubernetes wrapper would bump them. Kueue's go.mod has no replaces, so
+    # its requirements are taken as they are.
+    w="$CACHE/src/kueue-wrapper-$v"
+    mkdir -p "$w" "$out"
+    ld="-s -w"
+    ld+=" -X sigs.k8s.io/kueue/pkg/version.GitVersion=$v"
+    ld+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit=0000000000000000000000000000000000000000"
+    ld+=" -X sigs.k8s.io/kueue/pkg/version.BuildDate=1970-01-01T00:00:00Z"
+    # (set -e does not reach into a tested subshell: every step is chained)
+    gover=$(awk '$1=="go"{print $2; exit}' "$gomod")
+    if ! (
+        cd "$w" &&
+        { [[ -f go.mod ]] || go mod init stowplan.test/controlplane/kueue >/dev/null 2>&1; } &&
+        go get -tool "sigs.k8s.io/kueue/cmd/kueue@$v" &&
+        # The language version (and so GODEBUG defaults) of Kueue's own build.
+        { [[ -z "$gover" ]] || go mod edit -go="$gover"; } &&
+        GOFLAGS="$BUILD_GOFLAGS" CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$out/kueue.tmp" sigs.k8s.io/kueue/cmd/kueue &&
+        "$out/kueue.tmp" --help >/dev/null 2>&1 &&
+        mv "$out/kueue.tmp" "$out/kueue"
+    ); then
+        rm -f "$out/kueue.tmp"
+        log "kueue $v: manager build failed (see the go output above)"
+        return 1
+    fi
+    log "kueue $v: manager built in $(( $(date +%s) - t0 ))s"
+    KUEUE_BIN="$out/kueue"
+}
+if [[ "${STOWPLAN_KUEUE_BUILD:-1}" == 0 ]]; then
+    log "kueue: manager build skipped (STOWPLAN_KUEUE_BUILD=0)"
+elif ! build_kueue "$KUEUE_VERSION"; then
+    log "WARNING: no Kueue manager binary; the Kueue peer harness and its tests will skip"
+fi
+
+###########################################################################
 # Manifest for rig.py
 ###########################################################################
 tmp="$CACHE/manifest.env.tmp.$$"
@@ -279,6 +331,7 @@ tmp="$CACHE/manifest.env.tmp.$$"
     echo "KUEUE_CRD_DIR=$KUEUE_CRDS"
     echo "JOBSET_VERSION=$JOBSET_VERSION"
     echo "JOBSET_CRD=$JOBSET_CRD"
+    if [[ -n "$KUEUE_BIN" ]]; then echo "KUEUE=$KUEUE_BIN"; fi
 } > "$tmp"
 mv "$tmp" "$CACHE/manifest.env"
 log "done: $CACHE/manifest.env"
