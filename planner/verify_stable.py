@@ -1,0 +1,408 @@
+"""The verifier's stability rule: nominal quota is a guarantee (REFERENCE §3).
+
+A plan Kueue would undo within a cycle is not a plan. Kueue lends a ClusterQueue's
+unused nominal quota to its cohort and takes it back as soon as the queue has work
+that fits inside it: its scheduler admits that work, or, when borrowers hold the
+room, evicts them ("reclamation within the cohort"). So a plan must never leave such
+a workload waiting while the borrowers that its queue may reclaim run.
+
+The rule checked, for every workload the plan leaves waiting (pending and not
+admitted, or evicted by the plan: Kueue requeues it) whose ClusterQueue is active,
+BestEffortFIFO (under StrictFIFO only the head is ever tried), in a cohort, with
+`reclaimWithinCohort` Any or LowerPriority:
+
+  for some flavor choice (one listed flavor per resource group, its nodeTaints
+  tolerated), if the queue's usage after the plan plus the workload's request (its
+  minimum count, for an elastic one) stays within the queue's nominal quota for
+  every flavor/resource, and the workload does not fit as things stand, then it
+  must not fit once Kueue's reclaim has removed its candidates.
+
+Kueue's reclaim, as its classical preemption runs it for a workload that fits its
+queue's nominal quota (pkg/scheduler/preemption, `classical`): candidates are the
+workloads of other ClusterQueues of the cohort tree that use some flavor/resource
+the preemptor needs, whose queue uses more than its nominal quota of one of those,
+allowed by the policy (Any; LowerPriority: a lower base priority) and evictable
+(not non-preemptible, past the policy's minimum runtime; admissions of this plan
+have run for no time). In order (lower priority first, most recently admitted first,
+then UID) each is removed while its queue, and every cohort between it and the
+preemptor's, still uses more than its quota of one of those flavor/resources.
+"Fits" is quota (Kueue's `available()` over the cohort tree) and nodes (enough
+pods of the shape on eligible nodes, inside one domain of a required level, in
+whole slices). A flavor with a Topology needs every flavor/resource it covers
+preempted, as Kueue's TAS marks them, so every one of the workload's flavor/
+resources counts.
+
+Only workloads with one pod set are checked: their fit test is exact, so the rule
+never flags a plan Kueue would keep. The MILP enforces the rule for every workload.
+Like planner.verify, this module must not import the code that makes plans.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Mapping
+
+from models import ClusterQueue, ObjectRef, Snapshot, PodSet, PodSetAssignment, ResourceFlavor, Workload, WorkloadState
+from models.objects import tolerated
+from models import Decisions
+from planner.verify import (
+    FR, _Admitted, _Index, _QuotaTree, _check_admissions, _check_evictions, _cohort_problems, _cohort_root, _label_at,
+    _namespace_allowed, _node_problems, _pod_set_of, _pods_per_node, _quota_table,
+)
+
+MAX_CHOICES = 16   # flavor choices tried per workload (the product over resource groups)
+
+Key = tuple[str, str]   # ("cq" | "cohort", name): planner.verify's quota tree keys
+
+
+def stability_violations(snapshot: Snapshot, decisions: Decisions) -> list[str]:
+    """The stability rule alone (planner.verify checks everything else)."""
+    ix = _Index(snapshot)
+    others: list[str] = []
+    admitted = _check_admissions(ix, decisions.admissions, others)
+    evicted = _check_evictions(ix, decisions.evictions, admitted, others)
+    out: list[str] = []
+    check_stability(ix, admitted, evicted, out)
+    return out
+
+
+def check_stability(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef],
+                    out: list[str]) -> None:
+    """Append one violation per waiting workload that Kueue's reclaim would admit."""
+    snap = ix.snapshot
+    waiting = [w for w in snap.workloads
+               if ((w.state is WorkloadState.PENDING and w.ref not in admitted) or w.ref in evicted)
+               and _may_reclaim(ix, w)]
+    if not waiting:
+        return
+    after = _After(ix, admitted, evicted)
+    seen: dict[object, tuple[str, list[ObjectRef]] | None] = {}
+    for w in sorted(waiting, key=lambda w: w.ref):
+        pod_set = w.pod_sets[0]
+        # The verdict depends on the queue, the pod set's shape and, for LowerPriority, the priority.
+        key = (w.cluster_queue, pod_set.request, pod_set.minimum, pod_set.topology, pod_set.tolerations,
+               tuple(sorted(pod_set.node_selector.items())), w.priority)
+        if key not in seen:
+            seen[key] = _reclaim_admits(ix, after, w)
+        found = seen[key]
+        if found is not None:
+            cq_name, victims = found
+            names = ", ".join(str(r) for r in victims[:5]) + (f" and {len(victims) - 5} more" if len(victims) > 5 else "")
+            out.append(f"{w.ref}: left waiting though it fits ClusterQueue {cq_name}'s nominal quota and "
+                       f"reclaiming what its cohort borrows ({names}) would let it run: Kueue would reclaim")
+
+
+def _may_reclaim(ix: _Index, w: Workload) -> bool:
+    """Could Kueue try `w` and reclaim for it at all?"""
+    if len(w.pod_sets) != 1 or w.blocked_reason or w.cluster_queue is None:
+        return False
+    cq = ix.snapshot.cluster_queues.get(w.cluster_queue)
+    if cq is None or cq.inactive_reason is not None or not cq.cohort:
+        return False
+    if cq.preemption.reclaim_within_cohort not in ("Any", "LowerPriority") or cq.queueing_strategy == "StrictFIFO":
+        return False
+    return not _cohort_problems(ix, cq) and _namespace_allowed(ix.snapshot, cq, w.ref.namespace)
+
+
+class _Runner:
+    """A workload running once the plan is applied."""
+
+    __slots__ = ("workload", "cq", "pairs", "since")
+
+    def __init__(self, workload: Workload, cq: str, pairs: list[tuple[PodSet, PodSetAssignment]], since: float):
+        self.workload, self.cq, self.pairs, self.since = workload, cq, pairs, since
+
+    def usage(self, coverage: Mapping[str, int]) -> dict[FR, int]:
+        out: dict[FR, int] = defaultdict(int)
+        for pod_set, psa in self.pairs:
+            for resource, flavor in psa.flavors.items():
+                if resource in coverage and pod_set.request.get(resource):
+                    out[(flavor, resource)] += psa.count * pod_set.request.get(resource)
+        return out
+
+    def on_nodes(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for pod_set, psa in self.pairs:
+            for node, count in _pods_per_node(psa).items():
+                for resource, amount in pod_set.request.items():
+                    out[node][resource] += count * amount
+        return out
+
+
+class _After:
+    """The cluster once the plan is applied: who runs, quota usage, free node capacity."""
+
+    def __init__(self, ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef]):
+        snap = ix.snapshot
+        self.ix = ix
+        self.runners: list[_Runner] = []
+        for w in snap.workloads:
+            if w.state is WorkloadState.RUNNING and w.ref not in evicted and w.cluster_queue in snap.cluster_queues:
+                pairs = [(ps, psa) for psa in w.assignment if (ps := _pod_set_of(w, psa.name)) is not None]
+                since = w.admitted_at if w.admitted_at is not None else snap.now
+                self.runners.append(_Runner(w, w.cluster_queue, pairs, since))  # type: ignore[arg-type]
+        for entry in admitted.values():
+            if entry.admission.cluster_queue in snap.cluster_queues:
+                # Admitted by this plan: the most recently admitted of all, running for no time.
+                self.runners.append(_Runner(entry.workload, entry.admission.cluster_queue, entry.pairs, float("inf")))
+        self.usage: dict[str, dict[FR, int]] = defaultdict(lambda: defaultdict(int))
+        self.runner_usage: list[dict[FR, int]] = []
+        for runner in self.runners:
+            mine = runner.usage(ix.coverage.get(runner.cq, {}))
+            self.runner_usage.append(mine)
+            for fr, amount in mine.items():
+                self.usage[runner.cq][fr] += amount
+        self.tree = _QuotaTree(ix)
+        self._free: dict[str, dict[str, int]] | None = None
+        self._fits: dict[object, dict[str, int]] = {}
+
+    # -- nodes
+
+    def free(self) -> dict[str, dict[str, int]]:
+        """Node -> resource -> allocatable less unmanaged and running pods (computed once)."""
+        if self._free is None:
+            free: dict[str, dict[str, int]] = {}
+            for name, node in self.ix.nodes.items():
+                have = dict(node.allocatable.items())
+                for resource, amount in node.unmanaged.items():
+                    have[resource] = have.get(resource, 0) - amount
+                free[name] = have
+            for runner in self.runners:
+                for node, used in runner.on_nodes().items():
+                    if node in free:
+                        for resource, amount in used.items():
+                            free[node][resource] = free[node].get(resource, 0) - amount
+            self._free = free
+        return self._free
+
+    def pods_fitting(self, pod_set: PodSet, flavors: list[ResourceFlavor]) -> dict[str, int]:
+        """Eligible node -> pods of `pod_set` that fit there after the plan (cached per shape)."""
+        key = (tuple(f.name for f in flavors), pod_set.request, pod_set.tolerations,
+               tuple(sorted(pod_set.node_selector.items())))
+        found = self._fits.get(key)
+        if found is None:
+            free = self.free()
+            found = {}
+            for name in sorted(self.ix.nodes):
+                node = self.ix.nodes[name]
+                shape = (name, (key[0], key[3], pod_set.tolerations))
+                problems = self.ix.node_problems.get(shape)
+                if problems is None:
+                    problems = self.ix.node_problems[shape] = _node_problems(self.ix, node, pod_set, flavors)
+                if not problems:
+                    found[name] = _pods_in(free[name], pod_set)
+            self._fits[key] = found
+        return found
+
+
+def _pods_in(free: Mapping[str, int], pod_set: PodSet) -> int:
+    """Whole pods of `pod_set` that `free` holds (never negative)."""
+    most: int | None = None
+    for resource, amount in pod_set.request.items():
+        if amount > 0:
+            here = max(0, free.get(resource, 0)) // amount
+            most = here if most is None else min(most, here)
+    return most or 0
+
+
+# ---------------------------------------------------------------- one waiting workload
+
+def _reclaim_admits(ix: _Index, after: _After, w: Workload) -> tuple[str, list[ObjectRef]] | None:
+    """(queue, victims) when Kueue's reclaim would let `w` run, else None."""
+    cq = ix.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+    pod_set = w.pod_sets[0]
+    count = pod_set.minimum
+    nominal = _quota_table(cq.resource_groups)
+    used = after.usage.get(cq.name, {})
+    for flavors in _flavor_choices(ix, cq, pod_set):
+        need = {(flavor, r): count * pod_set.request.get(r) for r, flavor in flavors.items()}
+        need = {fr: v for fr, v in need.items() if v > 0}
+        if not need or any(used.get(fr, 0) + v > nominal.get(fr, (0, None, None))[0] for fr, v in need.items()):
+            continue  # needs no quota, or does not fit inside the queue's nominal quota
+        chosen = [ix.snapshot.flavors[f] for f in sorted(set(flavors.values()))]
+        if _fits(ix, after, cq, pod_set, count, chosen, need, []):
+            continue  # fits as things stand: no reclaim involved (a plan may leave volume unused)
+        victims = _reclaimed(ix, after, cq, w, set(need))
+        if victims and _fits(ix, after, cq, pod_set, count, chosen, need, victims):
+            return cq.name, sorted(after.runners[i].workload.ref for i in victims)
+    return None
+
+
+def _flavor_choices(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> list[dict[str, str]]:
+    """Resource -> flavor for every requested covered resource, one listed flavor per
+    resource group that lists them all and whose nodeTaints the pod set (with the
+    flavor's own tolerations) tolerates; in the queue's order, at most MAX_CHOICES."""
+    requested = [r for r, v in pod_set.request.items() if v > 0]
+    cover = ix.coverage.get(cq.name, {})
+    groups = sorted({cover[r] for r in requested if r in cover})
+    per_group: list[list[dict[str, str]]] = []
+    for gi in groups:
+        group = cq.resource_groups[gi]
+        mine = [r for r in requested if cover.get(r) == gi]
+        options = []
+        for fq in group.flavors:
+            flavor = ix.snapshot.flavors.get(fq.flavor)
+            if flavor is None or any(r not in fq.resources for r in mine):
+                continue
+            if not tolerated(flavor.node_taints, pod_set.tolerations + flavor.tolerations):
+                continue
+            options.append({r: fq.flavor for r in mine})
+        if not options:
+            return []
+        per_group.append(options)
+    choices = []
+    for combo in itertools.islice(itertools.product(*per_group), MAX_CHOICES):
+        merged: dict[str, str] = {}
+        for part in combo:
+            merged.update(part)
+        choices.append(merged)
+    return choices
+
+
+def _reclaimed(ix: _Index, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> list[int]:
+    """Indexes (into after.runners) of what Kueue's reclaim removes for `w`, in its order."""
+    snap = ix.snapshot
+    root = _cohort_root(ix, cq)
+    policy = cq.preemption.reclaim_within_cohort
+    minimum = snap.policy.minimum_runtime_seconds
+    candidates = []
+    for i, runner in enumerate(after.runners):
+        v = runner.workload
+        other = snap.cluster_queues.get(runner.cq)
+        if runner.cq == cq.name or other is None or other.inactive_reason is not None or _cohort_root(ix, other) != root:
+            continue
+        if v.non_preemptible or (policy == "LowerPriority" and not v.priority < w.priority):
+            continue
+        if minimum > 0 and snap.now - runner.since < minimum:
+            continue
+        if not frs & set(after.runner_usage[i]):
+            continue
+        candidates.append(i)
+    if not candidates:
+        return []
+    candidates.sort(key=lambda i: (after.runners[i].workload.priority, -after.runners[i].since,
+                                   after.runners[i].workload.uid, after.runners[i].workload.ref))
+    usage = {name: dict(per_fr) for name, per_fr in after.usage.items()}
+    removed = []
+    for i in candidates:
+        runner = after.runners[i]
+        if not _over_quota_to(ix, after.tree, usage, runner.cq, cq.name, frs):
+            continue
+        removed.append(i)
+        for fr, amount in after.runner_usage[i].items():
+            usage[runner.cq][fr] = usage[runner.cq].get(fr, 0) - amount
+    return removed
+
+
+def _over_quota_to(ix: _Index, tree: _QuotaTree, usage: Mapping[str, Mapping[FR, int]], name: str,
+                   preemptor: str, frs: set[FR]) -> bool:
+    """Kueue's candidate validity: queue `name` uses more than its nominal quota of one of
+    `frs`, and so does every cohort on its path up to (not including) the lowest cohort
+    it shares with `preemptor` (a cohort's quota: its subtree's)."""
+    if not any(usage.get(name, {}).get(fr, 0) > tree.quota(("cq", name), fr)[0] for fr in frs):
+        return False
+    ours = set(_path(tree, ("cq", preemptor)))
+    above = [node for node in _path(tree, ("cq", name))[1:]]
+    below_shared = above[:next((k for k, node in enumerate(above) if node in ours), len(above))]
+    if not below_shared:
+        return True
+    over = {node: False for node in below_shared}
+    for fr in frs:
+        subtree, guaranteed = tree.subtree_and_guaranteed(fr)
+        used = tree.usage(fr, usage, guaranteed)
+        for node in below_shared:
+            over[node] = over[node] or used.get(node, 0) > subtree.get(node, 0)
+    return all(over.values())
+
+
+def _path(tree: _QuotaTree, key: Key) -> list[Key]:
+    """`key`, its parent, ..., its root."""
+    out = [key]
+    while (up := tree.parent.get(out[-1])) is not None:
+        out.append(up)
+    return out
+
+
+def _available(tree: _QuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, int]], cq: str) -> int:
+    """Kueue's available() for queue `cq` (pkg/cache/scheduler resource_node.go), clipped at 0."""
+    subtree, guaranteed = tree.subtree_and_guaranteed(fr)
+    used = tree.usage(fr, usage, guaranteed)
+
+    def available(key: Key) -> int:
+        parent = tree.parent.get(key)
+        if parent is None:
+            return subtree[key] - used[key]
+        from_parent = available(parent)
+        borrowing = tree.quota(key, fr)[1]
+        if borrowing is not None:
+            stored = subtree[key] - guaranteed[key]
+            used_in_parent = max(0, used[key] - guaranteed[key])
+            from_parent = min(stored - used_in_parent + borrowing, from_parent)
+        return max(0, guaranteed[key] - used[key]) + from_parent
+
+    return max(0, available(("cq", cq)))
+
+
+def _fits(ix: _Index, after: _After, cq: ClusterQueue, pod_set: PodSet, count: int,
+          flavors: list[ResourceFlavor], need: Mapping[FR, int], victims: list[int]) -> bool:
+    """Quota and nodes, with the runners `victims` gone."""
+    usage: Mapping[str, Mapping[FR, int]] = after.usage
+    if victims:
+        changed = {name: dict(per_fr) for name, per_fr in after.usage.items()}
+        for i in victims:
+            for fr, amount in after.runner_usage[i].items():
+                changed[after.runners[i].cq][fr] = changed[after.runners[i].cq].get(fr, 0) - amount
+        usage = changed
+    if any(_available(after.tree, fr, usage, cq.name) < v for fr, v in need.items()):
+        return False
+    fitting = after.pods_fitting(pod_set, flavors)
+    if victims:
+        fitting = dict(fitting)
+        free = after.free()
+        gained: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for i in victims:
+            for node, used in after.runners[i].on_nodes().items():
+                for resource, amount in used.items():
+                    gained[node][resource] += amount
+        for node, more in gained.items():
+            if node in fitting:
+                have = dict(free[node])
+                for resource, amount in more.items():
+                    have[resource] = have.get(resource, 0) + amount
+                fitting[node] = _pods_in(have, pod_set)
+    return _placeable(ix, fitting, pod_set, count, flavors)
+
+
+def _placeable(ix: _Index, fitting: Mapping[str, int], pod_set: PodSet, count: int,
+               flavors: list[ResourceFlavor]) -> bool:
+    """Can `count` pods go on these nodes as the pod set's topology request demands?
+    Pods per domain are counted bottom up: whole innermost slices per domain of their
+    level, then whole outer slices, then one domain of the required level (or all)."""
+    request = pod_set.topology
+    levels = next((lv for f in flavors if (lv := ix.flavor_levels(f)) is not None), None)
+    layers = [(layer.level, layer.size) for layer in request.slices]
+    required = request.level if request.mode == "required" and request.level else None
+    wanted = [lv for lv, _ in layers] + ([required] if required else [])
+    if not wanted:
+        return sum(fitting.values()) >= count
+    if levels is None or any(lv not in levels for lv in wanted):
+        return False  # the flavor's topology cannot express the request
+    # Domains are tuples of label values, coarse to fine; a node's is its full path.
+    capacity: dict[tuple[str | None, ...], int] = defaultdict(int)
+    for name, pods in fitting.items():
+        if pods > 0:
+            capacity[tuple(_label_at(ix.nodes[name], lv) for lv in levels)] += pods
+    for level, size in reversed(layers):
+        depth = levels.index(level) + 1
+        grouped: dict[tuple[str | None, ...], int] = defaultdict(int)
+        for domain, pods in capacity.items():
+            grouped[domain[:depth]] += pods
+        capacity = {d: pods // size * size for d, pods in grouped.items()}
+    if required is None:
+        return sum(capacity.values()) >= count
+    depth = levels.index(required) + 1
+    totals: dict[tuple[str | None, ...], int] = defaultdict(int)
+    for domain, pods in capacity.items():
+        totals[domain[:depth]] += pods
+    return any(pods >= count for pods in totals.values())

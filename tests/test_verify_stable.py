@@ -1,0 +1,158 @@
+"""The verifier's stability rule (planner/verify_stable.py): nominal quota is a guarantee.
+
+Hand-computed cases. Two ClusterQueues in cohort `c`, 8 GPUs of nominal quota each;
+`team-b` borrows from `team-a` by running 16 GPUs. A plan that leaves `team-a`'s work
+waiting while reclaiming `team-b`'s borrowing would let it run is one Kueue undoes.
+"""
+
+import dataclasses
+
+from builders import GPU, NOW, ago, cohort, cq, flavor, job, lq, node, required, running_job, snapshot, topology
+from models import Admission, Decisions, Eviction, ObjectRef, PodSetAssignment
+from planner.verify import verify
+from planner.verify_stable import stability_violations
+
+RACK = "cloud.provider.com/topology-rack"
+HOST = "kubernetes.io/hostname"
+QUOTA = {"default": {GPU: 8, "cpu": 64, "memory": "512Gi"}}
+
+
+def queues(reclaim: str = "Any", within: str = "Never", **kw: object):
+    return [cq("team-a", cohort="c", quotas=QUOTA, reclaim=reclaim, within=within, **kw),
+            cq("team-b", cohort="c", quotas=QUOTA, reclaim=reclaim, within=within)]
+
+
+def borrowed(reclaim: str = "Any", waiting_gpus: int = 4, b_priority: int = 0, a_priority: int = 0, **kw: object):
+    """team-b runs 8 + 8 GPUs on n1, n2 (the second one borrowed); team-a waits for `waiting_gpus`."""
+    return snapshot(
+        nodes=[node("n1", gpu=8), node("n2", gpu=8)],
+        flavors=[flavor("default")],
+        cqs=queues(reclaim, **kw), cohorts=[cohort("c")],
+        lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
+        workloads=[
+            running_job("b", "b-old", nodes={"n1": 1}, gpu=8, priority=b_priority, admitted=ago(hours=3)),
+            running_job("b", "b-new", nodes={"n2": 1}, gpu=8, priority=b_priority, admitted=ago(hours=1)),
+            job("a", "waiting", pods=1, gpu=waiting_gpus, priority=a_priority),
+        ],
+    )
+
+
+def ref(ns: str, name: str) -> ObjectRef:
+    return ObjectRef("Job", ns, name)
+
+
+def admit(ns: str, name: str, cluster_queue: str, nodes: dict[str, int]) -> Admission:
+    psa = PodSetAssignment(name="main", count=sum(nodes.values()), flavors={GPU: "default", "cpu": "default",
+                                                                             "memory": "default"},
+                           levels=(HOST,), domains=tuple(((n,), c) for n, c in sorted(nodes.items())))
+    return Admission(ref(ns, name), cluster_queue, (psa,))
+
+
+def stability(snap, decisions=Decisions()) -> list[str]:
+    assert verify(snap, decisions) == []  # valid in every other way
+    return stability_violations(snap, decisions)
+
+
+def test_waiting_inside_nominal_while_a_reclaimable_borrower_runs_is_unstable():
+    snap = borrowed()
+    found = stability(snap)
+    assert len(found) == 1
+    assert "Job/a/waiting" in found[0] and "team-a" in found[0] and "Job/b/b-new" in found[0]
+    assert "Job/b/b-old" not in found[0]  # once b-new is gone team-b no longer borrows
+
+
+def test_reclaiming_the_borrower_makes_the_plan_stable():
+    snap = borrowed()
+    plan = Decisions(admissions=(admit("a", "waiting", "team-a", {"n2": 1}),),
+                     evictions=(Eviction(ref("b", "b-new"), "Reclaimed", (ref("a", "waiting"),), 1.0),))
+    assert verify(snap, plan) == [] and stability_violations(snap, plan) == []
+
+
+def test_reclaim_never_lends_without_taking_back():
+    assert stability(borrowed(reclaim="Never")) == []
+
+
+def test_lower_priority_reclaims_only_lower_priority_borrowers():
+    assert stability(borrowed(reclaim="LowerPriority", b_priority=100, a_priority=100)) == []
+    assert len(stability(borrowed(reclaim="LowerPriority", b_priority=0, a_priority=100))) == 1
+
+
+def test_work_beyond_nominal_quota_is_no_guarantee():
+    # 12 GPUs do not fit team-a's 8 of nominal quota: it would have to borrow.
+    snap = borrowed(waiting_gpus=12)
+    assert stability(snap) == []
+
+
+def test_strict_fifo_queues_are_not_judged():
+    assert stability(borrowed(strategy="StrictFIFO")) == []
+
+
+def test_non_preemptible_and_young_borrowers_are_not_candidates():
+    snap = borrowed()
+    keep = tuple(dataclasses.replace(w, non_preemptible=True) if w.ref.namespace == "b" else w for w in snap.workloads)
+    assert stability(dataclasses.replace(snap, workloads=keep)) == []
+    young = dataclasses.replace(snap, policy=dataclasses.replace(snap.policy, minimum_runtime_seconds=2 * 3600))
+    # b-new has run 1 h of the 2 h minimum: not a candidate. b-old has run 3 h and team-b
+    # still borrows, so reclaim removes b-old instead and frees n1.
+    found = stability(young)
+    assert len(found) == 1 and "Job/b/b-old" in found[0]
+
+
+def test_a_borrower_admitted_by_the_plan_is_reclaimable_too():
+    snap = snapshot(
+        nodes=[node("n1", gpu=8), node("n2", gpu=8)], flavors=[flavor("default")],
+        cqs=queues(), cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
+        workloads=[job("b", "b1", gpu=8, created=ago(hours=2)), job("b", "b2", gpu=8, created=ago(hours=2)),
+                   job("a", "waiting", gpu=4, created=ago(hours=1))],
+    )
+    greedy_like = Decisions(admissions=(admit("b", "b1", "team-b", {"n1": 1}), admit("b", "b2", "team-b", {"n2": 1})))
+    found = stability(snap, greedy_like)
+    assert len(found) == 1 and "Job/a/waiting" in found[0]
+    fair = Decisions(admissions=(admit("b", "b1", "team-b", {"n1": 1}), admit("a", "waiting", "team-a", {"n2": 1})))
+    assert verify(snap, fair) == [] and stability_violations(snap, fair) == []
+
+
+def test_reclaim_that_cannot_free_the_required_rack_is_not_owed():
+    # team-a's job needs 16 GPUs in one rack; team-b runs b-old on n1 and b-new on n2, both in
+    # rack r1 (r2 is full of team-a's own work). Reclaim may remove b-new only (team-b is then
+    # within nominal), which frees half a rack: Kueue cannot reclaim enough, the plan stands.
+    quotas = {"tas": {GPU: 24, "cpu": 256, "memory": "2Ti"}}
+    b_quotas = {"tas": {GPU: 8, "cpu": 256, "memory": "2Ti"}}
+    nodes = [node(f"n{i}", gpu=8, labels={RACK: "r1" if i <= 2 else "r2"}) for i in range(1, 5)]
+    snap = snapshot(
+        nodes=nodes, flavors=[flavor("tas", topology="topo")], topologies=[topology("topo", RACK, HOST)],
+        cqs=[cq("team-a", cohort="c", quotas=quotas, reclaim="Any"),
+             cq("team-b", cohort="c", quotas=b_quotas, reclaim="Any")],
+        cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
+        workloads=[
+            running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
+            running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
+            running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
+            job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
+        ],
+    )
+    # team-a uses 8 of 24: the 16-GPU job fits its nominal quota. Removing both of
+    # team-b's workloads would free rack r1, but Kueue stops once team-b is within nominal.
+    assert stability(snap) == []
+
+
+def test_reclaim_that_frees_the_required_rack_is_owed():
+    quotas = {"tas": {GPU: 24, "cpu": 256, "memory": "2Ti"}}
+    b_quotas = {"tas": {GPU: 0, "cpu": 256, "memory": "2Ti"}}
+    nodes = [node(f"n{i}", gpu=8, labels={RACK: "r1" if i <= 2 else "r2"}) for i in range(1, 5)]
+    snap = snapshot(
+        nodes=nodes, flavors=[flavor("tas", topology="topo")], topologies=[topology("topo", RACK, HOST)],
+        cqs=[cq("team-a", cohort="c", quotas=quotas, reclaim="Any"),
+             cq("team-b", cohort="c", quotas=b_quotas, reclaim="Any")],
+        cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
+        workloads=[
+            running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
+            running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
+            running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
+            job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
+        ],
+    )
+    # team-b borrows all 16 of its GPUs: reclaim removes both and frees rack r1.
+    found = stability(snap)
+    assert len(found) == 1 and "Job/a/rack-job" in found[0]
+    assert "b-old" in found[0] and "b-new" in found[0]
