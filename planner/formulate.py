@@ -42,7 +42,7 @@ import numpy as np
 
 from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
 from models.objects import Toleration
-from planner import capacity, semantics, topology
+from planner import capacity, guarantee, semantics, topology
 from planner.model_arrays import INF, ModelArrays
 from planner.semantics import FlavorOption, FlavorResource, QuotaTree
 
@@ -154,6 +154,8 @@ class Formulation:
     # Nonzeros the Hall and node rows will add for the shapes and demands so far (from
     # above): most of a large model's, and written last, so the cap looks ahead by them.
     deferred_nonzeros: int = 0
+    # Nominal quota as a guarantee: the stability rows' columns (planner.guarantee).
+    guarantee: "guarantee.Guarantee | None" = None
 
 
 def formulate(snapshot: Snapshot, locality: bool = True, max_nonzeros: int | None = None) -> Formulation:
@@ -187,6 +189,7 @@ def formulate(snapshot: Snapshot, locality: bool = True, max_nonzeros: int | Non
             add_free_domain_rows(model)
         add_node_rows(model, model.free)
     add_quota_rows(model)
+    guarantee.add_guarantee_rows(model)
     add_objectives(model)
     return model
 
@@ -797,25 +800,9 @@ def add_quota_rows(model: Formulation) -> None:
     root; usage(root) <= subtree(root). Rows already broken by running work alone
     are relaxed to what is used now, so nothing new may add to them."""
     tree = model.quota_tree
-    snapshot = model.snapshot
-    running = capacity.cluster_queue_usage(snapshot)
-    new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
-    for choice in model.choices:
-        workload = model.workloads[choice.workload]
-        pod_set = workload.pod_sets[choice.pod_set]
-        for resource, flavor in choice.option.by_resource.items():
-            per_pod = pod_set.request.get(resource)
-            for col, coef in choice.pods:
-                new_usage[f"cq:{workload.cluster_queue}"][(flavor, resource)].append((col, coef * per_pod))
+    running = capacity.cluster_queue_usage(model.snapshot)
+    new_usage = queue_usage_terms(model)
     frs = sorted({fr for table in new_usage.values() for fr in table})
-    # An eviction gives back quota: -e[r] * usage, for what pending work could use.
-    for victim, e in zip(model.victims, model.evict_col):
-        queue = f"cq:{victim.cluster_queue}"
-        if queue not in tree.parent:
-            continue
-        for fr, amount in capacity.quota_usage_of(victim).items():
-            if amount and fr in frs:
-                new_usage[queue][fr].append((e, -float(amount)))
     units = resource_units(model)
     for fr in frs:
         # Rows of one resource are written in its unit (e.g. 16Gi of memory) so that
@@ -842,16 +829,62 @@ def add_quota_rows(model: Formulation) -> None:
             model.arrays.add_row(f"quota[{node},{fr[0]},{fr[1]}]", terms, -INF, cap / unit - constant)
 
 
-def resource_units(model: Formulation) -> dict[str, int]:
+def queue_usage_terms(model: Formulation) -> dict[str, dict[FlavorResource, list[tuple[int, float]]]]:
+    """What the plan changes in each queue's quota usage, per `cq:NAME` and flavor/resource:
+    admissions add pods x request, evictions take their usage back (-e[r] x usage), for
+    the flavor/resources pending work could use. Running usage is the constant on top."""
+    new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    for choice in model.choices:
+        workload = model.workloads[choice.workload]
+        pod_set = workload.pod_sets[choice.pod_set]
+        for resource, flavor in choice.option.by_resource.items():
+            per_pod = pod_set.request.get(resource)
+            for col, coef in choice.pods:
+                new_usage[f"cq:{workload.cluster_queue}"][(flavor, resource)].append((col, coef * per_pod))
+    frs = {fr for table in new_usage.values() for fr in table}
+    for victim, e in zip(model.victims, model.evict_col):
+        queue = f"cq:{victim.cluster_queue}"
+        if queue not in model.quota_tree.parent:
+            continue
+        for fr, amount in capacity.quota_usage_of(victim).items():
+            if amount and fr in frs:
+                new_usage[queue][fr].append((e, -float(amount)))
+    return new_usage
+
+
+def resource_steps(model: Formulation) -> dict[str, int]:
     """Per resource, the greatest common divisor of what pending pods and victims request:
-    the unit its capacity and quota rows are written in."""
-    units: dict[str, int] = {}
+    the step in which the plan moves any usage of it."""
+    steps: dict[str, int] = {}
     requests = [ps.request for w in model.workloads for ps in w.pod_sets]
     requests += [ps.request for w in model.victims for ps in w.pod_sets]
     for request in requests:
         for resource, amount in request.items():
             if amount > 0:
-                units[resource] = math.gcd(units.get(resource, 0), amount)
+                steps[resource] = math.gcd(steps.get(resource, 0), amount)
+    return steps
+
+
+def resource_units(model: Formulation) -> dict[str, float]:
+    """Per resource, the unit its capacity and quota rows are written in: its step (see
+    resource_steps) times the power of two nearest to how many steps a node holds per
+    unit of its dominant resource (GPUs, else cores), so a row of memory in bytes and
+    one of GPUs carry numbers of the same size (HiGHS solves badly scaled rows slowly).
+    A power of two keeps whole numbers exact."""
+    steps = resource_steps(model)
+    nodes = model.snapshot.nodes
+    if not nodes:
+        return {r: float(s) for r, s in steps.items()}
+    dominant = next((r for r in steps if is_gpu(r) or r in model.snapshot.policy.gpu_resources), "cpu")
+    most = max((n.allocatable.get(dominant) for n in nodes), default=0)
+    units: dict[str, float] = {}
+    for resource, step in steps.items():
+        per_node = max((n.allocatable.get(resource) for n in nodes), default=0)
+        if resource == dominant or most <= 0 or per_node <= 0:
+            units[resource] = float(step)
+            continue
+        share = per_node / most / step             # steps per unit of the dominant resource
+        units[resource] = float(step) * 2.0 ** max(0, round(math.log2(share))) if share >= 1 else float(step)
     return units
 
 

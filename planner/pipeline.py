@@ -35,6 +35,10 @@ def plan_snapshot(
             mip_gap=policy.mip_gap if gap is None else gap,
         )
         snapshot = replace(snapshot, policy=policy)
-    from planner.run import run_cycle  # the implementation lands with the MILP
+    import os
+    if os.environ.get("STOWPLAN_PIPELINE") == "v2":
+        from planner.cycle import run_cycle
+    else:
+        from planner.run import run_cycle  # type: ignore[no-redef]
     with cycle_collector():
         return run_cycle(snapshot, solver, read_seconds)

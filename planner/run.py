@@ -185,9 +185,13 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
 
     method = "milp" if solver == "milp" else solver
     why = ""
-    if violations:
+    if outcome.status == "failed":
+        why = f"MILP found no plan ({outcome.message})"
+    elif violations:
         why = f"MILP plan failed verification ({violations[0]})"
-    elif score.compare(score.tier_volumes(snapshot, decisions), score.tier_volumes(snapshot, baseline)) < 0:
+    elif score.compare(score.tier_volumes(snapshot, decisions), score.tier_volumes(snapshot, baseline)) < 0 \
+            and (not form.complete or start_from(form, baseline) is not None):
+        # (A greedy plan the model rules out, one Kueue's reclaim would undo, is no yardstick.)
         why = "MILP plan scored below greedy"
     if why:
         greedy_violations = violations if decisions == baseline else verify(snapshot, baseline)

@@ -20,7 +20,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from planner import rins
+from planner import rins, warmstart
 from planner.bound import TierBounds
 from planner.formulate import Formulation
 from planner.highs import LpRelaxation, dense, highs_from, merged
@@ -111,6 +111,16 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     short, if built ahead (else built when needed).
     """
     deadline = time.monotonic() + time_limit
+    if form.complete and not warmstart.feasible(form, start):
+        # No plan to start from (the stability rows can rule out even the empty plan, where
+        # borrowers must make room): the first tier's stage must find one by itself.
+        found = first_feasible(form, start, backend, deadline - time_limit * RESERVE_SHARE * (len(form.tiers) - 1),
+                               gap)
+        if found is None:
+            return Outcome(start, "failed", 0.0, 0.0, [StageResult("first plan", "failed", 0.0, 0.0,
+                                                                   time_limit - (deadline - time.monotonic()))],
+                           message="no plan satisfies the model within the time limit")
+        start = found
     # Stages in the objective's order: a tier's stage may take all the time left but
     # RESERVE_SHARE of the limit for each lower tier's stage and TAIL_SHARE for each tail
     # stage (preemption cost, tie-breakers), which refine a plan whose volumes are
@@ -201,6 +211,19 @@ def solve(form: Formulation, start: np.ndarray, backend: Backend, time_limit: fl
     # bound and gap measure the volume stages (the `stages` list shows each one).
     proven = all(s.status in ("optimal", "kept") for s in stages)
     return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+
+
+def first_feasible(form: Formulation, start: np.ndarray, backend: Backend, deadline: float,
+                   gap: float) -> np.ndarray | None:
+    """A plan the model allows, searched for with the top tier's objective, or None."""
+    tiers = [t for t in form.tiers if form.tier_volume[t]]
+    objective = (form.tier_volume[tiers[0]] + nudge(form, tiers[0])) if tiers else []
+    backend.set_objective(objective, maximize=True)
+    left = deadline - time.monotonic()
+    if left < MIN_RUN or not backend.worth_starting(left):
+        return None
+    values, _, _ = backend.run(left, gap, start)
+    return values if values is not None and warmstart.feasible(form, values) else None
 
 
 class LazyNodeColumns:
@@ -410,8 +433,9 @@ class HighsBackend:
         self.h.cbMipInterrupt.subscribe(self._interrupt_when_late)
 
     def _interrupt_when_late(self, event) -> None:  # type: ignore[no-untyped-def]
-        if time.monotonic() > self._deadline:
-            event.interrupt()
+        # Set both ways: HiGHS keeps the flag from one run to the next, so a run after one
+        # that was interrupted would stop at its first callback.
+        event.interrupt(time.monotonic() > self._deadline)
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         cost = dense(terms, self.num_cols)

@@ -13,6 +13,7 @@ import numpy as np
 
 from models import Decisions
 from planner.formulate import Formulation
+from planner.guarantee import fill_guarantee_columns
 
 TOLERANCE = 1e-6
 
@@ -20,6 +21,7 @@ TOLERANCE = 1e-6
 def empty_start(form: Formulation) -> np.ndarray:
     values = np.zeros(form.arrays.num_cols)
     fill_quota_columns(form, values)
+    fill_guarantee_columns(form.guarantee, values)
     return values
 
 
@@ -56,6 +58,7 @@ def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
     fill_class_columns(form, values)
     fill_free_domain_columns(form, values)
     fill_quota_columns(form, values)
+    fill_guarantee_columns(form.guarantee, values)
     return values if not form.complete or feasible(form, values) else None
 
 
@@ -80,8 +83,10 @@ def fill_class_columns(form: Formulation, values: np.ndarray) -> None:
                 values[col] = 1.0
 
 
-def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]
-    """Set u, c, x/n/z, k and y for one pod set placed as `per_node` says."""
+def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray,  # type: ignore[no-untyped-def]
+          supply: bool = True) -> bool:
+    """Set u, c, x/n/z, k and (unless not `supply`: the caller sets supply) y for one pod
+    set placed as `per_node` says."""
     shape = form.shapes[choice.shape]
     count = sum(per_node.values())
     values[choice.use_col] += 1.0
@@ -93,9 +98,12 @@ def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarra
     by_domain: dict[tuple[str, ...], int] = defaultdict(int)
     by_slice: list[dict[tuple[str, ...], int]] = [defaultdict(int) for _ in choice.slice_layers]
     for node, pods in per_node.items():
-        if node not in shape.supply:
+        if supply:
+            if node not in shape.supply:
+                return False
+            values[shape.supply[node]] += pods
+        elif node not in shape.paths:
             return False
-        values[shape.supply[node]] += pods
         path = shape.paths[node]
         if choice.level is not None:
             by_domain[path[: choice.level + 1]] += pods

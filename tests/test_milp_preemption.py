@@ -149,9 +149,10 @@ def test_reclaim_from_a_borrowing_queue():
     assert admitted(plan) == {"owner"}
 
 
-def test_equal_priority_reclaim_of_equal_volume_is_not_worth_its_cost():
-    # The objective puts volume before everything but priority: handing the same 8
-    # GPUs back to the lender at equal priority gains nothing and loses work.
+def test_nominal_quota_is_reclaimed_even_at_equal_priority():
+    # Nominal quota is a guarantee (REFERENCE §3): the lender's 8-GPU job fits its
+    # queue's nominal quota and reclaimWithinCohort is Any, so Kueue evicts the borrower
+    # even though the volume served stays the same and work is lost. The plan does too.
     quotas_a = {"default": {GPU: 8, "cpu": 1000, "memory": "10Ti"}}
     quotas_b = {"default": {GPU: 0, "cpu": 1000, "memory": "10Ti"}}
     snap = snapshot(
@@ -160,7 +161,9 @@ def test_equal_priority_reclaim_of_equal_volume_is_not_worth_its_cost():
         cohorts=[cohort("org")], lqs=[lq("ta", "lq", "a"), lq("tb", "lq", "b")],
         workloads=[running_job("tb", "borrower", nodes={"n1": 8}, gpu=1, priority=100, admitted=ago(hours=2)),
                    job("ta", "owner", pods=8, gpu=1, priority=100)])
-    assert not plan_snapshot(snap).evictions
+    plan = plan_snapshot(snap)
+    assert [(e.workload.name, e.reason) for e in plan.evictions] == [("borrower", "Reclaimed")]
+    assert admitted(plan) == {"owner"}
 
 
 def apply_plan(snap, plan, hours):

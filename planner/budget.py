@@ -1,0 +1,66 @@
+"""The cycle's time, split in one place.
+
+A CronJob has a cycle, not a solver budget: the policy's time limit holds everything
+from reading the snapshot to the plan. This object is made once from that limit and
+hands each step its deadline; no other module reads the clock to decide anything.
+Steps always run in the same order whatever the machine's speed: only how far a
+solver gets before its deadline depends on time.
+
+The split, as shares of the limit:
+- reading and greedy take what they take (greedy is the fallback: it always finishes);
+- FINISH_SHARE is kept at the end for decoding, verifying, explaining and writing;
+- the stages share what lies between: the priority tiers TIER_SHARE of it, in turn
+  (each tier may use the time the ones before it left), then the preemption cost and
+  the tie-breakers the rest, half each.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+FINISH_SHARE = 0.15
+TIER_SHARE = 0.7
+
+
+class Budget:
+    def __init__(self, limit: float, spent: float = 0.0, clock: Callable[[], float] = time.monotonic):
+        self.limit = max(0.0, limit)
+        self.clock = clock
+        self.began = clock() - spent
+        self.end = self.began + self.limit
+        self._window: tuple[float, float] | None = None
+
+    def now(self) -> float:
+        return self.clock()
+
+    def left(self) -> float:
+        """Seconds until the end of the cycle (never negative)."""
+        return max(0.0, self.end - self.clock())
+
+    def spent(self) -> float:
+        return self.clock() - self.began
+
+    @property
+    def stages_end(self) -> float:
+        return self.end - FINISH_SHARE * self.limit
+
+    def open_stages(self) -> None:
+        """Fix the stages' window: from now to the finish reserve."""
+        now = self.clock()
+        self._window = (now, max(now, self.stages_end))
+
+    def tier_deadline(self, index: int, tiers: int) -> float:
+        """Tier `index` of `tiers` may run until here: an even share of what is left of
+        the tiers' part of the window (so time a tier does not use passes on)."""
+        start, end = self._window or (self.clock(), self.stages_end)
+        tiers_end = start + TIER_SHARE * (end - start)
+        now = max(self.clock(), start)
+        return now + max(0.0, tiers_end - now) / max(1, tiers - index)
+
+    def tail_deadline(self, index: int, tails: int) -> float:
+        """Tail stage `index` of `tails` (preemption cost, tie-breakers): an even share of
+        what is left of the window."""
+        _, end = self._window or (self.clock(), self.stages_end)
+        now = self.clock()
+        return now + max(0.0, end - now) / max(1, tails - index)

@@ -1,0 +1,145 @@
+"""One planning cycle, in order, like Kueue's schedule():
+
+  1. greedy: Kueue's own cycle replayed to its fixed point (the baseline, the MIP
+     start and the fallback; it always finishes);
+  2. the model (planner.milp.model: volumes, preemption cost, Kueue's rules);
+  3. the stages (planner.milp.stages), each within what the Budget gives it;
+  4. decode: every pod on a node;
+  5. the tie-breakers on the full model (locality, free domains, age, flavor order);
+  6. verify, with the stability rule, and choose: the MILP's plan, or greedy's with why;
+  7. describe: why each waiting workload waits, and the metrics.
+
+The policy's time limit holds the whole cycle (planner.budget); nothing here reads
+the clock to decide what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from models import Decisions, Plan, Snapshot, SolverReport
+from planner import score
+from planner.assemble import assemble
+from planner.budget import Budget
+from planner.decode import DecodeError
+from planner.errors import VerificationError
+from planner.greedy import greedy
+from planner.milp import stages
+from planner.milp.decode import decode
+from planner.milp.model import Formulation, formulate
+from planner.milp.start import start_from
+from planner.run import Clock, greedy_report, volume
+from planner.solve import HighsBackend, PulpBackend, StageResult, refine
+from planner.verify import verify
+from planner.verify_stable import stability_violations
+
+
+def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
+    policy = snapshot.policy
+    budget = Budget(policy.time_limit_seconds, spent=read_seconds)
+    clock = Clock(read_seconds)
+    # 1. Kueue's way.
+    baseline = greedy(snapshot).decisions
+    clock.lap("build")
+    if solver == "greedy":
+        violations = checked(snapshot, baseline)
+        if violations:
+            raise VerificationError(violations)
+        return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock)
+    # 2. The model, and greedy's plan in its columns where the model allows it.
+    form = formulate(snapshot)
+    start = start_from(form, baseline)
+    backend = make_backend(form, solver, snapshot)
+    clock.lap("build")
+    # 3. The stages.
+    outcome = stages.solve(form, start, backend, budget, policy.mip_gap, floor_at_start=policy.greedy_floor)
+    # 4. Every pod on a node.
+    why = ""
+    decisions = Decisions()
+    repaired = 0
+    if outcome.status == "failed":
+        why = f"MILP found no plan ({outcome.message})"
+    else:
+        try:
+            decoded = decode(form, outcome.values)
+            decisions, repaired = decoded.decisions, decoded.repaired
+        except DecodeError as error:
+            why = f"MILP plan could not be decoded ({error})"
+    clock.lap("solve")
+    # 5. The tie-breakers on the full model: every volume and the preemption cost held,
+    #    locality, whole free domains, age and flavor order refined.
+    if not why:
+        decisions, tie_stage = tie_break(snapshot, solver, decisions, budget, policy.mip_gap)
+        outcome.stages.append(tie_stage)
+        clock.lap("solve")
+    # 6. Verify and choose.
+    if not why:
+        violations = checked(snapshot, decisions)
+        if violations:
+            why = f"MILP plan failed verification ({violations[0]})"
+        elif start is not None and score.compare(score.tier_volumes(snapshot, decisions),
+                                                 score.tier_volumes(snapshot, baseline)) < 0:
+            why = "MILP plan scored below greedy"
+    clock.lap("verify")
+    if why:
+        violations = checked(snapshot, baseline)
+        if violations:
+            raise VerificationError(violations)
+        report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method_of(solver))
+        return finished(snapshot, baseline, report, clock, form)
+    proven = outcome.status == "optimal" and repaired == 0
+    notes = []
+    if start is None and baseline.admissions:
+        notes.append("greedy's plan is not one the model allows (Kueue's reclaim would undo it)")
+    if repaired:
+        notes.append(f"{repaired} workload(s) left out: a pod without GPUs found no node")
+    report = SolverReport(
+        method=method_of(solver), status="optimal" if proven else "feasible",
+        objective=round(volume(snapshot, decisions), 6), bound=round(outcome.bound, 6),
+        gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
+        stages=tuple(s.as_dict() for s in outcome.stages))
+    return finished(snapshot, decisions, report, clock, form)
+
+
+def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, budget: Budget,
+              gap: float) -> tuple[Decisions, StageResult]:
+    """Refine `decisions` on the full model within the last stage's deadline; keep them
+    when the full model does not take them or its answer does not decode."""
+    full = formulate(snapshot, locality=True)
+    start = start_from(full, decisions)
+    if start is None or not full.secondary:
+        return decisions, StageResult("tie-breakers", "kept", 0.0, 0.0, 0.0)
+    backend = make_backend(full, solver, snapshot)
+    deadline = max(budget.now() + stages.MIN_STAGE, budget.tail_deadline(1, 2))
+    values, stage = refine(full, start, backend, deadline - budget.now(), gap)
+    try:
+        decoded = decode(full, values)
+    except DecodeError:
+        return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
+    return (decoded.decisions, stage) if decoded.repaired == 0 else (decisions, stage)
+
+
+def checked(snapshot: Snapshot, decisions: Decisions) -> list[str]:
+    """Every rule the independent verifier checks, stability included."""
+    return verify(snapshot, decisions) + stability_violations(snapshot, decisions)
+
+
+def method_of(solver: str) -> str:
+    return "milp" if solver == "milp" else solver
+
+
+def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+    policy = snapshot.policy
+    if solver == "milp":
+        return HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed, searches=False)
+    if solver.startswith("pulp:"):
+        return PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads)
+    raise ValueError(f"unknown solver {solver!r}")
+
+
+def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: Clock,
+             form: Formulation | None = None) -> Plan:
+    """The Plan, with explaining what waits and the summary counted in the cycle."""
+    plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
+    clock.lap("verify")
+    return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))

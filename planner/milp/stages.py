@@ -1,0 +1,74 @@
+"""Solve the model lexicographically, each stage within the deadline the Budget gives it.
+
+Stages, always all of them, in the objective's order: each priority tier (highest
+first) maximises its volume with every tier above held at what it reached; then the
+preemption cost is minimised with all volumes held. Each stage starts from the
+answer before it (the first from greedy's plan, when the model allows it), so no
+stage makes the plan worse. A stage that reaches its deadline keeps the best it
+found and reports its bound and gap: only how far a stage gets depends on time.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.budget import Budget
+from planner.model_arrays import INF
+from planner.solve import (
+    HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, stage_bound,
+    value_of,
+)
+
+MIN_STAGE = 0.05    # seconds a stage is given even past its deadline: every stage runs
+
+
+def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap: float,  # type: ignore[no-untyped-def]
+          floor_at_start: bool = False) -> Outcome:
+    """Run every stage; `start` may be None (no plan the model allows is known yet)."""
+    budget.open_stages()
+    incumbent = None if start is None else start.copy()
+    stages: list[StageResult] = []
+    if floor_at_start and incumbent is not None:
+        for tier in form.tiers:   # the greedy floor: every tier keeps what the start serves it
+            backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], incumbent) - HOLD_SLACK, INF)
+    tiers = [t for t in form.tiers if form.tier_volume[t]]
+    tails = int(bool(form.cost_terms)) + int(bool(form.secondary))
+    for index, tier in enumerate(tiers):
+        terms = form.tier_volume[tier]
+        deadline = budget.tier_deadline(index, len(tiers))
+        began = budget.now()
+        if incumbent is not None and value_of(terms, incumbent) >= form.tier_max[tier] - HOLD_SLACK:
+            achieved = value_of(terms, incumbent)
+            stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
+        else:
+            objective = terms + nudge(form, tier)
+            backend.set_objective(objective, maximize=True)
+            guess = incumbent if incumbent is not None else np.zeros(form.arrays.num_cols)
+            values, status, bound = backend.run(max(MIN_STAGE, deadline - began), gap, guess)
+            if values is not None and (incumbent is None or value_of(terms, values) >= value_of(terms, incumbent) - HOLD_SLACK):
+                incumbent = values
+            if incumbent is None:
+                stages.append(StageResult(f"priority {tier}", "failed", 0.0, form.tier_max[tier], budget.now() - began))
+                return Outcome(np.zeros(form.arrays.num_cols), "failed", 0.0, 0.0, stages,
+                               message="no plan the model allows was found within the time limit")
+            achieved = value_of(terms, incumbent)
+            upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier],
+                                                                 max(achieved, stage_bound(form, tier, bound)))
+            proven = achieved >= upper - PROVEN_TOLERANCE * (1.0 + abs(upper))
+            stages.append(StageResult(f"priority {tier}", "optimal" if proven else "feasible", achieved, upper,
+                                      budget.now() - began))
+        backend.add_row(terms, achieved - HOLD_SLACK, INF)
+    if incumbent is None:   # no tier at all: the empty plan is the start
+        incumbent = np.zeros(form.arrays.num_cols)
+    if form.cost_terms:
+        incumbent = minimise_stage(form.cost_terms, "preemption cost", backend, incumbent,
+                                   max(budget.now() + MIN_STAGE, budget.tail_deadline(0, tails)),
+                                   max(gap, TAIL_GAP), stages, floor=0.0)
+        backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
+    volume = [s for s in stages if s.name.startswith("priority")]
+    objective = sum(s.objective for s in volume)
+    bound = sum(s.bound for s in volume)
+    proven = all(s.status in ("optimal", "kept") for s in stages)
+    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
