@@ -22,8 +22,23 @@ def running(snapshot: Snapshot) -> list[Workload]:
     return [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING]
 
 
+_NODE_USAGE: dict[int, tuple[Workload, dict[str, Resources]]] = {}
+
+
 def node_usage_of(workload: Workload) -> dict[str, Resources]:
-    """Requests a running workload's pods place on each node."""
+    """Requests a running workload's pods place on each node (remembered per workload
+    object: the model asks several times for each; callers must not change it)."""
+    seen = _NODE_USAGE.get(id(workload))
+    if seen is not None and seen[0] is workload:
+        return seen[1]
+    if len(_NODE_USAGE) > 400_000:
+        _NODE_USAGE.clear()
+    found = _node_usage_of(workload)
+    _NODE_USAGE[id(workload)] = (workload, found)
+    return found
+
+
+def _node_usage_of(workload: Workload) -> dict[str, Resources]:
     usage: dict[str, dict[str, int]] = defaultdict(dict)
     for assignment in workload.assignment:
         pod_set = pod_set_by_name(workload, assignment.name)

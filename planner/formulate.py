@@ -866,6 +866,13 @@ def resource_steps(model: Formulation) -> dict[str, int]:
 
 
 def resource_units(model: Formulation) -> dict[str, float]:
+    cached = model.__dict__.get("_units")
+    if cached is None:
+        cached = model.__dict__["_units"] = _resource_units(model)
+    return cached
+
+
+def _resource_units(model: Formulation) -> dict[str, float]:
     """Per resource, the unit its capacity and quota rows are written in: its step (see
     resource_steps) times the power of two nearest to how many steps a node holds per
     unit of its dominant resource (GPUs, else cores), so a row of memory in bytes and

@@ -118,7 +118,7 @@ class _Builder:
         self._placeable: dict[tuple, bool] = {}
         self._beta: dict[tuple[str, FlavorResource], int | None | bool] = {}
         self._usage_cols: dict[tuple[str, FlavorResource], tuple[Terms, float, float, float, float]] = {}
-        self._room = _reclaim_room(self.snapshot)
+        self._room = _reclaim_room(model)
         self._members = self._queue_members()
 
     # -- one waiting workload
@@ -405,60 +405,81 @@ class _Builder:
 
 
 class _ReclaimRoom:
-    """Free node capacity with every evictable running workload gone."""
+    """Free node capacity with every evictable running workload gone, as a nodes x
+    resources matrix, with each shape's eligible nodes and their domains worked out once."""
 
     def __init__(self, snapshot: Snapshot, room: dict[str, object]):
+        self.snapshot = snapshot
         self.nodes = sorted(room)
         self.resources = sorted({r for amounts in room.values() for r in amounts.names()})  # type: ignore[attr-defined]
-        column = {r: j for j, r in enumerate(self.resources)}
-        self.column = column
+        self.column = {r: j for j, r in enumerate(self.resources)}
         self.matrix = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
         for i, name in enumerate(self.nodes):
             for r, v in room[name].items():  # type: ignore[attr-defined]
-                self.matrix[i, column[r]] = v
-        self.by_name = {n.name: n for n in snapshot.nodes}
+                self.matrix[i, self.column[r]] = v
+        by_name = {n.name: n for n in snapshot.nodes}
+        self.node_objs = [by_name[n] for n in self.nodes]
+        self._paths: dict[tuple[str, ...], list[tuple[str, ...] | None]] = {}
+        self._domains: dict[tuple, np.ndarray] = {}
+
+    def paths(self, levels: tuple[str, ...]) -> list[tuple[str, ...] | None]:
+        if levels not in self._paths:
+            self._paths[levels] = [topology.node_path(n, levels) for n in self.node_objs]
+        return self._paths[levels]
+
+    def domains(self, pod_set: PodSet, flavors: list, levels: tuple[str, ...], level: int | None) -> np.ndarray:
+        """Per node, the index of its domain at `level` (0 for all at the root), -1 where
+        the pod set may not run."""
+        key = (tuple(f.name for f in flavors), tuple(sorted(pod_set.node_selector.items())),
+               pod_set.tolerations, levels, level)
+        found = self._domains.get(key)
+        if found is None:
+            keys = sorted({k for f in flavors for k in f.node_labels} | set(pod_set.node_selector))
+            allowed: dict[tuple[object, ...], bool] = {}
+            index: dict[tuple[str, ...], int] = {}
+            found = np.full(len(self.nodes), -1, dtype=np.int64)
+            for i, (node, path) in enumerate(zip(self.node_objs, self.paths(levels))):
+                kind = (node.usable, node.taints, *(node.labels.get(k) for k in keys))
+                if kind not in allowed:
+                    allowed[kind] = semantics.node_allows(node, flavors, pod_set)
+                if allowed[kind] and path is not None:
+                    found[i] = index.setdefault(path[: level + 1] if level is not None else (), len(index))
+            self._domains[key] = found
+        return found
 
     def placeable(self, snapshot: Snapshot, pod_set: PodSet, option: semantics.FlavorOption) -> bool:
         flavors = [snapshot.flavors[f] for f in option.flavors]
         levels = topology.levels_for(snapshot, flavors)
+        request = pod_set.topology
+        level = topology.level_index(levels, request.level) if request.mode == "required" else None
+        if request.mode == "required" and level is None:
+            return False
         counts = np.full(len(self.nodes), np.iinfo(np.int64).max, dtype=np.int64)
         for resource, amount in pod_set.request.items():
             if amount > 0:
                 j = self.column.get(resource)
                 here = self.matrix[:, j] // amount if j is not None else np.zeros(len(self.nodes), dtype=np.int64)
                 counts = np.minimum(counts, np.maximum(here, 0))
-        request = pod_set.topology
-        level = topology.level_index(levels, request.level) if request.mode == "required" else None
-        if request.mode == "required" and level is None:
+        domains = self.domains(pod_set, flavors, levels, level)
+        mine = domains >= 0
+        if not mine.any():
             return False
-        totals: dict[tuple[str, ...], int] = defaultdict(int)
-        # Whether a node allows the pod set depends only on these labels, its taints and
-        # whether it is usable: judged once per combination (as formulate.shape_for does).
-        keys = sorted({k for f in flavors for k in f.node_labels} | set(pod_set.node_selector))
-        allowed: dict[tuple[object, ...], bool] = {}
-        for i in np.flatnonzero(counts > 0):
-            node = self.by_name[self.nodes[i]]
-            kind = (node.usable, node.taints, *(node.labels.get(k) for k in keys))
-            if kind not in allowed:
-                allowed[kind] = semantics.node_allows(node, flavors, pod_set)
-            if not allowed[kind]:
-                continue
-            path = topology.node_path(node, levels)
-            if path is None:
-                continue
-            totals[path[: level + 1] if level is not None else ()] += int(counts[i])
-        return any(total >= pod_set.minimum for total in totals.values())
+        totals = np.bincount(domains[mine], weights=counts[mine].astype(np.float64))
+        return bool((totals >= pod_set.minimum).any())
 
 
-def _reclaim_room(snapshot: Snapshot) -> _ReclaimRoom:
-    free = capacity.free_capacity(snapshot)
-    room = dict(free)
+def _reclaim_room(model) -> _ReclaimRoom:  # type: ignore[no-untyped-def]
+    """The model's room (free capacity with every victim gone) plus what the evictable
+    running workloads that are not victims use."""
+    snapshot = model.snapshot
+    room = dict(model.room)
+    victims = {v.ref for v in model.victims}
     for w in capacity.running(snapshot):
-        if semantics.evictable(w, snapshot):
+        if w.ref not in victims and semantics.evictable(w, snapshot):
             for node, used in capacity.node_usage_of(w).items():
-                if node in room:
+                if node in room and node not in model.overcommitted:
                     room[node] = room[node] + used
-    return _ReclaimRoom(snapshot, {n: r.clipped() for n, r in room.items()})
+    return _ReclaimRoom(snapshot, room)
 
 
 def fill_guarantee_columns(guarantee: Guarantee | None, values: np.ndarray) -> None:

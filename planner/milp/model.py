@@ -175,25 +175,37 @@ def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption, room: R
     if key in shape_index:
         index = shape_index[key]
         return index if model.shapes[index].paths else None
-    snapshot = model.snapshot
-    flavors = [snapshot.flavors[f] for f in option.flavors]
-    levels = topology.levels_for(snapshot, flavors)
+    levels, eligible = eligible_paths(model, pod_set, option)
     fits = room.fits(pod_set.request)
-    keys = sorted({k for f in flavors for k in f.node_labels} | set(pod_set.node_selector))
-    allowed: dict[tuple[object, ...], bool] = {}
-    paths: dict[str, Path] = {}
-    for node in snapshot.nodes:
-        if fits.get(node.name, 0) <= 0:
-            continue
-        kind = (node.usable, node.taints, *(node.labels.get(k) for k in keys))
-        if kind not in allowed:
-            allowed[kind] = semantics.node_allows(node, flavors, pod_set)
-        path = topology.node_path(node, levels) if allowed[kind] else None
-        if path is not None:
-            paths[node.name] = path
+    paths = {n: p for n, p in eligible.items() if fits.get(n, 0) > 0}
     shape_index[key] = len(model.shapes)
     model.shapes.append(Shape(key, pod_set.request, levels, paths, {n: fits[n] for n in paths}))
     return shape_index[key] if paths else None
+
+
+def eligible_paths(model: Formulation, pod_set: PodSet, option: FlavorOption) -> tuple[tuple[str, ...], dict[str, Path]]:
+    """The levels of a flavor choice and the nodes it allows the pod set, with their paths;
+    the same for every request with these flavors, selector and tolerations (cached)."""
+    cache = model.__dict__.setdefault("_eligible", {})
+    key = (option.flavors, tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations)
+    if key not in cache:
+        snapshot = model.snapshot
+        flavors = [snapshot.flavors[f] for f in option.flavors]
+        levels = topology.levels_for(snapshot, flavors)
+        # Whether a node allows the pod set depends only on these labels, its taints and
+        # whether it is usable: judged once per distinct combination, not per node.
+        keys = sorted({k for f in flavors for k in f.node_labels} | set(pod_set.node_selector))
+        allowed: dict[tuple[object, ...], bool] = {}
+        paths: dict[str, Path] = {}
+        for node in snapshot.nodes:
+            kind = (node.usable, node.taints, *(node.labels.get(k) for k in keys))
+            if kind not in allowed:
+                allowed[kind] = semantics.node_allows(node, flavors, pod_set)
+            path = topology.node_path(node, levels) if allowed[kind] else None
+            if path is not None:
+                paths[node.name] = path
+        cache[key] = (levels, paths)
+    return cache[key]
 
 
 def slice_layers(shape: Shape, pod_set: PodSet, level: int | None) -> tuple[tuple[int, int], ...] | None:

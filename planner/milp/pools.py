@@ -145,7 +145,7 @@ class Pools:
         if not divisible(ladder):
             return
         with_gpu = [k for k, (_, g) in zip(pool.shapes, gpus) if g > 0]
-        # Per other resource, the most a GPU pod asks for per GPU.
+        # Per other resource, the most a GPU pod asks for per GPU (as a fraction num/den).
         ratio: dict[str, Fraction] = {}
         for k in with_gpu:
             request = self.shapes[k].request
@@ -153,8 +153,9 @@ class Pools:
             for r, v in request.items():
                 if r != gpu and v > 0:
                     ratio[r] = max(ratio.get(r, Fraction(0)), Fraction(v, g))
+        ratio_ints = {r: (f.numerator, f.denominator) for r, f in ratio.items()}
         for node in pool.nodes:
-            if not self._dominated(node, gpu, ratio):
+            if not self._dominated(node, gpu, ratio_ints):
                 return
         pool.aggregated, pool.gpu, pool.ladder = True, gpu, ladder
         relaxed: set[str] = set()
@@ -163,15 +164,17 @@ class Pools:
                 relaxed.update(r for r, v in self.shapes[k].request.items() if v > 0)
         pool.relaxed = tuple(sorted(relaxed))
 
-    def _dominated(self, node: str, gpu: str, ratio: Mapping[str, Fraction]) -> bool:
+    def _dominated(self, node: str, gpu: str, ratio: Mapping[str, tuple[int, int]]) -> bool:
         """Can GPU pods that fit the node's GPUs never exhaust another of its resources,
         whichever of its victims are evicted? (Free r minus ratio x free GPUs, plus the
-        worst each victim's eviction can do to that margin, stays >= 0.)"""
+        worst each victim's eviction can do to that margin, stays >= 0; in integers:
+        everything times the ratio's denominator.)"""
         free = self.free[node]
-        for r, rho in ratio.items():
-            margin = Fraction(free.get(r)) - rho * free.get(gpu)
-            for _, used in self.on_node.get(node, ()):
-                margin += min(Fraction(0), Fraction(used.get(r)) - rho * used.get(gpu))
+        victims = self.on_node.get(node, ())
+        for r, (num, den) in ratio.items():
+            margin = free.get(r) * den - num * free.get(gpu)
+            for _, used in victims:
+                margin += min(0, used.get(r) * den - num * used.get(gpu))
             if margin < 0:
                 return False
         return True
