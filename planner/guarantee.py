@@ -14,6 +14,8 @@ request t(fr) could fit q's nominal quota, with F the flavor/resources of f:
 
     B[q,F,p] <= (w admitted) + sum over fr in F of psi[q,fr,t(fr)]
 
+(for a class of several members, "w admitted" is a binary that is 1 only when all are)
+
     psi[q,fr,t] = 1 only if usage(q,fr) > nominal(q,fr) - t      ("no room for t")
     sigma[q',fr] = 1 if usage(q',fr) > nominal(q',fr)             ("q' borrows fr")
     kappa[q',F,p] = 1 if q' runs a workload w may reclaim         (some candidate)
@@ -54,6 +56,8 @@ MAX_CHOICES = 16    # flavor combinations per multi-pod-set workload
 class Guarantee:
     """The columns the stability rows add, with what sets each in a start."""
 
+    # whole: (column, a column, members): 1 when every member of a class is admitted.
+    whole: list[tuple[int, int, float]] = field(default_factory=list)
     # U: (column, terms): a queue's usage less its running constant, where the plan moves it.
     usage: list[tuple[int, Terms]] = field(default_factory=list)
     # psi: (column, usage terms, constant, threshold): 1 when usage >= threshold ("no room").
@@ -86,8 +90,15 @@ def add_guarantee_rows(model) -> None:  # type: ignore[no-untyped-def]
         if not reclaims(cq):
             continue
         per_pod_set = [[c.option for c in by_class[w][p]] for p in range(len(workload.pod_sets))]
-        waiting: Terms = [(model.admit_col[w], -1.0)]   # w admitted ... moved to the left side
-        builder.add(workload, cq, per_pod_set, waiting, -(len(members) - 1.0))
+        # "every member admitted": a itself for a class of one; for more, a binary
+        # `whole` with members * whole <= a.
+        whole = model.admit_col[w]
+        if len(members) > 1:
+            whole = model.arrays.add_binary(f"whole[{workload.ref}]")
+            model.arrays.add_row(f"all[{workload.ref}]", [(whole, float(len(members))), (model.admit_col[w], -1.0)],
+                                 -INF, 0.0)
+            builder.guarantee.whole.append((whole, model.admit_col[w], float(len(members))))
+        builder.add(workload, cq, per_pod_set, [(whole, -1.0)], 0.0)
     for victim, e in zip(model.victims, model.evict_col):
         cq = snapshot.cluster_queues.get(victim.cluster_queue or "")
         if cq is None or not cq.active or not reclaims(cq):
@@ -490,6 +501,8 @@ def fill_guarantee_columns(guarantee: Guarantee | None, values: np.ndarray) -> N
     def usage(terms: Terms, constant: float) -> float:
         return constant + sum(k * values[c] for c, k in terms)
 
+    for col, admitted, members in guarantee.whole:
+        values[col] = 1.0 if values[admitted] >= members - 1e-6 else 0.0
     for col, terms in guarantee.usage:
         values[col] = usage(terms, 0.0)
     for col, terms, constant, threshold in guarantee.room:

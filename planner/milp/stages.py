@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from planner import rins
 from planner.budget import Budget
 from planner.model_arrays import INF
 from planner.solve import (
@@ -22,10 +23,11 @@ from planner.solve import (
 )
 
 MIN_STAGE = 0.05    # seconds a stage is given even past its deadline: every stage runs
+RINS_SHARE = 0.6    # of a tier stage's time, for the search around the LP point
 
 
 def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap: float,  # type: ignore[no-untyped-def]
-          floor_at_start: bool = False) -> Outcome:
+          floor_at_start: bool = False, search: bool = True) -> Outcome:
     """Run every stage; `start` may be None (no plan the model allows is known yet)."""
     budget.open_stages()
     incumbent = None if start is None else start.copy()
@@ -45,8 +47,20 @@ def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap:
         else:
             objective = terms + nudge(form, tier)
             backend.set_objective(objective, maximize=True)
+            bound = None
+            if incumbent is not None and search:
+                # The LP point first: columns where it and the incumbent agree held, the
+                # rest searched (planner.rins); the LP optimum bounds the stage.
+                integer = np.asarray(form.arrays.col_integer, dtype=bool)
+                found = rins.search(backend, incumbent, lambda v: value_of(objective, v), integer,
+                                    began + RINS_SHARE * max(MIN_STAGE, deadline - began), gap)
+                incumbent = found.values
+                if found.lp_optimum is not None:
+                    bound = found.lp_optimum
             guess = incumbent if incumbent is not None else np.zeros(form.arrays.num_cols)
-            values, status, bound = backend.run(max(MIN_STAGE, deadline - began), gap, guess)
+            values, status, found_bound = backend.run(max(MIN_STAGE, deadline - budget.now()), gap, guess)
+            if found_bound is not None:
+                bound = found_bound if bound is None else min(bound, found_bound)
             if values is not None and (incumbent is None or value_of(terms, values) >= value_of(terms, incumbent) - HOLD_SLACK):
                 incumbent = values
             if incumbent is None:
