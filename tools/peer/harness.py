@@ -369,9 +369,24 @@ class _Run:
                          key=lambda w: (w.admitted_at or w.created_at, w.ref))
         if not running:
             return {}
-        self.say(f"b. {len(running)} running workloads: Kueue admits them first, pinned to their nodes")
-        self.create_workloads(api, [w.ref for w in running], pinned=True)
+        # In waves, those pinned to the fewest nodes first: Kueue places a pod set pinned to
+        # several nodes by BestFit within them, not as the snapshot had it, and could take
+        # the room of one pinned to a single node.
+        waves: dict[int, list[ObjectRef]] = defaultdict(list)
+        for w in running:
+            waves[len({n for psa in w.assignment for n in psa.pods_per_node()})].append(w.ref)
+        self.say(f"b. {len(running)} running workloads: Kueue admits them first, pinned to their nodes "
+                 f"({len(waves)} waves by node count)")
+        for size in sorted(waves):
+            self._admit_wave(api, kueue, waves[size])
+        index = self.workload_index(api)
         refs = {w.ref for w in running}
+        return {ref: k for ref in refs if ref in index
+                for k in [parse_workload(index[ref], self.node_of)] if k is not None}
+
+    def _admit_wave(self, api: Api, kueue: KueueManager, wave: Sequence[ObjectRef]) -> None:
+        self.create_workloads(api, wave, pinned=True)
+        refs = set(wave)
         state: dict[str, Any] = {"sig": None, "since": time.monotonic()}
 
         def admitted() -> bool:
@@ -385,11 +400,8 @@ class _Run:
             tried = len(mine) == len(refs) and all(k is not None and k.seen for k in mine.values())
             return tried and time.monotonic() - state["since"] >= self.options.quiet_seconds
 
-        if not _wait("running workloads admitted", admitted, 120 + len(running), self.options.poll, kueue.check):
+        if not _wait("running workloads admitted", admitted, 120 + len(wave), min(self.options.poll, 0.5), kueue.check):
             self.notes.append("step b: Kueue did not settle on the running workloads in time")
-        index = self.workload_index(api)
-        return {ref: k for ref in refs if ref in index
-                for k in [parse_workload(index[ref], self.node_of)] if k is not None}
 
     # ------------------------------------------------------------ c. hold, create, release
 
