@@ -119,7 +119,7 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (s
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def _not_regular(mode: int) -> str:
+def file_kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
@@ -137,7 +137,7 @@ def read_bytes(path: str, limit: int = DEFAULT_LIMITS.max_file_bytes) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"is {_not_regular(info.st_mode)}: only regular files are read "
+            raise InputError(f"is {file_kind(info.st_mode)}: only regular files are read "
                              f"(or stdin, given as -)", file=path)
         if info.st_size > limit:
             raise InputError(f"is {info.st_size:,} bytes, more than the limit of {limit:,} "
