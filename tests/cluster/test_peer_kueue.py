@@ -29,6 +29,7 @@ from peer_kit import (
     GPU, cluster_queue, flavor, job, local_queue, namespace, node, priority_class, snapshot_document, topology,
 )
 from planner.pipeline import plan_snapshot
+from planner.snapshot import read_snapshot
 from tools.peer.compare import compare, decisions_of, report_lines
 from tools.peer.harness import PeerOptions, available, run_kueue
 
@@ -133,6 +134,13 @@ def test_a_lender_reclaims_from_a_borrower_of_higher_priority(manifest, tmp_path
     # The effective snapshot keeps b-run running where it ran, with Kueue's time and UID.
     (b_run,) = [w for w in result.effective.workloads if w.ref.name == "b-run"]
     assert b_run.assignment[0].pods_per_node() == {"n1": 1} and b_run.admitted_at <= result.effective.now
+    # ... and its file reads back as the same snapshot.
+    result.write_effective(tmp_path / "effective.json")
+    again = read_snapshot([str(tmp_path / "effective.json")])
+    fields = ("ref", "state", "queued_at", "created_at", "uid", "assignment", "admitted_at", "priority")
+    assert [tuple(getattr(w, f) for f in fields) for w in again.workloads] == \
+           [tuple(getattr(w, f) for f in fields) for w in result.effective.workloads]
+    assert again.now == result.effective.now
 
 
 # ---------------------------------------------------------------- greedy beside Kueue
