@@ -84,6 +84,7 @@ def peer_snapshot(name: str, path: Path, workdir: Path, time_limit: float | None
                            "pending": sum(1 for w in run.effective.workloads if w.state.value == "pending"),
                            "running": sum(1 for w in run.effective.workloads if w.state.value == "running"),
                            "kueue": kueue}
+    why = {r.ref: _why(r) for r in run.rows}
     for solver in ("greedy", "milp"):
         record = plan_in_process(effective, solver, time_limit, keep_plan=True)
         plan = record.pop("plan", None)
@@ -94,10 +95,19 @@ def peer_snapshot(name: str, path: Path, workdir: Path, time_limit: float | None
                                    "total": comparison.total, "categories": comparison.categories(),
                                    "disagreements": [{"workload": str(d.ref), "priority": d.priority,
                                                       "clusterQueue": d.cluster_queue, "kueue": str(d.a),
-                                                      solver: str(d.b)} for d in comparison.disagreements]}
+                                                      solver: str(d.b), "why": why.get(d.ref, "")}
+                                                     for d in comparison.disagreements]}
         row[solver] = record
         say(f"{name}: {solver} {_agreement(record)}")
     return row
+
+
+def _why(row: Any) -> str:
+    """Kueue's side of a row in a few words: its eviction reason and preemptors, or why it waits."""
+    if row.eviction_reason:
+        by = ", ".join(str(r) for r in row.preemptors)
+        return f"{row.eviction_reason}" + (f" by {by}" if by else "")
+    return row.message[:160]
 
 
 def _agreement(record: Mapping[str, Any]) -> str:
@@ -177,8 +187,9 @@ def peer_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) ->
             cats = ", ".join(f"{c} {n}" for c, n in g["categories"].items())
             notes.append(f"- **{row['snapshot']}**: {len(g['disagreements'])} of {g['total']} (kueue/greedy: {cats})")
             for d in g["disagreements"][:LIMIT_DISAGREEMENTS]:
+                why = f" [{d['why']}]" if d.get("why") else ""
                 notes.append(f"  - `{d['workload']}` (priority {d['priority']}, {d['clusterQueue']}): "
-                             f"Kueue {d['kueue']}; greedy {d['greedy']}")
+                             f"Kueue {d['kueue']}{why}; greedy {d['greedy']}")
             if len(g["disagreements"]) > LIMIT_DISAGREEMENTS:
                 notes.append(f"  - … and {len(g['disagreements']) - LIMIT_DISAGREEMENTS} more")
         for note in (row.get("kueue") or {}).get("notes", []):

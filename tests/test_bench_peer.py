@@ -39,15 +39,20 @@ def test_the_peer_tables_show_every_planner_and_greedys_disagreements(tmp_path: 
     disagreeing["greedy"]["agreement"] = {"value": 0.5, "agreed": 2, "total": 4, "categories": {"flavor": 2},
                                           "disagreements": [{"workload": "Job/ml/a", "priority": 100,
                                                              "clusterQueue": "cq", "kueue": "admitted (main: f)",
-                                                             "greedy": "admitted (main: g)"}]}
+                                                             "greedy": "admitted (main: g)",
+                                                             "why": ""}, {"workload": "Job/ml/r", "priority": 0,
+                                                             "clusterQueue": "cq", "kueue": "evicted",
+                                                             "greedy": "running",
+                                                             "why": "InCohortReclamation by Job/ml/a"}]}
     out = tmp_path / "BENCHMARKS.md"
     result = peer_bench.peer_report({"date": "today", "commit": "abc"}, [ROW, disagreeing, failing], out)
     text = result["markdown"]
     assert "| tiny.yaml | 2 | 4 + 0 | kueue | 1000: 4; 100: 2; 0: 0 | 2 | 0 | hostname 2 | — | 23.4 (harness) |" in text
     assert "|  |  |  | greedy | 1000: 4; 100: 2; 0: 0 | 2 | 0 | hostname 0 | 1.0000 (4/4) | 0.01 |" in text
     assert "|  |  |  | milp | 1000: 4; 100: 2; 0: 0 | 2 | 0 | hostname 0 | 0.7500 (3/4) | 0.40 |" in text
-    assert "- **two.yaml**: 1 of 4 (kueue/greedy: flavor 2)" in text
+    assert "- **two.yaml**: 2 of 4 (kueue/greedy: flavor 2)" in text
     assert "  - `Job/ml/a` (priority 100, cq): Kueue admitted (main: f); greedy admitted (main: g)" in text
+    assert "  - `Job/ml/r` (priority 0, cq): Kueue evicted [InCohortReclamation by Job/ml/a]; greedy running" in text
     assert "| bad.yaml | — | — | kueue | FAILED: PeerError: no Kueue |" in text
     written = out.read_text()
     begin, end = bench.marker("peer")
