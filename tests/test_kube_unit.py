@@ -35,10 +35,14 @@ def test_server_urls_lose_their_user_info(url, shown):
     (f"token {JWT} expired", JWT),
     ("password=hunter2, then", "hunter2"),
     ('spec.template.spec.containers[0].env[0].value: Invalid value: "hunter2": too long', "hunter2"),
+    ('Job.batch "j" is invalid: spec.template.spec: Invalid value: {"Containers":[{"Name":"c","Env":[{"Name":"P",'
+     '"Value":"hunter2"}]}]}: field is immutable', "hunter2"),
+    ('Pod "p" is invalid: spec: Forbidden: pod updates may not change fields\n   "Env": [{"Name": "P", "Value": "hunter2"}]',
+     "hunter2"),
 ])
 def test_scrub_takes_credentials_out(text, secret):
     assert secret not in scrub(text)
-    assert "<redacted>" in scrub(text) or "://host/api" in scrub(text)
+    assert "<redacted>" in scrub(text) or "://host/api" in scrub(text) or "Invalid value: {...}: field" in scrub(text)
 
 
 class FakeResponse:

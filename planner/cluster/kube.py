@@ -94,6 +94,11 @@ _SECRET_PATTERNS = (   # (pattern, replacement)
      r"\1\2<redacted>"),
     (re.compile(r"(?i)(\b(?:env|envFrom|secret\w*|token|password)\S*: Invalid value: )\"[^\"]*\""),
      r'\1"<redacted>"'),
+    # values quoted back in a diff of a refused update ("Value": "...", env and tolerations alike)
+    (re.compile(r'("(?:Value|value)":\s*)"(?:[^"\\]|\\.)*"'), r'\1"<redacted>"'),
+    # a whole object quoted back ("spec.template.spec: Invalid value: {...}: field is immutable")
+    # carries env values and commands: only its place is kept
+    (re.compile(r"Invalid value: \{.*?(?:\}(: )|$)"), r"Invalid value: {...}\1"),
 )
 
 
