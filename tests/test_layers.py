@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ["semantics", "capacity", "topology", "formulate", "model_arrays", "solve", "decode",
-        "warmstart", "score", "greedy", "placement", "explain", "verify", "metrics", "assemble",
+        "warmstart", "score", "greedy", "kueue_rules", "placement", "explain", "verify", "metrics", "assemble",
         "run", "pipeline", "errors"]
 FORBIDDEN_IN_CORE = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib",
                      "requests", "http", "pathlib", "shutil", "tempfile", "planner.snapshot",
