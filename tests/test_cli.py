@@ -1040,11 +1040,12 @@ def test_an_over_committed_node_is_reported(tmp_path: Path) -> None:
     snap = tmp_path / "snap.yaml"
     snap.write_text(as_list(base_objects() + [gpu_node("n2"), running("a", "n2", requests=gpu),
                                               running("b", "n2", requests=gpu)]))
-    result = run("what-if", str(snap), "-o", "json")
-    assert result.exit_code == 0, result.stderr
+    # --strict stops after the report: planning this snapshot is greedy's (its fit tests on a node
+    # with less than nothing free looped forever before the greedy rework; see the issue 23 report)
+    result = run("what-if", str(snap), "--strict")
+    assert result.exit_code == 2, result.stderr
     assert (f"warning: {snap}: Node/n2: status.allocatable: running work asks for more than the node has "
             "(nvidia.com/gpu 16 of 8; running there: Job/team-a/a, Job/team-a/b)") in result.stderr
-    assert run("what-if", str(snap), "--strict").exit_code == 2
 
 
 def test_an_unknown_flavor_of_running_work_keeps_its_quota_in_use(tmp_path: Path) -> None:
