@@ -75,8 +75,9 @@ def _quiet(_: str) -> None:
 # ---------------------------------------------------------------- one plan, one process
 
 def plan_in_process(path: Path | str, solver: str, time_limit: float | None = None,
-                    timeout: float = 900.0) -> dict[str, Any]:
-    """Plan `path` with `solver` in a fresh interpreter; the record of that plan.
+                    timeout: float = 900.0, keep_plan: bool = False) -> dict[str, Any]:
+    """Plan `path` with `solver` in a fresh interpreter; the record of that plan
+    (with the JSON plan itself under "plan" when `keep_plan`).
 
     A failed or timed-out run gives {"error": ...} (and whatever was measured), so one
     bad scenario does not lose the others."""
@@ -96,7 +97,11 @@ def plan_in_process(path: Path | str, solver: str, time_limit: float | None = No
     if done.returncode != 0:
         message = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return {"method": solver, "error": f"exit {done.returncode}: {message}", "wall": wall}
-    return plan_record(json.loads(done.stdout), wall)
+    plan = json.loads(done.stdout)
+    record = plan_record(plan, wall)
+    if keep_plan:
+        record["plan"] = plan
+    return record
 
 
 def plan_record(plan: Mapping[str, Any], wall: float | None = None) -> dict[str, Any]:
@@ -616,8 +621,15 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
               type=click.Path(dir_okay=False, exists=True),
               help="Measure nothing: render the tables (stdout and --out) from an earlier run's --json.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
+@click.option("--peer", "peer", type=click.Choice(["kueue"]), show_envvar=True, envvar="STOWPLAN_BENCH_PEER",
+              help="Instead of the scale benchmark: run the real Kueue (built by tests/controlplane/build.sh) on "
+                   "the fixtures and small generated scenarios, beside greedy and the MILP (a checkout only).")
+@click.option("--peer-scenario", "peer_scenarios", multiple=True, show_envvar=True,
+              envvar="STOWPLAN_BENCH_PEER_SCENARIO", type=click.Choice(["P128", "P512", "P1024"]),
+              help="Generated scenario for --peer (128, 512, 1,024 nodes); repeat for several. Default: P128, P512.")
 def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: str, with_fixtures: bool,
-                  fixtures_dir: str, keep: str | None, raw: str | None, from_json: str | None, quiet: bool) -> None:
+                  fixtures_dir: str, keep: str | None, raw: str | None, from_json: str | None, quiet: bool,
+                  peer: str | None, peer_scenarios: Sequence[str]) -> None:
     """Benchmark planning at scale and compare milp with greedy (writes BENCHMARKS.md).
 
     For each scenario, the generator's preset (fixed seed) is written to JSON and
@@ -632,9 +644,13 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
       stowplan bench                          # S, M, L and the fixtures
       stowplan bench --xl                     # and XL
       stowplan bench --scenario S --no-fixtures --out -
+      stowplan bench --peer kueue --out -     # Kueue beside greedy and the MILP
     """
     from planner.generate import preset
 
+    if peer:
+        _bench_peer(peer_scenarios, with_fixtures, fixtures_dir, keep, raw, from_json, out, quiet)
+        return
     if from_json:
         result = report(*load_results(Path(from_json)), None if out == "-" else Path(out))
         click.echo(result["markdown"])
@@ -656,6 +672,39 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
         Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         say(f"wrote {raw}")
     if out != "-":
+        say(f"wrote {out}")
+
+
+def _bench_peer(names: Sequence[str], with_fixtures: bool, fixtures_dir: str, keep: str | None, raw: str | None,
+                from_json: str | None, out: str, quiet: bool) -> None:
+    """`bench --peer kueue` (planner/peer_bench.py)."""
+    from planner import peer_bench
+
+    target = None if out == "-" else Path(out)
+    if from_json:
+        result = peer_bench.peer_report(*peer_bench.load_peer_results(Path(from_json)), target)
+        click.echo(result["markdown"])
+        return
+    say: Say = _quiet if quiet else (lambda message: click.echo(f"bench: {message}", err=True))
+    harness, _ = peer_bench.peer_modules()
+    why = harness.available()
+    if why:
+        raise click.ClickException(why)
+    meta: dict[str, Any] = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                            "commit": _commit(), "machine": machine(), "load_start": _load()}
+    scenarios = list(dict.fromkeys(names or peer_bench.DEFAULT_PEER_SCENARIOS))
+    fixtures = fixture_paths(Path(fixtures_dir)) if with_fixtures else []
+    with tempfile.TemporaryDirectory(prefix="stowplan-peer-") as temp:
+        workdir = Path(keep) if keep else Path(temp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        result = peer_bench.run_peer_bench(scenarios, fixtures, target, say, workdir,
+                                           TARGETS["S"].time_limit(), meta)
+    meta["load_end"] = _load()
+    click.echo(result["markdown"])
+    if raw:
+        Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        say(f"wrote {raw}")
+    if target is not None:
         say(f"wrote {out}")
 
 

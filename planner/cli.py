@@ -12,7 +12,10 @@ import ctypes
 import ctypes.util
 import datetime as dt
 import functools
+import math
 import os
+import signal
+import stat
 import sys
 import tempfile
 import time
@@ -24,8 +27,9 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import click
 
 from models import Plan, Snapshot
-from planner.errors import InputError, StowplanError
+from planner.errors import InputError, StowplanError, VerificationError
 from planner.render import FORMATS, render
+from planner.terminal import printable, printable_lines
 
 EXIT_CODES_HELP = """\b
 Exit codes:
@@ -62,14 +66,20 @@ def _exits(command: F) -> F:
         except StowplanError as error:
             if _debug():
                 traceback.print_exc()
-            raise StowplanFailure(str(error), error.exit_code) from error
+            # names from the input may hold control characters: shown escaped, on the lines
+            # the message itself chose (a verification error lists one violation a line)
+            text = printable_lines(error) if isinstance(error, VerificationError) else printable(error)
+            raise StowplanFailure(text, error.exit_code) from error
         except KeyboardInterrupt:
             raise
+        except Terminated:
+            click.echo("stowplan: terminated (SIGTERM); nothing written", err=True)
+            raise click.exceptions.Exit(Terminated.exit_code) from None
         except Exception as error:  # noqa: BLE001 - the last line of defence
             if _debug():
                 traceback.print_exc()
             hint = "" if _debug() else " (run with STOWPLAN_DEBUG=1 for the traceback)"
-            raise StowplanFailure(f"internal error: {type(error).__name__}: {error}{hint}", 1) from error
+            raise StowplanFailure(printable(f"internal error: {type(error).__name__}: {error}{hint}"), 1) from error
 
     return wrapper  # type: ignore[return-value]
 
@@ -77,7 +87,7 @@ def _exits(command: F) -> F:
 # ---------------------------------------------------------------- parameter types
 
 class SolverType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
-    """milp | greedy | pulp:NAME."""
+    """milp | greedy | pulp:NAME, where NAME is a solver PuLP can run on this machine."""
 
     name = "milp|greedy|pulp:NAME"
 
@@ -86,8 +96,83 @@ class SolverType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
         if text in ("milp", "greedy"):
             return text
         if text.startswith("pulp:") and text[len("pulp:"):].strip():
-            return "pulp:" + text[len("pulp:"):].strip()
-        self.fail(f"{value!r} is not a solver: use milp, greedy or pulp:NAME (e.g. pulp:PULP_CBC_CMD)", param, ctx)
+            name = text[len("pulp:"):].strip()
+            problem = pulp_solver_problem(name)
+            if problem:
+                self.fail(problem, param, ctx)
+            return "pulp:" + name
+        self.fail(f"{value!r} is not a solver: use milp, greedy or pulp:NAME (e.g. pulp:CBC)", param, ctx)
+
+
+def pulp_solver_problem(name: str) -> str:
+    """Why `pulp:NAME` cannot run here ("" when it can), naming the solvers that can."""
+    import pulp  # type: ignore[import-untyped, unused-ignore]
+
+    from planner.solve import PulpBackend
+
+    resolved = PulpBackend.ALIASES.get(name.upper(), name)
+    available = pulp.listSolvers(onlyAvailable=True)
+    if resolved in available:
+        return ""
+    short = {full: alias for alias, full in PulpBackend.ALIASES.items()}
+    listed = ", ".join(f"pulp:{short.get(s, s)}" for s in available) or "none"
+    why = "is not installed here" if resolved in pulp.listSolvers() else "is not a solver PuLP knows"
+    return f"pulp:{printable(name)} {why}; solvers available here: milp, greedy, {listed}"
+
+
+class CheckedFloat(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """A number checked by one function, the same for a flag, its environment variable and
+    the policy (nan, inf and out-of-range values are refused, with why)."""
+
+    def __init__(self, name: str, check: Callable[[object], float]):
+        self.name = name
+        self.check = check
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            return self.check(value)
+        except ValueError as error:
+            self.fail(f"{printable(value)}: {error}", param, ctx)
+
+
+def _time_limit_type() -> CheckedFloat:
+    from planner.snapshot.policy import check_time_limit
+
+    return CheckedFloat("SECONDS", check_time_limit)
+
+
+def _gap_type() -> CheckedFloat:
+    from planner.snapshot.policy import check_gap
+
+    return CheckedFloat("GAP", check_gap)
+
+
+def _bounded(low: float, high: float) -> Callable[[object], float]:
+    def check(value: object) -> float:
+        number = float(value)  # type: ignore[arg-type]
+        if not math.isfinite(number) or not low <= number <= high:
+            raise ValueError(f"must be a finite number from {low:g} to {high:g}")
+        return number
+    return check
+
+
+class SizeType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """A size in bytes, plain or with a Kubernetes suffix: 2Gi, 500Mi, 10M."""
+
+    name = "BYTES"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        from planner.snapshot.quantity import QuantityError, parse_quantity
+
+        try:
+            size = parse_quantity(str(value).strip(), "bytes")
+        except QuantityError as error:
+            self.fail(f"{printable(value)}: {error}", param, ctx)
+        if not 1 <= size <= 2**50:
+            self.fail(f"{printable(value)}: must be from 1 byte to 1Pi", param, ctx)
+        return size
 
 
 class RFC3339Type(click.ParamType):  # type: ignore[type-arg, unused-ignore]
@@ -162,12 +247,29 @@ def stdout_to_stderr(discard: bool = False) -> Iterator[None]:
 
 
 def check_writable(path: str) -> None:
-    """The plan's folder exists and takes new files (the temp file of write_atomically)."""
+    """The plan's folder exists and takes new files (the temp file of write_atomically),
+    and `path` is a regular file if it exists: replacing /dev/null (or a link to a
+    device, a FIFO, a folder) with a regular file would break whatever it was."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise InputError(f"cannot write the plan: folder {folder} does not exist", file=path, field="--out")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"cannot write the plan: folder {folder} is not writable", file=path, field="--out")
+    _regular_or_absent(path)
+
+
+def _regular_or_absent(path: str) -> None:
+    from planner.snapshot.loader import file_kind
+
+    try:
+        mode = os.stat(path).st_mode     # follows a symbolic link: its target is what would be lost
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise InputError(f"cannot write there: {error.strerror}", file=path, field="--out") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"is {file_kind(mode)}: the output must be a regular file (or - for stdout)",
+                         file=path, field="--out")
 
 
 def write_stdout(text: str) -> None:
@@ -182,37 +284,73 @@ def write_stdout(text: str) -> None:
         raise click.exceptions.Exit(1) from None
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write the whole file or nothing: a temp file in the same folder, then os.replace."""
+class Terminated(BaseException):
+    """SIGTERM arrived (a CronJob's deadline, kill): unwinds like Ctrl-C, cleaning up on the way."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """While a temp file exists, SIGTERM raises Terminated instead of ending the process on
+    the spot, so the temp file is removed (only in the main thread, where handlers run)."""
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:       # not the main thread: no handler can be set
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def write_atomically(path: str, text: str, mode: int | None = None) -> None:
+    """Write the whole file or nothing: a temp file in the same folder, then os.replace.
+
+    `mode`: the file's permissions (default: an existing file's, else 0666 minus the umask).
+    A failed write (a full disk, a quota) is an InputError naming the file, and leaves
+    neither the temp file nor a partial target; so does SIGTERM (exit 143)."""
     folder = os.path.dirname(os.path.abspath(path))
-    try:
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    try:
-        fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    except OSError as error:
-        raise InputError(f"cannot write the plan: {error.strerror}", file=path) from error
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    _regular_or_absent(path)
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode & 0o777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+    with _terminate_cleanly():
+        try:
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        except OSError as error:
+            raise InputError(f"cannot write: {error.strerror}", file=path, field="--out") from None
+        try:
+            os.fchmod(fd, mode)     # before any byte is written: a 0600 file is never readable by others
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, path)
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise InputError(f"cannot write: {error.strerror or error}; nothing was written", file=path,
+                             field="--out") from None
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
 
 
 def _report_problems(snapshot: Snapshot) -> int:
     """Each problem once on stderr, in the reader's order; returns how many."""
     problems = list(dict.fromkeys(snapshot.problems))
     for problem in problems:
-        click.echo(f"warning: {problem}", err=True)
+        click.echo(f"warning: {printable(problem)}", err=True)
     return len(problems)
 
 
@@ -250,7 +388,7 @@ def cli() -> None:
 
 @cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
 @click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=True, readable=True))
+                type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
 @click.option("--policy", "policy", metavar="FILE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
@@ -261,19 +399,23 @@ def cli() -> None:
 @click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
               show_default=True, show_envvar=True,
               help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
-@click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
-              type=click.FloatRange(min=0, min_open=True),
+@click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True, type=_time_limit_type(),
               help="Time limit in seconds for the whole cycle (reading the snapshot, greedy, "
-                   "start, model, solve, verify). Default: the policy's (20).")
-@click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
+                   "start, model, solve, verify), above 0 and at most a week. Default: the policy's (20).")
+@click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=_gap_type(),
               help="Relative MIP gap to stop at, 0 to 1 (0.01 = 1%). Default: the policy's (0.001).")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
               help="Planning time for waiting, aging and lost work. Default: the snapshot's "
                    "stowplan.io/snapshot-time, else its newest timestamp.")
 @click.option("--strict", is_flag=True, show_envvar=True,
               help="Treat every reported input problem as an error (exit 2, nothing written).")
+@click.option("--max-file-size", "max_file_size", metavar="BYTES", show_envvar=True, type=SizeType(),
+              default="2Gi", show_default=True,
+              help="Refuse (exit 2) any input file larger than this, checked before reading it.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True,
-              help="No progress lines and no solver output (warnings and errors still go to stderr).")
+              help="No progress lines (warnings and errors still go to stderr).")
+@click.option("-v", "--verbose", is_flag=True, show_envvar=True,
+              help="Show the solvers' own output (HiGHS's banner and log, CBC's) on stderr.")
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -285,14 +427,17 @@ def what_if(
     gap: float | None,
     now: dt.datetime | None,
     strict: bool,
+    max_file_size: int,
     quiet: bool,
+    verbose: bool,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
     SNAPSHOT is Kubernetes objects as `kubectl get -o yaml` prints them: a
-    `kind: List`, a stream of YAML documents, or a folder of such files; several
-    are read as one snapshot. Nothing touches a cluster: this is how a platform
-    team asks "what happens if..." (a new quota, a bigger job, a lost rack).
+    `kind: List`, a stream of YAML documents, or a folder of such files (- reads
+    stdin); several are read as one snapshot. Nothing touches a cluster: this is
+    how a platform team asks "what happens if..." (a new quota, a bigger job, a
+    lost rack). Only regular files are read, each at most --max-file-size.
 
     Input problems that affect only some objects (an unknown LocalQueue, a
     ClusterQueue naming a missing flavor, an unparsable request) are reported
@@ -309,15 +454,18 @@ def what_if(
     """
     from planner.pipeline import plan_snapshot
     from planner.snapshot import read_snapshot
+    from planner.snapshot.loader import Limits
 
     say = _progress(quiet)
+    _solver_log(verbose)
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None
         check_writable(out)  # fail before a long solve, not after it
     started = time.monotonic()
     say(f"reading {', '.join(snapshots)}")
-    snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
+    snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
+                             limits=Limits(max_file_bytes=max_file_size))
     problems = _report_problems(snapshot)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
@@ -325,7 +473,7 @@ def what_if(
     say(f"read {snapshot.object_count} objects, {len(snapshot.workloads)} workloads, "
         f"{len(snapshot.nodes)} nodes in {read_seconds:.2f}s; planning with {solver}")
 
-    with stdout_to_stderr(discard=quiet):
+    with stdout_to_stderr(discard=not verbose):
         plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
     plan = replace(plan, solver=replace(plan.solver, peak_rss_mib=peak_rss_mib()))
     say(_outcome(plan))
@@ -365,9 +513,16 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 
     def say(message: str) -> None:
         if enabled:
-            click.echo(f"stowplan: {message}", err=True)
+            click.echo(f"stowplan: {printable(message)}", err=True)
 
     return say
+
+
+def _solver_log(verbose: bool) -> None:
+    """HiGHS prints its banner and log only when asked (--verbose): solver chatter is not stderr's."""
+    import planner.highs
+
+    planner.highs.log_to_console = verbose
 
 
 def _outcome(plan: Plan) -> str:
@@ -408,11 +563,13 @@ def _solver_options(command: F) -> F:
     options = [
         click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
                      show_default=True, show_envvar=True, help="milp (HiGHS), greedy or pulp:NAME."),
-        click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True,
-                     type=click.FloatRange(min=0, min_open=True),
-                     help="Time limit for the whole cycle (reading the cluster included). Default: the policy's."),
-        click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=click.FloatRange(min=0, max=1),
-                     help="Relative MIP gap to stop at. Default: the policy's."),
+        click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True, type=_time_limit_type(),
+                     help="Time limit for the whole cycle (reading the cluster included), above 0 and at most a "
+                          "week. Default: the policy's."),
+        click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=_gap_type(),
+                     help="Relative MIP gap to stop at, 0 to 1. Default: the policy's."),
+        click.option("-v", "--verbose", is_flag=True, show_envvar=True,
+                     help="Show the solvers' own output (HiGHS's banner and log, CBC's) on stderr."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -436,7 +593,10 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     """Read the live cluster into a snapshot file that `what-if` plans exactly as `plan` would.
 
     Lists every kind Stowplan reads (paginated), as one `kind: List` with a
-    stowplan.io/snapshot-time annotation (the planning time), without managedFields.
+    stowplan.io/snapshot-time annotation (the planning time). What planning never
+    reads is left out: managedFields, annotations other than stowplan.io/* and
+    kueue.x-k8s.io/*, and of each container all but name, image, resources and
+    restartPolicy (no env, command, args or probes). The file is written 0600.
 
     \b
     Examples:
@@ -448,6 +608,7 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     import yaml  # type: ignore[import-untyped, unused-ignore]
 
     from planner.cluster import read_cluster
+    from planner.cluster.reader import pruned
 
     say = _progress(quiet)
     if out not in (None, "-"):
@@ -456,18 +617,19 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     live = read_cluster(_kube(kubeconfig, context), config_files=config, policy_file=policy, say=say)
     _report_problems(live.snapshot)
     say(f"read {live.snapshot.object_count} objects in {live.seconds:.2f}s")
+    document = pruned(live.document)
     if out is not None and out.endswith(".json"):
-        text = live.data.decode("utf-8")
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
     elif out is not None and out != "-":
-        text = yaml.dump(live.document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
+        text = yaml.dump(document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
                          allow_unicode=True, width=4096)
     else:
-        text = json.dumps(live.document, indent=1, ensure_ascii=False) + "\n"
+        text = json.dumps(document, indent=1, ensure_ascii=False) + "\n"
     if out in (None, "-"):
         write_stdout(text)
     else:
         assert out is not None
-        write_atomically(out, text)
+        write_atomically(out, text, mode=0o600)   # a snapshot describes the whole cluster: its owner's only
         say(f"wrote {out}")
 
 
@@ -482,8 +644,8 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_exits
 def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[str], policy: str | None,
-                 solver: str, time_limit: float | None, gap: float | None, output: str | None, out: str | None,
-                 quiet: bool) -> None:
+                 solver: str, time_limit: float | None, gap: float | None, verbose: bool, output: str | None,
+                 out: str | None, quiet: bool) -> None:
     """Plan the live cluster and show the plan; nothing is written to the cluster.
 
     \b
@@ -498,8 +660,9 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
+    _solver_log(verbose)
     kube = _kube(kubeconfig, context)
-    with stdout_to_stderr(discard=quiet):
+    with stdout_to_stderr(discard=not verbose):
         live, plan = plan_live(kube, config_files=config, policy_file=policy, solver=solver,
                                time_limit=time_limit, gap=gap, say=say)
     _report_problems(live.snapshot)
@@ -528,20 +691,22 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
 @click.option("--lease-name", "lease_name", default="stowplan-planner", show_default=True, show_envvar=True,
               help="Name of that Lease.")
 @click.option("--lease-duration", "lease_duration", default=60, show_default=True, show_envvar=True,
-              type=click.IntRange(min=1), metavar="SECONDS", help="How long the Lease lasts; longer than a cycle.")
+              type=click.IntRange(min=1, max=86400), metavar="SECONDS",
+              help="How long the Lease lasts; longer than a cycle.")
 @click.option("--identity", "identity", show_envvar=True, metavar="NAME",
               help="Holder identity in the Lease. Default: hostname-pid.")
 @click.option("--release-wait", "release_wait", default=5.0, show_default=True, show_envvar=True,
-              type=click.FloatRange(min=0), metavar="SECONDS",
+              type=CheckedFloat("SECONDS", _bounded(0, 3600)), metavar="SECONDS",
               help="How long to wait for admitted workloads' pods to release their gates; later pods are "
                    "released by the next cycle.")
-@click.option("--workers", "workers", default=8, show_default=True, show_envvar=True, type=click.IntRange(min=1),
+@click.option("--workers", "workers", default=8, show_default=True, show_envvar=True,
+              type=click.IntRange(min=1, max=64),
               metavar="N", help="Writes in flight at once (each still optimistic on its own object).")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_exits
 def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, context: str | None,
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
-                  gap: float | None, namespace: str, lease_name: str, lease_duration: int,
+                  gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
@@ -561,14 +726,15 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     from planner.cluster import apply_live
 
     say = _progress(quiet)
+    _solver_log(verbose)
     kube = _kube(kubeconfig, context, dry_run=dry_run)
-    with stdout_to_stderr(discard=quiet):
+    with stdout_to_stderr(discard=not verbose):
         made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                   solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                   lease_name=lease_name, identity=identity, lease_duration=lease_duration,
                                   release_wait=release_wait, workers=workers, say=say)
     for ref, why in report.conflicts:
-        click.echo(f"warning: skipped {ref}: {why} (the next cycle repairs it)", err=True)
+        click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
     write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
 
 

@@ -9,6 +9,7 @@ Exit codes (documented in the README):
 from __future__ import annotations
 
 from models import ObjectRef
+from planner.terminal import printable
 
 
 class StowplanError(Exception):
@@ -33,7 +34,8 @@ class VerificationError(StowplanError):
 
     def __init__(self, violations: list[str]):
         self.violations = violations
-        shown = "\n  ".join(violations[:20])
+        # one line per violation: names inside them are escaped, the line breaks are the message's own
+        shown = "\n  ".join(printable(v) for v in violations[:20])
         more = f"\n  ... and {len(violations) - 20} more" if len(violations) > 20 else ""
         super().__init__(f"plan failed verification ({len(violations)} violations):\n  {shown}{more}")
 

@@ -163,6 +163,7 @@ class GeneratorSpec:
         return math.prod(self.fanout)
 
     def validate(self) -> None:
+        self._bounded()
         if len(self.levels) != len(self.fanout) or not self.levels:
             raise ValueError(f"levels ({len(self.levels)}) and fanout ({len(self.fanout)}) must have the same "
                              "length, at least 1")
@@ -191,6 +192,45 @@ class GeneratorSpec:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
         _parse_time(self.now)
+
+
+    def _bounded(self) -> None:
+        """Sizes a machine can hold (generate builds the whole snapshot in memory) and finite numbers;
+        checked first, so a typo such as --nodes 100000x100000x100000 is refused at once."""
+        if len(self.fanout) > MAX_LEVELS or any(f > MAX_NODES for f in self.fanout) or self.nodes > MAX_NODES:
+            raise ValueError(f"at most {MAX_NODES:,} nodes in at most {MAX_LEVELS} levels "
+                             f"(asked for {self.nodes:,} in {len(self.fanout)}); XL has 65,536")
+        for name, limit in LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number")
+            if value > limit:
+                raise ValueError(f"{name} must be at most {limit:,}, got {value:,}")
+        for name in ("small_sizes", "multi_node_sizes"):
+            pairs = getattr(self, name)
+            if len(pairs) > 64 or any(not 1 <= gpus <= MAX_JOB_GPUS or not 0 <= weight <= 10**6
+                                      for gpus, weight in pairs):
+                raise ValueError(f"{name}: at most 64 GPUS:WEIGHT pairs, GPUS 1 to {MAX_JOB_GPUS:,}, "
+                                 "WEIGHT 0 to 1,000,000")
+        if len(self.priorities) > 64 or any(not -(2**31) <= value < 2**31 or not math.isfinite(share)
+                                            for _, value, share in self.priorities):
+                raise ValueError("priorities: at most 64 NAME:VALUE:SHARE triples, VALUE an int32, SHARE finite")
+
+
+MAX_NODES = 262_144           # four times XL
+MAX_LEVELS = 8
+MAX_JOB_GPUS = 1_048_576
+# field -> largest value generate accepts (the presets stay far below)
+LIMITS: dict[str, float] = {
+    "pending": 1_000_000, "running": 1_000_000, "teams": 10_000, "cohort_groups": 10_000,
+    "gpus_per_node": 1024, "cpu_per_node": 100_000, "memory_per_node_gi": 1_000_000, "pods_per_node": 10_000,
+    "max_job_gpus": MAX_JOB_GPUS, "history_hours": 100_000.0,
+    **{name: 1.0 for name in ("quota_share", "root_quota_share", "borrowing_share", "lending_share",
+                              "multi_node_share", "required_share", "slice_share", "jobset_share", "sweep_share",
+                              "elastic_share", "unconstrained_share", "running_multi_node_share",
+                              "running_large_budget", "checkpoint_share", "non_preemptible_share",
+                              "second_flavor_share")},
+}
 
 
 # The fixtures' and benchmarks' shapes. Parameters not named keep the defaults above.

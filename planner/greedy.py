@@ -1,20 +1,19 @@
-"""The greedy baseline: Kueue's scheduling cycles, replayed on a static snapshot.
+"""The greedy baseline: Kueue v0.17's scheduling cycles, replayed on a static snapshot.
 
-Each cycle takes the head of every active ClusterQueue, nominates each head against
-the state at the start of the cycle (flavor by flavor: quota through the QuotaTree,
-then node placement through `planner.placement`), orders the nominees (not
-borrowing first, then effective priority, then queue time) and admits each that
-still fits after the ones before it. It stops when a cycle changes nothing.
+`greedy()` runs KueueCycles (below) until nothing changes: each cycle pops the head
+of every active ClusterQueue, nominates every head against the state at the start of
+the cycle (planner.kueue_rules: Kueue's flavor assigner, then node placement, then
+its classical preemption), orders them as Kueue's iterator does (lower borrowing
+height first, then priority, then queue time), and processes them in order: admit,
+issue preemptions and hold the room, hold quota, skip, or set aside. Stowplan plans the
+end state; the KueueCycles docstring says how Kueue's requeues and evictions are
+replayed and where a plan cannot follow Kueue.
 
-A head that does not fit may preempt (Kueue's classical preemption, see
-`preempt`): running workloads its ClusterQueue's policies let it evict are removed
-in Kueue's order until it fits, then added back in reverse where it still fits.
-Stowplan plans the end state, so the preemptor is admitted in the same plan as
-the evictions; Kueue would issue the evictions and admit it in a later cycle, once
-the victims have terminated.
-
-Free capacity and quota usage live in `ClusterState`, updated in place per
-admission or eviction (never recomputed), so a cycle costs what its heads cost.
+Free capacity and quota usage live in `ClusterState`, updated in place per admission
+or eviction (never recomputed), and what greedy and other passes (planner.improve,
+planner.explain) need of Kueue's fit tests lives beside it: placement with fixed
+flavors (`place_fixed`), the minimal-set search (`minimal_victims`), and the older
+whole-snapshot evaluators (`evaluate`, `try_counts`, `Preemption`) those passes use.
 This module only computes; it writes nothing.
 """
 
@@ -26,7 +25,7 @@ import itertools
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -35,7 +34,7 @@ from models import (
     HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, Eviction, Node, ObjectRef, PodSet, PodSetAssignment,
     Resources, Snapshot, Workload, WorkloadState, is_gpu,
 )
-from planner import placement
+from planner import kueue_rules, placement
 from planner.capacity import cluster_queue_usage, pod_set_by_name, quota_usage_of
 from planner.placement import DomainTree, Placement, level_noun
 from planner.semantics import (
@@ -232,6 +231,8 @@ class ClusterState:
         self._changed: list[np.ndarray] = []
         self._changed_before: list[int] = [0]
         self._counts: dict[int, _LeafCounts] = {}   # by _count_keys of (eligible key, request)
+        self._placed: dict[tuple, Placement] = {}   # place() answers since the last node change
+        self._placed_at = 0
         self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
         # Memos by object identity, for the hot paths: hashing requests and tolerations
         # (dataclasses) on every fit test shows in profiles. Each entry holds the objects
@@ -393,12 +394,7 @@ class ClusterState:
     def _fit_counts(self, rows: np.ndarray, request: Resources) -> np.ndarray:
         """`placement.leaf_counts` of these rows of the free matrix, reading only the
         columns the request needs."""
-        found = self._request_columns.get(request)
-        if found is None:
-            vec = self.vector(request)
-            need = np.flatnonzero(vec > 0)
-            found = self._request_columns[request] = (need, vec[need])
-        need, amounts = found
+        need, amounts = self._columns(request)
         if not len(need):
             return np.zeros(len(rows), dtype=np.int64)
         return np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
@@ -410,8 +406,27 @@ class ClusterState:
             key = self._count_keys.setdefault((eligible.key, pod_set.request), len(self._count_keys))
             seen = self._placing_of[(id(option), id(pod_set))] = (option, pod_set, eligible, key)
         eligible = seen[2]
-        leaves = self._leaves(eligible, pod_set.request, seen[3])
-        return placement.place_counts(eligible.tree, leaves.counts, count, pod_set.topology, leaves)
+        # The same shape asks again while no node changed (Kueue's heads of one cycle,
+        # many of one shape): the same answer.
+        if self._placed_at != len(self._changed):
+            self._placed.clear()
+            self._placed_at = len(self._changed)
+        memo = (seen[3], count, pod_set.topology)
+        found = self._placed.get(memo)
+        if found is None:
+            leaves = self._leaves(eligible, pod_set.request, seen[3])
+            found = self._placed[memo] = placement.place_counts(eligible.tree, leaves.counts, count,
+                                                                pod_set.topology, leaves)
+        return found
+
+    def fits(self, option: FlavorOption, pod_set: PodSet, count: int) -> bool:
+        """Would place() place it? (placement.fits_counts: no placement built.)"""
+        seen = self._placing_of.get((id(option), id(pod_set)))
+        if seen is None or seen[0] is not option or seen[1] is not pod_set:
+            self.place(option, pod_set, 0)
+            seen = self._placing_of[(id(option), id(pod_set))]
+        leaves = self._leaves(seen[2], pod_set.request, seen[3])
+        return placement.fits_counts(seen[2].tree, leaves.counts, count, pod_set.topology, leaves)
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)
@@ -430,8 +445,18 @@ class ClusterState:
             self._changed_before.append(self._changed_before[-1] + len(rows))
 
     def nodes_fit(self, pods: Mapping[str, int], request: Resources) -> bool:
-        vec = self.vector(request)
-        return all(bool((self.free[self.row[n]] >= c * vec).all()) for n, c in pods.items())
+        """Room on each node for its pods, in the resources the pods request (a node
+        over-committed in something else still takes them, as Kueue's Fits counts)."""
+        need, amounts = self._columns(request)
+        return all(bool((self.free[self.row[n], need] >= c * amounts).all()) for n, c in pods.items())
+
+    def _columns(self, request: Resources) -> tuple[np.ndarray, np.ndarray]:
+        found = self._request_columns.get(request)
+        if found is None:
+            vec = self.vector(request)
+            need = np.flatnonzero(vec > 0)
+            found = self._request_columns[request] = (need, vec[need])
+        return found
 
     # -- whole decisions
 
@@ -450,6 +475,8 @@ class ClusterState:
                 charges[fr] += v
         if self.quota_shortfall(cq, charges, {}) is not None:
             return False
+        if len(choices) == 1:
+            return self.nodes_fit(choices[0].pods, choices[0].pod_set.request)
         taken: list[Choice] = []
         try:
             for choice in choices:  # pod sets of one workload may share nodes
@@ -638,35 +665,97 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
         if short is not None:
             reason = reason or short
             continue
-        trees = [state.eligible(opt, ps) for opt, ps in zip(picks, members)]
-        if any(level not in e.tree.levels for e in trees):
-            reason = reason or f"the topology of flavor {'/'.join(option.flavors)} has no level {level}"
-            continue
-        # Candidates are domains where every member fits alone, smallest room (for the
-        # biggest member) first, then by domain.
-        domains, room = _group_room(state, trees, members, level)
-        biggest = max(range(len(members)), key=lambda k: counts[k])
-        fit = np.flatnonzero((room >= np.array(counts, dtype=np.int64)[:, None]).all(axis=0))
-        for d in fit[np.lexsort((fit, room[biggest, fit]))]:
-            values = domains[d]
-            mark = len(tent.choices)
-            for e, ps, opt, n, ch in zip(trees, members, picks, counts, charges_each):
-                tree = e.tree
-                lvl = tree.levels.index(level)
-                inside = tree.domain_index(lvl, values)
-                leaf = state.leaf_counts(e, ps.request)
-                leaf = np.where(tree.node_domain[lvl] == inside, leaf, 0) if inside is not None else leaf * 0
-                where = placement.place_counts(tree, leaf, n, ps.topology)
-                if not where.ok:
-                    tent.rollback(mark)
-                    break
-                tent.add(Choice(ps, opt, n, dict(where.pods or {}), ch))
-            else:
-                return tent.choices[mark:]
-        reason = reason or f"pod sets {names} do not fit together in one {level_noun(level)} ({level})"
+        placed = _group_at(state, members, picks, counts, level, tent)
+        if not isinstance(placed, str):
+            return placed
+        reason = reason or placed
     if reason is None:
         return f"pod sets {names} have no common flavor in ClusterQueue {cq.name}"
     return reason
+
+
+def _group_at(state: ClusterState, members: Sequence[PodSet], picks: Sequence[FlavorOption], counts: Sequence[int],
+              level: str, tent: _Tentative) -> list[Choice] | str:
+    """The group's members, each with its flavor choice, in one domain at `level`:
+    candidates are domains where every member fits alone, smallest room (for the
+    biggest member) first, then by domain. Taken in `tent` on success."""
+    trees = [state.eligible(opt, ps) for opt, ps in zip(picks, members)]
+    if any(level not in e.tree.levels for e in trees):
+        return f"the topology of flavor {'/'.join(picks[0].flavors)} has no level {level}"
+    domains, room = _group_room(state, trees, members, level)
+    biggest = max(range(len(members)), key=lambda k: counts[k])
+    fit = np.flatnonzero((room >= np.array(counts, dtype=np.int64)[:, None]).all(axis=0))
+    for d in fit[np.lexsort((fit, room[biggest, fit]))]:
+        values = domains[d]
+        mark = len(tent.choices)
+        for e, ps, opt, n in zip(trees, members, picks, counts):
+            tree = e.tree
+            lvl = tree.levels.index(level)
+            inside = tree.domain_index(lvl, values)
+            leaf = state.leaf_counts(e, ps.request)
+            leaf = np.where(tree.node_domain[lvl] == inside, leaf, 0) if inside is not None else leaf * 0
+            where = placement.place_counts(tree, leaf, n, ps.topology)
+            if not where.ok:
+                tent.rollback(mark)
+                break
+            tent.add(Choice(ps, opt, n, dict(where.pods or {}), quota_usage(ps, opt, n)))
+        else:
+            return tent.choices[mark:]
+    names = ", ".join(ps.name for ps in members)
+    return f"pod sets {names} do not fit together in one {level_noun(level)} ({level})"
+
+
+def place_fixed(state: ClusterState, cq: ClusterQueue, workload: Workload,
+                picks: Sequence[tuple[PodSet, FlavorOption, int]]) -> list[Choice] | tuple[int, str]:
+    """Nodes for every pod set of `workload` with its flavors and count fixed (Kueue's
+    TAS assignment for a workload: later pod sets see what earlier ones take; a pod-set
+    group shares one domain), as choices in pod set order; or (index of the pod set that
+    does not fit, why). Quota is not looked at. The state is left as found."""
+    if len(picks) == 1:   # one pod set: nothing to hold while the next is placed
+        ps, opt, n = picks[0]
+        where = state.place(opt, ps, n)
+        if not where.ok:
+            return 0, f"{pods(n)} of {pod_shape(ps.request)} on flavor {'/'.join(opt.flavors)}: {where.reason}"
+        return [Choice(ps, opt, n, dict(where.pods or {}), quota_usage(ps, opt, n))]
+    tent = _Tentative(state)
+    index = {id(ps): i for i, (ps, _, _) in enumerate(picks)}
+    try:
+        done: set[int] = set()
+        for i, (ps, option, count) in enumerate(picks):
+            if i in done:
+                continue
+            group = [j for j, (other, _, _) in enumerate(picks)
+                     if ps.topology.group and other.topology.group == ps.topology.group] or [i]
+            done.update(group)
+            members = [picks[j][0] for j in group]
+            level = _group_level(members) if len(group) > 1 else None
+            if level is not None:
+                placed = _group_at(state, members, [picks[j][1] for j in group], [picks[j][2] for j in group],
+                                   level, tent)
+                if isinstance(placed, str):
+                    return i, placed
+                continue
+            for j in group:
+                member, opt, n = picks[j]
+                where = state.place(opt, member, n)
+                if not where.ok:
+                    return j, f"{pods(n)} of {pod_shape(member.request)} on flavor {'/'.join(opt.flavors)}: {where.reason}"
+                choice = Choice(member, opt, n, dict(where.pods or {}), quota_usage(member, opt, n))
+                if len(done) == len(picks) and j == group[-1]:   # the last: nothing after it needs its nodes held
+                    return sorted(tent.choices + [choice], key=lambda c: index[id(c.pod_set)])
+                tent.add(choice)
+        return sorted(tent.choices, key=lambda c: index[id(c.pod_set)])
+    finally:
+        tent.rollback()
+
+
+def fits_fixed(state: ClusterState, cq: ClusterQueue, workload: Workload,
+               picks: Sequence[tuple[PodSet, FlavorOption, int]]) -> bool:
+    """Would place_fixed place them? Cheaper for one pod set (no placement built)."""
+    if len(picks) == 1:
+        ps, option, count = picks[0]
+        return state.fits(option, ps, count)
+    return not isinstance(place_fixed(state, cq, workload, picks), tuple)
 
 
 def _group_room(state: ClusterState, trees: Sequence[_Eligible], members: Sequence[PodSet],
@@ -804,10 +893,29 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     test spared).
     """
     n = len(candidates)
-    removed = 0
 
     def late() -> bool:
         return deadline != float("inf") and time.monotonic() > deadline
+
+    if misfit and n == 0:
+        return None
+    hi = first_fitting_prefix(state, list(candidates), 1 if misfit else 0, lambda k: n, fits, late, doubling=True)
+    if hi is None:
+        return None
+    return put_back(state, candidates[:hi], fits, late)
+
+
+def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known: int, extend: Callable[[int], int],
+                         fits: Callable[[], bool], late: Callable[[], bool] = lambda: False,
+                         doubling: bool = False) -> int | None:
+    """The shortest prefix of `candidates`, at least `known` long (nothing shorter fits),
+    whose release makes `fits()` true; left released in `state`. None, with `state` as
+    found, when no prefix does. `extend(k)` may grow `candidates` to k (it returns
+    the length there is), so that a lazily computed order is read only as far as needed.
+    Galloping then bisection (fits() is monotone in what is released): steps that
+    double from `known` (the answer is usually just past it), or, `doubling`, prefixes
+    that double in length."""
+    removed = 0
 
     def prefix(k: int) -> None:
         nonlocal removed
@@ -817,20 +925,17 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
             state.release_many(candidates[removed:k])
         removed = k
 
-    bad, k = -1, 0
-    if misfit:
-        if n == 0:
-            return None
-        bad, k = 0, 1
+    bad, k, step = known - 1, known, 1
     while True:
+        k = min(k, extend(k))
         prefix(k)
         if fits():
             break
         bad = k
-        if k == n or late():
+        if late() or extend(k + 1) <= k:
             prefix(0)
             return None
-        k = min(n, max(1, 2 * k))
+        k, step = (max(1, 2 * k) if doubling else k + step), 2 * step
     lo, hi = bad + 1, k
     while lo < hi:
         if late():
@@ -843,21 +948,31 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
         else:
             lo = mid + 1
     prefix(hi)
+    return hi
+
+
+def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[], bool],
+             late: Callable[[], bool] = lambda: False) -> list[int] | None:
+    """Kueue's fill-back over `released` (all released in `state`, the preemptor fits):
+    each but the last, from the last but one down, is taken back where the preemptor
+    still fits. Returns the indexes still released (the victims), left so in `state`;
+    None past `late()`, with every one taken back.
+
+    A run that fits back all together would fit back one at a time too (each step
+    leaves at least as much free as the run's test), so runs are tried whole and halved
+    where they do not fit, the later half first: the same victims in O(v log k) fit
+    tests for v victims rather than k (k reaches hundreds)."""
+    hi = len(released)
     victims = set(range(hi))
-    # Kueue puts candidates hi-2 .. 0 back one at a time, keeping each back where the
-    # preemptor still fits. A run of them that fits back all together would fit back one
-    # at a time too (each step leaves at least as much free as the run's test), so runs
-    # are tried whole and halved where they do not fit, the later half first: the same
-    # victims in O(v log k) fit tests for v victims rather than k (k reaches hundreds).
     runs = [(0, hi - 1)]   # half-open, the next to decide last
     while runs:
         first, end = runs.pop()
         if first >= end:
             continue
         if late():     # give every victim still out back
-            state.release_many([candidates[v] for v in sorted(victims)], sign=-1)
+            state.release_many([released[v] for v in sorted(victims)], sign=-1)
             return None
-        run = candidates[first:end]
+        run = released[first:end]
         state.release_many(run, sign=-1)
         if fits():
             victims.difference_update(range(first, end))
@@ -1164,116 +1279,400 @@ class Preemption:
 
 # ---------------------------------------------------------------- the cycles
 
-@dataclass
-class _Entry:
+@dataclass(eq=False)
+class _Pending:
+    """A workload waiting in its ClusterQueue, with what Kueue keeps about its last try."""
+
     workload: Workload
-    choices: list[Choice]
-    borrows: bool
-    key: tuple = field(default_factory=tuple)
-    preempts: bool = False      # did not fit: tries preemption when its turn comes
+    key: tuple                                   # queue order: priority, queue time, UID
+    last: dict[tuple[int, str], int] | None = None   # LastAssignment: flavor tried per (pod set, resource)
+    generation: int = 0                          # the queue's generation at that try
+    reason: str = ""
+
+
+class _Queue:
+    """One ClusterQueue's pending workloads as Kueue's queue manager holds them: a heap
+    in queue order (the workload that is preempting, the sticky one, first), and the
+    inadmissible ones set aside until something leaves the cohort tree."""
+
+    def __init__(self, cq: ClusterQueue):
+        self.cq = cq
+        self.heap: list[tuple[tuple, ObjectRef]] = []
+        self.waiting: dict[ObjectRef, _Pending] = {}          # in the heap
+        self.inadmissible: dict[ObjectRef, _Pending] = {}
+        self.sticky: ObjectRef | None = None
+        self.generation = 0    # Kueue's AllocatableResourceGeneration: moves on when a workload leaves
+
+    def push(self, p: _Pending) -> None:
+        ref = p.workload.ref
+        if ref not in self.waiting:
+            self.waiting[ref] = p
+            heapq.heappush(self.heap, (p.key, ref))
+
+    def pop(self) -> _Pending | None:
+        if self.sticky is not None and self.sticky in self.waiting:
+            return self.waiting.pop(self.sticky)   # its heap entry is skipped when it surfaces
+        while self.heap:
+            _, ref = heapq.heappop(self.heap)
+            p = self.waiting.pop(ref, None)
+            if p is not None:
+                return p
+        return None
+
+    def requeue_inadmissible(self) -> None:
+        for p in self.inadmissible.values():
+            self.push(p)
+        self.inadmissible.clear()
+
+
+@dataclass(eq=False)
+class _Entry:
+    pending: _Pending
+    cq: ClusterQueue
+    assignment: "kueue_rules.Assignment"
+    targets: list["kueue_rules.Target"]
+    order: tuple
 
 
 def greedy(snapshot: Snapshot) -> GreedyResult:
-    """Kueue's admission, cycle by cycle, until a cycle changes nothing.
+    """Kueue's scheduling cycles until nothing changes (planner.kueue_rules decides
+    for each head; this runs the cycles)."""
+    return KueueCycles(snapshot).run()
 
-    A head that does not fit and whose ClusterQueue may preempt takes its turn among
-    the nominees (ordered as one that does not borrow) and preempts against the state
-    at that point. Evictions requeue the inadmissible workloads of the victims'
-    cohort trees (Kueue requeues on a workload leaving), so they are tried again.
+
+# Cycles from a preemptor's evictions to their completion (its victims' quota and nodes
+# free): 1, at the end of the cycle that issues them. In a cluster an eviction waits for
+# the victim's pods to stop, and Kueue meanwhile runs more cycles: the preemptor stays
+# its queue's head and issues the same evictions again, holding its room.
+EVICTION_CYCLES = 1
+
+
+class KueueCycles:
+    """Kueue v0.17's scheduler loop (pkg/scheduler/scheduler.go schedule()), replayed on
+    a static snapshot until its fixed point.
+
+    Each cycle: 1. pop the head of every active ClusterQueue (the sticky preemptor
+    first); 2. nominate every head against the state at the start of the cycle
+    (kueue_rules: flavors, then nodes, then preemption targets); 3. order them: lower
+    borrowing height first, then higher priority, then older; 4. process in order: a
+    NoFit head, or one needing preemption with no targets, is set aside (in a queue
+    whose reclaimWithinCohort is not Any the latter still holds what it could claim
+    for the rest of the cycle); a head whose targets overlap an earlier preemptor's,
+    or that no longer fits after the heads before it, is skipped (back in the heap);
+    a preemptor's targets are evicted and its room held for the rest of the cycle,
+    and it stays at the head of its queue; any other is admitted. 5. Between cycles
+    the evictions complete: the victims' quota and nodes are free, every workload set
+    aside in their cohort trees is back in its queue, and the victims' queues'
+    generations move on (a requeued workload then tries every flavor again). The
+    preemptor is admitted in a later cycle if it is then still the head that fits.
+
+    Stowplan plans the end state. A workload admitted by this plan and later evicted
+    goes back to its queue and may be admitted again; a workload running before the
+    plan that is evicted stays evicted (a plan has no moves: Kueue would requeue it
+    and might start it elsewhere). Nothing finishes.
     """
-    state = ClusterState(snapshot)
-    reasons: dict[ObjectRef, str] = {}
-    queues: dict[str, list[Workload]] = defaultdict(list)
-    for w in sorted(snapshot.workloads, key=lambda w: w.ref):
-        if w.state is not WorkloadState.PENDING:
-            continue
-        blocker = admission_blocker(snapshot, w)
-        if blocker is not None:
-            reasons[w.ref] = blocker
-            continue
-        queues[w.cluster_queue].append(w)  # type: ignore[index]
-    order_keys = {w.ref: queue_order_key(w, snapshot) for q in queues.values() for w in q}
-    by_ref = {w.ref: w for q in queues.values() for w in q}
-    for q in queues.values():
-        q.sort(key=lambda w: order_keys[w.ref])
-    position = {name: 0 for name in queues}
-    admitted: dict[ObjectRef, Admission] = {}
-    inadmissible: set[ObjectRef] = set()
-    preemption: Preemption | None = None
 
-    while True:
-        heads = _heads(snapshot, queues, position, admitted, inadmissible)
-        if not heads:
-            break
-        nominated: list[_Entry] = []
-        for w in heads:  # every head against the state at the start of the cycle
-            result = evaluate(state, w)
-            if isinstance(result, str):
-                reasons[w.ref] = result
-                if may_preempt(snapshot.cluster_queues[w.cluster_queue]):  # type: ignore[index]
-                    key = (False, -effective_priority(w, snapshot), w.queued_at, w.uid, str(w.ref))
-                    nominated.append(_Entry(w, [], False, key, preempts=True))
-                else:
-                    inadmissible.add(w.ref)
+    def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None):
+        self.kr = kueue_rules
+        self.snapshot = snapshot
+        self.state = ClusterState(snapshot)
+        self.registry = kueue_rules.Registry()
+        self._empty: ClusterState | None = None
+        tree = self.state.quota
+        self.rules = kueue_rules.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty,
+                                       borrowing_queues(snapshot, tree, cluster_queue_usage(snapshot)))
+        self.reasons: dict[ObjectRef, str] = {}
+        self.queues: dict[str, _Queue] = {}
+        self.pending: dict[ObjectRef, _Pending] = {}
+        for w in sorted(snapshot.workloads, key=lambda w: w.ref):
+            if w.state is WorkloadState.RUNNING and w.cluster_queue is not None \
+                    and f"cq:{w.cluster_queue}" in tree.parent:
+                self.registry.add(kueue_rules.Admitted(
+                    w, w.cluster_queue, quota_usage_of(w), evictable(w, snapshot), False,
+                    w.admitted_at if w.admitted_at is not None else snapshot.now))
+            if w.state is not WorkloadState.PENDING:
                 continue
-            charges: dict[FlavorResource, int] = defaultdict(int)
-            for c in result:
-                for fr, v in c.charges.items():
-                    charges[fr] += v
-            borrows = state.borrows(w.cluster_queue, charges)  # type: ignore[arg-type]
-            key = (borrows, -effective_priority(w, snapshot), w.queued_at, w.uid, str(w.ref))
-            nominated.append(_Entry(w, result, borrows, key))
-        nominated.sort(key=lambda e: e.key)
-        requeue: set[str] = set()
-        for entry in nominated:
-            cq = entry.workload.cluster_queue
-            if entry.preempts:
-                preemption = preemption or Preemption(state)
-                found = preemption.attempt(entry.workload)
-                if found is None:
-                    inadmissible.add(entry.workload.ref)
-                    continue
-                entry.choices = found[0]
-                requeue.update(preemption.root.get(c.workload.cluster_queue or "", c.workload.cluster_queue or "")
-                               for c in found[1])
-            elif not state.still_fits(cq, entry.choices):  # type: ignore[arg-type]
-                continue  # skipped: tried again next cycle against the new state
-            state.commit(cq, entry.choices)  # type: ignore[arg-type]
-            admitted[entry.workload.ref] = Admission(
-                workload=entry.workload.ref,
-                cluster_queue=cq,  # type: ignore[arg-type]
-                pod_sets=tuple(c.assignment() for c in entry.choices),
-            )
-            reasons.pop(entry.workload.ref, None)
-        if requeue and preemption is not None:
-            roots = preemption.root
-            inadmissible = {r for r in inadmissible
-                            if roots.get(by_ref[r].cluster_queue or "", by_ref[r].cluster_queue) not in requeue}
+            blocker = admission_blocker(snapshot, w)
+            if blocker is not None:
+                self.reasons[w.ref] = blocker
+                continue
+            name = w.cluster_queue
+            assert name is not None
+            if name not in self.queues:
+                self.queues[name] = _Queue(snapshot.cluster_queues[name])
+            p = self.pending[w.ref] = _Pending(w, queue_order_key(w, snapshot))
+            self.queues[name].push(p)
+        self.names = sorted(self.queues)
+        # Cohort tree root -> its queues: an eviction requeues what was set aside in all of them.
+        self.tree_queues: dict[str, list[str]] = defaultdict(list)
+        for name in self.names:
+            self.tree_queues[self._root(name)].append(name)
+        self.admitted: dict[ObjectRef, tuple[Admission, "kueue_rules.Admitted"]] = {}
+        self.evictions: dict[ObjectRef, Eviction] = {}
+        # Evictions issued and not complete: victim -> (target, preemptor, the cycle at whose
+        # end it completes). See EVICTION_CYCLES.
+        self.evicting: dict[ObjectRef, tuple["kueue_rules.Target", Workload, int]] = {}
+        self.eviction_cycles = max(1, eviction_cycles if eviction_cycles is not None else EVICTION_CYCLES)
+        self.cycle = 0
+        self.sequence = 0
 
-    for name, q in queues.items():
-        if snapshot.cluster_queues[name].queueing_strategy != "StrictFIFO":
-            continue
-        i = position[name]
-        if i < len(q) and q[i].ref in inadmissible:
-            for w in q[i + 1:]:
-                if w.ref not in admitted:
-                    reasons[w.ref] = f"waiting behind {q[i].ref} (StrictFIFO)"
-    evictions = preemption.evicted if preemption is not None else {}
-    decisions = Decisions(admissions=tuple(admitted[r] for r in sorted(admitted)),
-                          evictions=tuple(evictions[r] for r in sorted(evictions)))
-    return GreedyResult(decisions=decisions, reasons=dict(sorted(reasons.items())))
+    def empty(self) -> ClusterState:
+        """The cluster with nothing admitted (Kueue's SimulateEmpty)."""
+        if self._empty is None:
+            self._empty = ClusterState(self.snapshot, evicted=[w.ref for w in self.snapshot.workloads
+                                                               if w.state is WorkloadState.RUNNING])
+        return self._empty
 
+    def _root(self, name: str) -> str:
+        key = f"cq:{name}"
+        return self.state.quota.root_of(key) if key in self.state.quota.parent else key
 
-def _heads(snapshot: Snapshot, queues: Mapping[str, list[Workload]], position: dict[str, int],
-           admitted: Mapping[ObjectRef, Admission], inadmissible: set[ObjectRef]) -> list[Workload]:
-    """The head of every queue: BestEffortFIFO steps over inadmissible ones, StrictFIFO stops at them."""
-    heads = []
-    for name in sorted(queues):
-        q, i = queues[name], position[name]
-        strict = snapshot.cluster_queues[name].queueing_strategy == "StrictFIFO"
-        while i < len(q) and (q[i].ref in admitted or (not strict and q[i].ref in inadmissible)):
-            i += 1
-        position[name] = i
-        if i < len(q) and q[i].ref not in inadmissible:
-            heads.append(q[i])
-    return heads
+    # -- the loop
+
+    def run(self) -> GreedyResult:
+        limit = 20 * (len(self.snapshot.workloads) + 10)   # a guard: Kueue's own loop could thrash
+        while self.cycle < limit and self.step():
+            pass
+        return self._result()
+
+    def step(self) -> bool:
+        """One cycle; False once there is nothing left to do (no heads, or only StrictFIFO
+        heads that wait on a state that no longer changes)."""
+        self.cycle += 1
+        heads = [p for name in self.names if (p := self.queues[name].pop()) is not None]
+        if not heads:
+            return False
+        self.rules.steady = True     # nothing is held while nominating
+        entries = [self._nominate(p) for p in heads]
+        self.rules.steady = False
+        entries.sort(key=lambda e: e.order)
+        return self._process(entries)
+
+    def _nominate(self, p: _Pending) -> _Entry:
+        w = p.workload
+        queue = self.queues[w.cluster_queue]  # type: ignore[index]
+        last = p.last if p.last is not None and p.generation >= queue.generation else None
+        assignment, targets = self.rules.nominate(w, queue.cq, last, queue.generation)
+        if assignment.mode != self.kr.FIT and assignment.reason:
+            p.reason = assignment.reason
+        order = (assignment.borrowing,) + p.key
+        return _Entry(p, queue.cq, assignment, targets, order)
+
+    def _process(self, entries: list[_Entry]) -> bool:
+        """Step 5 of schedule(), then the cycle's end; whether anything moved."""
+        kr, state = self.kr, self.state
+        preempted: dict[ObjectRef, "kueue_rules.Admitted"] = {}
+        held: list[tuple[str, list[Choice]]] = []            # room held until the cycle ends
+        victims: list[tuple["kueue_rules.Target", Workload]] = []
+        moved = False
+        for e in entries:
+            a, cq, queue = e.assignment, e.cq, self.queues[e.cq.name]
+            if a.mode == kr.NO_FIT or (a.mode == kr.PREEMPT and not e.targets):
+                if a.mode == kr.PREEMPT and cq.preemption.reclaim_within_cohort != "Any":
+                    reserved = self._reserve(e, preempted)
+                    if reserved:
+                        held.append(reserved)
+                moved |= self._set_aside(e)
+                continue
+            if any(t.admitted.ref in preempted for t in e.targets):
+                self._skip(e)      # its targets overlap an earlier preemptor's
+                moved = True
+                continue
+            mine = [t.admitted.view for t in e.targets]
+            state.release_many(mine)
+            if a.choices is None or not state.still_fits(cq.name, a.choices):
+                state.release_many(mine, sign=-1)
+                self._skip(e)      # no longer fits after the heads before it
+                moved = True
+                continue
+            for t in e.targets:
+                preempted[t.admitted.ref] = t.admitted
+                if t.admitted.ref not in self.evicting:   # else its eviction is under way: nothing new
+                    victims.append((t, e.pending.workload))
+            state.commit(cq.name, a.choices)
+            moved = True
+            if a.mode == kr.PREEMPT:
+                held.append((cq.name, a.choices))
+                e.pending.last = None
+                queue.push(e.pending)
+                if cq.queueing_strategy != "StrictFIFO":
+                    queue.sticky = e.pending.workload.ref
+                continue
+            self._admit(e)
+        for name, choices in reversed(held):
+            self._give_back(name, choices)
+        self._evict(victims, preempted)
+        return moved
+
+    def _evict(self, victims: Sequence[tuple["kueue_rules.Target", Workload]],
+               preempted: Mapping[ObjectRef, "kueue_rules.Admitted"]) -> None:
+        """Evictions issued this cycle start; those due complete. Until then a victim
+        holds its quota and nodes (it was released only for the rest of this cycle's
+        checks, as Kueue's fits() does) and is a candidate of its own kind: already
+        evicted, first in every later search's order."""
+        for target, preemptor in victims:
+            self.evicting[target.admitted.ref] = (target, preemptor, self.cycle + self.eviction_cycles - 1)
+            if self.eviction_cycles > 1:
+                self.registry.mark_evicting(target.admitted)
+        due = [ref for ref, (_, _, at) in self.evicting.items() if at <= self.cycle]
+        for ref, (target, _, _) in self.evicting.items():
+            if ref in preempted and ref not in due:
+                self.state.release(target.admitted.view, sign=-1)     # back until its eviction completes
+            elif ref not in preempted and ref in due:
+                self.state.release(target.admitted.view)
+        done = [self.evicting.pop(ref)[:2] for ref in sorted(due)]
+        self._complete(done)
+
+    def _set_aside(self, e: _Entry) -> bool:
+        """requeueAndUpdate for a head that was not nominated: StrictFIFO keeps it at the
+        head; BestEffortFIFO sets it aside, unless flavors are left to try. Whether the
+        queue moved on."""
+        p, a, queue = e.pending, e.assignment, self.queues[e.cq.name]
+        p.last, p.generation = a.last, a.generation
+        if e.cq.queueing_strategy == "StrictFIFO":
+            queue.push(p)
+            return a.pending_flavors()
+        if a.pending_flavors():
+            queue.push(p)
+        else:
+            queue.inadmissible[p.workload.ref] = p
+        return True
+
+    def _skip(self, e: _Entry) -> None:
+        e.pending.last = None
+        self.queues[e.cq.name].push(e.pending)
+
+    def _reserve(self, e: _Entry, preempted: Mapping[ObjectRef, "kueue_rules.Admitted"]) -> tuple[str, list[Choice]] | None:
+        """resourcesToReserve: a head that needs preemption but has no targets holds, for
+        the rest of the cycle, its nodes as placed on an empty cluster and the quota it
+        could claim (up to nominal; up to the borrowing limit if it borrows)."""
+        a, cq, state = e.assignment, e.cq, self.state
+        picks = [(p.pod_set, p.option, p.count) for p in a.pod_sets]
+        placed = place_fixed(self.empty(), cq, e.pending.workload, picks)  # type: ignore[arg-type]
+        if isinstance(placed, tuple):
+            return None
+        # The queue's usage as Kueue's snapshot has it: victims of this cycle still count.
+        gone: dict[FlavorResource, int] = defaultdict(int)
+        for v in preempted.values():
+            if v.cq == cq.name:
+                for fr, amount in v.usage.items():
+                    gone[fr] += amount
+        charges: dict[FlavorResource, int] = {}
+        for fr, usage in a.usage.items():
+            used = state.used(cq.name, fr) + gone[fr]
+            nominal, borrowing, _ = state.quota.limits(f"cq:{cq.name}", fr)
+            if a.borrowing > 0:
+                charges[fr] = usage if borrowing is None else min(usage, nominal + borrowing - used)
+            else:
+                charges[fr] = max(0, min(usage, nominal - used))
+        choices = [Choice(c.pod_set, c.option, c.count, c.pods, {}) for c in placed]
+        if choices:
+            choices[0].charges = charges
+        state.commit(cq.name, choices)
+        return cq.name, choices
+
+    def _give_back(self, name: str, choices: Sequence[Choice]) -> None:
+        state = self.state
+        state.version += 1
+        for c in choices:
+            state.take(c.pods, c.pod_set.request, sign=-1)
+            for fr, v in c.charges.items():
+                state.charge(name, fr, -v)
+
+    def _admit(self, e: _Entry) -> None:
+        kr, w, cq = self.kr, e.pending.workload, e.cq
+        choices = e.assignment.choices
+        assert choices is not None
+        self.sequence += 1
+        when = self.snapshot.now + self.cycle + self.sequence * 1e-9   # after everything running, in order
+        assignment = tuple(c.assignment() for c in choices)
+        view = replace(w, state=WorkloadState.RUNNING, assignment=assignment, admitted_at=when)
+        minimum = self.snapshot.policy.minimum_runtime_seconds
+        entry = kr.Admitted(view, cq.name, quota_usage_of(view), not w.non_preemptible and minimum <= 0, True, when)
+        self.registry.add(entry)
+        self.admitted[w.ref] = (Admission(workload=w.ref, cluster_queue=cq.name, pod_sets=assignment), entry)
+        self.pending.pop(w.ref, None)
+
+    def _complete(self, victims: Sequence[tuple["kueue_rules.Target", Workload]]) -> None:
+        """The evictions complete: the victims leave the cache (already released), their
+        queues' generations move on, a victim admitted by this plan is pending again,
+        and everything set aside in their cohort trees goes back to its queue."""
+        roots: set[str] = set()
+        for target, preemptor in victims:
+            v = target.admitted
+            self.registry.remove(v)
+            queue = self.queues.get(v.cq)
+            if queue is not None:
+                queue.generation += 1
+            if v.planned:
+                del self.admitted[v.ref]
+                original = self._originals[v.ref]
+                p = self.pending[v.ref] = _Pending(original, queue_order_key(original, self.snapshot))
+                if queue is not None:
+                    queue.push(p)
+            else:
+                self.evictions[v.ref] = Eviction(workload=v.ref, reason=target.reason, for_=(preemptor.ref,),
+                                                 cost=eviction_cost(v.view, self.snapshot))
+            roots.add(self._root(v.cq))
+        for root in sorted(roots):
+            for name in self.tree_queues.get(root, ()):
+                self.queues[name].requeue_inadmissible()
+
+    @property
+    def _originals(self) -> dict[ObjectRef, Workload]:
+        found = getattr(self, "_by_ref", None)
+        if found is None:
+            found = self._by_ref = {w.ref: w for w in self.snapshot.workloads}
+        return found
+
+    # -- the answer
+
+    def _result(self) -> GreedyResult:
+        admissions = {ref: adm for ref, (adm, _) in self.admitted.items()}
+        evictions = self._justified(admissions)
+        for ref, p in self.pending.items():
+            if ref not in admissions:
+                self.reasons[ref] = p.reason or "not admitted"
+        for name, queue in self.queues.items():
+            if queue.cq.queueing_strategy != "StrictFIFO":
+                continue
+            waiting = sorted((p for p in list(queue.waiting.values()) + list(queue.inadmissible.values())),
+                             key=lambda p: p.key)
+            if waiting:
+                head = waiting[0].workload.ref
+                for p in waiting[1:]:
+                    self.reasons[p.workload.ref] = f"waiting behind {head} (StrictFIFO)"
+        for ref in admissions:
+            self.reasons.pop(ref, None)
+        decisions = Decisions(admissions=tuple(admissions[r] for r in sorted(admissions)),
+                              evictions=tuple(evictions[r] for r in sorted(evictions)))
+        return GreedyResult(decisions=decisions, reasons=dict(sorted(self.reasons.items())))
+
+    def _justified(self, admissions: Mapping[ObjectRef, Admission]) -> dict[ObjectRef, Eviction]:
+        """Every eviction names an admission of the plan allowed to make it. Kueue's
+        preemptor may itself be evicted later (reclaimed); its victims then name another
+        admission of the plan that the policies allow to evict them."""
+        out: dict[ObjectRef, Eviction] = {}
+        tree = self.state.quota
+        before = self.rules.borrowing_before
+        usage_before = cluster_queue_usage(self.snapshot)
+        for ref, e in self.evictions.items():
+            if all(t in admissions for t in e.for_):
+                out[ref] = e
+                continue
+            victim = self._originals[ref]
+            found = None
+            for other in sorted(admissions):
+                adm = admissions[other]
+                preemptor = self._originals[other]
+                borrows = any(usage_before.get(f"cq:{adm.cluster_queue}", {}).get(fr, 0) + v
+                              > tree.limits(f"cq:{adm.cluster_queue}", fr)[0]
+                              for fr, v in self.admitted[other][1].usage.items())
+                if preemption_reason(self.snapshot, preemptor, victim, tree, before, borrows) == e.reason:
+                    found = other
+                    break
+            if found is not None:
+                out[ref] = replace(e, for_=(found,))
+            else:
+                out[ref] = e     # the verifier will say so; see the report
+        return out

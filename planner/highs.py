@@ -1,9 +1,20 @@
 """A ModelArrays handed to HiGHS in one call (passModel with numpy arrays), quietly.
 
 Shared by the MILP backend (planner.solve) and the relaxation's bounds (planner.bound).
+Every highspy.Highs is made here (`new_highs`), silent unless `log_to_console` is set
+(the CLI's --verbose): HiGHS prints its "Running HiGHS ... Copyright" banner from the
+constructor of a process's first instance, before any option can be set, so that
+construction runs with file descriptor 1 pointed at /dev/null.
 """
 
 from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -27,6 +38,55 @@ def dense(terms: list[tuple[int, float]], num_cols: int) -> np.ndarray:
     return cost
 
 
+log_to_console = False   # HiGHS's banner and log on the console: set by the CLI's --verbose
+_first = threading.Lock()
+_made = False
+
+
+@contextlib.contextmanager
+def _fd1_to_devnull() -> Iterator[None]:
+    """Native writes to stdout go nowhere meanwhile (C's buffers flushed on both sides)."""
+    libc: Any = None
+    with contextlib.suppress(OSError):
+        libc = ctypes.CDLL(None)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    if libc is not None:
+        libc.fflush(None)
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield          # no fd 1 at all: nothing can be printed on it
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        if libc is not None:
+            libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+def new_highs() -> Any:
+    """A highspy.Highs whose output is off unless `log_to_console` (its banner too)."""
+    import highspy
+
+    global _made
+    with _first:
+        if _made or log_to_console:
+            h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
+        else:
+            with _fd1_to_devnull():
+                h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
+        _made = True
+    h.setOptionValue("output_flag", bool(log_to_console))
+    h.setOptionValue("log_to_console", bool(log_to_console))
+    return h
+
+
 def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # type: ignore[no-untyped-def]
     """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
 
@@ -34,9 +94,7 @@ def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # typ
     sized by the first run, and refuses to run an instance asking for another size."""
     import highspy
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("log_to_console", False)
+    h = new_highs()
     h.setOptionValue("threads", max(1, threads))
     lp = highspy.HighsLp()
     lp.num_col_ = arrays.num_cols

@@ -412,6 +412,34 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
     return Placement(per_node, needed=count, fit=count)
 
 
+def fits_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: TopologyRequest | None,
+                leaves: LeafCounts | None = None) -> bool:
+    """Would `place_counts` place the pod set? The same answer without building the
+    placement (a search for victims asks it after every change): one domain at a
+    required level holding every slice, else enough slices in all (at the top level,
+    where a preferred request and an unconstrained one end up). Inner slice layers
+    take the full placement."""
+    if count <= 0:
+        return True
+    req = _resolve(tree.levels, topology, count)
+    if isinstance(req, str) or len(tree) == 0:
+        return False
+    if req.inner:
+        return place_counts(tree, counts, count, topology, leaves).ok
+    needed = count // req.slice_size
+    if req.slice_size == 1:
+        sums = leaves.sums() if leaves is not None else tree.level_sums(counts)
+        if req.required:
+            return bool(sums[req.level_idx].max(initial=0) >= needed)
+        return bool(sums[-1].sum() >= needed)
+    top = req.level_idx if req.required else 0
+    state, slices = tree.fill(counts, req.slice_idx, req.slice_size, req.inner, top,
+                              leaves.sums() if leaves is not None else None)
+    if req.required:
+        return bool(slices[req.level_idx].max(initial=0) >= needed)
+    return bool(slices[top].sum() >= needed)
+
+
 def _fullest_fitting_node(counts: np.ndarray, count: int) -> int | None:
     """LeastFreeCapacity at the node level when one node takes every pod (count >= 1):
     the node with the fewest pods that still fit, first in tree order among equals

@@ -3,7 +3,8 @@
 An edge module: it may import yaml and json, and it never decides anything. Every
 format starts from `plan_to_dict`, whose key order is REFERENCE section 4's, so the
 same Plan always gives the same bytes. Floats are rounded for display (6 decimals,
-seconds 3); non-finite numbers (an unknown bound) become null.
+seconds 3); non-finite numbers (an unknown bound) become null. The table is for a
+terminal: every text in it that came from input is escaped (planner.terminal).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Iterable, Mapping
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
+from planner.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
 KIND = "Plan"
@@ -220,6 +222,7 @@ def _flavors(pod_set: PodSetAssignment) -> str:
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    rows = [tuple(printable(cell) for cell in row) for row in rows]   # escaped before widths are measured
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = []
     for row in [header, *rows]:
@@ -254,7 +257,7 @@ def _summary_lines(summary: Mapping[str, Any]) -> list[str]:
             shown = ", ".join(_scalar_text(v) for v in value) or "-"
         else:
             shown = _scalar_text(value)
-        lines.append(f"  {key}: {shown}")
+        lines.append(printable(f"  {key}: {shown}"))
     return lines
 
 
@@ -273,7 +276,7 @@ def to_table(plan: Plan) -> str:
     seconds = solver["seconds"]
     gap = "-" if solver["gap"] is None else f"{solver['gap'] * 100:.2f}%"
     lines = [
-        f"Plan for {plan.source or '-'} ({plan.object_count} objects): "
+        f"Plan for {printable(plan.source or '-')} ({plan.object_count} objects): "
         f"{solver['method']} {solver['status']}, objective {_show(solver['objective'])}, "
         f"bound {_show(solver['bound'])}, gap {gap}, time {seconds['total']:.3f}s "
         f"(read {seconds['read']:.3f}, build {seconds['build']:.3f}, "
@@ -281,7 +284,7 @@ def to_table(plan: Plan) -> str:
         + (f", peak RSS {solver['peak_rss_mib']:.1f} MiB" if solver.get("peak_rss_mib") is not None else ""),
     ]
     if plan.solver.message:
-        lines.append(f"Solver: {plan.solver.message}")
+        lines.append(f"Solver: {printable(plan.solver.message)}")
     lines.append("")
     lines += _section(
         "Admissions", len(plan.admissions), ("WORKLOAD", "QUEUE", "PODS", "FLAVORS", "NODES"), _admission_rows(plan.admissions)

@@ -312,7 +312,8 @@ def test_elastic_job_below_its_minimum_waits():
     s = snap(NODES, [cq("team-a-cq", ("default", quota(3)))], [job("elastic", pods=8, gpus=2, min_count=2)])
     result = greedy(s)
     assert admitted(result) == {}
-    assert "needs 4 nvidia.com/gpu" in reason(result, "elastic")
+    # Kueue's message is the full count's (16 GPUs): no count down to the minimum fits either.
+    assert "needs 16 nvidia.com/gpu, 3 available" in reason(result, "elastic")
 
 
 def jobset(*sets: PodSet, name: str = "js") -> Workload:

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ["semantics", "capacity", "topology", "formulate", "model_arrays", "solve", "decode",
-        "warmstart", "score", "greedy", "placement", "explain", "verify", "metrics", "assemble",
+        "warmstart", "score", "greedy", "kueue_rules", "placement", "explain", "verify", "metrics", "assemble",
         "run", "pipeline", "errors"]
 FORBIDDEN_IN_CORE = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib",
                      "requests", "http", "pathlib", "shutil", "tempfile", "planner.snapshot",
@@ -48,3 +48,27 @@ def test_core_module_does_no_io(module):
 def test_models_never_import_planner():
     for path in sorted((ROOT / "models").glob("*.py")):
         assert not any(n.startswith("planner") for n in imported_modules(path)), path.name
+
+
+# tools/ (the Kueue peer harness) sits beside the planner, in a checkout only: the
+# planner reaches for it from one edge, lazily (`stowplan bench --peer kueue`).
+TOOLS_USERS = {"peer_bench.py"}
+PURE_TOOLS = ["compare"]   # tools/peer modules that only compute
+
+
+def test_only_the_peer_bench_imports_tools():
+    for path in sorted((ROOT / "planner").rglob("*.py")):
+        if path.name in TOOLS_USERS:
+            continue
+        names = imported_modules(path)
+        assert not any(n == "tools" or n.startswith("tools.") for n in names), f"{path.name} imports tools"
+
+
+@pytest.mark.parametrize("module", PURE_TOOLS)
+def test_peer_comparison_does_no_io(module):
+    path = ROOT / "tools" / "peer" / f"{module}.py"
+    for name in imported_modules(path):
+        assert not any(name == f or name.startswith(f + ".") for f in FORBIDDEN_IN_CORE), \
+            f"tools/peer/{module}.py imports {name}"
+        assert not name.startswith("tools.peer.") or name.split(".")[-1] in PURE_TOOLS, \
+            f"tools/peer/{module}.py imports {name}"

@@ -50,9 +50,10 @@ def test_search_never_loses_stays_valid_and_is_bounded_by_its_lp(tmp_path, seed)
 
 
 def test_search_finds_what_the_start_missed(tmp_path):
-    """Seed 0: the improved start serves the second tier 209 GPUs (with nudge); the LP
-    point shows 273, and one sub-MIP around it gets there."""
-    snap = small_cluster(tmp_path)
+    """Seed 15: the improved start leaves the second tier 25 GPUs short of what one
+    sub-MIP around the LP point finds. (Greedy's plan is Kueue's cycle; on the seeds
+    before 15 improving it already reaches what the search would.)"""
+    snap = small_cluster(tmp_path, 15)
     form, start, backend, objective = second_stage(snap)
     integer = np.asarray(form.arrays.col_integer, dtype=bool)
     found = rins.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4)

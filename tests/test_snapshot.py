@@ -475,10 +475,17 @@ def test_running_jobset_pods_are_managed_and_win(tmp_path):
     ({"kueue.x-k8s.io/podset-group-name": "g1"}, TopologyRequest(group="g1")),
 ])
 def test_topology_annotations(tmp_path, annotations, expected):
-    snap = read(tmp_path, base() + [job("j", parallelism=8, template_annotations=annotations)])
+    # the queue's flavor has a Topology with these levels (a level it lacks is tested with bad input)
+    levels = [{"nodeLabel": level} for level in ("block", "rack", "host", HOSTNAME_LABEL)]
+    objects = [kueue("ResourceFlavor", "default", {"topologyName": "t"}), kueue("Topology", "t", {"levels": levels}),
+               *base()[1:]]
+    snap = read(tmp_path, objects + [job("j", parallelism=8, template_annotations=annotations)])
     w = workload(snap, "j")
     assert w.pod_sets[0].topology == expected
-    assert w.blocked_reason is None
+    if "no-such-level" in annotations.values():
+        assert w.blocked_reason == "topology level no-such-level is in no flavor's Topology of ClusterQueue cq"
+    else:
+        assert w.blocked_reason is None
 
 
 # ---------------------------------------------------------------- priority
@@ -588,7 +595,10 @@ def test_large_json_snapshot_reads_quickly_and_exactly(tmp_path):
 
     nodes_n, jobs_n = 4096, 5000
     request = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
-    objects = base() + [node(f"n{i:05d}", cpu="64", memory="512Gi", gpus="8", ready="True",
+    levels = [{"nodeLabel": level} for level in ("block", "rack", HOSTNAME_LABEL)]
+    queues = [kueue("ResourceFlavor", "default", {"topologyName": "t"}), kueue("Topology", "t", {"levels": levels}),
+              *base()[1:]]
+    objects = queues + [node(f"n{i:05d}", cpu="64", memory="512Gi", gpus="8", ready="True",
                              labels={"block": f"b{i // 512}", "rack": f"r{i // 32}"}) for i in range(nodes_n)]
     for j in range(jobs_n):
         name = f"job-{j:05d}"

@@ -7,14 +7,16 @@ and the field, and that a Problem only affects what depends on it.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import yaml
 
-from models import ObjectRef, WorkloadState
+from models import HOSTNAME_LABEL, ObjectRef, Problem, WorkloadState
 from planner.errors import InputError
 from planner.snapshot import read_snapshot
-from tests.test_snapshot import base, cluster_queue, job, kueue, node, pod, read, workload, write
+from planner.snapshot.loader import Limits
+from tests.test_snapshot import assignment, base, cluster_queue, job, kueue, node, pod, read, workload, write
 
 JOB = ObjectRef("Job", "team-a", "j")
 
@@ -486,3 +488,187 @@ def test_bad_jobset_blocks_only_itself(tmp_path):
     assert workload(snap, "js", kind="JobSet").blocked_reason
     assert workload(snap, "dup", kind="JobSet").blocked_reason
     assert workload(snap, "ok").blocked_reason is None
+
+
+# ---------------------------------------------------------------- issue 23: hostile files, refused unread
+
+def test_only_regular_files_are_read(tmp_path):
+    fifo = tmp_path / "snap.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="is a FIFO"):      # opened without blocking, refused unread
+        read_snapshot([str(fifo)])
+    with pytest.raises(InputError, match="is a character device"):
+        read_snapshot(["/dev/zero"])
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    os.mkfifo(folder / "x.yaml")
+    with pytest.raises(InputError, match="x.yaml: is a FIFO"):
+        read_snapshot([str(folder)])
+
+
+def test_the_size_limit_is_checked_before_reading(tmp_path):
+    path = write(tmp_path, base())
+    size = os.path.getsize(path)
+    assert read_snapshot([path], limits=Limits(max_file_bytes=size)).cluster_queues
+    with pytest.raises(InputError) as err:
+        read_snapshot([path], limits=Limits(max_file_bytes=size - 1))
+    assert err.value.file == path and f"is {size:,} bytes, more than the limit of {size - 1:,}" in str(err.value)
+
+
+@pytest.mark.parametrize("depth", [5_000, 200_000])
+def test_json_nested_too_deep_is_refused_like_yaml(tmp_path, depth):
+    path = tmp_path / "deep.json"
+    path.write_text('{"a": ' * depth + "1" + "}" * depth)
+    with pytest.raises(InputError, match="exceeded maximum nesting depth"):
+        read_snapshot([str(path)])
+    yaml_path = tmp_path / "deep.yaml"
+    yaml_path.write_text("a: " + "[" * 5_000 + "]" * 5_000 + "\n")
+    with pytest.raises(InputError, match="exceeded maximum nesting depth"):
+        read_snapshot([str(yaml_path)])
+
+
+def test_alias_expansion_is_bounded(tmp_path):
+    anchors = ["apiVersion: v1", "kind: List", "a0: &a0 {apiVersion: v1, kind: Node, metadata: {name: x}}"]
+    for i in range(1, 8):
+        anchors.append(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(anchors + ["items: [*a7]"]) + "\n")          # 9**7 = 4.8 million nodes
+    with pytest.raises(InputError, match="aliases expand to more than 1,000,000 extra nodes"):
+        read_snapshot([str(path)])
+    with pytest.raises(InputError, match="more than 100 extra nodes"):
+        read_snapshot([str(path)], limits=Limits(max_alias_nodes=100))
+    recursive = tmp_path / "recursive.yaml"
+    recursive.write_text("apiVersion: v1\nkind: List\nitems:\n- &n {apiVersion: v1, kind: Node, metadata: {name: x}, "
+                         "spec: {self: *n}}\n")
+    with pytest.raises(InputError, match="refers to a node that contains it"):
+        read_snapshot([str(recursive)])
+
+
+# ---------------------------------------------------------------- issue 23: a key given twice
+
+def _twice(text, key, first, second):
+    """`text` (JSON) with `"key": "first"` given again as `second`."""
+    needle = json.dumps({key: first})[1:-1]
+    assert needle in text
+    return text.replace(needle, f"{needle}, {json.dumps({key: second})[1:-1]}", 1)
+
+
+@pytest.mark.parametrize("form", ["yaml", "json"])
+def test_a_node_with_a_key_given_twice_is_ignored_and_reported(tmp_path, form):
+    objects = base() + [node("n1", gpus="8"), node("n2", gpus="8")]
+    objects[-1]["status"]["allocatable"]["nvidia.com/gpu"] = "DUP"
+    text = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    text = _twice(text, "nvidia.com/gpu", "DUP", "800").replace('"DUP"', '"8"')
+    path = tmp_path / f"snap.{form}"
+    path.write_text(text if form == "json" else text.replace("{", "{ ").replace("}", " }"))   # JSON is YAML too
+    snap = read_snapshot([str(path)])
+    assert [n.name for n in snap.nodes] == ["n1"]
+    problem = next(p for p in snap.problems if p.ref == ObjectRef("Node", "", "n2"))
+    assert problem.field == "status.allocatable" and problem.file == str(path)
+    assert "'nvidia.com/gpu' given twice" in problem.message and "the node is ignored" in problem.message
+
+
+def test_a_job_with_a_key_given_twice_waits(tmp_path):
+    objects = base() + [job("j", requests={"cpu": "1"}), job("ok")]
+    text = _twice(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}), "cpu", "1", "100")
+    path = tmp_path / "snap.json"
+    path.write_text(text)
+    snap = read_snapshot([str(path)])
+    w = workload(snap, "j")
+    assert w.blocked_reason.startswith("invalid spec.template.spec.containers[0].resources.requests: key 'cpu' "
+                                       "given twice")
+    assert workload(snap, "ok").blocked_reason is None
+    assert [p.field for p in snap.problems if p.ref == JOB] == ["spec.template.spec.containers[0].resources.requests"]
+
+
+@pytest.mark.parametrize("kind, effect", [
+    ("ClusterQueue", "the ClusterQueue is inactive"),
+    ("ResourceFlavor", "the flavor is invalid"),
+    ("LocalQueue", "the LocalQueue is invalid"),
+])
+def test_a_queue_object_with_a_key_given_twice_is_invalid_and_its_workloads_wait(tmp_path, kind, effect):
+    objects = base() + [job("j")]
+    target = next(o for o in objects if o["kind"] == kind)
+    target["metadata"]["labels"] = {"team": "DUP"}
+    text = _twice(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}), "team", "DUP", "b")
+    path = tmp_path / "snap.json"
+    path.write_text(text)
+    snap = read_snapshot([str(path)])
+    problem = next(p for p in snap.problems if p.ref and p.ref.kind == kind)
+    assert problem.field == "metadata.labels" and effect in problem.message
+    assert workload(snap, "j").blocked_reason
+
+
+def test_a_list_with_items_given_twice_is_reported_on_the_file(tmp_path):
+    path = tmp_path / "snap.yaml"
+    path.write_text("apiVersion: v1\nkind: List\nitems: []\nitems:\n- {apiVersion: v1, kind: Namespace, "
+                    "metadata: {name: a}}\n")
+    snap = read_snapshot([str(path)])
+    assert Problem(str(path), None, "", "key 'items' given twice outside any object (the earlier value was "
+                                        "dropped)") in snap.problems
+
+
+def test_yaml_merge_keys_are_not_duplicates(tmp_path):
+    path = tmp_path / "snap.yaml"
+    path.write_text("apiVersion: v1\nkind: List\nbase: &labels {a: '1', b: '2'}\nitems:\n"
+                    "- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: team-a\n"
+                    "    labels: {<<: *labels, b: '3'}\n")
+    snap = read_snapshot([str(path)])
+    assert snap.problems == () and snap.namespace_labels["team-a"] == {"a": "1", "b": "3"}
+
+
+# ---------------------------------------------------------------- issue 23: accepted, reported, effect stated
+
+def _gpu_queue():
+    return [kueue("ResourceFlavor", "default", {}),
+            cluster_queue(resources=(("cpu", "100"), ("nvidia.com/gpu", "16"))),
+            kueue("LocalQueue", "lq", {"clusterQueue": "cq"}, namespace="team-a")]
+
+
+GPU = {"cpu": "1", "nvidia.com/gpu": "8"}
+
+
+def test_running_work_on_an_unknown_flavor_is_charged_to_the_queue(tmp_path):
+    flavors = {"cpu": "ghost", "nvidia.com/gpu": "ghost"}
+    snap = read(tmp_path, _gpu_queue() + [node("n1", gpus="8"), job("a", suspend=False, requests=GPU, annotations={
+        "stowplan.io/assignment": assignment({"n1": 1}, flavors)})])
+    w = workload(snap, "a")
+    assert w.assignment[0].flavors == {"cpu": "default", "nvidia.com/gpu": "default"}
+    problem = the_problem(snap, ObjectRef("Job", "team-a", "a"), "metadata.annotations[stowplan.io/assignment]")
+    assert "flavor ghost does not exist" in problem.message and "charged to the queue's first flavor" in problem.message
+
+
+def test_running_work_on_an_unknown_node_is_reported(tmp_path):
+    snap = read(tmp_path, _gpu_queue() + [node("n1", gpus="8"), job("a", suspend=False, requests=GPU, annotations={
+        "stowplan.io/assignment": assignment({"gone": 1}, {"cpu": "default", "nvidia.com/gpu": "default"})})])
+    problem = the_problem(snap, ObjectRef("Job", "team-a", "a"), "metadata.annotations[stowplan.io/assignment]")
+    assert "node(s) gone, not in the snapshot" in problem.message and "quota is still charged" in problem.message
+
+
+def test_over_committed_node_is_reported(tmp_path):
+    on_n1 = {"stowplan.io/assignment": assignment({"n1": 1}, {"cpu": "default", "nvidia.com/gpu": "default"})}
+    snap = read(tmp_path, _gpu_queue() + [node("n1", gpus="8"), job("a", suspend=False, requests=GPU, annotations=on_n1),
+                                          job("b", suspend=False, requests=GPU, annotations=on_n1)])
+    problem = the_problem(snap, ObjectRef("Node", "", "n1"), "status.allocatable")
+    assert "nvidia.com/gpu 16 of 8" in problem.message and "Job/team-a/a, Job/team-a/b" in problem.message
+
+
+def test_tas_level_missing_from_the_topology_blocks_with_that_reason(tmp_path):
+    levels = {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": HOSTNAME_LABEL}]}
+    objects = [kueue("ResourceFlavor", "default", {"topologyName": "t"}), kueue("Topology", "t", levels), *base()[1:]]
+    annotations = {"kueue.x-k8s.io/podset-required-topology": "block"}
+    snap = read(tmp_path, objects + [job("j", template_annotations=annotations)])
+    problem = the_problem(snap, JOB, "spec.template.metadata.annotations[kueue.x-k8s.io/podset-required-topology]")
+    w = workload(snap, "j")
+    assert "level block is not in the Topology of any flavor ClusterQueue cq offers (flavor default: rack, " \
+           "kubernetes.io/hostname)" in problem.message
+    assert w.blocked_reason == "topology level block is in no flavor's Topology of ClusterQueue cq"
+    ok = read(tmp_path, objects + [job("k", template_annotations={"kueue.x-k8s.io/podset-required-topology": "rack"})])
+    assert workload(ok, "k").blocked_reason is None
+
+
+@pytest.mark.parametrize("value, expected, reported", [("1e308", 1e9, True), ("1e9", 1e9, False), ("12.5", 12.5, False)])
+def test_preemption_cost_is_bounded(tmp_path, value, expected, reported):
+    snap = read(tmp_path, base() + [job("j", annotations={"stowplan.io/preemption-cost": value})])
+    assert workload(snap, "j").preemption_cost == expected
+    assert bool(problems_of(snap, JOB)) == reported

@@ -178,3 +178,10 @@ def test_agrees_with_kubernetes_client(whole, frac, suffix, resource):
             parse_quantity(text, resource)
     else:
         assert parse_quantity(text, resource) == expected_int
+
+
+@pytest.mark.parametrize("value, resource", [(2**63, "memory"), (2**60, "cpu"), (10**30, "nvidia.com/gpu")])
+def test_bare_integers_beyond_int64_are_refused_as_text_is(value, resource):
+    # a YAML bare integer went through unbounded: 2**63 in a quota overflowed numpy's int64 (exit 1)
+    with pytest.raises(QuantityError, match="too large"):
+        parse_quantity(value, resource)

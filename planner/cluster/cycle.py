@@ -98,16 +98,17 @@ def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
 
 def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], dict[ObjectRef, str]]:
     """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need."""
-    try:
-        with open(path, "rb") as handle:
-            data = yaml.safe_load(handle.read().decode("utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        raise InputError(f"not a YAML/JSON plan: {err}", file=path) from None
+    from planner.snapshot import loader
+
+    # read as snapshots are: a regular file of bounded size, aliases bounded
+    documents = list(loader.decode(path, loader.read_bytes(path)))
+    data = documents[0] if len(documents) == 1 else None
     if not isinstance(data, dict) or data.get("kind") != "Plan":
         raise InputError("not a Stowplan plan (kind: Plan)", file=path, field="kind")
-    raw_versions = (data.get("snapshot") or {}).get("resourceVersions")
+    snapshot_part = data.get("snapshot") or {}
+    if not isinstance(snapshot_part, dict):
+        raise InputError("malformed plan: must be a mapping", file=path, field="snapshot")
+    raw_versions = snapshot_part.get("resourceVersions")
     if not isinstance(raw_versions, dict):
         raise InputError("has no snapshot.resourceVersions: save plans to apply with `stowplan plan --out FILE`",
                          file=path, field="snapshot.resourceVersions")
@@ -119,15 +120,16 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
                                    float(e.get("cost") or 0.0)) for e in data.get("evictions") or ())
-    except (KeyError, TypeError, ValueError) as err:
+        snapshot = data.get("snapshot") or {}
+        solver = data.get("solver") or {}
+        plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")),
+                    int(snapshot.get("objects") or 0),
+                    SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
+                                 float(solver.get("objective") or 0), float(solver.get("bound") or 0),
+                                 float(solver.get("gap") or 0)),
+                    admissions, evictions)
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
-    snapshot = data.get("snapshot") or {}
-    solver = data.get("solver") or {}
-    plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")), int(snapshot.get("objects") or 0),
-                SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
-                             float(solver.get("objective") or 0), float(solver.get("bound") or 0),
-                             float(solver.get("gap") or 0)),
-                admissions, evictions)
     missing = [str(ref) for ref in touched(plan) if ref not in versions]
     if missing:
         raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,

@@ -5,18 +5,22 @@ in-cluster config, TLS, tokens) but bodies stay plain JSON: no model classes are
 built, which is what makes listing tens of thousands of pods fast, and the dicts
 are exactly what the file reader takes. Errors become ClusterError with the
 method, path, HTTP status and the API server's message; no header, token or
-kubeconfig content is ever put in a message.
+kubeconfig content is ever put in a message: the server's URL is shown without its
+user-info (https://user:password@host), and every message, the API server's own
+included, goes through `scrub`. A kubeconfig that is not valid YAML is bad input
+(exit 2, naming the file and line), as any other file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from typing import Any, Callable, Iterator
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from planner.errors import ClusterError
+from planner.errors import ClusterError, InputError
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -38,17 +42,43 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    import yaml  # type: ignore[import-untyped, unused-ignore]
+
     configuration = client.Configuration()
+    where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
         if kubeconfig or not _in_cluster():
+            _check_kubeconfig_files(kubeconfig)
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=kubeconfig, context=context, client_configuration=configuration)
         else:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, TypeError, ValueError) as err:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise InputError(f"malformed kubeconfig YAML{line}: {scrub(str(problem))}",
+                         file=str(getattr(mark, "name", "") or where)) from None
+    except (ConfigException, OSError) as err:
         raise ClusterError(f"cannot load the cluster configuration ({where}): {_scrub(str(err))}") from None
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
+        # the client reads fields without checking their shape: `users: 5` ends here
+        raise InputError(f"malformed kubeconfig: {type(err).__name__}: {_scrub(str(err))}", file=where) from None
     return client.ApiClient(configuration)
+
+
+def _check_kubeconfig_files(kubeconfig: str | None) -> None:
+    """The kubeconfig files that exist are regular files of sane size (a FIFO would hang the client)."""
+    from planner.snapshot.loader import read_bytes
+
+    paths = [kubeconfig] if kubeconfig else (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    for path in paths:
+        path = os.path.expanduser(path)
+        if path and os.path.lexists(path):
+            read_bytes(path, KUBECONFIG_MAX_BYTES)
+
+
+KUBECONFIG_MAX_BYTES = 64 * 2**20
 
 
 def _in_cluster() -> bool:
@@ -56,13 +86,56 @@ def _in_cluster() -> bool:
         not os.path.exists(os.path.expanduser("~/.kube/config"))
 
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]*@")
+_SECRET_PATTERNS = (   # (pattern, replacement)
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 <redacted>"),      # Authorization values
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), "<redacted>"),  # JWTs (SA tokens)
+    (re.compile(r"(?i)\b(token|password|passwd|secret|client-key-data|api[-_]?key)(\s*[=:]\s*)(\"[^\"]*\"|[^\s,;]+)"),
+     r"\1\2<redacted>"),
+    (re.compile(r"(?i)(\b(?:env|envFrom|secret\w*|token|password)\S*: Invalid value: )\"[^\"]*\""),
+     r'\1"<redacted>"'),
+    # values quoted back in a diff of a refused update ("Value": "...", env and tolerations alike)
+    (re.compile(r'("(?:Value|value)":\s*)"(?:[^"\\]|\\.)*"'), r'\1"<redacted>"'),
+    # a whole object quoted back ("spec.template.spec: Invalid value: {...}: field is immutable")
+    # carries env values and commands: only its place is kept
+    (re.compile(r"Invalid value: \{.*?(?:\}(: )|$)"), r"Invalid value: {...}\1"),
+)
+
+
+def scrub(text: str) -> str:
+    """`text` with whatever looks like a credential taken out: user-info in URLs, bearer
+    tokens and JWTs, `password=...`-style values, and values the API server quotes back
+    from env or secret-like fields. At most 500 characters."""
+    text = _USERINFO.sub(r"\1", str(text))
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text[:500]
+
+
 def _scrub(text: str) -> str:
-    """Never echo anything that looks like a credential."""
-    lowered = text.lower()
+    """For the client's own errors (config, connection): scrubbed, and withheld altogether
+    when they still speak of credentials (they may quote a kubeconfig's content)."""
+    text = scrub(text)
+    lowered = text.replace("<redacted>", "").lower()
     for word in ("token", "password", "bearer", "authorization", "client-key"):
         if word in lowered:
             return "(details withheld: the message mentions credentials)"
-    return text[:500]
+    return text
+
+
+def url_without_userinfo(url: str) -> str:
+    """https://user:password@host:6443/x -> https://host:6443/x."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return scrub(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 class Kube:
@@ -78,7 +151,8 @@ class Kube:
 
     @property
     def host(self) -> str:
-        return str(getattr(self.api.configuration, "host", "?"))
+        """The API server's URL, never with user-info (it may hold a password)."""
+        return url_without_userinfo(str(getattr(self.api.configuration, "host", "?")))
 
     def request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None,
                 body: Any = None, content_type: str = JSON) -> Any:
@@ -105,6 +179,8 @@ class Kube:
             return json.loads(raw)
         except ValueError:
             raise ClusterError(f"{method} {path}: the API server answered with something that is not JSON") from None
+        except RecursionError:
+            raise ClusterError(f"{method} {path}: the API server's answer is nested too deeply to read") from None
 
     def get(self, path: str) -> Any:
         return self.request("GET", path)
@@ -155,14 +231,15 @@ def _reason(err: Exception) -> str:
 
 
 def _message(raw: bytes, fallback: str | None) -> str:
+    """The API server's message, scrubbed (it may quote back what was sent)."""
     try:
         status = json.loads(raw)
         if isinstance(status, dict) and status.get("message"):
-            return str(status["message"])[:500]
-    except ValueError:
+            return scrub(str(status["message"]))
+    except (ValueError, RecursionError):
         pass
     text = raw.decode("utf-8", "replace").strip() if raw else ""
-    return (text or fallback or "no message")[:500]
+    return scrub(text or fallback or "no message")
 
 
 def path_of(api_version: str, plural: str, namespace: str = "", name: str = "") -> str:

@@ -2,7 +2,10 @@
 
 The objects are listed page by page as raw JSON, their `managedFields` dropped
 (bookkeeping the planner never reads), and gathered into one `kind: List` with a
-`stowplan.io/snapshot-time` annotation. That List goes through the file reader's
+`stowplan.io/snapshot-time` annotation. What `stowplan snapshot` writes to a file is
+that List `pruned` of everything else planning never reads and a snapshot file need
+not carry (containers' env, commands and probes, annotations other than Stowplan's and
+Kueue's): a snapshot is shared, and should not leak a Secret someone put in an env. That List goes through the file reader's
 own conversion (`planner.snapshot.build_snapshot`), so a live cycle and
 `stowplan what-if` on the file `stowplan snapshot` writes plan the same objects the
 same way. Kueue's objects come from the cluster when its API group is served
@@ -102,6 +105,84 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
 
 
 PROGRESS_AT = 1000
+
+# What `pruned` keeps: the annotations Stowplan reads (its own, and Kueue's on Jobs and pod
+# templates) and of each container what the effective request and a person need.
+KEPT_ANNOTATIONS = ("stowplan.io/", "kueue.x-k8s.io/")
+KEPT_CONTAINER_FIELDS = ("name", "image", "resources", "restartPolicy")
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def pruned(document: dict[str, Any]) -> dict[str, Any]:
+    """The List without what planning never reads (see the module's docstring); a new
+    document sharing every part it leaves alone, so the live one is unchanged."""
+    return {**document, "items": [_pruned_object(obj) for obj in document.get("items") or ()]}
+
+
+def _pruned_metadata(metadata: Any) -> Any:
+    if not isinstance(metadata, dict):
+        return metadata
+    out = {k: v for k, v in metadata.items() if k != "managedFields"}
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, dict):
+        kept = {k: v for k, v in annotations.items() if isinstance(k, str) and k.startswith(KEPT_ANNOTATIONS)}
+        if kept:
+            out["annotations"] = kept
+        else:
+            out.pop("annotations", None)
+    return out
+
+
+def _pruned_pod_spec(spec: Any) -> Any:
+    if not isinstance(spec, dict):
+        return spec
+    out = dict(spec)
+    for key in CONTAINER_LISTS:
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            out[key] = [{k: v for k, v in c.items() if k in KEPT_CONTAINER_FIELDS} if isinstance(c, dict) else c
+                        for c in containers]
+    return out
+
+
+def _with(mapping: dict[str, Any], key: str, change: Any) -> dict[str, Any]:
+    """`mapping` with `change` applied to its `key`, if it has one (a copy; the original is left alone)."""
+    if key not in mapping:
+        return mapping
+    return {**mapping, key: change(mapping[key])}
+
+
+def _pruned_template(template: Any) -> Any:
+    if not isinstance(template, dict):
+        return template
+    return _with(_with(template, "metadata", _pruned_metadata), "spec", _pruned_pod_spec)
+
+
+def _pruned_job_template(template: Any) -> Any:
+    """A JobSet's replicated job template: metadata, and its Job spec's pod template."""
+    if not isinstance(template, dict):
+        return template
+    return _with(_with(template, "metadata", _pruned_metadata), "spec",
+                 lambda spec: _with(spec, "template", _pruned_template) if isinstance(spec, dict) else spec)
+
+
+def _pruned_object(obj: Any) -> Any:
+    if not isinstance(obj, dict):
+        return obj
+    out = _with(obj, "metadata", _pruned_metadata)
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    kind = obj.get("kind")
+    if kind == "Pod":
+        out = {**out, "spec": _pruned_pod_spec(spec)}
+    elif kind == "Job":
+        out = {**out, "spec": _with(spec, "template", _pruned_template)}
+    elif kind == "JobSet" and isinstance(spec.get("replicatedJobs"), list):
+        jobs = [_with(rj, "template", _pruned_job_template) if isinstance(rj, dict) else rj
+                for rj in spec["replicatedJobs"]]
+        out = {**out, "spec": {**spec, "replicatedJobs": jobs}}
+    return out
 
 
 def rfc3339(epoch: float) -> str:

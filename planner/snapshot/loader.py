@@ -1,10 +1,21 @@
 """Files to decoded objects: the only part of the reader that touches the file system.
 
-A source is a file or a folder (every *.yaml, *.yml, *.json inside, recursively,
-in sorted order). A file holds a `kind: List`, a multi-document YAML stream, a
-single object, or JSON (decoded with json.loads when it starts with `{` or `[`).
-Lists, nested or not, are flattened. Anything that cannot be decoded, or a
-document that is not an object with kind and apiVersion, is an InputError.
+A source is a file, `-` (stdin, only when asked for by name) or a folder (every
+*.yaml, *.yml, *.json inside, recursively, in sorted order). A file holds a `kind:
+List`, a multi-document YAML stream, a single object, or JSON (decoded with
+json.loads when it starts with `{` or `[`). Lists, nested or not, are flattened.
+Anything that cannot be decoded, or a document that is not an object with kind and
+apiVersion, is an InputError.
+
+Hostile files are refused before they can cost much (REFERENCE §2 "Bad input"):
+only regular files are opened (a FIFO would block forever, /dev/zero never ends),
+each no larger than `Limits.max_file_bytes`, checked before reading; YAML aliases
+may add at most `Limits.max_alias_nodes` nodes to a document (a kilobyte "billion
+laughs" file otherwise expands to billions of objects) and may not refer to
+themselves; nesting deeper than about a thousand levels is refused for JSON as
+libyaml refuses it for YAML. A key given twice in one mapping is not an error here:
+it is recorded (`Loaded.duplicates`) for the reader to report, as the API server
+would reject such an object.
 """
 
 from __future__ import annotations
@@ -12,7 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import stat
+import sys
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
@@ -20,12 +33,26 @@ import yaml  # type: ignore[import-untyped, unused-ignore]
 from planner.errors import InputError
 
 try:
-    _Loader: type = yaml.CSafeLoader
+    _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - libyaml missing
-    _Loader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
 
 SUFFIXES = (".yaml", ".yml", ".json")
 SNAPSHOT_TIME = "stowplan.io/snapshot-time"
+STDIN = "-"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one read may cost; see the README's "Bad input" table."""
+
+    max_file_bytes: int = 2 * GIB        # per file, checked before reading (--max-file-size)
+    max_alias_nodes: int = 1_000_000     # nodes YAML aliases may add to one document
+
+
+DEFAULT_LIMITS = Limits()
+MAX_DEPTH_TEXT = "about 1,000 levels"   # libyaml's limit; json's is Python's recursion limit
 
 
 @dataclass
@@ -35,6 +62,14 @@ class Loaded:
     objects: list[tuple[str, dict[str, Any]]]
     digest: str
     snapshot_times: list[tuple[str, object]]   # (file, annotation value) of List objects
+    # index in `objects` -> (field path, message) of a key given twice inside that object
+    duplicates: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # (file, message) of keys given twice outside any object (a List's own keys)
+    file_duplicates: list[tuple[str, str]] = field(default_factory=list)
+
+
+# id(mapping) -> (the mapping, kept alive so that its id stays its own; the keys given twice)
+Tainted = dict[int, tuple[dict[str, Any], list[str]]]
 
 
 def expand(sources: Sequence[str]) -> list[str]:
@@ -45,7 +80,9 @@ def expand(sources: Sequence[str]) -> list[str]:
         raise InputError("no snapshot source given (expected files or folders)")
     files: list[str] = []
     for source in sources:
-        if os.path.isdir(source):
+        if source == STDIN:
+            files.append(source)
+        elif os.path.isdir(source):
             found: list[str] = []
             for root, dirs, names in os.walk(source):
                 dirs.sort()
@@ -53,50 +90,100 @@ def expand(sources: Sequence[str]) -> list[str]:
             if not found:
                 raise InputError("folder has no *.yaml, *.yml or *.json files", file=source)
             files.extend(sorted(found))
-        elif os.path.exists(source):
+        elif os.path.lexists(source):
             files.append(source)
         else:
             raise InputError("no such file or folder", file=source)
     return files
 
 
-def load(sources: Sequence[str]) -> Loaded:
+def load(sources: Sequence[str], limits: Limits = DEFAULT_LIMITS) -> Loaded:
     digest = hashlib.sha256()
     loaded = Loaded([], "", [])
     for path in expand(sources):
-        data = read_bytes(path)
+        data = read_bytes(path, limits.max_file_bytes)
         digest.update(data)
-        for index, doc in enumerate(decode(path, data)):
+        tainted: Tainted = {}
+        first = len(loaded.objects)
+        for index, doc in enumerate(decode(path, data, limits, tainted)):
             flatten(path, doc, f"document {index + 1}", loaded, None)
+        if tainted:
+            locate_duplicates(path, loaded, first, tainted)
     loaded.digest = "sha256:" + digest.hexdigest()
     return loaded
 
 
-def read_bytes(path: str) -> bytes:
+# ---------------------------------------------------------------- reading bytes
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def read_bytes(path: str, limit: int = DEFAULT_LIMITS.max_file_bytes) -> bytes:
+    """The whole file, if it is a regular file of at most `limit` bytes (or stdin, for `-`).
+
+    Opened without blocking and checked on the open descriptor, so a FIFO or a device
+    swapped in after a check is refused too, never read."""
+    if path == STDIN:
+        return _read_limited(sys.stdin.buffer, path, limit)
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"is {file_kind(info.st_mode)}: only regular files are read "
+                             f"(or stdin, given as -)", file=path)
+        if info.st_size > limit:
+            raise InputError(f"is {info.st_size:,} bytes, more than the limit of {limit:,} "
+                             f"(--max-file-size)", file=path)
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            fd = -1
+            return _read_limited(handle, path, limit, info.st_size)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=path) from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
-def decode(path: str, data: bytes) -> Iterator[Any]:
-    """The documents of one file (None documents skipped)."""
+def _read_limited(handle: Any, path: str, limit: int, expected: int = 0) -> bytes:
+    """At most `limit` bytes, read in one call when the size is known (a buffer of the
+    limit itself is never allocated); a file that grows past it while read is refused too."""
+    chunks = [handle.read(min(expected, limit) + 1)]
+    total = len(chunks[0])
+    while total <= limit and (chunk := handle.read(min(1 << 20, limit + 1 - total))):
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit:
+        raise InputError(f"is more than the limit of {limit:,} bytes (--max-file-size)", file=path)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# ---------------------------------------------------------------- decoding
+
+def decode(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS, tainted: Tainted | None = None) -> Iterator[Any]:
+    """The documents of one file (None documents skipped); mappings with a key given
+    twice go into `tainted`."""
+    sink: Tainted = {} if tainted is None else tainted
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise InputError(f"not UTF-8 text (byte {err.start})", file=path) from None
     head = text.lstrip()[:1]
     if head in ("{", "["):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}",
-                             file=path) from None
-        yield doc
+        yield _json(path, text, sink)
         return
+    loader = _Loader(text, limits.max_alias_nodes, sink)
     try:
-        for doc in yaml.load_all(text, Loader=_Loader):
+        while loader.check_data():
+            doc = loader.get_data()
             if doc is not None:
                 yield doc
     except yaml.YAMLError as err:
@@ -104,23 +191,156 @@ def decode(path: str, data: bytes) -> Iterator[Any]:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err)
         raise InputError(f"malformed YAML{where}: {problem}", file=path) from None
+    except _Refused as err:
+        raise InputError(str(err), file=path) from None
+    except RecursionError:
+        raise InputError(f"malformed YAML: nested deeper than {MAX_DEPTH_TEXT}", file=path) from None
+    finally:
+        loader.dispose()
 
+
+def _json(path: str, text: str, tainted: Tainted) -> Any:
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping = dict(pairs)
+        if len(mapping) != len(pairs):
+            tainted[id(mapping)] = (mapping, _twice([key for key, _ in pairs]))
+        return mapping
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs_hook)
+    except json.JSONDecodeError as err:
+        raise InputError(f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}",
+                         file=path) from None
+    except RecursionError:
+        raise InputError(f"malformed JSON: exceeded maximum nesting depth ({MAX_DEPTH_TEXT})", file=path) from None
+
+
+def _twice(keys: list[Any]) -> list[str]:
+    seen: set[Any] = set()
+    out: list[str] = []
+    for key in keys:
+        if key in seen and str(key) not in out:
+            out.append(str(key))
+        seen.add(key)
+    return out
+
+
+class _Refused(Exception):
+    """A YAML document the loader will not construct (message names why)."""
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """libyaml's safe loader, checking each composed document before constructing it:
+    how many nodes its aliases add (refused past the limit, or if one contains itself)
+    and which mappings give a key twice (recorded, then constructed as usual)."""
+
+    state_generators: list[Any]           # BaseConstructor's, declared for the type checker
+    constructed_objects: dict[Any, Any]
+    recursive_objects: dict[Any, Any]
+    deep_construct: bool
+
+    def __init__(self, text: str, max_alias_nodes: int, tainted: Tainted):
+        super().__init__(text)
+        self.max_alias_nodes = max_alias_nodes
+        self.tainted = tainted
+
+    def construct_document(self, node: Any) -> Any:
+        twice = _check_graph(node, self.max_alias_nodes)
+        # BaseConstructor.construct_document, keeping node -> object until the duplicates are noted
+        data = self.construct_object(node)
+        while self.state_generators:
+            generators, self.state_generators = self.state_generators, []
+            for generator in generators:
+                for _ in generator:
+                    pass
+        for mapping_node, keys in twice:
+            obj = self.constructed_objects.get(mapping_node)
+            if type(obj) is dict:
+                self.tainted[id(obj)] = (obj, keys)
+        self.constructed_objects = {}
+        self.recursive_objects = {}
+        self.deep_construct = False
+        return data
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_graph(root: Any, max_alias_nodes: int) -> list[tuple[Any, list[str]]]:
+    """Walk a composed document once per distinct node (iteratively: depth costs no stack).
+
+    Its size with every alias expanded, as a tree, must not pass the distinct nodes by
+    more than `max_alias_nodes`; no node may contain itself. Returns the mapping nodes
+    that give a key twice (merge keys `<<` excepted: they are meant to be overridden)."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    twice: list[tuple[Any, list[str]]] = []
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(child)] for child in _children(node))
+            if size[key] - len(size) > max_alias_nodes:
+                raise _Refused(f"YAML aliases expand to more than {max_alias_nodes:,} extra nodes "
+                               f"(an alias bomb?); refused")
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise _Refused(f"a YAML alias refers to a node that contains it "
+                           f"(line {node.start_mark.line + 1}); recursive documents are refused")
+        on_path.add(key)
+        stack.append((node, True))
+        if isinstance(node, yaml.MappingNode):
+            keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE]
+            if len(set(keys)) != len(keys):
+                twice.append((node, _twice(keys)))
+        for child in _children(node):
+            if id(child) not in size:
+                stack.append((child, False))
+    return twice
+
+
+# ---------------------------------------------------------------- objects
 
 def flatten(path: str, doc: Any, where: str, loaded: Loaded, inherit: tuple[str, str] | None) -> None:
-    if type(doc) is list:   # a bare JSON array of objects
-        for i, item in enumerate(doc):
-            flatten(path, item, f"{where}, item {i + 1}", loaded, inherit)
-        return
+    """Append the objects of `doc` (Lists and bare arrays unpacked, without recursion)."""
+    work: list[tuple[Any, str, tuple[str, str] | None]] = [(doc, where, inherit)]
+    while work:
+        doc, where, inherit = work.pop()
+        if type(doc) is list:   # a bare JSON array of objects
+            work.extend((item, f"{where}, item {i + 1}", inherit) for i, item in reversed(list(enumerate(doc))))
+            continue
+        unpacked = _object(path, doc, where, loaded, inherit)
+        if unpacked is not None:
+            item_kind, items = unpacked
+            work.extend((item, f"{where}, item {i + 1}", item_kind) for i, item in reversed(list(enumerate(items))))
+
+
+def _object(path: str, doc: Any, where: str, loaded: Loaded,
+            inherit: tuple[str, str] | None) -> tuple[tuple[str, str] | None, list[Any]] | None:
+    """Append one object; for a List, its items (and the kind they inherit) instead."""
     if type(doc) is not dict:
         raise InputError(f"{where} is not an object (a mapping with kind and apiVersion), "
                          f"it is {type(doc).__name__}", file=path)
     kind = doc.get("kind")
     api_version = doc.get("apiVersion")
     if (kind is None or api_version is None) and inherit is not None:
-        # API list responses (kind: NodeList) omit kind/apiVersion on their items
+        # API list responses (kind: NodeList) omit kind/apiVersion on their items; set in
+        # place (not on a copy), so that a key given twice is still found in this mapping
         kind = kind or inherit[1]
         api_version = api_version or inherit[0]
-        doc = {**doc, "kind": kind, "apiVersion": api_version}
+        doc["kind"], doc["apiVersion"] = kind, api_version
     if type(kind) is not str or not kind:
         raise InputError(f"{where} has no kind", file=path, field="kind")
     if type(api_version) is not str or not api_version:
@@ -136,11 +356,50 @@ def flatten(path: str, doc: Any, where: str, loaded: Loaded, inherit: tuple[str,
             stamp = metadata["annotations"].get(SNAPSHOT_TIME)
             if stamp is not None:
                 loaded.snapshot_times.append((path, stamp))
-        item_kind = (api_version, kind[:-4]) if kind != "List" else None
-        for i, item in enumerate(items or ()):
-            flatten(path, item, f"{where}, item {i + 1}", loaded, item_kind)
-        return
+        return ((api_version, kind[:-4]) if kind != "List" else None), list(items or ())
     loaded.objects.append((path, doc))
+    return None
+
+
+def locate_duplicates(path: str, loaded: Loaded, first: int, tainted: Tainted) -> None:
+    """Which objects read from `path` (from index `first`) hold a mapping with a key given
+    twice, and where; what is in no object was a List's own key."""
+    found: set[int] = set()
+    for index in range(first, len(loaded.objects)):
+        where = _find_tainted(loaded.objects[index][1], tainted)
+        if where is not None:
+            field_path, key_id = where
+            found.add(key_id)
+            shown = ", ".join(repr(k) for k in tainted[key_id][1])
+            loaded.duplicates[index] = (field_path or "(top level)", f"key {shown} given twice (the last value "
+                                                                     "would win silently)")
+    for key_id, (_, keys) in tainted.items():
+        if key_id not in found:
+            loaded.file_duplicates.append(
+                (path, f"key {', '.join(repr(k) for k in keys)} given twice outside any object "
+                       "(the earlier value was dropped)"))
+
+
+def _find_tainted(obj: dict[str, Any], tainted: Tainted) -> tuple[str, int] | None:
+    """(field path, id) of the first tainted mapping in `obj`, depth first, each mapping once."""
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        value, where = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if type(value) is dict:
+            if id(value) in tainted:
+                return where, id(value)
+            for key, child in reversed(list(value.items())):
+                if type(child) in (dict, list):
+                    stack.append((child, f"{where}.{key}" if where else str(key)))
+        elif type(value) is list:
+            for i, child in reversed(list(enumerate(value))):
+                if type(child) in (dict, list):
+                    stack.append((child, f"{where}[{i}]"))
+    return None
 
 
 def _name_of(doc: dict[str, Any]) -> str:

@@ -1,7 +1,11 @@
-"""stowplan.io/v1alpha1 PlannerPolicy -> models.Policy.
+"""stowplan.io/v1alpha1 PlannerPolicy -> models.Policy, and the one validation of its values.
 
 A malformed policy is an InputError (the planner cannot run without knowing its
 objective): an unknown key, a wrong type or an out-of-range value names the field.
+The ranges here are also the CLI's (`--time-limit`, `--gap`, whether from a flag or
+its environment variable): `check_time_limit` and `check_gap` are the one place that
+says what a time limit or a gap may be. Every number is finite and bounded, so
+nothing downstream overflows (a cost of 1e308 summed over victims is inf).
 """
 
 from __future__ import annotations
@@ -17,24 +21,62 @@ KIND = "PlannerPolicy"
 API_VERSION = "stowplan.io/v1alpha1"
 
 
-def _number(minimum: float, strict: bool) -> Callable[[object], float | str]:
+MAX_TIME_LIMIT = 7 * 24 * 3600.0   # a week: longer is a mistake, and inf hangs or breaks solvers
+MAX_COST = 1e9                     # a preemption cost (annotation or restartCost): sums stay exact enough
+MAX_LOST_HOURS = 100_000.0
+MAX_AGING_PER_HOUR = 1e6
+MAX_SECONDS = 1e9
+MAX_THREADS = 256
+MAX_SEED = 2**31 - 1               # HiGHS's random_seed is a 32-bit int
+
+
+def _number(minimum: float, strict: bool, maximum: float) -> Callable[[object], float | str]:
     def check(value: object) -> float | str:
         if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
-            return f"must be a number, got {value!r}"
+            return f"must be a finite number, got {value!r}"
         if value < minimum or (strict and value == minimum):  # type: ignore[operator]
             return f"must be {'greater than' if strict else 'at least'} {minimum:g}, got {value!r}"
+        if value > maximum:  # type: ignore[operator]
+            return f"must be at most {maximum:g}, got {value!r}"
         return float(value)  # type: ignore[arg-type]
     return check
 
 
-def _integer(minimum: int) -> Callable[[object], int | str]:
+def _integer(minimum: int, maximum: int) -> Callable[[object], int | str]:
     def check(value: object) -> int | str:
         if type(value) is not int:
             return f"must be an integer, got {value!r}"
-        if value < minimum:
-            return f"must be at least {minimum}, got {value}"
+        if not minimum <= value <= maximum:
+            return f"must be from {minimum} to {maximum}, got {value}"
         return value
     return check
+
+
+_time_limit = _number(0, strict=True, maximum=MAX_TIME_LIMIT)
+_gap = _number(0, strict=False, maximum=1)
+
+
+def _checked(check: Callable[[object], float | str], value: object) -> float:
+    """`value` (a number, or text from a flag or the environment) through `check`; ValueError says why."""
+    if type(value) is str:
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, got {value!r}") from None
+    result = check(value)
+    if type(result) is str:
+        raise ValueError(result)
+    return result  # type: ignore[return-value]
+
+
+def check_time_limit(value: object) -> float:
+    """A cycle's time limit in seconds: finite, above 0, at most a week."""
+    return _checked(_time_limit, value)
+
+
+def check_gap(value: object) -> float:
+    """A relative MIP gap: finite, from 0 to 1."""
+    return _checked(_gap, value)
 
 
 def _boolean(value: object) -> bool | str:
@@ -51,15 +93,15 @@ def _names(value: object) -> tuple[str, ...] | str:
 
 # spec key -> (models.Policy field, check returning the value or an error message)
 _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
-    "timeLimitSeconds": ("time_limit_seconds", _number(0, strict=True)),
-    "gap": ("mip_gap", _number(0, strict=False)),
-    "agingPerHour": ("aging_per_hour", _number(0, strict=False)),
-    "maxLostHours": ("max_lost_hours", _number(0, strict=False)),
-    "restartCost": ("restart_cost", _number(0, strict=False)),
-    "minimumRuntimeSeconds": ("minimum_runtime_seconds", _number(0, strict=False)),
+    "timeLimitSeconds": ("time_limit_seconds", _time_limit),
+    "gap": ("mip_gap", _gap),
+    "agingPerHour": ("aging_per_hour", _number(0, strict=False, maximum=MAX_AGING_PER_HOUR)),
+    "maxLostHours": ("max_lost_hours", _number(0, strict=False, maximum=MAX_LOST_HOURS)),
+    "restartCost": ("restart_cost", _number(0, strict=False, maximum=MAX_COST)),
+    "minimumRuntimeSeconds": ("minimum_runtime_seconds", _number(0, strict=False, maximum=MAX_SECONDS)),
     "gpuResources": ("gpu_resources", _names),
-    "threads": ("threads", _integer(1)),
-    "seed": ("seed", _integer(0)),
+    "threads": ("threads", _integer(1, MAX_THREADS)),
+    "seed": ("seed", _integer(0, MAX_SEED)),
     "greedyFloor": ("greedy_floor", _boolean),
 }
 
@@ -68,10 +110,14 @@ def is_policy(obj: dict[str, Any]) -> bool:
     return obj.get("kind") == KIND and obj.get("apiVersion") == API_VERSION
 
 
-def parse_policy(obj: dict[str, Any], file: str) -> Policy:
+def _ref(obj: dict[str, Any]) -> ObjectRef:
     metadata = obj.get("metadata")
     name = metadata.get("name") if type(metadata) is dict else None
-    ref = ObjectRef(KIND, "", name if type(name) is str else "")
+    return ObjectRef(KIND, "", name if type(name) is str else "")
+
+
+def parse_policy(obj: dict[str, Any], file: str) -> Policy:
+    ref = _ref(obj)
     spec = obj.get("spec")
     if spec is None:
         return Policy()
@@ -90,17 +136,24 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
     return Policy(**values)  # type: ignore[arg-type]
 
 
-def read_policy_file(path: str) -> Policy:
+def read_policy_file(path: str, limits: loader.Limits = loader.DEFAULT_LIMITS) -> Policy:
     """A policy file (`--policy FILE`): exactly one PlannerPolicy object."""
-    data = loader.read_bytes(path)
+    data = loader.read_bytes(path, limits.max_file_bytes)
     objects: list[tuple[str, dict[str, Any]]] = []
     found = loader.Loaded(objects, "", [])
-    for index, doc in enumerate(loader.decode(path, data)):
+    tainted: loader.Tainted = {}
+    for index, doc in enumerate(loader.decode(path, data, limits, tainted)):
         loader.flatten(path, doc, f"document {index + 1}", found, None)
     if len(objects) != 1 or not is_policy(objects[0][1]):
         kinds = ", ".join(f"{o.get('apiVersion')}/{o.get('kind')}" for _, o in objects) or "nothing"
         raise InputError(f"a policy file must hold exactly one {API_VERSION} {KIND}, found {kinds}",
                          file=path)
+    if tainted:
+        loader.locate_duplicates(path, found, 0, tainted)
+        duplicate = found.duplicates.get(0)
+        where, message = duplicate if duplicate else ("", found.file_duplicates[0][1])
+        raise InputError(f"{message}: a policy must be unambiguous", file=path, ref=_ref(objects[0][1]),
+                         field=where)
     return parse_policy(objects[0][1], path)
 
 

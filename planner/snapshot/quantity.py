@@ -46,7 +46,10 @@ def parse_quantity(value: object, resource: str) -> int:
     if type(value) is int:
         if value < 0:
             raise QuantityError(f"{value} is negative; quantities must be at least 0")
-        return value * 1000 if milli else value
+        result = value * 1000 if milli else value
+        if result > _MAX_VALUE:      # as for text: beyond int64, which every consumer (and Kueue) assumes
+            raise QuantityError(f"{value} is too large")
+        return result
     if type(value) is float:
         if not math.isfinite(value):
             raise QuantityError(f"{value!r} is not a quantity")

@@ -64,16 +64,37 @@ KINDS: dict[tuple[str, str], Kind] = {
 }
 
 
-class Item:
-    """One object read: where it came from, its identity, its metadata and the raw mapping."""
+# What an object the API server would have refused (a key given twice) becomes, by bucket
+INVALID_EFFECT = {
+    "node": "the node is ignored (it takes no pods)",
+    "pod": "the pod is ignored (its requests are not counted)",
+    "namespace": "the namespace is ignored (no labels for namespaceSelector)",
+    "job": "the workload waits", "jobset": "the workload waits",
+    "priorityclass": "the class is invalid (its workloads wait)",
+    "workloadpriorityclass": "the class is invalid (its workloads wait)",
+    "flavor": "the flavor is invalid (queues naming it are inactive)",
+    "topology": "the topology is invalid (flavors naming it make their queues inactive)",
+    "cohort": "the cohort is inactive, and every ClusterQueue under it",
+    "clusterqueue": "the ClusterQueue is inactive (its workloads wait)",
+    "localqueue": "the LocalQueue is invalid (its workloads wait)",
+}
 
-    __slots__ = ("file", "kind", "namespace", "name", "metadata", "obj", "_ref")
+
+class Item:
+    """One object read: where it came from, its identity, its metadata and the raw mapping.
+
+    `invalid` says why the object as a whole cannot be trusted (a key given twice): it is
+    then read as Kueue treats an object its API would have refused (ignored, inactive or
+    waiting, by kind)."""
+
+    __slots__ = ("file", "kind", "namespace", "name", "metadata", "obj", "_ref", "invalid")
 
     def __init__(self, file: str, kind: str, namespace: str, name: str, metadata: dict[str, Any],
                  obj: dict[str, Any]):
         self.file, self.kind, self.namespace, self.name = file, kind, namespace, name
         self.metadata, self.obj = metadata, obj
         self._ref: ObjectRef | None = None
+        self.invalid = ""
 
     @property
     def ref(self) -> ObjectRef:
@@ -103,16 +124,18 @@ class Draft:
     reasons: list[str]
     pod_set_of_pod: Callable[[dict[str, str]], str]
     completions: int | None = None     # a Job's spec.completions: how many pods must succeed in all
+    templates: dict[str, str] = dataclasses.field(default_factory=dict)   # pod set -> its template's field
 
 
-def read_snapshot(sources: Sequence[str], *, policy_file: str | None = None, now: float | None = None) -> Snapshot:
+def read_snapshot(sources: Sequence[str], *, policy_file: str | None = None, now: float | None = None,
+                  limits: loader.Limits = loader.DEFAULT_LIMITS) -> Snapshot:
     """Read snapshot files or folders (see planner.snapshot) into a models.Snapshot."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     paths = [os.fspath(source) for source in sources]
     with _no_gc():
-        loaded = loader.load(paths)
-        return _Reader(loaded).snapshot(",".join(paths), policy_file, now)
+        loaded = loader.load(paths, limits)
+        return _Reader(loaded, limits).snapshot(",".join(paths), policy_file, now)
 
 
 def build_snapshot(objects: Iterable[Any], *, source: str = "", digest: str = "", policy_file: str | None = None,
@@ -146,8 +169,9 @@ def _no_gc() -> Iterator[None]:
 
 
 class _Reader:
-    def __init__(self, loaded: loader.Loaded):
+    def __init__(self, loaded: loader.Loaded, limits: loader.Limits = loader.DEFAULT_LIMITS):
         self.loaded = loaded
+        self.limits = limits
         self.problems: set[Problem] = set()
         self.ignored: Counter[str] = Counter()
         self.buckets: dict[str, list[Item]] = {k.bucket: [] for k in KINDS.values()}
@@ -186,7 +210,7 @@ class _Reader:
     def snapshot(self, source: str, policy_file: str | None, now: float | None) -> Snapshot:
         self.sort_objects()
         if policy_file is not None:
-            policy = policy_mod.read_policy_file(policy_file)
+            policy = policy_mod.read_policy_file(policy_file, self.limits)
         else:
             policy = policy_mod.policy_from([(i.file, i.obj) for i in self.buckets["policy"]])
         self.read_namespaces()
@@ -201,7 +225,8 @@ class _Reader:
             self.read_jobset(item)
         nodes = self.read_nodes()
         unmanaged, seen = self.read_pods(nodes)
-        workloads = self.finish_workloads(seen)
+        workloads = self.finish_workloads(seen, nodes)
+        self.check_node_usage(nodes, unmanaged, workloads)
         node_list = tuple(
             Node(name, labels, allocatable, resources(unmanaged.get(name, {})), node_taints, ready, unschedulable)
             for name, (labels, allocatable, node_taints, ready, unschedulable) in sorted(nodes.items())
@@ -228,7 +253,10 @@ class _Reader:
         """Route each object to its kind's bucket; an object twice is an InputError."""
         seen: dict[tuple[str, str, str, str], str] = {}
         kinds = KINDS
-        for file, obj in self.loaded.objects:
+        duplicates = self.loaded.duplicates
+        for file, message in self.loaded.file_duplicates:
+            self.problems.add(Problem(file, None, "", message))
+        for index, (file, obj) in enumerate(self.loaded.objects):
             api_version = obj["apiVersion"]
             kind_name = obj["kind"]
             group, _, version = api_version.rpartition("/")
@@ -265,27 +293,44 @@ class _Reader:
                 raise InputError(f"duplicate object: it is in {seen[key]} and again in {file}",
                                  file=file, ref=ObjectRef(kind_name, namespace, name), field="metadata.name")
             seen[key] = file
-            self.buckets[kind.bucket].append(Item(file, kind_name, namespace, name, metadata, obj))
+            item = Item(file, kind_name, namespace, name, metadata, obj)
+            if index in duplicates:
+                self.invalid(item, kind.bucket, *duplicates[index])
+            self.buckets[kind.bucket].append(item)
+
+    def invalid(self, item: Item, bucket: str, field: str, message: str) -> None:
+        """An object with a key given twice: the API server would have refused it, so it is
+        not trusted, and the problem says what that means for this kind."""
+        if bucket == "policy":
+            raise InputError(f"{message}: a policy must be unambiguous", file=item.file, ref=item.ref, field=field)
+        effect = INVALID_EFFECT.get(bucket, "ignored")
+        item.invalid = f"{field}: {message}"
+        self.problem(item, field, f"{message}; the API server rejects duplicate fields, so {effect}")
 
     # ------------------------------------------------------------ what others refer to
 
     def read_namespaces(self) -> None:
         for item in self.buckets["namespace"]:
+            if item.invalid:
+                continue
             labels: dict[str, str] = self.attempt(item, string_map, item.metadata.get("labels"), "metadata.labels",
                                                   default={})
             self.namespace_labels[item.name] = labels
 
     def read_priority_classes(self) -> None:
         for item in self.buckets["priorityclass"]:
-            value = self.attempt(item, kueue.read_priority_value, item.obj, default=None)
+            value = None if item.invalid else self.attempt(item, kueue.read_priority_value, item.obj, default=None)
             self.priority_classes[item.name] = value
             if value is not None and item.obj.get("globalDefault") is True:
                 self.default_priority = value
         for item in self.buckets["workloadpriorityclass"]:
-            self.workload_priority_classes[item.name] = self.attempt(
+            self.workload_priority_classes[item.name] = None if item.invalid else self.attempt(
                 item, kueue.read_priority_value, item.obj, default=None)
 
     def spec(self, item: Item) -> dict[str, Any] | None:
+        """The object's spec, or None (reported) when it is not a mapping or the object is invalid."""
+        if item.invalid:
+            return None
         try:
             return mapping(item.obj.get("spec"), "spec")
         except Bad as bad:
@@ -417,7 +462,7 @@ class _Reader:
                                                      default=None)
         if not labels or not labels.get(wl.QUEUE_LABEL):
             return None   # not queued through Kueue: its pods, if any, are unmanaged usage
-        reasons: list[str] = []
+        reasons: list[str] = [f"invalid {item.invalid}"] if item.invalid else []
         spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={},
                                             reasons=reasons)
         annotations: dict[str, str] = self.attempt(item, string_map, meta.get("annotations"),
@@ -440,6 +485,7 @@ class _Reader:
         pc_name = pod_spec.get("priorityClassName") if type(pod_spec) is dict else None
         self.draft(item, labels, annotations, spec, (pod_set,), pc_name, "spec.template.spec.priorityClassName",
                    reasons, lambda pod_labels: wl.JOB_POD_SET)
+        self.drafts[item.ref].templates = {wl.JOB_POD_SET: "spec.template"}
         completions = spec.get("completions")
         if type(completions) is int:
             self.drafts[item.ref].completions = completions
@@ -462,6 +508,7 @@ class _Reader:
             pod_sets.append(PodSet("main", 1, Resources.of(pods=1)))
         self.draft(item, labels, annotations, spec, tuple(sorted(pod_sets, key=lambda p: p.name)), pc_name,
                    pc_field, reasons, lambda pod_labels: pod_labels.get(REPLICATED_JOB_LABEL, ""))
+        self.drafts[item.ref].templates = {name: field for name, _, _, field in entries}
 
     def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
                 min_count: int | None, reasons: list[str]) -> PodSet:
@@ -499,6 +546,11 @@ class _Reader:
             if cost is not None and cost < 0:
                 self.problem(item, cost_field, f"{cost:g} is negative; ignored")
                 cost = None
+            elif cost is not None and cost > policy_mod.MAX_COST:
+                # bounded, so a sum over victims stays finite and the cost stage exact enough
+                self.problem(item, cost_field, f"{cost:g} is more than {policy_mod.MAX_COST:g}; "
+                                               f"{policy_mod.MAX_COST:g} is used")
+                cost = policy_mod.MAX_COST
             fields["preemption_cost"] = cost
         flag = annotations.get(wl.NON_PREEMPTIBLE)
         if flag is not None and flag not in ("true", "false"):
@@ -561,6 +613,8 @@ class _Reader:
     def read_nodes(self) -> dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]]:
         nodes = {}
         for item in self.buckets["node"]:
+            if item.invalid:
+                continue
             try:
                 nodes[item.name] = _node(item)
             except Bad as bad:
@@ -574,7 +628,7 @@ class _Reader:
         seen: PodsOf = {}
         for item in self.buckets["pod"]:
             spec = item.obj.get("spec")
-            if type(spec) is not dict:
+            if type(spec) is not dict or item.invalid:
                 continue
             node = spec.get("nodeName")
             status = item.obj.get("status")
@@ -604,7 +658,7 @@ class _Reader:
 
     # ------------------------------------------------------------ resolving
 
-    def finish_workloads(self, seen: PodsOf) -> tuple[Workload, ...]:
+    def finish_workloads(self, seen: PodsOf, nodes: dict[str, Any]) -> tuple[Workload, ...]:
         out = []
         for ref in sorted(self.drafts):
             draft = self.drafts[ref]
@@ -612,6 +666,9 @@ class _Reader:
             fields["cluster_queue"] = self.resolve_queue(draft)
             if ref in seen:
                 fields["assignment"] = _assignment_from_pods(fields["assignment"], seen[ref], draft.completions)
+            if fields.get("assignment"):
+                fields["assignment"] = self.check_assignment(draft, fields["assignment"], nodes)
+            self.check_topology_levels(draft)
             if reasons:
                 fields["blocked_reason"] = "; ".join(dict.fromkeys(reasons))
             out.append(Workload(**fields))
@@ -638,6 +695,106 @@ class _Reader:
         if cq.inactive_reason:
             draft.reasons.insert(0, f"ClusterQueue {cq.name} is inactive: {cq.inactive_reason}")
         return cq.name
+
+    def check_assignment(self, draft: Draft, assignment: tuple[PodSetAssignment, ...],
+                         nodes: dict[str, Any]) -> tuple[PodSetAssignment, ...]:
+        """A running workload's nodes and flavors must exist. Unknown nodes are reported (its
+        pods there take no capacity of any node in the snapshot, but its quota is charged);
+        an unknown flavor is reported and its usage charged to the first flavor of the
+        ClusterQueue covering that resource: quota that may be in use is never handed out."""
+        field = f"metadata.annotations[{wl.ASSIGNMENT}]"
+        cq = self.cluster_queues.get(draft.fields.get("cluster_queue") or "")
+        out = []
+        for entry in assignment:
+            missing = sorted(n for n in entry.pods_per_node() if n not in nodes)
+            if missing:
+                self.problem(draft.item, field, f"pod set {entry.name} runs on node(s) {_listed(missing)}, not in "
+                                                "the snapshot: their pods take no node's capacity here, their "
+                                                "quota is still charged")
+            flavors = dict(entry.flavors)
+            unknown: dict[str, list[str]] = {}
+            for resource, flavor in sorted(entry.flavors.items()):
+                if flavor not in self.flavors or (cq is not None and not _offers(cq, flavor, resource)):
+                    unknown.setdefault(flavor, []).append(resource)
+            for flavor, resources in sorted(unknown.items()):
+                where = "does not exist" if flavor not in self.flavors else f"is not in ClusterQueue {cq.name if cq else ''}"
+                charged = []
+                for resource in resources:
+                    instead = _first_flavor(cq, resource) if cq is not None else None
+                    if instead:
+                        flavors[resource] = instead
+                        charged.append(f"{resource} to flavor {instead}")
+                effect = (f"its usage is charged to the queue's first flavor instead ({', '.join(charged)}), so that "
+                          "quota in use is not handed out again" if charged else "its usage cannot be charged to any quota")
+                self.problem(draft.item, field, f"pod set {entry.name}: flavor {flavor} {where}; {effect}")
+            out.append(dataclasses.replace(entry, flavors=flavors) if flavors != dict(entry.flavors) else entry)
+        return tuple(out)
+
+    def check_topology_levels(self, draft: Draft) -> None:
+        """A TAS level that no flavor of the workload's ClusterQueue has: reported on the workload,
+        which waits with that reason (as Kueue's flavor assigner finds no flavor for it),
+        rather than with whatever else holds it back (quota) when checked first."""
+        cq = self.cluster_queues.get(draft.fields.get("cluster_queue") or "")
+        if cq is None or cq.inactive_reason:
+            return
+        for pod_set in draft.fields["pod_sets"]:
+            request = pod_set.topology
+            wanted = ([(wl.REQUIRED if request.mode == "required" else wl.PREFERRED, request.level)]
+                      if request.mode in ("required", "preferred") and request.level else [])
+            wanted += [(wl.SLICE_CONSTRAINTS if len(request.slices) > 1 else wl.SLICE_TOPOLOGY, layer.level)
+                       for layer in request.slices]
+            if not wanted:
+                continue
+            offered = {flavor: self.flavor_levels(flavor) for flavor in _flavors_for(cq, pod_set)}
+            if not offered or any(all(level in levels for _, level in wanted) for levels in offered.values()):
+                continue
+            missing = [(k, lv) for k, lv in wanted if not any(lv in levels for levels in offered.values())]
+            key, level = missing[0] if missing else wanted[0]
+            template = draft.templates.get(pod_set.name, "spec.template")
+            has = "; ".join(f"flavor {f}: {', '.join(levels)}" for f, levels in offered.items())
+            what = (f"level {level} is not in the Topology of any flavor" if missing else
+                    f"levels {', '.join(lv for _, lv in wanted)} are not all in the Topology of any one flavor")
+            self.problem(draft.item, f"{template}.metadata.annotations[{key}]",
+                         f"{what} ClusterQueue {cq.name} offers ({has}); the workload waits")
+            draft.reasons.append(f"topology level {level} is in no flavor's Topology of ClusterQueue {cq.name}")
+
+    def flavor_levels(self, name: str) -> tuple[str, ...]:
+        """A flavor's topology levels, ending with the hostname (the node is always the last level)."""
+        flavor = self.flavors.get(name)
+        topology = self.topologies.get(flavor.topology_name or "") if flavor else None
+        levels = topology.levels if topology else ()
+        return levels if levels and levels[-1] == HOSTNAME_LABEL else levels + (HOSTNAME_LABEL,)
+
+    def check_node_usage(self, nodes: dict[str, Any], unmanaged: dict[str, dict[str, int]],
+                         workloads: tuple[Workload, ...]) -> None:
+        """Running work that asks for more than a node has: reported on the node (it takes no more pods)."""
+        used: dict[str, dict[str, int]] = {}
+        users: dict[str, list[str]] = {}
+        for w in workloads:
+            if w.state is not WorkloadState.RUNNING:
+                continue
+            requests = {ps.name: ps.request for ps in w.pod_sets}
+            for entry in w.assignment:
+                request = requests.get(entry.name)
+                if request is None:
+                    continue
+                for node, count in entry.pods_per_node().items():
+                    if node not in nodes:
+                        continue
+                    usage = used.setdefault(node, dict(unmanaged.get(node, {})))
+                    for resource, amount in request.items():
+                        usage[resource] = usage.get(resource, 0) + amount * count
+                    users.setdefault(node, []).append(str(w.ref))
+        for name in sorted(used):
+            allocatable = nodes[name][1]
+            over = [resource for resource, amount in sorted(used[name].items()) if amount > allocatable.get(resource)]
+            if over:
+                item = next((i for i in self.buckets["node"] if i.name == name), None)
+                shown = "; ".join(f"{r} {used[name][r]} of {allocatable.get(r)}" for r in over)
+                self.problem(item, "status.allocatable",
+                             f"running work asks for more than the node has ({shown}; running there: "
+                             f"{_listed(sorted(set(users[name])))}): no more pods asking for {', '.join(over)} "
+                             "fit on it")
 
     def planning_time(self, now: float | None, workloads: tuple[Workload, ...]) -> float:
         """--now, else the List's snapshot-time annotation, else the newest timestamp read."""
@@ -666,6 +823,27 @@ class _Reader:
 
 
 # ---------------------------------------------------------------- pure helpers
+
+def _listed(names: Sequence[str], limit: int = 5) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _offers(cq: ClusterQueue, flavor: str, resource: str) -> bool:
+    return any(resource in group.covered_resources and any(fq.flavor == flavor for fq in group.flavors)
+               for group in cq.resource_groups)
+
+
+def _first_flavor(cq: ClusterQueue, resource: str) -> str | None:
+    group = next((g for g in cq.resource_groups if resource in g.covered_resources), None)
+    return group.flavors[0].flavor if group is not None and group.flavors else None
+
+
+def _flavors_for(cq: ClusterQueue, pod_set: PodSet) -> list[str]:
+    """Flavors of the groups covering what the pod set asks for, in the queue's order."""
+    asked = {r for r, v in pod_set.request.items() if v > 0}
+    return list(dict.fromkeys(fq.flavor for g in cq.resource_groups if asked & set(g.covered_resources)
+                              for fq in g.flavors))
+
 
 def _problem_key(p: Problem) -> tuple[str, str, str, str]:
     return (p.file, str(p.ref) if p.ref else "", p.field, p.message)

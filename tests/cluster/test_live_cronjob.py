@@ -1,10 +1,15 @@
 """cronjob/ on the real control plane: the manifests apply cleanly, and one cycle run
 with only the CronJob ServiceAccount's rights (a TokenRequest token for it, in a
-kubeconfig of its own) admits, while the same token cannot read Secrets."""
+kubeconfig of its own) admits, while the same token cannot read Secrets, and (the
+ValidatingAdmissionPolicy in cronjob/admission.yaml) cannot change an image, a command
+or anything else a cycle does not change, in a pod, a Job or a JobSet."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import itertools
+import time
 
 import pytest
 import yaml
@@ -18,8 +23,12 @@ from test_live_kit import Env
 CRONJOB_DIR = Path(__file__).resolve().parents[2] / "cronjob"
 PLURALS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
            "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
-           "ConfigMap": "configmaps", "CronJob": "cronjobs"}
+           "ConfigMap": "configmaps", "CronJob": "cronjobs",
+           "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+           "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
 NAMESPACE = "stowplan-system"
+POLICY = "stowplan-planner-writes"
+GATE = "stowplan.io/topology"
 
 
 def manifests():
@@ -76,6 +85,28 @@ def test_manifests_apply_cleanly(installed):
     role = installed.get(path_of("rbac.authorization.k8s.io/v1", "clusterroles", "", "stowplan-planner"))
     assert not any("secrets" in rule.get("resources", ()) or "*" in rule.get("resources", ())
                    or "*" in rule.get("verbs", ()) for rule in role["rules"])
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "@sha256:" in container["image"]                                # pinned by digest, not a tag
+    assert container["resources"]["limits"]["cpu"] and container["resources"]["limits"]["memory"]
+    (tmp,) = [v for v in pod["volumes"] if v["name"] == "tmp"]
+    assert tmp["emptyDir"]["sizeLimit"]
+    labels = installed.get(path_of("v1", "namespaces", "", NAMESPACE))["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert installed.get(path_of("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", "", POLICY))
+
+
+def test_the_namespace_enforces_restricted_pod_security_and_the_cronjob_meets_it(installed):
+    cron = installed.get(path_of("batch/v1", "cronjobs", NAMESPACE, "stowplan"))
+    template = cron["spec"]["jobTemplate"]["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stowplan-psa-check", "namespace": NAMESPACE},
+           "spec": template["spec"]}
+    installed.request("POST", path_of("v1", "pods", NAMESPACE), body=pod, query=[("dryRun", "All")])
+    privileged = {**pod, "spec": {"containers": [{"name": "x", "image": "busybox",
+                                                  "securityContext": {"privileged": True}}]}}
+    with pytest.raises(ApiStatus) as denied:
+        installed.request("POST", path_of("v1", "pods", NAMESPACE), body=privileged, query=[("dryRun", "All")])
+    assert denied.value.status == 403 and "restricted" in str(denied.value)
 
 
 def test_cycle_as_the_service_account(installed, control_plane, api_client, namespace, tmp_path):
@@ -112,5 +143,164 @@ def test_cycle_as_the_service_account(installed, control_plane, api_client, name
         with pytest.raises(ApiStatus) as denied:
             sa.get(path_of("coordination.k8s.io/v1", "leases", namespace, "stowplan-planner"))
         assert denied.value.status == 403
+    finally:
+        env.cleanup()
+
+
+# ---------------------------------------------------------------- what the token may change (issue 23)
+
+ATTEMPT = itertools.count()
+
+
+def denied_by_policy(write, timeout: float = 60.0) -> ApiStatus:
+    """The write fails with the policy's 403. A policy (or binding) just created takes a
+    moment to be enforced, so a write that got through is tried again; each attempt
+    changes something new (`write(n)`), as a repeated change would be no change at all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            write(next(ATTEMPT))
+        except ApiStatus as err:
+            if err.status == 403 and f"ValidatingAdmissionPolicy '{POLICY}'" in str(err):
+                return err
+            if time.monotonic() > deadline:
+                raise
+        else:
+            if time.monotonic() > deadline:
+                pytest.fail("the write was allowed")
+        time.sleep(0.5)
+
+
+def allowed(write, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            write(next(ATTEMPT))
+            return
+        except ApiStatus:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_the_planner_token_changes_only_what_a_cycle_changes(installed, control_plane, namespace, tmp_path):
+    admin = installed
+    sa = Kube(connect(str(sa_kubeconfig(control_plane, admin, tmp_path))))
+    # a gated pod, as Stowplan's admitted pods are
+    pod_path = path_of("v1", "pods", namespace, "p")
+    admin.request("POST", path_of("v1", "pods", namespace), body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace, "labels": {"app": "a"}},
+        "spec": {"schedulingGates": [{"name": GATE}], "containers": [{"name": "c", "image": "registry.invalid/a:1",
+                                                                       "command": ["run"]}]}})
+
+    def patch_pod(ops, who=sa):
+        return lambda n: who.request("PATCH", pod_path, body=ops(n), content_type="application/json-patch+json")
+
+    denied_by_policy(patch_pod(lambda n: [{"op": "replace", "path": "/spec/containers/0/image",
+                                           "value": f"registry.invalid/evil:{n}"}]))
+    with pytest.raises(ApiStatus) as err:           # a pod's command: the API server refuses it itself
+        patch_pod(lambda n: [{"op": "replace", "path": "/spec/containers/0/command", "value": ["sh"]}])(0)
+    assert err.value.status in (403, 422)
+    denied_by_policy(patch_pod(lambda n: [{"op": "replace", "path": "/metadata/labels/app", "value": f"b{n}"}]))
+    denied_by_policy(patch_pod(lambda n: [{"op": "add", "path": "/spec/nodeSelector", "value": {"zone": f"z{n}"}}]))
+    # what a cycle does to a pod: its node pinned, the gate removed
+    allowed(patch_pod(lambda n: [{"op": "add", "path": "/spec/nodeSelector",
+                                  "value": {"kubernetes.io/hostname": "n1"}},
+                                 {"op": "remove", "path": "/spec/schedulingGates/0"}]))
+
+    # a suspended Job: its command (the API server refuses it too) and its other fields
+    job_path = path_of("batch/v1", "jobs", namespace, "j")
+    admin.request("POST", path_of("batch/v1", "jobs", namespace), body={
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": namespace},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "registry.invalid/a:1", "command": ["run"]}]}}}})
+
+    def put_job(change):
+        def write(n):
+            obj = admin.get(job_path)
+            change(obj, n)
+            sa.request("PUT", job_path, body=obj)
+        return write
+
+    def command(obj, n):
+        obj["spec"]["template"]["spec"]["containers"][0]["command"] = ["sh", "-c", f"steal {n}"]
+
+    with pytest.raises(ApiStatus) as err:
+        put_job(command)(0)
+    assert err.value.status in (403, 422)
+    denied_by_policy(put_job(lambda obj, n: obj["spec"].update(parallelism=50 + n)))
+    denied_by_policy(put_job(lambda obj, n: obj["metadata"].setdefault("labels", {}).update(x=f"y{n}")))
+
+    # a JobSet: a CRD, so nothing but the policy stands between the token and its pod template
+    js_path = path_of("jobset.x-k8s.io/v1alpha2", "jobsets", namespace, "js")
+    admin.request("POST", path_of("jobset.x-k8s.io/v1alpha2", "jobsets", namespace), body={
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js", "namespace": namespace},
+        "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.invalid/a:1",
+                                                                 "command": ["run"]}]}}}}}]}})
+
+    def put_jobset(change, who=sa):
+        def write(n):
+            obj = admin.get(js_path)
+            change(obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"], n)
+            who.request("PUT", js_path, body=obj)
+        return write
+
+    denied_by_policy(put_jobset(lambda pod, n: pod["containers"][0].update(image=f"registry.invalid/evil:{n}")))
+    denied_by_policy(put_jobset(lambda pod, n: pod["containers"][0].update(command=["sh", "-c", f"steal {n}"])))
+    denied_by_policy(put_jobset(lambda pod, n: pod.update(hostNetwork=not pod.get("hostNetwork", False))))
+    allowed(put_jobset(lambda pod, n: pod.update(nodeSelector={"pool": f"a{n}"}, schedulingGates=[{"name": GATE}])))
+    # the policy is about this ServiceAccount only
+    allowed(put_jobset(lambda pod, n: pod["containers"][0].update(image=f"registry.invalid/a:{n}"), who=admin))
+
+
+def test_without_the_policy_the_same_token_could_change_an_image(installed, control_plane, namespace, tmp_path):
+    """The guard seen failing: RBAC alone lets the planner's token patch any pod's image."""
+    admin = installed
+    sa = Kube(connect(str(sa_kubeconfig(control_plane, admin, tmp_path))))
+    pod_path = path_of("v1", "pods", namespace, "p")
+    admin.request("POST", path_of("v1", "pods", namespace), body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
+        "spec": {"schedulingGates": [{"name": GATE}], "containers": [{"name": "c", "image": "registry.invalid/a:1"}]}})
+    binding_path = path_of("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", "", POLICY)
+    binding = admin.get(binding_path)
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        binding["metadata"].pop(key, None)
+    binding.pop("status", None)
+
+    def image(n):
+        ops = [{"op": "replace", "path": "/spec/containers/0/image", "value": f"registry.invalid/evil:{n}"}]
+        sa.request("PATCH", pod_path, body=ops, content_type="application/json-patch+json")
+
+    denied_by_policy(image)
+    admin.request("DELETE", binding_path)
+    try:
+        allowed(image)
+    finally:
+        admin.request("POST", path_of("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings"),
+                      body=binding)
+    denied_by_policy(image)
+
+
+def test_a_jobset_cycle_as_the_service_account(installed, control_plane, api_client, namespace, tmp_path):
+    env = Env(control_plane, api_client, namespace, nodes=2)
+    try:
+        env.co.create_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": env.lq}},
+            "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+                "parallelism": 2, "completions": 2, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "w", "image": "registry.invalid/w:1",
+                     "resources": {"requests": {"nvidia.com/gpu": "2", "cpu": "1"},
+                                   "limits": {"nvidia.com/gpu": "2"}}}]}}}}}]}})
+        kubeconfig = sa_kubeconfig(control_plane, installed, tmp_path)
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(installed.get(path_of("v1", "configmaps", NAMESPACE, "stowplan-config"))["data"]["policy.yaml"])
+        result = CliRunner().invoke(cli, ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE,
+                                          "--policy", str(policy), "--release-wait", "0", "-q"])
+        assert result.exit_code == 0, result.output
+        assert "1 admitted" in result.output and "0 conflicts" in result.output
+        got = env.co.get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", "js")
+        assert got["spec"]["suspend"] is False and "stowplan.io/assignment" in got["metadata"]["annotations"]
     finally:
         env.cleanup()
