@@ -6,7 +6,7 @@
   3. the stages (planner.milp.stages), each within what the Budget gives it;
   4. decode: every pod on a node;
   5. the tie-breakers on the full model (locality, free domains, age, flavor order);
-  6. verify, with the stability rule, and choose: the MILP's plan, or greedy's with why;
+  6. verify (the stability rule too) and choose: the MILP's plan, or greedy's with why;
   7. describe: why each waiting workload waits, and the metrics.
 
 The policy's time limit holds the whole cycle (planner.budget); nothing here reads
@@ -15,6 +15,7 @@ the clock to decide what to do.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from models import Decisions, Plan, Snapshot, SolverReport
@@ -26,12 +27,10 @@ from planner.errors import VerificationError
 from planner.greedy import greedy
 from planner.milp import stages
 from planner.milp.decode import decode
-from planner.milp.model import Formulation, formulate
+from planner.milp.model import Formulation, candidates, formulate
 from planner.milp.start import start_from
-from planner.run import Clock, greedy_report, volume
 from planner.solve import HighsBackend, PulpBackend, StageResult, refine
 from planner.verify import verify
-from planner.verify_stable import stability_violations
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
@@ -42,13 +41,13 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     baseline = greedy(snapshot).decisions
     clock.lap("build")
     if solver == "greedy":
-        violations = checked(snapshot, baseline)
+        violations = verify(snapshot, baseline)
         if violations:
             raise VerificationError(violations)
         return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock)
     # 2. The model, and greedy's plan in its columns where the model allows it.
     form = formulate(snapshot)
-    start = start_from(form, baseline)
+    start = start_from(form, baseline, ease=True)
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     # 3. The stages.
@@ -74,7 +73,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         clock.lap("solve")
     # 6. Verify and choose.
     if not why:
-        violations = checked(snapshot, decisions)
+        violations = verify(snapshot, decisions)
         if violations:
             why = f"MILP plan failed verification ({violations[0]})"
         elif start is not None and score.compare(score.tier_volumes(snapshot, decisions),
@@ -82,7 +81,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
             why = "MILP plan scored below greedy"
     clock.lap("verify")
     if why:
-        violations = checked(snapshot, baseline)
+        violations = verify(snapshot, baseline)
         if violations:
             raise VerificationError(violations)
         report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method_of(solver))
@@ -91,6 +90,9 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     notes = []
     if start is None and baseline.admissions:
         notes.append("greedy's plan is not one the model allows (Kueue's reclaim would undo it)")
+    if form.eased:
+        notes.append(f"{form.eased} stability row(s) eased where greedy's plan shows no reclaim could place "
+                     "the workload; the verifier checks the rule itself")
     if repaired:
         notes.append(f"{repaired} workload(s) left out: a pod without GPUs found no node")
     report = SolverReport(
@@ -106,7 +108,7 @@ def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, budget: Bud
     """Refine `decisions` on the full model within the last stage's deadline; keep them
     when the full model does not take them or its answer does not decode."""
     full = formulate(snapshot, locality=True)
-    start = start_from(full, decisions)
+    start = start_from(full, decisions, ease=True)
     if start is None or not full.secondary:
         return decisions, StageResult("tie-breakers", "kept", 0.0, 0.0, 0.0)
     backend = make_backend(full, solver, snapshot)
@@ -117,11 +119,6 @@ def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, budget: Bud
     except DecodeError:
         return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
     return (decoded.decisions, stage) if decoded.repaired == 0 else (decisions, stage)
-
-
-def checked(snapshot: Snapshot, decisions: Decisions) -> list[str]:
-    """Every rule the independent verifier checks, stability included."""
-    return verify(snapshot, decisions) + stability_violations(snapshot, decisions)
 
 
 def method_of(solver: str) -> str:
@@ -143,3 +140,40 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
     plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
     clock.lap("verify")
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
+
+
+def volume(snapshot: Snapshot, decisions: Decisions) -> float:
+    """The objective's volume terms summed over the tiers (what the stages maximise)."""
+    return sum(score.tier_volumes(snapshot, decisions).values())
+
+
+def greedy_report(snapshot: Snapshot, decisions: Decisions, clock: "Clock", status: str = "feasible",
+                  message: str = "", method: str = "greedy") -> SolverReport:
+    """Greedy proves no bound of its own: the bound is all pending work admitted."""
+    from planner.semantics import pod_volume
+
+    objective = sum(max(0.0, v) for v in score.tier_volumes(snapshot, decisions).values())
+    bound = sum(ps.count * pod_volume(w, ps, snapshot) for w in candidates(snapshot, {}) for ps in w.pod_sets)
+    bound = max(bound, objective)
+    gap = 0.0 if bound <= 0 else (bound - objective) / bound
+    return SolverReport(method=method, status=status, objective=round(objective, 6), bound=round(bound, 6),
+                        gap=round(gap, 6), seconds=clock.seconds(), message=message)
+
+
+class Clock:
+    """Seconds per step (read, build, solve, verify) and the total, for the plan's report
+    (what the steps do never depends on it)."""
+
+    def __init__(self, read_seconds: float):
+        self.spent = {"read": read_seconds, "build": 0.0, "solve": 0.0, "verify": 0.0}
+        self.mark = time.monotonic()
+
+    def lap(self, step: str) -> None:
+        now = time.monotonic()
+        self.spent[step] += now - self.mark
+        self.mark = now
+
+    def seconds(self) -> dict[str, float]:
+        out = {k: round(v, 3) for k, v in self.spent.items()}
+        out["total"] = round(sum(self.spent.values()), 3)
+        return out

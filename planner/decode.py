@@ -1,11 +1,5 @@
-"""Solver values -> Decisions: which workloads start, with which flavors, on which nodes.
-
-The MILP decides pods per domain and pods per (shape, node); here each workload's
-pods get concrete nodes. Demands are served deepest domain first, each from the
-nodes of its own domain with the most supply left (so a workload lands on as few
-nodes as possible). By Hall's condition on the domain tree, which every solution
-satisfies, this never runs out of supply.
-"""
+"""Reading solver values, shared by planner.milp.decode: counts, an elastic or preferred
+pod set's demands per member, and each eviction with the admissions it is for."""
 
 from __future__ import annotations
 
@@ -86,53 +80,6 @@ def slice_units(choice: Choice, values: np.ndarray, layer: int, path: Path) -> l
     return out
 
 
-def decode(form: Formulation, values: np.ndarray) -> Decisions:
-    """Admit the oldest members of each class; give every pod a node."""
-    supply: dict[int, dict[str, int]] = {
-        s: {node: count(values, col) for node, col in shape.supply.items()}
-        for s, shape in enumerate(form.shapes)
-    }
-    by_pod_set: dict[tuple[int, int], list[tuple[Choice, list[tuple[Path, int]]]]] = defaultdict(list)
-    for choice in form.choices:
-        for demands in member_demands(choice, values):
-            by_pod_set[(choice.workload, choice.pod_set)].append((choice, demands))
-    jobs = []      # (deepest first, member, pod set, domain, pods)
-    slots: dict[tuple[int, int, int], Choice] = {}
-    for w, members in enumerate(form.members):
-        admitted = count(values, form.admit_col[w])
-        for p in range(len(form.workloads[w].pod_sets)):
-            entries = by_pod_set.get((w, p), [])
-            if len(entries) != admitted:
-                raise DecodeError(f"{form.workloads[w].ref}: {admitted} admitted but pod set {p} placed {len(entries)} times")
-            for i, (choice, demands) in enumerate(entries):
-                slots[(w, i, p)] = choice
-                jobs.extend((-len(path), w, i, p, path, pods) for path, pods in demands)
-    placed: dict[tuple[int, int, int], dict[str, int]] = defaultdict(dict)
-    order = NodeOrder(form, supply)
-    for _, w, i, p, path, pods in sorted(jobs):
-        choice = slots[(w, i, p)]
-        take_from_domain(order, choice.shape, path, pods, supply[choice.shape], placed[(w, i, p)],
-                         form.members[w][i].ref)
-    admissions = []
-    for w, members in enumerate(form.members):
-        for i in range(count(values, form.admit_col[w])):
-            workload = members[i]
-            pod_sets = []
-            for p, pod_set in enumerate(workload.pod_sets):
-                choice, nodes = slots[(w, i, p)], placed[(w, i, p)]
-                pod_sets.append(PodSetAssignment(
-                    name=pod_set.name,
-                    count=sum(nodes.values()),
-                    flavors=dict(sorted(choice.option.by_resource.items())),
-                    levels=(HOSTNAME_LABEL,),
-                    domains=tuple(((node,), n) for node, n in sorted(nodes.items()) if n > 0),
-                ))
-            admissions.append(Admission(workload.ref, workload.cluster_queue or "", tuple(pod_sets)))
-    admissions.sort(key=lambda a: a.workload)
-    evictions = decode_evictions(form, values, admissions)
-    return Decisions(tuple(admissions), evictions)
-
-
 def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Admission]) -> tuple[Eviction, ...]:
     """Each evicted workload, the admitted workloads it makes way for, and its cost.
 
@@ -172,50 +119,3 @@ def decode_evictions(form: Formulation, values: np.ndarray, admissions: list[Adm
     return tuple(sorted(out, key=lambda e: e.workload))
 
 
-class NodeOrder:
-    """Per (shape, domain): its nodes, most supply first, then by name, computed once.
-
-    Demands are served in this order, so each workload lands on as few nodes as
-    possible; a cursor skips nodes already used up, keeping decode near-linear.
-    """
-
-    def __init__(self, form: Formulation, supply: dict[int, dict[str, int]]):
-        self.form, self.supply = form, supply
-        self.lists: dict[tuple[int, Path], list[str]] = {}
-        self.cursor: dict[tuple[int, Path], int] = {}
-        self.by_prefix: dict[int, dict[Path, list[str]]] = {}
-
-    def nodes(self, shape: int, path: Path) -> tuple[list[str], int]:
-        key = (shape, path)
-        if key not in self.lists:
-            if shape not in self.by_prefix:
-                index: dict[Path, list[str]] = defaultdict(list)
-                for node, node_path in self.form.shapes[shape].paths.items():
-                    if self.supply[shape].get(node, 0) > 0:
-                        for depth in range(len(node_path) + 1):
-                            index[node_path[:depth]].append(node)
-                self.by_prefix[shape] = index
-            members = self.by_prefix[shape].get(path, [])
-            self.lists[key] = sorted(members, key=lambda n: (-self.supply[shape][n], n))
-            self.cursor[key] = 0
-        return self.lists[key], self.cursor[key]
-
-
-def take_from_domain(order: NodeOrder, shape: int, path: Path, pods: int,
-                     supply: dict[str, int], placed: dict[str, int], ref: object) -> None:
-    """Give `pods` pods nodes inside `path`, in the domain's node order."""
-    nodes, start = order.nodes(shape, path)
-    left = pods
-    index = start
-    while left and index < len(nodes):
-        node = nodes[index]
-        take = min(left, supply[node])
-        if take:
-            supply[node] -= take
-            placed[node] = placed.get(node, 0) + take
-            left -= take
-        if supply[node] == 0 and index == order.cursor[(shape, path)]:
-            order.cursor[(shape, path)] = index + 1
-        index += 1
-    if left:
-        raise DecodeError(f"{ref}: {left} pods found no node in domain {'/'.join(path) or 'root'}")

@@ -68,7 +68,7 @@ class Guarantee:
     present: list[tuple[int, Terms]] = field(default_factory=list)
     # B: (column, [(sigma or None, kappa or None)]): 1 when some pair is 1 (None: always 1).
     blocked: list[tuple[int, list[tuple[int | None, int | None]]]] = field(default_factory=list)
-    rows: int = 0
+    rows: list[int] = field(default_factory=list)   # the stability rows themselves
 
 
 def reclaims(cq: ClusterQueue) -> bool:
@@ -169,9 +169,9 @@ class _Builder:
                 upper -= 1.0
             else:
                 terms.append((blocked, 1.0))
-            self.model.arrays.add_row(f"guarantee[{workload.ref},{'+'.join(option.flavors[0] for option in combo)}]",
-                                      terms, -INF, upper)
-            self.guarantee.rows += 1
+            row = self.model.arrays.add_row(f"guarantee[{workload.ref},{'+'.join(option.flavors[0] for option in combo)}]",
+                                            terms, -INF, upper)
+            self.guarantee.rows.append(row)
 
     # -- psi: no room in the queue's nominal quota for `amount`
 

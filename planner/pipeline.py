@@ -35,10 +35,6 @@ def plan_snapshot(
             mip_gap=policy.mip_gap if gap is None else gap,
         )
         snapshot = replace(snapshot, policy=policy)
-    import os
-    if os.environ.get("STOWPLAN_PIPELINE") == "v2":
-        from planner.cycle import run_cycle
-    else:
-        from planner.run import run_cycle  # type: ignore[no-redef]
+    from planner.cycle import run_cycle
     with cycle_collector():
         return run_cycle(snapshot, solver, read_seconds)

@@ -45,6 +45,7 @@ Choices where the contract leaves room:
   maxPriorityThreshold), without asking whether the preemptor itself borrows.
   Not checked: that a victim uses a flavor/resource or node its preemptor needs,
   and Kueue's "already evicted first" ordering (orderings are the planner's choice).
+- Stability (nominal quota is a guarantee): planner/verify_stable.py, on its own.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     evicted = _check_evictions(ix, decisions.evictions, admitted, out)
     _check_node_capacity(ix, admitted, evicted, out)
     _check_quota(ix, admitted, evicted, out)
+    from planner.verify_stable import check_stability  # the rule has a module of its own, built on this one
+    check_stability(ix, admitted, evicted, out)
     return out
 
 

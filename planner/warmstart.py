@@ -1,9 +1,6 @@
-"""Decisions -> a column vector of the Formulation: the MIP start.
-
-The greedy plan (and, later, last cycle's plan) is written in the formulation's
-variables so HiGHS starts from it; the empty plan is the start of last resort.
-Quota columns b are filled in afterwards from their rows, deepest first.
-"""
+"""Filling a start's columns that follow from its decisions (preemptor classes, quota,
+free domains), a pod set's own domain columns, and the check that a start is feasible:
+shared by planner.milp.start."""
 
 from __future__ import annotations
 
@@ -16,50 +13,6 @@ from planner.formulate import Formulation
 from planner.guarantee import fill_guarantee_columns
 
 TOLERANCE = 1e-6
-
-
-def empty_start(form: Formulation) -> np.ndarray:
-    values = np.zeros(form.arrays.num_cols)
-    fill_quota_columns(form, values)
-    fill_guarantee_columns(form.guarantee, values)
-    return values
-
-
-def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
-    """The decisions as a feasible column vector, or None if they do not fit the model.
-
-    A model a size cap left incomplete (Formulation.complete) is never solved: only
-    the columns that count volume, cost, quota and preemption are set, for the stages'
-    report, and its rows are not checked (its placement is partial)."""
-    values = np.zeros(form.arrays.num_cols)
-    index = {m.ref: i for i, members in enumerate(form.members) for m in members}
-    choices = defaultdict(list)
-    for choice in form.choices:
-        choices[(choice.workload, choice.pod_set)].append(choice)
-    for admission in decisions.admissions:
-        w = index.get(admission.workload)
-        if w is None:
-            return None
-        workload = form.workloads[w]
-        values[form.admit_col[w]] += 1.0   # a class counts its admitted members
-        for assignment in admission.pod_sets:
-            p = next((i for i, ps in enumerate(workload.pod_sets) if ps.name == assignment.name), None)
-            if p is None:
-                return None
-            flavors = dict(assignment.flavors)
-            choice = next((c for c in choices[(w, p)] if dict(c.option.by_resource) == flavors), None)
-            if choice is None or not place(form, choice, assignment.pods_per_node(), values):
-                return None
-    victim_index = {w.ref: i for i, w in enumerate(form.victims)}
-    for eviction in decisions.evictions:
-        if eviction.workload not in victim_index:
-            return None
-        values[form.evict_col[victim_index[eviction.workload]]] = 1.0
-    fill_class_columns(form, values)
-    fill_free_domain_columns(form, values)
-    fill_quota_columns(form, values)
-    fill_guarantee_columns(form.guarantee, values)
-    return values if not form.complete or feasible(form, values) else None
 
 
 def fill_free_domain_columns(form: Formulation, values: np.ndarray) -> None:

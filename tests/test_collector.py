@@ -4,20 +4,20 @@ collection and the young generation collected rarely; both are undone after it."
 import gc
 
 from randomgen import random_snapshot
-from planner import collector, run
+from planner import collector, cycle
 from planner.pipeline import plan_snapshot
 
 
 def test_a_cycle_runs_with_the_snapshot_frozen_and_rare_collections(monkeypatch):
     before = gc.get_threshold()
     seen = []
-    real = run.run_cycle
+    real = cycle.run_cycle
 
     def recording(snapshot, solver, read_seconds):
         seen.append((gc.get_threshold(), gc.get_freeze_count()))
         return real(snapshot, solver, read_seconds)
 
-    monkeypatch.setattr(run, "run_cycle", recording)
+    monkeypatch.setattr(cycle, "run_cycle", recording)
     plan = plan_snapshot(random_snapshot(61_000, with_running=True), time_limit=5.0)
     assert plan.solver.status in ("optimal", "feasible")
     ((threshold, frozen),) = seen

@@ -86,6 +86,8 @@ class Formulation(BaseFormulation):
     demand_classes: list[DemandClass] = field(default_factory=list)
     choice_class: dict[int, int] = field(default_factory=dict)     # choice index -> demand class (ungrouped)
     groups: list[GroupChoice] = field(default_factory=list)
+    eased: int = 0          # stability rows eased for the start (planner.milp.start.ease_rows)
+    kept_cols: list[tuple[int, float]] = field(default_factory=list)   # w (whole idle nodes kept) and reward
 
 
 def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
@@ -111,6 +113,7 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
     add_quota_rows(model)
     guarantee.add_guarantee_rows(model)
     add_objectives(model)
+    model.secondary += [(w, -reward) for w, reward in model.kept_cols]
     return model
 
 
@@ -450,7 +453,7 @@ def add_free_domain_rows(model: Formulation, busy: set[str]) -> None:
     weight = FREE_WEIGHT / (1 + sum(len(levels) for levels in layouts))   # each level's share
     for pool in pools.pools:
         if pool.kept is not None:
-            model.free_domain_cols.append((pool.kept, weight * pool.whole / total))
+            model.kept_cols.append((pool.kept, weight * pool.whole / total))
         for node in pools.idle_nodes(pool, busy) if not pool.aggregated else ():
             if cols_of[node]:
                 add_free(model, f"h[{node}]", cols_of[node], weight * volume[node] / total)

@@ -12,7 +12,9 @@ import numpy as np
 
 from models import Decisions, PodSetAssignment
 from planner.milp.model import Formulation
-from planner.warmstart import feasible, fill_class_columns, fill_guarantee_columns, fill_quota_columns, place
+from planner.warmstart import (
+    feasible, fill_class_columns, fill_free_domain_columns, fill_guarantee_columns, fill_quota_columns, place,
+)
 
 Path = tuple[str, ...]
 
@@ -23,8 +25,13 @@ def empty_start(form: Formulation) -> np.ndarray:
     return values
 
 
-def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
-    """The decisions as a feasible column vector, or None if the model does not allow them."""
+def start_from(form: Formulation, decisions: Decisions, ease: bool = False) -> np.ndarray | None:
+    """The decisions as a feasible column vector, or None if the model does not allow them.
+
+    With `ease`, stability rows that alone keep the decisions out are eased (planner.
+    guarantee asks more than Kueue where no node could take a workload even after the
+    reclaim; greedy's plan, Kueue's own, shows where): their workloads are left to the
+    verifier, which checks the rule exactly. `form.eased` counts them."""
     values = np.zeros(form.arrays.num_cols)
     member_of = {m.ref: (w, i) for w, members in enumerate(form.members) for i, m in enumerate(members)}
     choices_of: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -95,7 +102,22 @@ def start_from(form: Formulation, decisions: Decisions) -> np.ndarray | None:
             return None
         values[form.evict_col[victim_index[eviction.workload]]] = 1.0
     finish(form, values)
+    if ease and form.guarantee is not None and not feasible(form, values):
+        ease_rows(form, values)
     return values if feasible(form, values) else None
+
+
+def ease_rows(form: Formulation, values: np.ndarray) -> None:
+    """Drop the stability rows `values` breaks, if no other row is broken."""
+    arrays = form.arrays
+    activity = arrays.evaluate_rows(values)
+    lower, upper = np.asarray(arrays.row_lower), np.asarray(arrays.row_upper)
+    broken = np.flatnonzero((activity < lower - 1e-6) | (activity > upper + 1e-6))
+    stability = set(form.guarantee.rows)   # type: ignore[union-attr]
+    if len(broken) and all(int(r) in stability for r in broken):
+        for r in broken:
+            arrays.row_upper[int(r)] = float("inf")
+        form.eased = len(broken)
 
 
 def place_preferred(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> None:  # type: ignore[no-untyped-def]
@@ -154,5 +176,6 @@ def finish(form: Formulation, values: np.ndarray) -> None:
     for col, value in slots.items():
         values[col] = value
     fill_class_columns(form, values)
+    fill_free_domain_columns(form, values)
     fill_quota_columns(form, values)
     fill_guarantee_columns(form.guarantee, values)
