@@ -1058,8 +1058,9 @@ class QueueView:
                 settled = np.insert(settled, at, not a.evicting)
                 usage = np.insert(usage, at, row, axis=0)
             elif what == "remove":
-                priority, queued, evictable, planned = (np.delete(x, at) for x in (priority, queued, evictable, planned))
-                newest, ranks, settled = (np.delete(x, at) for x in (newest, ranks, settled))
+                priority, queued, evictable = np.delete(priority, at), np.delete(queued, at), np.delete(evictable, at)
+                planned, newest = np.delete(planned, at), np.delete(newest, at)
+                ranks, settled = np.delete(ranks, at), np.delete(settled, at)
                 usage = np.delete(usage, at, axis=0)
             else:
                 settled[at] = 0
