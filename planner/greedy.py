@@ -907,22 +907,29 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
 
 def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known: int, extend: Callable[[int], int],
                          fits: Callable[[], bool], late: Callable[[], bool] = lambda: False,
-                         doubling: bool = False) -> int | None:
+                         doubling: bool = False, probe_whole: bool = False) -> int | None:
     """The shortest prefix of `candidates`, at least `known` long (nothing shorter fits),
     whose release makes `fits()` true; left released in `state`. None, with `state` as
     found, when no prefix does. `extend(k)` may grow `candidates` to k (it returns
     the length there is), so that a lazily computed order is read only as far as needed.
     Galloping then bisection (fits() is monotone in what is released): steps that
     double from `known` (the answer is usually just past it), or, `doubling`, prefixes
-    that double in length."""
+    that double in length. `probe_whole`: after the first miss, test every candidate
+    released at once, and give up there if even that does not fit (one test where
+    galloping to the end takes a few; worth it where misses are common)."""
     removed = 0
+    chunks: list[tuple[int, Freed]] = []   # what each release gave, to take back as it was
 
     def prefix(k: int) -> None:
         nonlocal removed
-        if removed > k:
-            state.release_many(candidates[k:removed], sign=-1)
-        elif removed < k:
-            state.release_many(candidates[removed:k])
+        while removed > k:
+            start, freed = chunks.pop()
+            state.release_freed(freed, sign=-1)
+            removed = start
+        if removed < k:
+            freed = state.freed_by(candidates[removed:k])
+            state.release_freed(freed)
+            chunks.append((removed, freed))
         removed = k
 
     bad, k, step = known - 1, known, 1
@@ -935,6 +942,12 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
         if late() or extend(k + 1) <= k:
             prefix(0)
             return None
+        if probe_whole and k == known:
+            whole = extend(len(candidates) + (1 << 40))
+            prefix(whole)
+            if not fits():
+                prefix(0)
+                return None
         k, step = (max(1, 2 * k) if doubling else k + step), 2 * step
     lo, hi = bad + 1, k
     while lo < hi:

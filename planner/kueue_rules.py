@@ -103,6 +103,28 @@ class Registry:
         self.by_ref: dict[ObjectRef, Admitted] = {}
         self.version: dict[str, int] = {}     # per queue: moves on with every change to its list
         self.epoch = 0                        # moves on with every change to any list
+        # Per queue, its latest changes: (version after, "add" | "remove" | "mark", position,
+        # workload), so that what is built from a queue's list can follow it (QueueView).
+        self.changes: dict[str, list[tuple[int, str, int, Admitted]]] = {}
+
+    def _changed(self, a: Admitted, what: str, at: int) -> None:
+        version = self.version[a.cq] = self.version.get(a.cq, 0) + 1
+        log = self.changes.setdefault(a.cq, [])
+        log.append((version, what, at, a))
+        if len(log) > 2 * self.KEPT:
+            del log[:-self.KEPT]
+        self.epoch += 1
+
+    KEPT = 64
+
+    def since(self, cq: str, version: int) -> list[tuple[int, str, int, Admitted]] | None:
+        """The changes to `cq`'s list after `version`, or None if not all are kept."""
+        log = self.changes.get(cq, [])
+        if self.version.get(cq, 0) == version:
+            return []
+        if not log or log[0][0] > version + 1:
+            return None
+        return [c for c in log if c[0] > version]
 
     def add(self, a: Admitted) -> None:
         q = self.by_cq.setdefault(a.cq, [])
@@ -115,21 +137,20 @@ class Registry:
                 hi = mid
         q.insert(lo, a)
         self.by_ref[a.ref] = a
-        self.version[a.cq] = self.version.get(a.cq, 0) + 1
-        self.epoch += 1
+        self._changed(a, "add", lo)
 
     def mark_evicting(self, a: Admitted) -> None:
         """`a`'s eviction is under way: it sorts first among candidates from now on."""
         if not a.evicting:
             a.evicting = True
-            self.version[a.cq] = self.version.get(a.cq, 0) + 1
-            self.epoch += 1
+            self._changed(a, "mark", self.by_cq[a.cq].index(a))
 
     def remove(self, a: Admitted) -> None:
-        self.by_cq[a.cq].remove(a)
+        q = self.by_cq[a.cq]
+        at = q.index(a)
+        del q[at]
         del self.by_ref[a.ref]
-        self.version[a.cq] = self.version.get(a.cq, 0) + 1
-        self.epoch += 1
+        self._changed(a, "remove", at)
 
 
 # ---------------------------------------------------------------- quota arithmetic
@@ -437,6 +458,8 @@ class Rules:
         self._layouts: dict[tuple, tuple[Workload, list[_Group]]] = {}
         self._ceilings: dict[tuple, dict[FR, int]] = {}
         self._ceilings_at: tuple = ()
+        self._above: dict[tuple, list[str]] = {}
+        self._above_at: tuple = ()
         self._epoch = 0        # moves on with every nomination
         # Set by a caller whose state is, while it nominates, what the admitted workloads
         # make it (nothing held): what depends on the state alone is then kept until one
@@ -464,14 +487,29 @@ class Rules:
         return j
 
     def view(self, name: str) -> QueueView:
+        """The queue's admitted workloads as arrays: kept while its list stays the same,
+        followed through its changes (Registry.since) where it changes a little."""
         version = self.registry.version.get(name, 0)
         found = self._views.get(name)
-        if found is None or found[0] != version:
-            for a in self.registry.by_cq.get(name, ()):
+        if found is not None and found[0] == version:
+            return found[1]
+        members = self.registry.by_cq.get(name, [])
+        changes = self.registry.since(name, found[0]) if found is not None else None
+        view = None
+        if changes is not None and found is not None:
+            for _, what, _, a in changes:
+                if what == "add":
+                    for fr in a.usage:
+                        self.column(fr)
+            if name in self._views:     # no new column (that drops every view)
+                view = found[1].changed(changes, members, self.columns, self.tie)
+        if view is None:
+            for a in members:
                 for fr in a.usage:
                     self.column(fr)
-            found = self._views[name] = (version, QueueView(self.registry.by_cq.get(name, []), self.columns, self.tie))
-        return found[1]
+            view = QueueView(list(members), self.columns, self.tie)
+        self._views[name] = (version, view)
+        return view
 
     # -- small lookups
 
@@ -714,6 +752,29 @@ class Rules:
                 freed = ctx._most_freed(s, False)
                 overlay.change_usage(s.name, {fr: int(freed[j]) for fr, j in self.columns.items() if freed[j]}, -1)
             found = self._ceilings[key] = {fr: self.quota.available(cq.name, fr, overlay) for fr in frs}
+        return found
+
+    def above_nominal(self, current: str, skip: str | None, frs: tuple[FR, ...]) -> list[str]:
+        """The queues under `current` (not under `skip`) that, with every cohort between,
+        use more than their quota of some of `frs`: where candidates of a cohort may be
+        (collectCandidatesForHierarchicalReclaim). Kept as ceiling() keeps its answers."""
+        at = ("steady", self.registry.epoch) if self.steady else ("one", self._epoch)
+        if self._above_at != at:
+            self._above.clear()
+            self._above_at = at
+        key = (current, skip, frs)
+        found = self._above.get(key)
+        if found is None:
+            found = self._above[key] = []
+            need = set(frs)
+            tree, live = self.quota.tree, self.quota.live
+            for child in tree.children.get(current, []):
+                if child == skip or self.quota.within_nominal(child, need, live):
+                    continue   # not borrowing what the preemptor needs
+                if child.startswith("cohort:"):
+                    found.extend(self.above_nominal(child, skip, frs))
+                else:
+                    found.append(child.removeprefix("cq:"))
         return found
 
     def _wanted(self, w: Workload, cq: ClusterQueue) -> frozenset[FR]:
@@ -977,6 +1038,37 @@ class QueueView:
             for fr, amount in a.usage.items():
                 self.usage[i, columns[fr]] = amount
 
+    def changed(self, changes: Sequence[tuple[int, str, int, Admitted]], members: list[Admitted],
+                columns: Mapping[FR, int], tie: Mapping[ObjectRef, int]) -> "QueueView":
+        """A new view: this one with the queue's changes applied (this one unchanged)."""
+        new = object.__new__(QueueView)
+        priority, queued, evictable, planned = self.priority, self.queued, self.evictable, self.planned
+        newest, ranks, settled, usage = self.newest, self.tie, self.settled.copy(), self.usage
+        for _, what, at, a in changes:
+            if what == "add":
+                row = np.zeros(usage.shape[1], dtype=np.int64)
+                for fr, amount in a.usage.items():
+                    row[columns[fr]] = amount
+                priority = np.insert(priority, at, a.priority)
+                queued = np.insert(queued, at, a.view.queued_at)
+                evictable = np.insert(evictable, at, a.evictable)
+                planned = np.insert(planned, at, a.planned)
+                newest = np.insert(newest, at, -a.admitted_at)
+                ranks = np.insert(ranks, at, tie[a.ref])
+                settled = np.insert(settled, at, not a.evicting)
+                usage = np.insert(usage, at, row, axis=0)
+            elif what == "remove":
+                priority, queued, evictable = np.delete(priority, at), np.delete(queued, at), np.delete(evictable, at)
+                planned, newest = np.delete(planned, at), np.delete(newest, at)
+                ranks, settled = np.delete(ranks, at), np.delete(settled, at)
+                usage = np.delete(usage, at, axis=0)
+            else:
+                settled[at] = 0
+        new.members = list(members)
+        new.priority, new.queued, new.evictable, new.planned = priority, queued, evictable, planned
+        new.newest, new.tie, new.settled, new.usage = newest, ranks, settled, usage
+        return new
+
 
 @dataclass(eq=False)
 class _Order:
@@ -1094,16 +1186,9 @@ class _Context:
 
     def _subtree(self, current: str, root: str, skip: str | None, advantage: bool,
                  into: list[tuple[str, str | None, bool]]) -> None:
-        tree, live = self.quota.tree, self.quota.live
-        for child in tree.children.get(current, []):
-            if child == skip or child == self.key:
-                continue
-            if self.quota.within_nominal(child, self.frs_need, live):
-                continue   # not borrowing what the preemptor needs
-            if child.startswith("cohort:"):
-                self._subtree(child, root, skip, advantage, into)
-            else:
-                into.append((child.removeprefix("cq:"), root, advantage))
+        into.extend((name, root, advantage) for name in self.rules.above_nominal(current, skip, self.need_key)
+                    if name != self.cq.name)
+
 
     def none_from_other_queues(self) -> bool:
         return not self.hierarchy and not self.priority
@@ -1238,7 +1323,7 @@ class _Context:
         def fits() -> bool:
             return self._state_fits(borrowing) and nodes_fit()  # type: ignore[misc]
 
-        fitting = first_fitting_prefix(state, views, first, lambda n: len(views), fits)
+        fitting = first_fitting_prefix(state, views, first, lambda n: len(views), fits, probe_whole=True)
         if fitting is None:
             return None
         chosen = put_back(state, views[:fitting], fits) or []
