@@ -31,6 +31,7 @@ from planner.milp.model import Formulation, candidates, formulate
 from planner.milp.start import start_from
 from planner.solve import HighsBackend, PulpBackend, StageResult, refine
 from planner.verify import verify
+from planner.verify_stable import unstable
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
@@ -47,7 +48,10 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock)
     # 2. The model, and greedy's plan in its columns where the model allows it.
     form = formulate(snapshot)
-    start = start_from(form, baseline, ease=True)
+    greedy_violations = verify(snapshot, baseline)
+    waiting = frozenset(ref for ref, _ in unstable(snapshot, baseline))
+    valid_otherwise = len(waiting) == len(greedy_violations)
+    start = start_from(form, baseline, ease=True, unstable=waiting) if valid_otherwise else None
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
     # 3. The stages.
@@ -81,9 +85,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
             why = "MILP plan scored below greedy"
     clock.lap("verify")
     if why:
-        violations = verify(snapshot, baseline)
-        if violations:
-            raise VerificationError(violations)
+        if greedy_violations:
+            raise VerificationError(greedy_violations)
         report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method_of(solver))
         return finished(snapshot, baseline, report, clock, form)
     proven = outcome.status == "optimal" and repaired == 0

@@ -7,8 +7,8 @@ is one Kueue undoes within a cycle. These rows keep every such plan out of the
 model; the objective then ranks the plans that remain. The verifier checks the same
 rule on its own (planner/verify_stable.py), and every plan these rows allow passes it.
 
-For a waiting workload w of queue q (a pending class with members left out, or a
-victim the plan evicts: Kueue requeues it) whose queue reclaims (BestEffortFIFO,
+For a waiting workload w of queue q (a pending class with members left out; a victim
+the plan evicts is requeued and left to the next cycle) whose queue reclaims (BestEffortFIFO,
 `reclaimWithinCohort` Any or LowerPriority), and each flavor choice f of w whose
 request t(fr) could fit q's nominal quota, with F the flavor/resources of f:
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models import ClusterQueue, PodSet, Snapshot, Workload
+from models import ClusterQueue, ObjectRef, PodSet, Snapshot, Workload
 from planner import capacity, semantics, topology
 from planner.model_arrays import INF
 
@@ -68,7 +68,7 @@ class Guarantee:
     present: list[tuple[int, Terms]] = field(default_factory=list)
     # B: (column, [(sigma or None, kappa or None)]): 1 when some pair is 1 (None: always 1).
     blocked: list[tuple[int, list[tuple[int | None, int | None]]]] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)   # the stability rows themselves
+    rows: list[tuple[int, ObjectRef]] = field(default_factory=list)   # the stability rows, with their workloads
 
 
 def reclaims(cq: ClusterQueue) -> bool:
@@ -99,15 +99,6 @@ def add_guarantee_rows(model) -> None:  # type: ignore[no-untyped-def]
                                  -INF, 0.0)
             builder.guarantee.whole.append((whole, model.admit_col[w], float(len(members))))
         builder.add(workload, cq, per_pod_set, [(whole, -1.0)], 0.0)
-    for victim, e in zip(model.victims, model.evict_col):
-        cq = snapshot.cluster_queues.get(victim.cluster_queue or "")
-        if cq is None or not cq.active or not reclaims(cq):
-            continue
-        per_pod_set = []
-        for pod_set in victim.pod_sets:
-            options = semantics.flavor_options(snapshot, cq, pod_set)
-            per_pod_set.append([] if isinstance(options, str) else options)
-        builder.add(victim, cq, per_pod_set, [(e, 1.0)], 1.0)
     model.guarantee = builder.guarantee
 
 
@@ -171,7 +162,7 @@ class _Builder:
                 terms.append((blocked, 1.0))
             row = self.model.arrays.add_row(f"guarantee[{workload.ref},{'+'.join(option.flavors[0] for option in combo)}]",
                                             terms, -INF, upper)
-            self.guarantee.rows.append(row)
+            self.guarantee.rows.append((row, workload.ref))
 
     # -- psi: no room in the queue's nominal quota for `amount`
 

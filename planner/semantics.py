@@ -85,17 +85,23 @@ def flavor_options(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> lis
             return f"resource {resource} is not covered by ClusterQueue {cq.name}"
         if all(gi != g for g, _ in groups):
             groups.append((gi, []))
+    tas = tas_requested(snapshot, cq, pod_set)
     for gi, choices in groups:
+        covered = cq.resource_groups[gi].covered_resources
+        why = "whose taints the pod set tolerates"
         for fi, fq in enumerate(cq.resource_groups[gi].flavors):
             flavor = snapshot.flavors.get(fq.flavor)
             if flavor is None:
                 continue
             if not flavor_tolerated(flavor, pod_set):
                 continue
+            if not tas_matches(flavor, tas, pod_set, covered):
+                why = ("with a Topology, which the pod set asks for" if tas
+                       else "without a Topology, which a pod set with no topology request needs")
+                continue
             choices.append((fi, fq.flavor))
         if not choices:
-            covered = ", ".join(cq.resource_groups[gi].covered_resources)
-            return f"no flavor for {covered} in ClusterQueue {cq.name} whose taints the pod set tolerates"
+            return f"no flavor for {', '.join(covered)} in ClusterQueue {cq.name} {why}"
     options = []
     for combo in itertools.product(*(choices for _, choices in groups)):
         by_resource: dict[str, str] = {}
@@ -107,6 +113,26 @@ def flavor_options(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> lis
         options.append(FlavorOption(by_resource, flavors, tuple(fi for fi, _ in combo)))
     options.sort(key=lambda o: (o.preference, o.rank))
     return options
+
+
+def tas_requested(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> bool:
+    """Does the pod set use topology-aware scheduling: it asks for it (any TAS annotation),
+    or its ClusterQueue is TAS-only (every flavor it lists has a Topology)? Kueue's rule."""
+    request = pod_set.topology
+    if request.mode is not None or request.slices:
+        return True
+    flavors = [snapshot.flavors.get(fq.flavor) for g in cq.resource_groups for fq in g.flavors]
+    return bool(flavors) and all(f is not None and f.topology_name for f in flavors)
+
+
+def tas_matches(flavor: ResourceFlavor, tas: bool, pod_set: PodSet, covered: Iterable[str]) -> bool:
+    """Kueue's match of a pod set and a flavor (flavorassigner's
+    checkPodSetAndFlavorMatchForTAS): a pod set that uses TAS takes flavors with a
+    Topology, or one without for resources it does not request (quota only); one that
+    does not takes only flavors without a Topology."""
+    if not tas:
+        return not flavor.topology_name
+    return bool(flavor.topology_name) or not any(pod_set.request.get(r) > 0 for r in covered)
 
 
 def flavor_tolerated(flavor: ResourceFlavor, pod_set: PodSet) -> bool:

@@ -39,7 +39,9 @@ Choices where the contract leaves room:
   eviction rights). An eviction must name, in `for_`, at least one admission of this
   plan whose ClusterQueue's spec.preemption allows it; an eviction for nobody is a
   violation. "Borrowing" (for reclaimWithinCohort) is the victim's queue using more
-  than its nominal quota of some flavor/resource before the plan. As in the
+  than its nominal quota of some flavor/resource before the plan, or with all of the
+  plan's admissions made and none of its evictions (Kueue judges it when it preempts,
+  and the plan's admissions may make a queue borrow). As in the
   project's semantics, borrowWithinCohort LowerPriority allows victims in any queue
   of the cohort tree below the preemptor's priority (and at most
   maxPriorityThreshold), without asking whether the preemptor itself borrows.
@@ -79,7 +81,9 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     _check_node_capacity(ix, admitted, evicted, out)
     _check_quota(ix, admitted, evicted, out)
     from planner.verify_stable import check_stability  # the rule has a module of its own, built on this one
-    check_stability(ix, admitted, evicted, out)
+    unstable: list[tuple[ObjectRef, str]] = []
+    check_stability(ix, admitted, evicted, unstable)
+    out.extend(message for _, message in unstable)
     return out
 
 
@@ -118,6 +122,7 @@ class _Index:
         self.domains: dict[tuple[str, tuple[str, ...], int], tuple[str | None, ...]] = {}
         self.per_node: dict[int, dict[str, int]] = {}  # id(assignment) -> pods per node; decisions outlive it
         self.borrowing: set[str] | None = None  # ClusterQueues borrowing before the plan, when first asked
+        self.borrowing_after: dict[str, dict[FR, int]] | None = None  # ... with the plan's admissions made
         self.usage_before: dict[str, dict[FR, int]] = {}
 
     def flavor_levels(self, flavor: ResourceFlavor) -> tuple[str, ...] | None:
@@ -491,8 +496,37 @@ def _check_evictions(ix: _Index, evictions: tuple[Eviction, ...], admitted: Mapp
         for target in eviction.for_:
             if target not in admitted:
                 out.append(f"{ref}: evicted for {target}, which this plan does not admit")
-        _check_preemption_policy(ix, workload, eviction, admitted, out)
+    ix.borrowing_after = _borrowing_with_victims(ix, admitted, evicted)
+    for eviction in evictions:
+        workload = ix.workloads.get(eviction.workload)
+        if workload is not None:
+            _check_preemption_policy(ix, workload, eviction, admitted, out)
     return evicted
+
+
+def _borrowing_with_victims(ix: _Index, admitted: Mapping[ObjectRef, _Admitted],
+                            evicted: set[ObjectRef]) -> dict[str, dict[FR, int]]:
+    """Per ClusterQueue, by how much it would use more than its nominal quota with every
+    admission of the plan made and none of its evictions (flavor/resource -> amount
+    above nominal): Kueue judges "borrowing" when it preempts, and some order of the
+    plan's steps has the queue that full then."""
+    snap = ix.snapshot
+    usage: dict[str, dict[FR, int]] = defaultdict(lambda: defaultdict(int))
+    for w in snap.workloads:
+        if w.state is WorkloadState.RUNNING and w.cluster_queue in snap.cluster_queues:
+            _charge(usage, w.cluster_queue, ix.coverage[w.cluster_queue], w, w.assignment)   # type: ignore[arg-type,index]
+    for entry in admitted.values():
+        name = entry.admission.cluster_queue
+        if name in snap.cluster_queues:
+            _charge(usage, name, ix.coverage[name], entry.workload, [psa for _, psa in entry.pairs])
+    out: dict[str, dict[FR, int]] = {}
+    for name, per_fr in usage.items():
+        table = _quota_table(snap.cluster_queues[name].resource_groups)
+        over = {fr: v - table.get(fr, (0, None, None))[0] for fr, v in per_fr.items()
+                if v > table.get(fr, (0, None, None))[0]}
+        if over:
+            out[name] = over
+    return out
 
 
 def _check_preemption_policy(ix: _Index, workload: Workload, eviction: Eviction,
@@ -566,7 +600,7 @@ def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: W
     if (other is None or other.inactive_reason is not None or cq.inactive_reason is not None
             or _cohort_root(ix, cq) is None or _cohort_root(ix, cq) != _cohort_root(ix, other)):
         return None, f"ClusterQueue {victim.cluster_queue} is not in the cohort tree of ClusterQueue {cq.name}"
-    if other.name not in _borrowing_before(ix):
+    if other.name not in _borrowing_before(ix) and other.name not in (ix.borrowing_after or {}):
         return None, f"ClusterQueue {other.name} was not borrowing"
     reclaim, borrow = policy.reclaim_within_cohort, policy.borrow_within_cohort
     if not (reclaim == "Any" or (reclaim == "LowerPriority" and theirs < mine)):

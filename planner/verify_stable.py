@@ -6,8 +6,7 @@ that fits inside it: its scheduler admits that work, or, when borrowers hold the
 room, evicts them ("reclamation within the cohort"). So a plan must never leave such
 a workload waiting while the borrowers that its queue may reclaim run.
 
-The rule checked, for every workload the plan leaves waiting (pending and not
-admitted, or evicted by the plan: Kueue requeues it) whose ClusterQueue is active,
+The rule checked, for every pending workload the plan leaves waiting, whose ClusterQueue is active,
 BestEffortFIFO (under StrictFIFO only the head is ever tried), in a cohort, with
 `reclaimWithinCohort` Any or LowerPriority:
 
@@ -34,6 +33,9 @@ resources counts.
 
 Only workloads with one pod set are checked: their fit test is exact, so the rule
 never flags a plan Kueue would keep. The MILP enforces the rule for every workload.
+A workload the plan evicts is requeued and left to the next cycle, as Kueue's queue
+would take it again later: a plan cannot move running work, and what it evicts may
+not be admitted in the same plan.
 Like planner.verify, this module must not import the code that makes plans.
 """
 
@@ -58,22 +60,26 @@ Key = tuple[str, str]   # ("cq" | "cohort", name): planner.verify's quota tree k
 
 def stability_violations(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     """The stability rule alone (planner.verify checks everything else)."""
+    return [message for _, message in unstable(snapshot, decisions)]
+
+
+def unstable(snapshot: Snapshot, decisions: Decisions) -> list[tuple[ObjectRef, str]]:
+    """Each waiting workload Kueue's reclaim would admit, with why."""
     ix = _Index(snapshot)
     others: list[str] = []
     admitted = _check_admissions(ix, decisions.admissions, others)
     evicted = _check_evictions(ix, decisions.evictions, admitted, others)
-    out: list[str] = []
-    check_stability(ix, admitted, evicted, out)
-    return out
+    found: list[tuple[ObjectRef, str]] = []
+    check_stability(ix, admitted, evicted, found)
+    return found
 
 
 def check_stability(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef],
-                    out: list[str]) -> None:
-    """Append one violation per waiting workload that Kueue's reclaim would admit."""
+                    out: list[tuple[ObjectRef, str]]) -> None:
+    """Append (workload, why) for each waiting workload Kueue's reclaim would admit."""
     snap = ix.snapshot
     waiting = [w for w in snap.workloads
-               if ((w.state is WorkloadState.PENDING and w.ref not in admitted) or w.ref in evicted)
-               and _may_reclaim(ix, w)]
+               if w.state is WorkloadState.PENDING and w.ref not in admitted and _may_reclaim(ix, w)]
     if not waiting:
         return
     after = _After(ix, admitted, evicted)
@@ -89,8 +95,9 @@ def check_stability(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted
         if found is not None:
             cq_name, victims = found
             names = ", ".join(str(r) for r in victims[:5]) + (f" and {len(victims) - 5} more" if len(victims) > 5 else "")
-            out.append(f"{w.ref}: left waiting though it fits ClusterQueue {cq_name}'s nominal quota and "
+            message = (f"{w.ref}: left waiting though it fits ClusterQueue {cq_name}'s nominal quota and "
                        f"reclaiming what its cohort borrows ({names}) would let it run: Kueue would reclaim")
+            out.append((w.ref, message))
 
 
 def _may_reclaim(ix: _Index, w: Workload) -> bool:

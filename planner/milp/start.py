@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from models import Decisions, PodSetAssignment
+from models import Decisions, ObjectRef, PodSetAssignment
 from planner.milp.model import Formulation
 from planner.warmstart import (
     feasible, fill_class_columns, fill_free_domain_columns, fill_guarantee_columns, fill_quota_columns, place,
@@ -25,13 +25,16 @@ def empty_start(form: Formulation) -> np.ndarray:
     return values
 
 
-def start_from(form: Formulation, decisions: Decisions, ease: bool = False) -> np.ndarray | None:
+def start_from(form: Formulation, decisions: Decisions, ease: bool = False,
+               unstable: frozenset[ObjectRef] = frozenset()) -> np.ndarray | None:
     """The decisions as a feasible column vector, or None if the model does not allow them.
 
     With `ease`, stability rows that alone keep the decisions out are eased (planner.
     guarantee asks more than Kueue where no node could take a workload even after the
-    reclaim; greedy's plan, Kueue's own, shows where): their workloads are left to the
-    verifier, which checks the rule exactly. `form.eased` counts them."""
+    reclaim; greedy's plan, Kueue's own, shows where), but never for a workload in
+    `unstable` (one the verifier finds Kueue would reclaim for in these decisions): the
+    eased workloads are left to the verifier, which checks the rule exactly.
+    `form.eased` counts them."""
     values = np.zeros(form.arrays.num_cols)
     member_of = {m.ref: (w, i) for w, members in enumerate(form.members) for i, m in enumerate(members)}
     choices_of: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -103,18 +106,19 @@ def start_from(form: Formulation, decisions: Decisions, ease: bool = False) -> n
         values[form.evict_col[victim_index[eviction.workload]]] = 1.0
     finish(form, values)
     if ease and form.guarantee is not None and not feasible(form, values):
-        ease_rows(form, values)
+        ease_rows(form, values, unstable)
     return values if feasible(form, values) else None
 
 
-def ease_rows(form: Formulation, values: np.ndarray) -> None:
-    """Drop the stability rows `values` breaks, if no other row is broken."""
+def ease_rows(form: Formulation, values: np.ndarray, unstable: frozenset[ObjectRef]) -> None:
+    """Drop the stability rows `values` breaks, if no other row is broken and none is a
+    workload's in `unstable`."""
     arrays = form.arrays
     activity = arrays.evaluate_rows(values)
     lower, upper = np.asarray(arrays.row_lower), np.asarray(arrays.row_upper)
     broken = np.flatnonzero((activity < lower - 1e-6) | (activity > upper + 1e-6))
-    stability = set(form.guarantee.rows)   # type: ignore[union-attr]
-    if len(broken) and all(int(r) in stability for r in broken):
+    stability = {row: ref for row, ref in form.guarantee.rows}   # type: ignore[union-attr]
+    if len(broken) and all(int(r) in stability and stability[int(r)] not in unstable for r in broken):
         for r in broken:
             arrays.row_upper[int(r)] = float("inf")
         form.eased = len(broken)
