@@ -48,6 +48,7 @@ class SolverReport:
     message: str = ""
     stages: tuple[Mapping[str, object], ...] = ()
     peak_rss_mib: float | None = None        # the planning process's peak RSS, set by the CLI
+    model: Mapping[str, int] = field(default_factory=dict)   # columns, rows, nonzeros of the stages' model
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     if why:
         if greedy_violations:
             raise VerificationError(greedy_violations)
-        report = greedy_report(snapshot, baseline, clock, status="fallback", message=why, method=method_of(solver))
+        report = replace(greedy_report(snapshot, baseline, clock, status="fallback", message=why,
+                                       method=method_of(solver)), model=model_size(form))
         return finished(snapshot, baseline, report, clock, form)
     proven = outcome.status == "optimal" and repaired == 0
     notes = []
@@ -102,7 +103,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         method=method_of(solver), status="optimal" if proven else "feasible",
         objective=round(volume(snapshot, decisions), 6), bound=round(outcome.bound, 6),
         gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
-        stages=tuple(s.as_dict() for s in outcome.stages))
+        stages=tuple(s.as_dict() for s in outcome.stages), model=model_size(form))
     return finished(snapshot, decisions, report, clock, form)
 
 
@@ -122,6 +123,11 @@ def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, budget: Bud
     except DecodeError:
         return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
     return (decoded.decisions, stage) if decoded.repaired == 0 else (decisions, stage)
+
+
+def model_size(form: Formulation) -> dict[str, int]:
+    arrays = form.arrays
+    return {"columns": arrays.num_cols, "rows": arrays.num_rows, "nonzeros": len(arrays.entry_val)}
 
 
 def method_of(solver: str) -> str:

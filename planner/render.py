@@ -92,6 +92,8 @@ def _solver_to_dict(solver: SolverReport) -> dict[str, Any]:
         out["message"] = solver.message
     if solver.stages:
         out["stages"] = [_plain(stage) for stage in solver.stages]
+    if solver.model:
+        out["model"] = dict(solver.model)
     return out
 
 

@@ -20,7 +20,7 @@ TINY = preset("S", fanout=(2, 2, 4), teams=3, pending=20, running=20)
 
 RECORD_KEYS = {"method", "status", "message", "objective", "bound", "ratio", "gap", "seconds", "wall", "stages",
                "peak_rss_mib", "served_gpus", "utilization", "admitted", "evicted", "pending", "preemption_cost",
-               "locality", "free_domains"}
+               "locality", "free_domains", "model"}
 
 
 def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
@@ -30,8 +30,8 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
     assert (row["scenario"], row["nodes"], row["gpus"], row["levels"]) == ("tiny", 16, 128, 3)
     assert row["pending"] == 20 and 0 < row["running"] <= 20
     assert row["time_limit"] == 1.9                               # the target less 5% for writing the plan
-    for solver in ("milp", "greedy"):
-        record = row[solver]
+    for key, solver in (("milp", "milp"), ("milp_half", "milp"), ("greedy", "greedy")):
+        record = row[key]
         assert "error" not in record, record
         assert set(record) == RECORD_KEYS
         assert record["method"] == solver
@@ -41,6 +41,8 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
         assert set(record["free_domains"]) == {"cloud.provider.com/topology-block",
                                                "cloud.provider.com/topology-rack", "kubernetes.io/hostname"}
     assert bench.served_order(row["milp"]["served_gpus"], row["greedy"]["served_gpus"]) in ("better", "equal")
+    assert set(row["milp"]["model"]) == {"columns", "rows", "nonzeros"} and row["milp"]["model"]["columns"] > 0
+    assert row["greedy"]["model"] == {}                           # greedy builds no model
     [fixture] = result["fixtures"]
     assert fixture["fixture"] == "tiny.yaml"
     assert fixture["milp"]["admitted"] == 2 and fixture["milp"]["status"] == "optimal"
