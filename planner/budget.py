@@ -9,7 +9,9 @@ solver gets before its deadline depends on time.
 The split, as shares of the limit:
 - reading and greedy take what they take (greedy is the fallback: it always finishes);
 - FINISH_SHARE is kept at the end for decoding, verifying, explaining and writing;
-- the stages share what lies between: the priority tiers TIER_SHARE of it, in turn
+- the relaxed pass (planner.cycle: the tiers without the stability rows) takes
+  RELAXED_SHARE of what lies between, where the model has stability rows;
+- the stages share what is left: the priority tiers TIER_SHARE of it, in turn
   (each tier may use the time the ones before it left), then the preemption cost and
   the tie-breakers the rest, half each.
 """
@@ -20,13 +22,16 @@ import time
 from typing import Callable
 
 FINISH_SHARE = 0.15
+RELAXED_SHARE = 0.6
 TIER_SHARE = 0.7
 
 
 class Budget:
-    def __init__(self, limit: float, spent: float = 0.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, limit: float, spent: float = 0.0, clock: Callable[[], float] = time.monotonic,
+                 finish_share: float = FINISH_SHARE, tier_share: float = TIER_SHARE):
         self.limit = max(0.0, limit)
         self.clock = clock
+        self.finish_share, self.tier_share = finish_share, tier_share
         self.began = clock() - spent
         self.end = self.began + self.limit
         self._window: tuple[float, float] | None = None
@@ -43,7 +48,14 @@ class Budget:
 
     @property
     def stages_end(self) -> float:
-        return self.end - FINISH_SHARE * self.limit
+        return self.end - self.finish_share * self.limit
+
+    def part(self, share: float) -> "Budget":
+        """A budget for a pass of priority tiers alone that may take `share` of what is
+        left before the finish reserve: its tiers split all of it; it keeps no reserve of
+        its own (what follows it in the cycle does)."""
+        return Budget(share * max(0.0, self.stages_end - self.clock()), clock=self.clock, finish_share=0.0,
+                      tier_share=1.0)
 
     def open_stages(self) -> None:
         """Fix the stages' window: from now to the finish reserve."""
@@ -54,7 +66,7 @@ class Budget:
         """Tier `index` of `tiers` may run until here: an even share of what is left of
         the tiers' part of the window (so time a tier does not use passes on)."""
         start, end = self._window or (self.clock(), self.stages_end)
-        tiers_end = start + TIER_SHARE * (end - start)
+        tiers_end = start + self.tier_share * (end - start)
         now = max(self.clock(), start)
         return now + max(0.0, tiers_end - now) / max(1, tiers - index)
 

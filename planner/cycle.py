@@ -3,11 +3,15 @@
   1. greedy: Kueue's own cycle replayed to its fixed point (the baseline, the MIP
      start and the fallback; it always finishes);
   2. the model (planner.milp.model: volumes, preemption cost, Kueue's rules);
-  3. the stages (planner.milp.stages), each within what the Budget gives it;
-  4. decode: every pod on a node;
-  5. the tie-breakers on the full model (locality, free domains, age, flavor order);
-  6. verify (the stability rule too) and choose: the MILP's plan, or greedy's with why;
-  7. describe: why each waiting workload waits, and the metrics.
+  3. the relaxed pass: the priority tiers without the stability rows (a relaxation that
+     solves far faster), that plan carried on by Kueue's own cycle until Kueue would
+     leave it as it is (planner.continuation); it starts the stages where it verifies
+     and serves more than greedy's plan;
+  4. the stages (planner.milp.stages), each within what the Budget gives it;
+  5. decode: every pod on a node;
+  6. the tie-breakers on the full model (locality, free domains, age, flavor order);
+  7. verify (the stability rule too) and choose: the MILP's plan, or greedy's with why;
+  8. describe: why each waiting workload waits, and the metrics.
 
 The policy's time limit holds the whole cycle (planner.budget); nothing here reads
 the clock to decide what to do.
@@ -18,10 +22,13 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import score
+from planner import guarantee, score
 from planner.assemble import assemble
-from planner.budget import Budget
+from planner.budget import RELAXED_SHARE, Budget
+from planner.continuation import continued
 from planner.decode import DecodeError
 from planner.errors import VerificationError
 from planner.greedy import greedy
@@ -29,6 +36,7 @@ from planner.milp import stages
 from planner.milp.decode import decode
 from planner.milp.model import Formulation, candidates, formulate
 from planner.milp.start import start_from
+from planner.model_arrays import ModelArrays
 from planner.solve import HighsBackend, PulpBackend, StageResult, refine
 from planner.verify import verify
 from planner.verify_stable import unstable
@@ -52,11 +60,19 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     waiting = frozenset(ref for ref, _ in unstable(snapshot, baseline))
     valid_otherwise = len(waiting) == len(greedy_violations)
     start = start_from(form, baseline, ease=True, unstable=waiting) if valid_otherwise else None
+    clock.lap("build")
+    # 3. The relaxed pass, carried on by Kueue's cycle.
+    relaxed, relaxed_stages = relaxed_pass(snapshot, form, start, solver, budget, baseline)
+    if relaxed is not None:
+        start = relaxed
+    clock.lap("solve")
     backend = make_backend(form, solver, snapshot)
     clock.lap("build")
-    # 3. The stages.
-    outcome = stages.solve(form, start, backend, budget, policy.mip_gap, floor_at_start=policy.greedy_floor)
-    # 4. Every pod on a node.
+    # 4. The stages.
+    outcome = stages.solve(form, start, backend, budget, policy.mip_gap, floor_at_start=policy.greedy_floor,
+                           relaxed=relaxed_stages)
+    outcome.stages[:0] = [replace(s, name=f"relaxed {s.name}") for s in relaxed_stages]
+    # 5. Every pod on a node.
     why = ""
     decisions = Decisions()
     repaired = 0
@@ -69,13 +85,13 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         except DecodeError as error:
             why = f"MILP plan could not be decoded ({error})"
     clock.lap("solve")
-    # 5. The tie-breakers on the full model: every volume and the preemption cost held,
+    # 6. The tie-breakers on the full model: every volume and the preemption cost held,
     #    locality, whole free domains, age and flavor order refined.
     if not why:
         decisions, tie_stage = tie_break(snapshot, solver, decisions, budget, policy.mip_gap)
         outcome.stages.append(tie_stage)
         clock.lap("solve")
-    # 6. Verify and choose.
+    # 7. Verify and choose.
     if not why:
         violations = verify(snapshot, decisions)
         if violations:
@@ -94,6 +110,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     notes = []
     if start is None and baseline.admissions:
         notes.append("greedy's plan is not one the model allows (Kueue's reclaim would undo it)")
+    if relaxed is not None:
+        notes.append("the stages started from the relaxed pass's plan carried on by Kueue's cycle")
     if form.eased:
         notes.append(f"{form.eased} stability row(s) eased where greedy's plan shows no reclaim could place "
                      "the workload; the verifier checks the rule itself")
@@ -105,6 +123,39 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
         gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
         stages=tuple(s.as_dict() for s in outcome.stages), model=model_size(form))
     return finished(snapshot, decisions, report, clock, form)
+
+
+def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None, solver: str, budget: Budget,
+                 baseline: Decisions) -> tuple[np.ndarray | None, list[StageResult]]:
+    """The priority tiers on the model with its stability rows lifted, that plan carried
+    on by Kueue's cycle (planner.continuation): a start for the stages, if it verifies,
+    the model takes it and it serves more than greedy's plan (with the policy's greedy
+    floor: at no priority less). Its stages' results come back too (their bounds hold for
+    the model: it is a relaxation of it)."""
+    if form.guarantee is None or not form.guarantee.rows:
+        return None, []
+    policy = snapshot.policy
+    arrays = guarantee.lifted(form.arrays, form.guarantee)
+    backend = make_backend_for(arrays, solver, snapshot)
+    outcome = stages.solve(form, start, backend, budget.part(RELAXED_SHARE), policy.mip_gap, tails=False)
+    reported = outcome.stages
+    if outcome.status == "failed":
+        return None, reported
+    try:
+        decoded = decode(form, outcome.values)
+    except DecodeError:
+        return None, reported
+    if decoded.repaired:
+        return None, reported
+    carried = continued(snapshot, decoded.decisions, form.preemption)  # type: ignore[arg-type]
+    if carried is None or verify(snapshot, carried):
+        return None, reported
+    volumes, greedy_volumes = score.tier_volumes(snapshot, carried), score.tier_volumes(snapshot, baseline)
+    if score.compare(volumes, greedy_volumes) <= 0:
+        return None, reported
+    if policy.greedy_floor and any(volumes.get(t, 0.0) < v for t, v in greedy_volumes.items()):
+        return None, reported
+    return start_from(form, carried, ease=True), reported
 
 
 def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, budget: Budget,
@@ -135,11 +186,15 @@ def method_of(solver: str) -> str:
 
 
 def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+    return make_backend_for(form.arrays, solver, snapshot)
+
+
+def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
     policy = snapshot.policy
     if solver == "milp":
-        return HighsBackend(form.arrays, threads=policy.threads, seed=policy.seed, searches=False)
+        return HighsBackend(arrays, threads=policy.threads, seed=policy.seed, searches=False)
     if solver.startswith("pulp:"):
-        return PulpBackend(form.arrays, solver.split(":", 1)[1], threads=policy.threads)
+        return PulpBackend(arrays, solver.split(":", 1)[1], threads=policy.threads)
     raise ValueError(f"unknown solver {solver!r}")
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -507,3 +507,12 @@ def fill_guarantee_columns(guarantee: Guarantee | None, values: np.ndarray) -> N
         values[col] = 1.0 if any((values[c] > 0.5) == (k > 0) for c, k in presence) else 0.0
     for col, pairs in guarantee.blocked:
         values[col] = 1.0 if any(all(c is None or values[c] > 0.5 for c in pair) for pair in pairs) else 0.0
+
+
+def lifted(arrays, found: Guarantee | None):  # type: ignore[no-untyped-def]
+    """`arrays` (a ModelArrays) with the stability rows lifted: their columns stay and may
+    take any value. A relaxation of the model, for the cycle's relaxed pass."""
+    upper = list(arrays.row_upper)
+    for row, _ in found.rows if found is not None else ():
+        upper[row] = INF
+    return replace(arrays, row_upper=upper)

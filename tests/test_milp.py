@@ -214,6 +214,23 @@ def test_the_budget_gives_each_stage_its_share_and_keeps_the_finish():
     assert budget.tier_deadline(0, 1) == 1000.0 and budget.left() == 0.0
 
 
+def test_a_part_of_the_budget_is_a_share_of_what_is_left_for_the_tiers_alone():
+    """The relaxed pass: RELAXED_SHARE of what is left before the finish reserve, all of
+    it for its tiers (it runs no tail stage and keeps no reserve)."""
+    from planner.budget import FINISH_SHARE, RELAXED_SHARE, Budget
+
+    now = [0.0]
+    budget = Budget(100.0, clock=lambda: now[0])
+    now[0] = 10.0
+    part = budget.part(RELAXED_SHARE)
+    left = 100.0 * (1 - FINISH_SHARE) - 10.0
+    assert part.end == pytest.approx(10.0 + RELAXED_SHARE * left) and part.stages_end == part.end
+    part.open_stages()
+    assert part.tier_deadline(0, 1) == pytest.approx(part.end)
+    now[0] = 95.0   # past the stages' end: an empty part, never an error
+    assert budget.part(RELAXED_SHARE).left() == 0.0
+
+
 def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time_is_short(monkeypatch):
     """HiGHS 1.16 can report an objective its col_value does not have (a start's objective
     in presolve's space after an interrupt). With under half the time left the values

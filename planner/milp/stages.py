@@ -27,8 +27,13 @@ RINS_SHARE = 0.6    # of a tier stage's time, for the search around the LP point
 
 
 def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap: float,  # type: ignore[no-untyped-def]
-          floor_at_start: bool = False, search: bool = True) -> Outcome:
-    """Run every stage; `start` may be None (no plan the model allows is known yet)."""
+          floor_at_start: bool = False, search: bool = True, tails: bool = True,
+          relaxed: list[StageResult] | None = None) -> Outcome:
+    """Run every stage (with `tails` False, the priority tiers only); `start` may be None
+    (no plan the model allows is known yet). `relaxed`: the tiers' results on a
+    relaxation of this model; a tier's bound there holds here too while every tier
+    above it serves here at least what it served there."""
+    relaxed_by_name = {r.name: r for r in relaxed or ()}
     budget.open_stages()
     incumbent = None if start is None else start.copy()
     stages: list[StageResult] = []
@@ -36,14 +41,19 @@ def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap:
         for tier in form.tiers:   # the greedy floor: every tier keeps what the start serves it
             backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], incumbent) - HOLD_SLACK, INF)
     tiers = [t for t in form.tiers if form.tier_volume[t]]
-    tails = int(bool(form.cost_terms)) + int(bool(form.secondary))
+    tail_count = int(bool(form.cost_terms)) + int(bool(form.secondary))
     for index, tier in enumerate(tiers):
         terms = form.tier_volume[tier]
         deadline = budget.tier_deadline(index, len(tiers))
         began = budget.now()
-        if incumbent is not None and value_of(terms, incumbent) >= form.tier_max[tier] - HOLD_SLACK:
+        ceiling = form.tier_max[tier]
+        outer = relaxed_by_name.get(f"priority {tier}")
+        if outer is not None and all(s.objective >= relaxed_by_name[s.name].objective - HOLD_SLACK
+                                     for s in stages if s.name in relaxed_by_name):
+            ceiling = min(ceiling, outer.bound)
+        if incumbent is not None and value_of(terms, incumbent) >= ceiling - HOLD_SLACK:
             achieved = value_of(terms, incumbent)
-            stages.append(StageResult(f"priority {tier}", "kept", achieved, form.tier_max[tier], 0.0))
+            stages.append(StageResult(f"priority {tier}", "kept", achieved, max(achieved, ceiling), 0.0))
         else:
             objective = terms + nudge(form, tier)
             backend.set_objective(objective, maximize=True)
@@ -68,17 +78,17 @@ def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap:
                 return Outcome(np.zeros(form.arrays.num_cols), "failed", 0.0, 0.0, stages,
                                message="no plan the model allows was found within the time limit")
             achieved = value_of(terms, incumbent)
-            upper = form.tier_max[tier] if bound is None else min(form.tier_max[tier],
-                                                                 max(achieved, stage_bound(form, tier, bound)))
+            upper = max(achieved, ceiling) if bound is None else min(ceiling,
+                                                                    max(achieved, stage_bound(form, tier, bound)))
             proven = achieved >= upper - PROVEN_TOLERANCE * (1.0 + abs(upper))
             stages.append(StageResult(f"priority {tier}", "optimal" if proven else "feasible", achieved, upper,
                                       budget.now() - began))
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
     if incumbent is None:   # no tier at all: the empty plan is the start
         incumbent = np.zeros(form.arrays.num_cols)
-    if form.cost_terms:
+    if form.cost_terms and tails:
         incumbent = minimise_stage(form.cost_terms, "preemption cost", backend, incumbent,
-                                   max(budget.now() + MIN_STAGE, budget.tail_deadline(0, tails)),
+                                   max(budget.now() + MIN_STAGE, budget.tail_deadline(0, tail_count)),
                                    max(gap, TAIL_GAP), stages, floor=0.0)
         backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
     volume = [s for s in stages if s.name.startswith("priority")]
