@@ -20,7 +20,7 @@ the clock to decide what to do.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -42,7 +42,18 @@ from planner.verify import verify
 from planner.verify_stable import unstable
 
 
-def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Plan:
+@dataclass(frozen=True)
+class Heuristics:
+    """What the cycle adds around the stages; all on in every plan. Switched off only to
+    measure what each adds (tools/heuristics.py, BENCHMARKS.md)."""
+
+    greedy_start: bool = True    # greedy's plan as the MIP start
+    relaxed_pass: bool = True    # step 3
+    rins: bool = True            # each tier's search around its LP point (planner.rins)
+
+
+def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
+              heuristics: Heuristics = Heuristics()) -> Plan:
     policy = snapshot.policy
     budget = Budget(policy.time_limit_seconds, spent=read_seconds)
     clock = Clock(read_seconds)
@@ -60,9 +71,13 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     waiting = frozenset(ref for ref, _ in unstable(snapshot, baseline))
     valid_otherwise = len(waiting) == len(greedy_violations)
     start = start_from(form, baseline, ease=True, unstable=waiting) if valid_otherwise else None
+    if not heuristics.greedy_start:
+        start = None
     clock.lap("build")
     # 3. The relaxed pass, carried on by Kueue's cycle.
-    relaxed, relaxed_stages = relaxed_pass(snapshot, form, start, solver, budget, baseline)
+    relaxed, relaxed_stages = None, []
+    if heuristics.relaxed_pass:
+        relaxed, relaxed_stages = relaxed_pass(snapshot, form, start, solver, budget, baseline, heuristics.rins)
     if relaxed is not None:
         start = relaxed
     clock.lap("solve")
@@ -70,7 +85,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
     clock.lap("build")
     # 4. The stages.
     outcome = stages.solve(form, start, backend, budget, policy.mip_gap, floor_at_start=policy.greedy_floor,
-                           relaxed=relaxed_stages)
+                           search=heuristics.rins, relaxed=relaxed_stages)
     outcome.stages[:0] = [replace(s, name=f"relaxed {s.name}") for s in relaxed_stages]
     # 5. Every pod on a node.
     why = ""
@@ -126,7 +141,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0) -> Pla
 
 
 def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None, solver: str, budget: Budget,
-                 baseline: Decisions) -> tuple[np.ndarray | None, list[StageResult]]:
+                 baseline: Decisions, search: bool = True) -> tuple[np.ndarray | None, list[StageResult]]:
     """The priority tiers on the model with its stability rows lifted, that plan carried
     on by Kueue's cycle (planner.continuation): a start for the stages, if it verifies,
     the model takes it and it serves more than greedy's plan (with the policy's greedy
@@ -137,7 +152,8 @@ def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None
     policy = snapshot.policy
     arrays = guarantee.lifted(form.arrays, form.guarantee)
     backend = make_backend_for(arrays, solver, snapshot)
-    outcome = stages.solve(form, start, backend, budget.part(RELAXED_SHARE), policy.mip_gap, tails=False)
+    outcome = stages.solve(form, start, backend, budget.part(RELAXED_SHARE), policy.mip_gap, search=search,
+                           tails=False)
     reported = outcome.stages
     if outcome.status == "failed":
         return None, reported
