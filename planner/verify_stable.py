@@ -11,7 +11,8 @@ BestEffortFIFO (under StrictFIFO only the head is ever tried), in a cohort, with
 `reclaimWithinCohort` Any or LowerPriority:
 
   for some flavor choice (one listed flavor per resource group, its nodeTaints
-  tolerated), if the queue's usage after the plan plus the workload's request (its
+  tolerated, with a Topology exactly when the pod set uses TAS, as Kueue matches
+  them), if the queue's usage after the plan plus the workload's request (its
   minimum count, for an elastic one) stays within the queue's nominal quota for
   every flavor/resource, and the workload does not fit as things stand, then it
   must not fit once Kueue's reclaim has removed its candidates.
@@ -238,10 +239,12 @@ def _reclaim_admits(ix: _Index, after: _After, w: Workload) -> tuple[str, list[O
 
 def _flavor_choices(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> list[dict[str, str]]:
     """Resource -> flavor for every requested covered resource, one listed flavor per
-    resource group that lists them all and whose nodeTaints the pod set (with the
-    flavor's own tolerations) tolerates; in the queue's order, at most MAX_CHOICES."""
+    resource group that lists them all, whose nodeTaints the pod set (with the
+    flavor's own tolerations) tolerates and that matches its use of TAS (_uses_tas);
+    in the queue's order, at most MAX_CHOICES."""
     requested = [r for r, v in pod_set.request.items() if v > 0]
     cover = ix.coverage.get(cq.name, {})
+    tas = _uses_tas(ix, cq, pod_set)
     groups = sorted({cover[r] for r in requested if r in cover})
     per_group: list[list[dict[str, str]]] = []
     for gi in groups:
@@ -254,6 +257,8 @@ def _flavor_choices(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> list[dict[
                 continue
             if not tolerated(flavor.node_taints, pod_set.tolerations + flavor.tolerations):
                 continue
+            if tas != bool(flavor.topology_name):
+                continue   # Kueue's TAS match: every group here holds a resource the pod set requests
             options.append({r: fq.flavor for r in mine})
         if not options:
             return []
@@ -265,6 +270,17 @@ def _flavor_choices(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> list[dict[
             merged.update(part)
         choices.append(merged)
     return choices
+
+
+def _uses_tas(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> bool:
+    """Kueue's rule (flavorassigner checkPodSetAndFlavorMatchForTAS): the pod set uses
+    topology-aware scheduling if it asks for it, or if every flavor its queue lists has a
+    Topology; it then takes only flavors with a Topology for what it requests, and a pod
+    set that does not use it only flavors without one."""
+    if pod_set.topology.mode is not None or pod_set.topology.slices:
+        return True
+    flavors = [ix.snapshot.flavors.get(fq.flavor) for g in cq.resource_groups for fq in g.flavors]
+    return bool(flavors) and all(f is not None and f.topology_name for f in flavors)
 
 
 def _reclaimed(ix: _Index, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> list[int]:
