@@ -1349,8 +1349,23 @@ class _Entry:
 
 def greedy(snapshot: Snapshot) -> GreedyResult:
     """Kueue's scheduling cycles until nothing changes (planner.kueue_rules decides
-    for each head; this runs the cycles)."""
-    return KueueCycles(snapshot).run()
+    for each head; KueueCycles runs the cycles), replayed again with more running work
+    protected while the end state cannot support an eviction the replay made (see
+    KueueCycles: "Stowplan plans the end state")."""
+    protected: dict[ObjectRef, str] = {}
+    while True:
+        cycles = KueueCycles(snapshot, protected=protected)
+        result = cycles.run()
+        more = {ref: kind for ref, kind in cycles.unsupported.items()
+                if protected.get(ref) != kind and protected.get(ref) != ALL}
+        if not more:
+            return result
+        protected = {**protected, **more}
+
+
+# How running work is protected in a replay (KueueCycles.protected): not reclaimed by
+# another queue's workload, or not evicted at all.
+RECLAIM, ALL = "reclaim", "all"
 
 
 # Cycles from a preemptor's evictions to their completion (its victims' quota and nodes
@@ -1379,30 +1394,55 @@ class KueueCycles:
     generations move on (a requeued workload then tries every flavor again). The
     preemptor is admitted in a later cycle if it is then still the head that fits.
 
+    At the fixed point every workload set aside is tried once more against the final
+    state, and again while that changes anything: Kueue retries set-aside work when
+    something leaves its cohort tree, and a cluster's next event (a finished job) would
+    retry it there; without this a queue that started borrowing after a head was set
+    aside would keep what that head may reclaim.
+
     Stowplan plans the end state. A workload admitted by this plan and later evicted
     goes back to its queue and may be admitted again; a workload running before the
     plan that is evicted stays evicted (a plan has no moves: Kueue would requeue it
     and might start it elsewhere). Nothing finishes.
+
+    Each eviction must hold in the end state (planner.verify): it names an admission
+    of the plan that the preemption policies allow to evict it, judging "borrowing" by
+    the queue's usage before the plan or with all of the plan's admissions made. Kueue
+    judges at the moment it preempts, and the two can part: a queue borrows through
+    admissions that are themselves reclaimed later, or a preemptor loses its room to
+    other heads and is never admitted. Such an eviction is first given to another
+    admission of the plan allowed to make it; where none is, the victim is listed in
+    `unsupported` and greedy() replays the cycles with it protected (`protected`: by
+    reference, RECLAIM: no other queue's workload may take it, ALL: none may), as its
+    Kueue counterpart would be requeued and started again.
+
+    Where Kueue's loop would go round for ever (a workload this plan admitted, evicted,
+    comes before its preemptor in the next cycle and takes its room back), greedy's
+    preemptor does not evict the same workload twice (`taken_back`).
     """
 
-    def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None):
+    def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None,
+                 protected: Mapping[ObjectRef, str] | None = None):
         self.kr = kueue_rules
         self.snapshot = snapshot
         self.state = ClusterState(snapshot)
         self.registry = kueue_rules.Registry()
         self._empty: ClusterState | None = None
         tree = self.state.quota
-        self.rules = kueue_rules.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty,
-                                       borrowing_queues(snapshot, tree, cluster_queue_usage(snapshot)))
+        self.rules = kueue_rules.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty)
+        self.borrowing_before = borrowing_queues(snapshot, tree, cluster_queue_usage(snapshot))
+        self.protected = dict(protected or {})
+        self.unsupported: dict[ObjectRef, str] = {}   # set by run(): see the class docstring
         self.reasons: dict[ObjectRef, str] = {}
         self.queues: dict[str, _Queue] = {}
         self.pending: dict[ObjectRef, _Pending] = {}
         for w in sorted(snapshot.workloads, key=lambda w: w.ref):
             if w.state is WorkloadState.RUNNING and w.cluster_queue is not None \
                     and f"cq:{w.cluster_queue}" in tree.parent:
+                kept = self.protected.get(w.ref)
                 self.registry.add(kueue_rules.Admitted(
-                    w, w.cluster_queue, quota_usage_of(w), evictable(w, snapshot), False,
-                    w.admitted_at if w.admitted_at is not None else snapshot.now))
+                    w, w.cluster_queue, quota_usage_of(w), evictable(w, snapshot) and kept != ALL, False,
+                    w.admitted_at if w.admitted_at is not None else snapshot.now, reclaimable=kept is None))
             if w.state is not WorkloadState.PENDING:
                 continue
             blocker = admission_blocker(snapshot, w)
@@ -1428,6 +1468,12 @@ class KueueCycles:
         self.eviction_cycles = max(1, eviction_cycles if eviction_cycles is not None else EVICTION_CYCLES)
         self.cycle = 0
         self.sequence = 0
+        # (preemptor, victim) for each eviction of a workload this plan admitted: the victim
+        # is pending again and, in a queue that does not borrow as high, comes before the
+        # preemptor in the next cycle and takes its room back, the preemptor evicts it
+        # again, and so on (Kueue's loop thrashes there). A preemptor never evicts the same
+        # workload twice: it is set aside instead, and the workload keeps running.
+        self.taken_back: set[tuple[ObjectRef, ObjectRef]] = set()
 
     def empty(self) -> ClusterState:
         """The cluster with nothing admitted (Kueue's SimulateEmpty)."""
@@ -1444,8 +1490,19 @@ class KueueCycles:
 
     def run(self) -> GreedyResult:
         limit = 20 * (len(self.snapshot.workloads) + 10)   # a guard: Kueue's own loop could thrash
-        while self.cycle < limit and self.step():
-            pass
+        swept: int | None = None
+        while self.cycle < limit:
+            if self.step():
+                continue
+            # The fixed point: try what was set aside once more, while anything changed since.
+            if swept == self.registry.epoch:
+                break
+            swept = self.registry.epoch
+            aside = [name for name in self.names if self.queues[name].inadmissible]
+            if not aside:
+                break
+            for name in aside:
+                self.queues[name].requeue_inadmissible()
         return self._result()
 
     def step(self) -> bool:
@@ -1480,6 +1537,9 @@ class KueueCycles:
         moved = False
         for e in entries:
             a, cq, queue = e.assignment, e.cq, self.queues[e.cq.name]
+            if e.targets and self.taken_back and any(
+                    (e.pending.workload.ref, t.admitted.ref) in self.taken_back for t in e.targets):
+                e.targets = []     # it would evict again what took its room back: see taken_back
             if a.mode == kr.NO_FIT or (a.mode == kr.PREEMPT and not e.targets):
                 if a.mode == kr.PREEMPT and cq.preemption.reclaim_within_cohort != "Any":
                     reserved = self._reserve(e, preempted)
@@ -1618,6 +1678,7 @@ class KueueCycles:
             if queue is not None:
                 queue.generation += 1
             if v.planned:
+                self.taken_back.add((preemptor.ref, v.ref))
                 del self.admitted[v.ref]
                 original = self._originals[v.ref]
                 p = self.pending[v.ref] = _Pending(original, queue_order_key(original, self.snapshot))
@@ -1662,30 +1723,45 @@ class KueueCycles:
         return GreedyResult(decisions=decisions, reasons=dict(sorted(self.reasons.items())))
 
     def _justified(self, admissions: Mapping[ObjectRef, Admission]) -> dict[ObjectRef, Eviction]:
-        """Every eviction names an admission of the plan allowed to make it. Kueue's
-        preemptor may itself be evicted later (reclaimed); its victims then name another
-        admission of the plan that the policies allow to evict them."""
+        """Every eviction, naming an admission of the plan allowed to make it in the end
+        state (planner.verify's rule: a Reclaimed victim's queue borrows before the plan
+        or with all of its admissions made; a preemptor that borrows by its own admission
+        needs borrowWithinCohort). Kueue's preemptor first, else the first admission
+        allowed; where none is, the victim goes into `unsupported` (class docstring)."""
+        snap, tree = self.snapshot, self.state.quota
+        before = cluster_queue_usage(snap)
+        with_all: dict[str, dict[FlavorResource, int]] = defaultdict(lambda: defaultdict(int))
+        for key, usage in before.items():
+            with_all[key].update(usage)
+        for ref in admissions:
+            entry = self.admitted[ref][1]
+            for fr, v in entry.usage.items():
+                with_all[f"cq:{entry.cq}"][fr] += v
+        borrowing = self.borrowing_before | borrowing_queues(snap, tree, with_all)
+        borrows: dict[ObjectRef, bool] = {}
+
+        def reason(preemptor_ref: ObjectRef, victim: Workload) -> str | None:
+            if preemptor_ref not in admissions:
+                return None
+            entry = self.admitted[preemptor_ref][1]
+            if preemptor_ref not in borrows:
+                used = before.get(f"cq:{entry.cq}", {})
+                borrows[preemptor_ref] = any(used.get(fr, 0) + v > tree.limits(f"cq:{entry.cq}", fr)[0]
+                                             for fr, v in entry.usage.items())
+            return preemption_reason(snap, self._originals[preemptor_ref], victim, tree, borrowing,
+                                     borrows[preemptor_ref])
+
         out: dict[ObjectRef, Eviction] = {}
-        tree = self.state.quota
-        before = self.rules.borrowing_before
-        usage_before = cluster_queue_usage(self.snapshot)
-        for ref, e in self.evictions.items():
-            if all(t in admissions for t in e.for_):
+        self.unsupported = {}
+        for ref, e in sorted(self.evictions.items()):
+            victim = self._originals[ref]
+            if all(t in admissions for t in e.for_) and any(reason(t, victim) == e.reason for t in e.for_):
                 out[ref] = e
                 continue
-            victim = self._originals[ref]
-            found = None
-            for other in sorted(admissions):
-                adm = admissions[other]
-                preemptor = self._originals[other]
-                borrows = any(usage_before.get(f"cq:{adm.cluster_queue}", {}).get(fr, 0) + v
-                              > tree.limits(f"cq:{adm.cluster_queue}", fr)[0]
-                              for fr, v in self.admitted[other][1].usage.items())
-                if preemption_reason(self.snapshot, preemptor, victim, tree, before, borrows) == e.reason:
-                    found = other
-                    break
+            found = next((other for other in sorted(admissions) if reason(other, victim) == e.reason), None)
             if found is not None:
                 out[ref] = replace(e, for_=(found,))
             else:
-                out[ref] = e     # the verifier will say so; see the report
+                out[ref] = e
+                self.unsupported[ref] = RECLAIM if e.reason == kueue_rules.RECLAIMED else ALL
         return out

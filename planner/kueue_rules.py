@@ -54,11 +54,6 @@ WITHIN_CQ, HIERARCHICAL_RECLAIM, RECLAIM_WITHOUT_BORROWING, RECLAIM_WHILE_BORROW
 PREEMPTED = "Preempted"   # Stowplan's reason for a victim of the preemptor's own queue
 RECLAIMED = "Reclaimed"   # ... and of another queue of its cohort tree
 
-# The verifier (planner.verify) lets a plan evict running work of another queue only
-# if that queue was borrowing before the plan; Kueue asks whether it borrows at the
-# moment of preempting, which admissions made earlier in the same plan can cause.
-# While the two differ, greedy takes another queue's running work only where both agree.
-RECLAIM_NEEDS_BORROWING_BEFORE_THE_PLAN = True
 
 
 # ---------------------------------------------------------------- admitted workloads
@@ -80,6 +75,10 @@ class Admitted:
     admitted_at: float
     order: tuple = field(default=())
     evicting: bool = False          # its eviction is issued, not complete (Kueue: IsEvicted)
+    # May another queue's workload reclaim it? Kueue's rule alone says yes (while its
+    # queue borrows); greedy says no for running work whose reclaim an earlier replay
+    # could not justify in its end state (planner.greedy: protected work).
+    reclaimable: bool = True
 
     def __post_init__(self) -> None:
         w = self.view
@@ -435,14 +434,13 @@ class Rules:
 
     `place(state, cq, workload, picks)`: node placement of every pod set with fixed
     flavors and counts, jointly (Kueue's TAS assignment for a workload), as choices or
-    (pod set index, why not); `fits(...)`: whether `place` would place them. `empty` is the state with nothing admitted (Kueue's
-    SimulateEmpty). `running_before`: queues borrowing before the plan (see
-    RECLAIM_NEEDS_BORROWING_BEFORE_THE_PLAN).
+    (pod set index, why not); `fits(...)`: whether `place` would place them. `empty` is
+    the state with nothing admitted (Kueue's SimulateEmpty).
     """
 
     def __init__(self, snapshot: Snapshot, state: "ClusterState", registry: Registry, place: Place,
                  fits: Callable[["ClusterState", ClusterQueue, Workload, Sequence[tuple[PodSet, FlavorOption, int]]], bool],
-                 empty: Callable[[], "ClusterState"], borrowing_before: set[str]):
+                 empty: Callable[[], "ClusterState"]):
         self.snapshot = snapshot
         self.state = state
         self.registry = registry
@@ -450,7 +448,6 @@ class Rules:
         self.fits = fits
         self._empty = empty
         self.quota = Quota(state)
-        self.borrowing_before = borrowing_before
         self._options: dict[tuple[str, tuple[tuple[str, str], ...]], FlavorOption] = {}
         self._tas_only: dict[str, bool] = {}
         self._groups: dict[tuple[str, str], int | None] = {}
@@ -1028,7 +1025,7 @@ class QueueView:
         self.priority = np.fromiter((a.priority for a in members), dtype=np.int64, count=n)
         self.queued = np.fromiter((a.view.queued_at for a in members), dtype=np.float64, count=n)
         self.evictable = np.fromiter((a.evictable for a in members), dtype=bool, count=n)
-        self.planned = np.fromiter((a.planned for a in members), dtype=bool, count=n)
+        self.reclaimable = np.fromiter((a.reclaimable for a in members), dtype=bool, count=n)
         # Kueue's candidate order as numbers: priority, newest admitted first, UID (a rank).
         self.newest = np.fromiter((-a.admitted_at for a in members), dtype=np.float64, count=n)
         self.tie = np.fromiter((tie[a.ref] for a in members), dtype=np.int64, count=n)
@@ -1042,7 +1039,7 @@ class QueueView:
                 columns: Mapping[FR, int], tie: Mapping[ObjectRef, int]) -> "QueueView":
         """A new view: this one with the queue's changes applied (this one unchanged)."""
         new = object.__new__(QueueView)
-        priority, queued, evictable, planned = self.priority, self.queued, self.evictable, self.planned
+        priority, queued, evictable, reclaimable = self.priority, self.queued, self.evictable, self.reclaimable
         newest, ranks, settled, usage = self.newest, self.tie, self.settled.copy(), self.usage
         for _, what, at, a in changes:
             if what == "add":
@@ -1052,20 +1049,20 @@ class QueueView:
                 priority = np.insert(priority, at, a.priority)
                 queued = np.insert(queued, at, a.view.queued_at)
                 evictable = np.insert(evictable, at, a.evictable)
-                planned = np.insert(planned, at, a.planned)
+                reclaimable = np.insert(reclaimable, at, a.reclaimable)
                 newest = np.insert(newest, at, -a.admitted_at)
                 ranks = np.insert(ranks, at, tie[a.ref])
                 settled = np.insert(settled, at, not a.evicting)
                 usage = np.insert(usage, at, row, axis=0)
             elif what == "remove":
                 priority, queued, evictable = np.delete(priority, at), np.delete(queued, at), np.delete(evictable, at)
-                planned, newest = np.delete(planned, at), np.delete(newest, at)
+                reclaimable, newest = np.delete(reclaimable, at), np.delete(newest, at)
                 ranks, settled = np.delete(ranks, at), np.delete(settled, at)
                 usage = np.delete(usage, at, axis=0)
             else:
                 settled[at] = 0
         new.members = list(members)
-        new.priority, new.queued, new.evictable, new.planned = priority, queued, evictable, planned
+        new.priority, new.queued, new.evictable, new.reclaimable = priority, queued, evictable, reclaimable
         new.newest, new.tie, new.settled, new.usage = newest, ranks, settled, usage
         return new
 
@@ -1143,8 +1140,8 @@ class _Context:
         mask = view.evictable[:end] & (view.usage[:end][:, self.need_cols] > 0).any(axis=1)
         if policy == "LowerOrNewerEqualPriority":
             mask &= (view.priority[:end] < w.priority) | (view.queued[:end] > w.queued_at)
-        if other and RECLAIM_NEEDS_BORROWING_BEFORE_THE_PLAN and name not in self.rules.borrowing_before:
-            mask &= view.planned[:end]
+        if other:
+            mask &= view.reclaimable[:end]
         index = np.flatnonzero(mask)
         if not other:
             variant = np.full(len(index), WITHIN_CQ, dtype=np.int64)

@@ -18,7 +18,6 @@ from builders import (
     GPU, HOSTNAME_LABEL, NOW, ago, cohort, cq, flavor, job, node, pod_set, preferred, required, running,
     running_job, snapshot, topology, unconstrained, workload,
 )
-from planner import kueue_rules
 from planner.greedy import KueueCycles, greedy
 from planner.verify import verify
 
@@ -542,12 +541,12 @@ def test_a_topology_request_on_a_flavor_without_a_topology_waits() -> None:
 
 def test_reclaim_from_a_queue_that_borrows_only_after_the_plans_admissions() -> None:
     # Kueue reclaims from a queue that borrows when the preemptor is tried, whatever it did
-    # before; planner.verify accepts a Reclaimed eviction only from a queue borrowing before
-    # the plan (kueue_rules.RECLAIM_NEEDS_BORROWING_BEFORE_THE_PLAN). Greedy follows the
-    # verifier: c2's running "old" (within its quota before the plan) stays; what c2
-    # borrowed through this plan's admission is given back instead (it never starts).
-    # c1's first head ("huge") never fits, so "borrower" is admitted (borrowing 4 of c1's
-    # 6) a cycle before "late" (c1, 4 <= its nominal 6) is tried and reclaims.
+    # before (preemption.go: candidates of queues above nominal now). c1's first head
+    # ("huge") never fits, so "borrower" is admitted (c2 at 10 of its nominal 6) a cycle
+    # before "late" (c1, 4 <= its nominal 6) is tried and reclaims: candidates in Kueue's
+    # order, lower priority first, so c2's running "old" (priority 0) goes before the
+    # borrower (priority 5), and c2 is back within nominal. The end state supports it
+    # (planner.verify: c2 borrows with the plan's admissions made), so greedy keeps it.
     snap = preemption_snapshot(run_cpu("old", "c2", 6, 0, ago(hours=2)),
                                cpu_job("two", "borrower", "c2", 4, priority=5, created=ago(hours=3)),
                                cpu_job("one", "huge", "c1", 100, priority=9),
@@ -556,6 +555,5 @@ def test_reclaim_from_a_queue_that_borrows_only_after_the_plans_admissions() -> 
     cycles.step()
     assert {r.name for r in cycles.admitted} == {"borrower"}
     d = plan(snap)
-    assert kueue_rules.RECLAIM_NEEDS_BORROWING_BEFORE_THE_PLAN
-    assert not d.evictions
-    assert set(admitted(d)) == {"late"}
+    assert evicted(d) == {"old": "Reclaimed"}
+    assert set(admitted(d)) == {"late", "borrower"}
