@@ -24,16 +24,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SNAPSHOTS = sorted(p for p in FIXTURES.glob("*.yaml") if not p.name.endswith(".plan.yaml")) + \
     sorted(FIXTURES.glob("*.json"))
 
-# planner.verify_stable tries flavor choices by taints alone, where Kueue (and
-# semantics.flavor_options, so greedy and the MILP) also match TAS: a pod set with a
-# topology request takes no flavor without a Topology for a resource it requests, one
-# without takes no flavor with a Topology (flavorassigner checkPodSetAndFlavorMatchForTAS).
-# On these seeds the rule asks for a reclaim through such a flavor, which Kueue could
-# never admit; they pass once the stability rule matches flavors as Kueue does.
-TAS_MATCH = "verify_stable's flavor choices ignore Kueue's TAS flavor match (see the module docstring)"
-VERIFIER_DISAGREES = {("running+topology", 28), ("property-running", 20_008)}
-
-
 def cases():
     out = []
     out += [("quota", seed, {}) for seed in range(150)]
@@ -41,10 +31,7 @@ def cases():
     out += [("property-running", 20_000 + seed, {"with_running": True, "with_topology": seed % 2 == 0})
             for seed in range(50)]
     out += [("running+topology", seed, {"with_running": True, "with_topology": True}) for seed in range(40)]
-    return [pytest.param(kind, seed, kw, id=f"{kind}-{seed}",
-                         marks=[pytest.mark.xfail(strict=True, reason=TAS_MATCH)]
-                         if (kind, seed) in VERIFIER_DISAGREES else [])
-            for kind, seed, kw in out]
+    return [pytest.param(kind, seed, kw, id=f"{kind}-{seed}") for kind, seed, kw in out]
 
 
 @pytest.mark.parametrize(("kind", "seed", "kw"), cases())
