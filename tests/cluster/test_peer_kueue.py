@@ -156,9 +156,17 @@ def generated(tmp_path: Path) -> Path:
 SNAPSHOTS = sorted(p.name for p in (REPO / "fixtures").glob("*.yaml") if not p.name.endswith(".plan.yaml"))
 
 
+# Kueue's own cycles are not deterministic on a generated cluster: which queues' heads
+# meet in a cycle and which head takes quota a preemption just freed depend on timing
+# (two runs of the same snapshot differ by several percent; BENCHMARKS.md, peer). On
+# it greedy agrees with Kueue on about 0.93 of workloads, short of 0.98: the test
+# shows the number and fails softly there, and must pass on the fixtures.
+GENERATED = pytest.param("generated-s128", marks=pytest.mark.xfail(
+    strict=False, reason="Kueue's own cycles are timing-dependent at this size; agreement about 0.93"))
+
+
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="greedy is not yet Kueue's cycle: issue 22")
-@pytest.mark.parametrize("name", SNAPSHOTS + ["generated-s128"])
+@pytest.mark.parametrize("name", SNAPSHOTS + [GENERATED])
 def test_greedy_decides_as_kueue_does(manifest, tmp_path, name):
     path = generated(tmp_path) if name == "generated-s128" else REPO / "fixtures" / name
     result = run_kueue(path, PeerOptions(), manifest=manifest)
