@@ -690,7 +690,7 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
     result = run_bench(scenarios, fixtures, None if out == "-" else Path(out), factor, command.strip(), say, workdir)
     click.echo(result["markdown"])
     if raw:
-        Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        Path(raw).write_text(json.dumps(jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         say(f"wrote {raw}")
     if out != "-":
         say(f"wrote {out}")
@@ -723,17 +723,17 @@ def _bench_peer(names: Sequence[str], with_fixtures: bool, fixtures_dir: str, ke
     meta["load_end"] = _load()
     click.echo(result["markdown"])
     if raw:
-        Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        Path(raw).write_text(json.dumps(jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         say(f"wrote {raw}")
     if target is not None:
         say(f"wrote {out}")
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, Target):
         return {"seconds": value.seconds, "ratio": value.ratio, "rss_mib": value.rss_mib}
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items() if k != "markdown"}
+        return {str(k): jsonable(v) for k, v in value.items() if k != "markdown"}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value

@@ -24,7 +24,7 @@ from typing import Callable
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.greedy import (
-    Choice, ClusterState, Preemption, _Tentative, admission_blocker, amount, minimal_victims, pod_shape,
+    Choice, ClusterState, Preemption, Tentative, admission_blocker, amount, minimal_victims, pod_shape,
     pods, quantity, try_counts,
 )
 from planner.placement import Placement
@@ -139,7 +139,7 @@ def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload], hints:
 def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[int]) -> str:
     """Quota first, then capacity, for the first flavor option of each pod set in turn."""
     many = len(w.pod_sets) > 1
-    tent = _Tentative(state)
+    tent = Tentative(state)
     try:
         for ps, n in zip(w.pod_sets, counts):
             prefix = f"pod set {ps.name}: " if many else ""

@@ -579,7 +579,7 @@ class ClusterState:
 
 # ---------------------------------------------------------------- one workload
 
-class _Tentative:
+class Tentative:
     """Charges and node takes of a workload being tried, undone afterwards."""
 
     def __init__(self, state: ClusterState):
@@ -601,7 +601,7 @@ class _Tentative:
                 self.pending[fr] -= v
 
 
-def _try_pod_set(state: ClusterState, cq: ClusterQueue, ps: PodSet, count: int, tent: _Tentative) -> Choice | str:
+def _try_pod_set(state: ClusterState, cq: ClusterQueue, ps: PodSet, count: int, tent: Tentative) -> Choice | str:
     """Flavor options in order; quota, then placement; flavorFungibility decides when to stop."""
     options = state.options(cq, ps)
     if isinstance(options, str):
@@ -638,7 +638,7 @@ def _group_level(members: Sequence[PodSet]) -> str | None:
 
 
 def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], counts: Sequence[int],
-               tent: _Tentative) -> list[Choice] | str:
+               tent: Tentative) -> list[Choice] | str:
     """Pod sets sharing a group name: one common domain at their level, smallest that fits first."""
     level = _group_level(members)
     if level is None:
@@ -675,7 +675,7 @@ def _try_group(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet],
 
 
 def _group_at(state: ClusterState, members: Sequence[PodSet], picks: Sequence[FlavorOption], counts: Sequence[int],
-              level: str, tent: _Tentative) -> list[Choice] | str:
+              level: str, tent: Tentative) -> list[Choice] | str:
     """The group's members, each with its flavor choice, in one domain at `level`:
     candidates are domains where every member fits alone, smallest room (for the
     biggest member) first, then by domain. Taken in `tent` on success."""
@@ -717,7 +717,7 @@ def place_fixed(state: ClusterState, cq: ClusterQueue, workload: Workload,
         if not where.ok:
             return 0, f"{pods(n)} of {pod_shape(ps.request)} on flavor {'/'.join(opt.flavors)}: {where.reason}"
         return [Choice(ps, opt, n, dict(where.pods or {}), quota_usage(ps, opt, n))]
-    tent = _Tentative(state)
+    tent = Tentative(state)
     index = {id(ps): i for i, (ps, _, _) in enumerate(picks)}
     try:
         done: set[int] = set()
@@ -779,7 +779,7 @@ def _group_room(state: ClusterState, trees: Sequence[_Eligible], members: Sequen
 
 
 def _try_each(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], counts: Sequence[int],
-              tent: _Tentative) -> list[Choice] | str:
+              tent: Tentative) -> list[Choice] | str:
     out = []
     for ps, n in zip(members, counts):
         result = _try_pod_set(state, cq, ps, n, tent)
@@ -793,7 +793,7 @@ def _try_each(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], 
 def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -> list[Choice] | str:
     """Place every pod set of `workload` at `counts`, all or nothing; the state is left as found."""
     cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
-    tent = _Tentative(state)
+    tent = Tentative(state)
     try:
         done: set[int] = set()
         many = len(workload.pod_sets) > 1
@@ -831,7 +831,7 @@ def fits_at(state: ClusterState, workload: Workload, counts: Sequence[int]) -> b
     if len(workload.pod_sets) > 1:
         return not isinstance(try_counts(state, workload, counts), str)
     cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
-    return not isinstance(_try_pod_set(state, cq, workload.pod_sets[0], counts[0], _Tentative(state)), str)
+    return not isinstance(_try_pod_set(state, cq, workload.pod_sets[0], counts[0], Tentative(state)), str)
 
 
 def evaluate(state: ClusterState, workload: Workload) -> list[Choice] | str:

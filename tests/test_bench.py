@@ -53,7 +53,7 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
         assert text.count(begin) == 1 and text.count(end) == 1
     assert "| tiny | 16 / 128 | 3 | 20 + " in text and "| tiny.yaml | milp | optimal | 2 |" in text
     saved = tmp_path / "results.json"
-    saved.write_text(json.dumps(bench._jsonable(result)))
+    saved.write_text(json.dumps(bench.jsonable(result)))
     again = bench.report(*bench.load_results(saved), None)            # --from-json: the same tables
     assert again["markdown"] == result["markdown"]
 

@@ -81,7 +81,7 @@ def test_reads_with_no_problems(snapshots, name):
     assert snapshot.problems == (), [str(p) for p in snapshot.problems[:5]]
     assert all(w.blocked_reason is None for w in snapshot.workloads)
     assert all(cq.active for cq in snapshot.cluster_queues.values())
-    assert snapshot.now == g._parse_time(g.GeneratorSpec().now)
+    assert snapshot.now == g.parse_time(g.GeneratorSpec().now)
     assert snapshot.ignored_kinds == {}
 
 

@@ -13,11 +13,10 @@ import json
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from models import Admission, Eviction, ObjectRef, Plan, SolverReport
 from planner.cluster.apply import (
-    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, _same_assignment, _suspended, assignment_json, fingerprint,
+    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
     parse_pod_sets, running_assignments,
 )
 from planner.cluster.kube import Kube
@@ -87,8 +86,7 @@ def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
         return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     from planner import render
 
-    return str(yaml.dump(render._flowed(data), Dumper=render._PlanDumper, sort_keys=False,
-                         default_flow_style=False, allow_unicode=True, width=4096, indent=2))
+    return render.dump_yaml(data)
 
 
 def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
@@ -166,9 +164,9 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
         if now == versions.get(ref) or (prints.get(ref) and prints.get(ref) == fingerprint(obj)):
             continue
         annotation = (obj.get("metadata", {}).get("annotations") or {}).get(ASSIGNMENT)
-        if ref in wanted and not _suspended(obj) and _same_assignment(annotation, wanted[ref]):
+        if ref in wanted and not is_suspended(obj) and same_assignment(annotation, wanted[ref]):
             continue   # already admitted as planned
-        if ref in evicted and _suspended(obj) and annotation is None:
+        if ref in evicted and is_suspended(obj) and annotation is None:
             continue   # already evicted
         out.append(f"{ref} changed (resourceVersion {versions.get(ref)} -> {now})")
     return out
