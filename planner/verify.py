@@ -3,7 +3,7 @@
 `verify(snapshot, decisions)` returns human-readable violations; an empty list
 means the plan is valid. Every rule is re-derived here from the snapshot with
 small local functions: this module must not import the code that makes plans
-(planner.semantics, capacity, topology, greedy, formulate, solve), so a bug shared
+(planner.kueue.semantics, capacity, topology, greedy, formulate, solve), so a bug shared
 by greedy and the MILP is still caught. Pure: no I/O. Indexes are built once, so
 checking 20,000 workloads on 16,384 nodes stays well under a second or two.
 

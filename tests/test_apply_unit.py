@@ -15,7 +15,8 @@ from planner.cluster.apply import (
     ASSIGNMENT, GATE, ORIGINAL, Applier, admitted_template_spec, assignment_json, parse_pod_sets,
     running_assignments,
 )
-from planner.cluster.cycle import load_plan, render_saved, stale_objects
+from planner.cluster.cycle import stale_objects
+from planner.cluster.planfile import load_plan, render_saved
 from planner.cluster.kube import ApiStatus
 from planner.cluster.reader import LiveSnapshot
 from planner.errors import InputError

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from planner import bench
+from planner.tools import bench
 from planner.cli import cli
-from planner.generate import preset
+from planner.tools.generate import preset
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = preset("S", fanout=(2, 2, 4), teams=3, pending=20, running=20)

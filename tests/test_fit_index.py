@@ -4,7 +4,7 @@ import random
 
 import numpy as np
 
-from planner.placement import FitIndex, fullest_fitting_node
+from planner.kueue.placement import FitIndex, fullest_fitting_node
 
 
 def test_fit_index_matches_the_full_pass_through_random_updates() -> None:

@@ -178,7 +178,7 @@ def test_snapshot_file_plans_like_the_live_cycle(kube, env_factory, control_plan
     for i in range(5):
         env.job(f"j{i}", pods=2, gpus=4, topology=("preferred", RACK))
     from planner.cluster.reader import read_cluster
-    from planner.pipeline import plan_snapshot
+    from planner.cycle import plan_snapshot
     from planner.snapshot import read_snapshot
 
     def snapshot(path):

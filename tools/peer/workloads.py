@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 from models import (
     Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, Snapshot, Workload, WorkloadState,
 )
-from planner.semantics import eviction_cost
+from planner.kueue.semantics import eviction_cost
 
 HOSTNAME = "kubernetes.io/hostname"
 _PREEMPTOR_UID = re.compile(r"\(UID: ([^,)]+)")

@@ -42,9 +42,10 @@ import numpy as np
 
 from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
 from models.objects import Toleration
-from planner import capacity, guarantee, semantics, topology
-from planner.model_arrays import INF, ModelArrays
-from planner.semantics import FlavorOption, FlavorResource, QuotaTree
+from planner.kueue import capacity, semantics, topology
+from planner.milp import guarantee
+from planner.milp.arrays import INF, ModelArrays
+from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
 
 Path = tuple[str, ...]
 ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]
@@ -85,7 +86,7 @@ class Demand:
 
 
 @dataclass
-class Choice:
+class OptionColumns:
     """Pod set `pod_set` of workload `workload` under flavor option `option`."""
 
     workload: int
@@ -123,7 +124,7 @@ class Formulation:
     snapshot: Snapshot
     workloads: list[Workload]
     admit_col: list[int]
-    choices: list[Choice]
+    choices: list[OptionColumns]
     shapes: list[Shape]
     tiers: list[int]                                       # effective priorities, high first
     tier_volume: dict[int, list[tuple[int, float]]]        # tier -> volume expression
@@ -140,7 +141,7 @@ class Formulation:
     evict_col: list[int] = field(default_factory=list)     # e[r]
     cost_terms: list[tuple[int, float]] = field(default_factory=list)   # preemption cost, minimised
     class_cols: dict[tuple[str, int, bool], int] = field(default_factory=dict)  # g[c] per preemptor class
-    preemption: "Preemption | None" = None               # the eviction rules of this snapshot
+    preemption: "PreemptionRules | None" = None               # the eviction rules of this snapshot
     overcommitted: set[str] = field(default_factory=set)  # nodes running work already overfills
     free_domain_cols: list[tuple[int, float]] = field(default_factory=list)  # f[D] and its reward
     free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
@@ -154,7 +155,7 @@ class Formulation:
     # Nonzeros the Hall and node rows will add for the shapes and demands so far (from
     # above): most of a large model's, and written last, so the cap looks ahead by them.
     deferred_nonzeros: int = 0
-    # Nominal quota as a guarantee: the stability rows' columns (planner.guarantee).
+    # Nominal quota as a guarantee: the stability rows' columns (planner.milp.guarantee).
     guarantee: "guarantee.Guarantee | None" = None
 
 
@@ -210,7 +211,7 @@ def workload_classes(snapshot: Snapshot, pending: list[Workload], locality: bool
 
 # ---------------------------------------------------------------- victims
 
-class Preemption:
+class PreemptionRules:
     """Who may evict whom in this snapshot (Kueue's rules, semantics.preemption_reason),
     with what the rules need computed once: queues borrowing now, and whether each
     preemptor must borrow."""
@@ -289,7 +290,7 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     pods may go. Nodes already overcommitted by running work free nothing.
     """
     snapshot = model.snapshot
-    rules = model.preemption = Preemption(snapshot, model.quota_tree)
+    rules = model.preemption = PreemptionRules(snapshot, model.quota_tree)
     classes = rules.classes(pending)
     wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     model.room = dict(model.free)
@@ -390,7 +391,7 @@ def domain_room(shape: Shape, level: int, path: Path) -> int:
     return shape.rooms[key]
 
 
-def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str,
+def add_required_domains(model: Formulation, choice: OptionColumns, pod_set: PodSet, tag: str,
                          within: set[Path] | None = None) -> None:
     """x[p,f,d] for domains d at the required level: sum_d x = u (one domain or none).
     `within` limits the domains (a pod-set group's common ones)."""
@@ -423,7 +424,7 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
                        + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
 
 
-def add_container(model: Formulation, choice: Choice, pod_set: PodSet, path: Path,
+def add_container(model: Formulation, choice: OptionColumns, pod_set: PodSet, path: Path,
                   pods: list[tuple[int, float]], tag: str, layer: int = 0) -> None:
     """Place `pods` inside domain `path`: directly, or as whole slices of each layer.
 
