@@ -11,7 +11,8 @@ another:
   placement   Kueue's TAS placement: how many pods on which node, for one pod set
   state       ClusterState: free nodes and quota usage, updated in place
   fit         does a workload fit the state, and where (PodSetChoice)
-  victims     Kueue's classical preemption: which running workloads to evict
+  victims     Kueue's classical preemption: who may evict whom (PreemptionRules),
+              which running workloads to evict (Preemption)
   assigner    Kueue's flavor assigner and preemption targets for one head workload
 
 Only computes: no I/O, nothing of the cluster, click, yaml or the Kubernetes client.

@@ -3,7 +3,8 @@
 Takes a models.Snapshot (and greedy's Decisions as a start); gives Decisions.
 
   formulate     the shared rows: classes of identical workloads, flavor options
-                (OptionColumns), victims (PreemptionRules), quota, objectives
+                (OptionColumns), victims (who may evict whom: planner.kueue.victims),
+                quota, objectives
   guarantee     the stability rows: nominal quota is a guarantee
   model         Snapshot -> Formulation (columns and rows as arrays), decision-sized
   pools         node pools and their exact capacity rows
