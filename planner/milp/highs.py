@@ -1,6 +1,6 @@
 """A ModelArrays handed to HiGHS in one call (passModel with numpy arrays), quietly.
 
-Shared by the MILP backend (planner.milp.solve) and the relaxation's bounds (planner.bound).
+Used by the MILP backend (planner.milp.solve), its LP relaxation included.
 Every highspy.Highs is made here (`new_highs`), silent unless `log_to_console` is set
 (the CLI's --verbose): HiGHS prints its "Running HiGHS ... Copyright" banner from the
 constructor of a process's first instance, before any option can be set, so that

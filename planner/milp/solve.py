@@ -156,7 +156,7 @@ class HighsBackend:
         self._cost = np.zeros(arrays.num_cols)
         self._maximize = True
         # The LP relaxation (planner.milp.neighbourhood), built on first use unless one is handed over
-        # (solved ahead, planner.run). The rows the stages add are kept: the relaxation
+        # (solved ahead by the caller). The rows the stages add are kept: the relaxation
         # built later needs them, and so does each sub-MIP (run_fixed).
         self.relaxation, self.searches = relaxation, searches
         self._added: list[tuple[float, float, np.ndarray, np.ndarray]] = []
