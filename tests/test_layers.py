@@ -69,7 +69,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 # What decides never touches the outside world: these layers import none of this.
-DECIDING = {"models", "kueue", "greedy", "milp", "verify", "describe", "cycle"}
+DECIDING = {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle"}
 NO_IO = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib", "requests", "http",
          "pathlib", "shutil", "tempfile"}
 TOOLS_USERS = {"planner.tools.peer_bench"}   # reaches the Kueue peer harness in tools/, lazily, from a checkout
