@@ -7,7 +7,7 @@
   verify      the independent check of Decisions against their Snapshot (verify_stable: the stability rule)
   explain, metrics   why a workload waits, the plan's numbers
   cycle       one planning cycle, in order (greedy -> MILP -> verify -> Plan); tiers, budget, gc_pause
-  render      Plan -> yaml, json, a table
+  output      Plan -> yaml, json, a table
   cluster/    the live cluster: read, Lease, apply (the only writer), the plan file both ways
   cli         the click commands; the only place that turns errors into exit codes
   tools/      generate and bench, beside the product

@@ -28,7 +28,7 @@ import click
 
 from models import Plan, Snapshot
 from planner.errors import InputError, StowplanError, VerificationError
-from planner.render import FORMATS, render
+from planner.output import FORMATS, render
 from planner.terminal import printable, printable_lines
 
 EXIT_CODES_HELP = """\b

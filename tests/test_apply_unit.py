@@ -20,7 +20,7 @@ from planner.cluster.planfile import load_plan, render_saved
 from planner.cluster.kube import ApiStatus
 from planner.cluster.reader import LiveSnapshot
 from planner.errors import InputError
-from planner.render import pod_set_assignment_to_dict
+from planner.output import pod_set_assignment_to_dict
 
 HOST = "kubernetes.io/hostname"
 PS = PodSetAssignment("main", 3, {"nvidia.com/gpu": "h100"}, (HOST,), ((("n1",), 2), (("n2",), 1)))

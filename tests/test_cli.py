@@ -175,11 +175,11 @@ def test_default_output_off_a_terminal_is_yaml_on_stdout(fakes: Fakes, snap: Pat
 
 @pytest.mark.parametrize("fmt", ["yaml", "json", "table"])
 def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
-    from planner import render
+    from planner import output
 
     result = run("what-if", str(snap), "-o", fmt)
     assert result.exit_code == 0
-    assert result.stdout == render.render(small_plan(), fmt)
+    assert result.stdout == output.render(small_plan(), fmt)
 
 
 def test_the_read_time_is_handed_to_the_pipeline(fakes: Fakes, snap: Path,

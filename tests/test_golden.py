@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from planner.cycle import plan_snapshot
-from planner.render import plan_to_dict, to_yaml
+from planner.output import plan_to_dict, to_yaml
 from planner.snapshot import read_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

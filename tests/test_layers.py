@@ -45,7 +45,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "verify": ("planner.verify", "planner.verify_stable"),
     "describe": ("planner.explain", "planner.metrics"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause"),
-    "output": ("planner.render",),
+    "output": ("planner.output",),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
     "tools": ("planner.tools", "planner.tools.*"),

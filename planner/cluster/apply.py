@@ -89,7 +89,7 @@ def workload_path(ref: ObjectRef) -> str:
 
 def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
     """The stowplan.io/assignment annotation: the plan's podSets entries, exactly."""
-    from planner.render import pod_set_assignment_to_dict
+    from planner.output import pod_set_assignment_to_dict
 
     return json.dumps([pod_set_assignment_to_dict(ps) for ps in pod_sets], separators=(",", ":"))
 

@@ -1,9 +1,9 @@
 """The plan file, both ways: what `stowplan plan --out` writes and `apply --plan` reads.
 
-A plan file is the Plan (planner.render's document) with, under `snapshot`, the
+A plan file is the Plan (planner.output's document) with, under `snapshot`, the
 resourceVersion (`resourceVersions`) and what planning read (`fingerprints`) of every
 object the plan writes, so applying it later can tell whether the cluster moved on.
-Written as yaml (planner.render's style) or json; read as snapshots are read (a
+Written as yaml (planner.output's style) or json; read as snapshots are read (a
 regular file of bounded size, aliases bounded).
 """
 
@@ -27,7 +27,7 @@ def ref_key(ref: ObjectRef) -> str:
 
 def plan_document(plan: Plan, versions: Mapping[ObjectRef, str],
                   prints: Mapping[ObjectRef, str] | None = None) -> dict[str, Any]:
-    from planner.render import plan_to_dict
+    from planner.output import plan_to_dict
 
     data = plan_to_dict(plan)
     data["snapshot"]["resourceVersions"] = {ref_key(ref): versions[ref] for ref in sorted(versions)}
@@ -42,9 +42,9 @@ def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
     data = plan_document(plan, versions, prints)
     if fmt == "json":
         return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    from planner import render
+    from planner import output
 
-    return render.dump_yaml(data)
+    return output.dump_yaml(data)
 
 
 def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
