@@ -28,7 +28,7 @@ import click
 
 from models import Plan, Snapshot
 from planner.errors import InputError, StowplanError, VerificationError
-from planner.render import FORMATS, render
+from planner.output import FORMATS, render
 from planner.terminal import printable, printable_lines
 
 EXIT_CODES_HELP = """\b
@@ -108,7 +108,7 @@ def pulp_solver_problem(name: str) -> str:
     """Why `pulp:NAME` cannot run here ("" when it can), naming the solvers that can."""
     import pulp  # type: ignore[import-untyped, unused-ignore]
 
-    from planner.solve import PulpBackend
+    from planner.milp.solve import PulpBackend
 
     resolved = PulpBackend.ALIASES.get(name.upper(), name)
     available = pulp.listSolvers(onlyAvailable=True)
@@ -452,7 +452,7 @@ def what_if(
       stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 -o json --out plan.json
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
     """
-    from planner.pipeline import plan_snapshot
+    from planner.cycle import plan_snapshot
     from planner.snapshot import read_snapshot
     from planner.snapshot.loader import Limits
 
@@ -520,9 +520,9 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 
 def _solver_log(verbose: bool) -> None:
     """HiGHS prints its banner and log only when asked (--verbose): solver chatter is not stderr's."""
-    import planner.highs
+    import planner.milp.highs
 
-    planner.highs.log_to_console = verbose
+    planner.milp.highs.log_to_console = verbose
 
 
 def _outcome(plan: Plan) -> str:
@@ -654,7 +654,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
       stowplan plan --out plan.yaml && stowplan apply --plan plan.yaml
     """
     from planner.cluster import plan_live, resource_versions
-    from planner.cluster.cycle import fingerprints, render_saved
+    from planner.cluster.cycle import fingerprints
+    from planner.cluster.planfile import render_saved
 
     say = _progress(quiet)
     if out not in (None, "-"):
@@ -742,7 +743,7 @@ def _generate_help_epilog() -> str:
     """Presets and every GeneratorSpec field with its default, for `generate --help`."""
     from dataclasses import fields
 
-    from planner.generate import PRESETS, GeneratorSpec, format_value
+    from planner.tools.generate import PRESETS, GeneratorSpec, format_value
 
     lines = ["\b", "Presets (fields not named keep the defaults below):"]
     for name, overrides in PRESETS.items():
@@ -808,7 +809,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     """
     from dataclasses import replace as replace_spec
 
-    from planner.generate import generate, parse_setting, preset as preset_spec, to_json, to_yaml
+    from planner.tools.generate import generate, parse_setting, preset as preset_spec, to_json, to_yaml
 
     say = _progress(quiet)
     to_stdout = out in (None, "-")
@@ -843,7 +844,7 @@ def version() -> None:
     click.echo(_versions())
 
 
-from planner.bench import bench_command  # noqa: E402 - the benchmark lives in its own module
+from planner.tools.bench import bench_command  # noqa: E402 - the benchmark lives in its own module
 cli.add_command(bench_command)
 
 

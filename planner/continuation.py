@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models import Admission, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
-from planner import capacity, semantics
-from planner.formulate import Preemption
+from planner.kueue import capacity, semantics
+from planner.kueue.victims import PreemptionRules
 from planner.greedy import greedy
 
 
@@ -37,7 +37,7 @@ def after(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     return replace(snapshot, workloads=tuple(workloads))
 
 
-def continued(snapshot: Snapshot, decisions: Decisions, rules: Preemption) -> Decisions | None:
+def continued(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules) -> Decisions | None:
     """`decisions` and what Kueue's cycle does after them, as one plan of this snapshot;
     None when an eviction of `decisions` is left with no admitted workload the rules
     (`rules`: who may evict whom in `snapshot`) allow it for."""
@@ -62,9 +62,9 @@ def continued(snapshot: Snapshot, decisions: Decisions, rules: Preemption) -> De
 
 
 def justified(victim: Workload, admissions: list[Admission], by_ref: dict[ObjectRef, Workload],
-              rules: Preemption) -> Eviction | None:
+              rules: PreemptionRules) -> Eviction | None:
     """The eviction of `victim` for the admissions the rules allow it for, those placed on
-    its nodes first (as planner.decode names them); None when no admission may evict it."""
+    its nodes first (as planner.milp.solution names them); None when no admission may evict it."""
     nodes = set(capacity.node_usage_of(victim))
     near = [a.workload for a in admissions
             if nodes & {path[-1] for ps in a.pod_sets for path, _ in ps.domains}]

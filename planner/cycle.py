@@ -15,6 +15,10 @@
 
 The policy's time limit holds the whole cycle (planner.budget); nothing here reads
 the clock to decide what to do.
+
+`plan_snapshot` is the way in (the CLI, the CronJob, the benchmarks): the policy's
+overrides applied, Python's garbage collector paused for the cycle (planner.gc_pause).
+Pure: takes a models.Snapshot, returns a models.Plan or raises.
 """
 
 from __future__ import annotations
@@ -25,19 +29,21 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import guarantee, score
+from planner import tiers
+from planner.milp import guarantee
 from planner.assemble import assemble
 from planner.budget import RELAXED_SHARE, Budget
 from planner.continuation import continued
-from planner.decode import DecodeError
+from planner.milp.solution import DecodeError
 from planner.errors import VerificationError
+from planner.gc_pause import cycle_collector
 from planner.greedy import greedy
 from planner.milp import stages
 from planner.milp.decode import decode
 from planner.milp.model import Formulation, candidates, formulate
 from planner.milp.start import start_from
-from planner.model_arrays import ModelArrays
-from planner.solve import HighsBackend, PulpBackend, StageResult, refine
+from planner.milp.arrays import ModelArrays
+from planner.milp.solve import HighsBackend, PulpBackend, StageResult, refine
 from planner.verify import verify
 from planner.verify_stable import unstable
 
@@ -49,7 +55,32 @@ class Heuristics:
 
     greedy_start: bool = True    # greedy's plan as the MIP start
     relaxed_pass: bool = True    # step 3
-    rins: bool = True            # each tier's search around its LP point (planner.rins)
+    rins: bool = True            # each tier's search around its LP point (planner.milp.neighbourhood)
+
+
+def plan_snapshot(
+    snapshot: Snapshot,
+    *,
+    solver: str = "milp",
+    time_limit: float | None = None,
+    gap: float | None = None,
+    read_seconds: float = 0.0,
+) -> Plan:
+    """Plan one cycle. Raises VerificationError if the chosen plan breaks a rule.
+
+    `time_limit` and `gap` override the snapshot's policy; `read_seconds` is how long
+    reading took, reported in the plan's timings.
+    """
+    if time_limit is not None or gap is not None:
+        policy = snapshot.policy
+        policy = replace(
+            policy,
+            time_limit_seconds=policy.time_limit_seconds if time_limit is None else time_limit,
+            mip_gap=policy.mip_gap if gap is None else gap,
+        )
+        snapshot = replace(snapshot, policy=policy)
+    with cycle_collector():
+        return run_cycle(snapshot, solver, read_seconds)
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
@@ -111,8 +142,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         violations = verify(snapshot, decisions)
         if violations:
             why = f"MILP plan failed verification ({violations[0]})"
-        elif start is not None and score.compare(score.tier_volumes(snapshot, decisions),
-                                                 score.tier_volumes(snapshot, baseline)) < 0:
+        elif start is not None and tiers.compare(tiers.tier_volumes(snapshot, decisions),
+                                                 tiers.tier_volumes(snapshot, baseline)) < 0:
             why = "MILP plan scored below greedy"
     clock.lap("verify")
     if why:
@@ -166,8 +197,8 @@ def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None
     carried = continued(snapshot, decoded.decisions, form.preemption)  # type: ignore[arg-type]
     if carried is None or verify(snapshot, carried):
         return None, reported
-    volumes, greedy_volumes = score.tier_volumes(snapshot, carried), score.tier_volumes(snapshot, baseline)
-    if score.compare(volumes, greedy_volumes) <= 0:
+    volumes, greedy_volumes = tiers.tier_volumes(snapshot, carried), tiers.tier_volumes(snapshot, baseline)
+    if tiers.compare(volumes, greedy_volumes) <= 0:
         return None, reported
     if policy.greedy_floor and any(volumes.get(t, 0.0) < v for t, v in greedy_volumes.items()):
         return None, reported
@@ -224,15 +255,15 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
 
 def volume(snapshot: Snapshot, decisions: Decisions) -> float:
     """The objective's volume terms summed over the tiers (what the stages maximise)."""
-    return sum(score.tier_volumes(snapshot, decisions).values())
+    return sum(tiers.tier_volumes(snapshot, decisions).values())
 
 
 def greedy_report(snapshot: Snapshot, decisions: Decisions, clock: "Clock", status: str = "feasible",
                   message: str = "", method: str = "greedy") -> SolverReport:
     """Greedy proves no bound of its own: the bound is all pending work admitted."""
-    from planner.semantics import pod_volume
+    from planner.kueue.semantics import pod_volume
 
-    objective = sum(max(0.0, v) for v in score.tier_volumes(snapshot, decisions).values())
+    objective = sum(max(0.0, v) for v in tiers.tier_volumes(snapshot, decisions).values())
     bound = sum(ps.count * pod_volume(w, ps, snapshot) for w in candidates(snapshot, {}) for ps in w.pod_sets)
     bound = max(bound, objective)
     gap = 0.0 if bound <= 0 else (bound - objective) / bound

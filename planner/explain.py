@@ -23,12 +23,11 @@ import time
 from typing import Callable
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
-from planner.greedy import (
-    Choice, ClusterState, Preemption, _Tentative, admission_blocker, amount, minimal_victims, pod_shape,
-    pods, quantity, try_counts,
-)
-from planner.placement import Placement
-from planner.semantics import FlavorOption, node_allows, queue_order_key, quota_usage
+from planner.kueue.fit import Tentative, try_counts
+from planner.kueue.state import PodSetChoice, ClusterState, admission_blocker, amount, pod_shape, pods, quantity
+from planner.kueue.victims import Preemption, minimal_victims
+from planner.kueue.placement import Placement
+from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key, quota_usage
 
 FlavorResource = tuple[str, str]
 
@@ -139,7 +138,7 @@ def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload], hints:
 def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[int]) -> str:
     """Quota first, then capacity, for the first flavor option of each pod set in turn."""
     many = len(w.pod_sets) > 1
-    tent = _Tentative(state)
+    tent = Tentative(state)
     try:
         for ps, n in zip(w.pod_sets, counts):
             prefix = f"pod set {ps.name}: " if many else ""
@@ -160,7 +159,7 @@ def _why_not(state: ClusterState, cq: ClusterQueue, w: Workload, counts: list[in
             where = state.place(option, ps, n)
             if not where.ok:
                 return prefix + _capacity_sentence(ps, n, "/".join(option.flavors), where)
-            tent.add(Choice(ps, option, n, dict(where.pods or {}), charges))
+            tent.add(PodSetChoice(ps, option, n, dict(where.pods or {}), charges))
     finally:
         tent.rollback()
     # The first options fit one by one; what fails is their combination (or a group).

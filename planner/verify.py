@@ -3,7 +3,7 @@
 `verify(snapshot, decisions)` returns human-readable violations; an empty list
 means the plan is valid. Every rule is re-derived here from the snapshot with
 small local functions: this module must not import the code that makes plans
-(planner.semantics, capacity, topology, greedy, formulate, solve), so a bug shared
+(planner.kueue.semantics, capacity, topology, greedy, formulate, solve), so a bug shared
 by greedy and the MILP is still caught. Pure: no I/O. Indexes are built once, so
 checking 20,000 workloads on 16,384 nodes stays well under a second or two.
 
@@ -74,10 +74,10 @@ FR = tuple[str, str]  # (flavor, resource)
 
 def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     """All violations of `decisions` against `snapshot`, in a deterministic order."""
-    ix = _Index(snapshot)
+    ix = SnapshotIndex(snapshot)
     out: list[str] = []
-    admitted = _check_admissions(ix, decisions.admissions, out)
-    evicted = _check_evictions(ix, decisions.evictions, admitted, out)
+    admitted = check_admissions(ix, decisions.admissions, out)
+    evicted = check_evictions(ix, decisions.evictions, admitted, out)
     _check_node_capacity(ix, admitted, evicted, out)
     _check_quota(ix, admitted, evicted, out)
     from planner.verify_stable import check_stability  # the rule has a module of its own, built on this one
@@ -87,7 +87,7 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     return out
 
 
-class _Admitted:
+class AdmittedEntry:
     """One admission whose workload exists, with its pod sets resolved."""
 
     __slots__ = ("workload", "admission", "pairs")
@@ -96,7 +96,7 @@ class _Admitted:
         self.workload, self.admission, self.pairs = workload, admission, pairs
 
 
-class _Index:
+class SnapshotIndex:
     """Lookups built once per verification."""
 
     def __init__(self, snapshot: Snapshot):
@@ -133,7 +133,7 @@ class _Index:
 
 # ---------------------------------------------------------------- small shared rules
 
-def _label_at(node: Node, level: str) -> str | None:
+def label_at(node: Node, level: str) -> str | None:
     """A node's value at a topology level; the hostname level is the node itself."""
     if level == HOSTNAME:
         return node.name
@@ -142,7 +142,7 @@ def _label_at(node: Node, level: str) -> str | None:
 
 def _domain(node: Node, levels: tuple[str, ...], depth: int) -> tuple[str | None, ...]:
     """The node's domain at levels[depth]: its values at that level and every level above."""
-    return tuple(_label_at(node, levels[i]) for i in range(depth + 1))
+    return tuple(label_at(node, levels[i]) for i in range(depth + 1))
 
 
 def selector_matches(selector: Mapping[str, object] | None, labels: Mapping[str, str]) -> bool:
@@ -179,7 +179,7 @@ def _expression_matches(expr: Mapping[str, object], labels: Mapping[str, str]) -
     return False  # an invalid operator makes the selector invalid: selects nothing
 
 
-def _namespace_allowed(snapshot: Snapshot, cq: ClusterQueue, namespace: str) -> bool:
+def namespace_allowed(snapshot: Snapshot, cq: ClusterQueue, namespace: str) -> bool:
     labels = dict(snapshot.namespace_labels.get(namespace, {}))
     labels.setdefault(NAMESPACE_NAME_LABEL, namespace)
     return selector_matches(cq.namespace_selector, labels)
@@ -194,9 +194,9 @@ def _named(refs: Iterable[ObjectRef]) -> str:
 
 # ---------------------------------------------------------------- admissions
 
-def _check_admissions(ix: _Index, admissions: tuple[Admission, ...], out: list[str]) -> dict[ObjectRef, _Admitted]:
+def check_admissions(ix: SnapshotIndex, admissions: tuple[Admission, ...], out: list[str]) -> dict[ObjectRef, AdmittedEntry]:
     """Per-admission rules; returns the first admission of every existing workload."""
-    admitted: dict[ObjectRef, _Admitted] = {}
+    admitted: dict[ObjectRef, AdmittedEntry] = {}
     for admission in admissions:
         ref = admission.workload
         workload = ix.workloads.get(ref)
@@ -208,7 +208,7 @@ def _check_admissions(ix: _Index, admissions: tuple[Admission, ...], out: list[s
             continue
         _check_identity(ix, workload, admission, out)
         pairs = _check_gang(workload, admission, out)
-        admitted[ref] = _Admitted(workload, admission, pairs)
+        admitted[ref] = AdmittedEntry(workload, admission, pairs)
         cq = ix.snapshot.cluster_queues.get(admission.cluster_queue)
         for pod_set, psa in pairs:
             flavors = _check_flavors(ix, cq, workload, pod_set, psa, out)
@@ -218,7 +218,7 @@ def _check_admissions(ix: _Index, admissions: tuple[Admission, ...], out: list[s
     return admitted
 
 
-def _check_identity(ix: _Index, workload: Workload, admission: Admission, out: list[str]) -> None:
+def _check_identity(ix: SnapshotIndex, workload: Workload, admission: Admission, out: list[str]) -> None:
     """State, queue and namespace: may this workload be admitted to this queue at all?"""
     ref, snap = workload.ref, ix.snapshot
     if workload.state is not WorkloadState.PENDING:
@@ -238,9 +238,9 @@ def _check_identity(ix: _Index, workload: Workload, admission: Admission, out: l
         return
     if cq.inactive_reason is not None:
         out.append(f"{ref}: ClusterQueue {cq.name} is inactive: {cq.inactive_reason}")
-    for problem in _cohort_problems(ix, cq):
+    for problem in cohort_problems(ix, cq):
         out.append(f"{ref}: ClusterQueue {cq.name}: {problem}")
-    if not _namespace_allowed(snap, cq, ref.namespace):
+    if not namespace_allowed(snap, cq, ref.namespace):
         out.append(f"{ref}: namespace {ref.namespace} is not allowed by ClusterQueue {cq.name}'s namespaceSelector")
 
 
@@ -278,7 +278,7 @@ def _check_gang(workload: Workload, admission: Admission, out: list[str]) -> lis
     return pairs
 
 
-def _check_flavors(ix: _Index, cq: ClusterQueue | None, workload: Workload, pod_set: PodSet,
+def _check_flavors(ix: SnapshotIndex, cq: ClusterQueue | None, workload: Workload, pod_set: PodSet,
                    psa: PodSetAssignment, out: list[str]) -> list[ResourceFlavor]:
     """One listed flavor per resource group for every requested covered resource.
 
@@ -325,7 +325,7 @@ def _check_flavors(ix: _Index, cq: ClusterQueue | None, workload: Workload, pod_
     return [chosen[n] for n in sorted(chosen)]
 
 
-def _check_nodes(ix: _Index, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
+def _check_nodes(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
                  flavors: list[ResourceFlavor], out: list[str]) -> None:
     """Every pod on an existing, usable node its flavors and selectors allow."""
     where = f"{workload.ref}: pod set {pod_set.name}"
@@ -341,16 +341,16 @@ def _check_nodes(ix: _Index, workload: Workload, pod_set: PodSet, psa: PodSetAss
             out.append(f"{where}: node {values[-1]} does not exist")
             continue
         for level, value in zip(psa.levels[:-1], values[:-1]):
-            if _label_at(node, level) != value:
-                out.append(f"{where}: node {node.name} has {level}={_label_at(node, level)}, assignment says {value}")
+            if label_at(node, level) != value:
+                out.append(f"{where}: node {node.name} has {level}={label_at(node, level)}, assignment says {value}")
         key = (node.name, shape)
         problems = ix.node_problems.get(key)
         if problems is None:
-            problems = ix.node_problems[key] = _node_problems(ix, node, pod_set, flavors)
+            problems = ix.node_problems[key] = node_problems(ix, node, pod_set, flavors)
         out.extend(f"{where}: node {node.name} {problem}" for problem in problems)
 
 
-def _node_problems(ix: _Index, node: Node, pod_set: PodSet, flavors: list[ResourceFlavor]) -> list[str]:
+def node_problems(ix: SnapshotIndex, node: Node, pod_set: PodSet, flavors: list[ResourceFlavor]) -> list[str]:
     """Why a pod of this shape (flavors, selector, tolerations) may not run on `node`."""
     problems = []
     if not (node.ready and not node.unschedulable):
@@ -364,7 +364,7 @@ def _node_problems(ix: _Index, node: Node, pod_set: PodSet, flavors: list[Resour
     if not tolerated(node.taints, tolerations):
         problems.append("has a taint the pod set does not tolerate")
     topo_levels = {lv for f in flavors for lv in (ix.flavor_levels(f) or ())}
-    missing = sorted(lv for lv in topo_levels if _label_at(node, lv) is None)
+    missing = sorted(lv for lv in topo_levels if label_at(node, lv) is None)
     if missing:
         problems.append(f"lacks topology level labels {missing}")
     return problems
@@ -372,7 +372,7 @@ def _node_problems(ix: _Index, node: Node, pod_set: PodSet, flavors: list[Resour
 
 # ---------------------------------------------------------------- topology
 
-def _levels_with(ix: _Index, flavors: list[ResourceFlavor], level: str) -> tuple[str, ...] | None:
+def _levels_with(ix: SnapshotIndex, flavors: list[ResourceFlavor], level: str) -> tuple[str, ...] | None:
     """The first chosen flavor's topology levels that contain `level` (hostname is always there)."""
     for flavor in flavors:
         levels = ix.flavor_levels(flavor)
@@ -383,15 +383,15 @@ def _levels_with(ix: _Index, flavors: list[ResourceFlavor], level: str) -> tuple
     return None
 
 
-def _per_node(ix: _Index, psa: PodSetAssignment) -> dict[str, int]:
+def _per_node(ix: SnapshotIndex, psa: PodSetAssignment) -> dict[str, int]:
     """Pods per node of an assignment of the plan, computed once (empty domains skipped)."""
     per_node = ix.per_node.get(id(psa))
     if per_node is None:
-        per_node = ix.per_node[id(psa)] = _pods_per_node(psa)
+        per_node = ix.per_node[id(psa)] = pods_per_node(psa)
     return per_node
 
 
-def _pods_per_node(psa: PodSetAssignment) -> dict[str, int]:
+def pods_per_node(psa: PodSetAssignment) -> dict[str, int]:
     """Node (last domain value) -> pods; a malformed empty domain is reported elsewhere, not fatal."""
     out: dict[str, int] = {}
     for values, count in psa.domains:
@@ -400,7 +400,7 @@ def _pods_per_node(psa: PodSetAssignment) -> dict[str, int]:
     return out
 
 
-def _pods_by_domain(ix: _Index, psa: PodSetAssignment, levels: tuple[str, ...], level: str) -> dict[tuple[str | None, ...], int]:
+def _pods_by_domain(ix: SnapshotIndex, psa: PodSetAssignment, levels: tuple[str, ...], level: str) -> dict[tuple[str | None, ...], int]:
     depth = levels.index(level)
     counts: dict[tuple[str | None, ...], int] = defaultdict(int)
     cache = ix.domains
@@ -416,7 +416,7 @@ def _pods_by_domain(ix: _Index, psa: PodSetAssignment, levels: tuple[str, ...], 
     return counts
 
 
-def _check_topology(ix: _Index, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
+def _check_topology(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
                     flavors: list[ResourceFlavor], out: list[str]) -> None:
     """Required level: one domain. Slices: whole groups of `size` per domain."""
     request = pod_set.topology
@@ -444,7 +444,7 @@ def _check_topology(ix: _Index, workload: Workload, pod_set: PodSet, psa: PodSet
                 out.append(f"{where}: {count} pods in {layer.level} {domain[-1]} straddle slices of {layer.size}")
 
 
-def _check_groups(ix: _Index, workload: Workload, pairs: list[tuple[PodSet, PodSetAssignment]], out: list[str]) -> None:
+def _check_groups(ix: SnapshotIndex, workload: Workload, pairs: list[tuple[PodSet, PodSetAssignment]], out: list[str]) -> None:
     """Pod sets sharing a group name and requiring a level use one domain of it together."""
     groups: dict[str, list[tuple[PodSet, PodSetAssignment]]] = defaultdict(list)
     for pod_set, psa in pairs:
@@ -469,7 +469,7 @@ def _check_groups(ix: _Index, workload: Workload, pairs: list[tuple[PodSet, PodS
 
 # ---------------------------------------------------------------- evictions
 
-def _check_evictions(ix: _Index, evictions: tuple[Eviction, ...], admitted: Mapping[ObjectRef, _Admitted],
+def check_evictions(ix: SnapshotIndex, evictions: tuple[Eviction, ...], admitted: Mapping[ObjectRef, AdmittedEntry],
                      out: list[str]) -> set[ObjectRef]:
     """Only running, preemptible workloads, once each, for admissions of this plan
     that Kueue's preemption policies allow to evict them."""
@@ -504,7 +504,7 @@ def _check_evictions(ix: _Index, evictions: tuple[Eviction, ...], admitted: Mapp
     return evicted
 
 
-def _borrowing_with_victims(ix: _Index, admitted: Mapping[ObjectRef, _Admitted],
+def _borrowing_with_victims(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry],
                             evicted: set[ObjectRef]) -> dict[str, dict[FR, int]]:
     """Per ClusterQueue, by how much it would use more than its nominal quota with every
     admission of the plan made and none of its evictions (flavor/resource -> amount
@@ -521,7 +521,7 @@ def _borrowing_with_victims(ix: _Index, admitted: Mapping[ObjectRef, _Admitted],
             _charge(usage, name, ix.coverage[name], entry.workload, [psa for _, psa in entry.pairs])
     out: dict[str, dict[FR, int]] = {}
     for name, per_fr in usage.items():
-        table = _quota_table(snap.cluster_queues[name].resource_groups)
+        table = quota_table(snap.cluster_queues[name].resource_groups)
         over = {fr: v - table.get(fr, (0, None, None))[0] for fr, v in per_fr.items()
                 if v > table.get(fr, (0, None, None))[0]}
         if over:
@@ -529,8 +529,8 @@ def _borrowing_with_victims(ix: _Index, admitted: Mapping[ObjectRef, _Admitted],
     return out
 
 
-def _check_preemption_policy(ix: _Index, workload: Workload, eviction: Eviction,
-                             admitted: Mapping[ObjectRef, _Admitted], out: list[str]) -> None:
+def _check_preemption_policy(ix: SnapshotIndex, workload: Workload, eviction: Eviction,
+                             admitted: Mapping[ObjectRef, AdmittedEntry], out: list[str]) -> None:
     """Who may be evicted, and for whom.
 
     Never non-preemptible work, never work younger than policy.minimum_runtime_seconds
@@ -569,7 +569,7 @@ def _check_preemption_policy(ix: _Index, workload: Workload, eviction: Eviction,
         out.append(f"{ref}: eviction not allowed by the preemption policies: " + "; ".join(refusals[:MAX_NAMED]))
 
 
-def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: Workload,
+def _preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, victim: Workload,
                         borrows: bool) -> tuple[str | None, str]:
     """Kueue's rules on base priorities: ("Preempted" | "Reclaimed", "") or (None, why not).
 
@@ -598,7 +598,7 @@ def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: W
         return None, f"withinClusterQueue is {rule} and priority {theirs} is not below {mine}{newer}"
     other = ix.snapshot.cluster_queues.get(victim.cluster_queue or "")
     if (other is None or other.inactive_reason is not None or cq.inactive_reason is not None
-            or _cohort_root(ix, cq) is None or _cohort_root(ix, cq) != _cohort_root(ix, other)):
+            or cohort_root(ix, cq) is None or cohort_root(ix, cq) != cohort_root(ix, other)):
         return None, f"ClusterQueue {victim.cluster_queue} is not in the cohort tree of ClusterQueue {cq.name}"
     if other.name not in _borrowing_before(ix) and other.name not in (ix.borrowing_after or {}):
         return None, f"ClusterQueue {other.name} was not borrowing"
@@ -617,7 +617,7 @@ def _preemption_verdict(ix: _Index, preemptor: Workload, cq_name: str, victim: W
     return "Reclaimed", ""
 
 
-def _cohort_root(ix: _Index, cq: ClusterQueue) -> str | None:
+def cohort_root(ix: SnapshotIndex, cq: ClusterQueue) -> str | None:
     """The root of the cohort tree above `cq` (parentName cycles cut), None without a cohort."""
     name = cq.cohort
     seen: set[str] = set()
@@ -630,7 +630,7 @@ def _cohort_root(ix: _Index, cq: ClusterQueue) -> str | None:
     return name
 
 
-def _borrowing_before(ix: _Index) -> set[str]:
+def _borrowing_before(ix: SnapshotIndex) -> set[str]:
     """ClusterQueues whose running work (before the plan) uses more than their nominal
     quota of some flavor/resource. Every flavored resource of an assignment counts;
     one the queue does not list has nominal 0."""
@@ -640,7 +640,7 @@ def _borrowing_before(ix: _Index) -> set[str]:
             if w.state is not WorkloadState.RUNNING or w.cluster_queue is None:
                 continue
             for psa in w.assignment:
-                pod_set = _pod_set_of(w, psa.name)
+                pod_set = pod_set_of(w, psa.name)
                 if pod_set is None:
                     continue
                 for resource, flavor in psa.flavors.items():
@@ -648,7 +648,7 @@ def _borrowing_before(ix: _Index) -> set[str]:
         borrowing = set()
         for name, per_fr in usage.items():
             cq = ix.snapshot.cluster_queues.get(name)
-            table = _quota_table(cq.resource_groups) if cq is not None else {}
+            table = quota_table(cq.resource_groups) if cq is not None else {}
             if any(amount > table.get(fr, (0, None, None))[0] for fr, amount in per_fr.items()):
                 borrowing.add(name)
         ix.borrowing = borrowing
@@ -656,13 +656,13 @@ def _borrowing_before(ix: _Index) -> set[str]:
     return ix.borrowing
 
 
-def _borrows_alone(ix: _Index, entry: "_Admitted") -> bool:
+def _borrows_alone(ix: SnapshotIndex, entry: "AdmittedEntry") -> bool:
     """Would this admission alone take its queue above nominal (running work before the
     plan plus its own charges, with the flavors it was given)?"""
     _borrowing_before(ix)
     name = entry.admission.cluster_queue
     cq = ix.snapshot.cluster_queues.get(name)
-    table = _quota_table(cq.resource_groups) if cq is not None else {}
+    table = quota_table(cq.resource_groups) if cq is not None else {}
     used = dict(ix.usage_before.get(name, {}))
     for pod_set, psa in entry.pairs:
         for resource, flavor in psa.flavors.items():
@@ -674,14 +674,14 @@ def _borrows_alone(ix: _Index, entry: "_Admitted") -> bool:
 
 # ---------------------------------------------------------------- node capacity
 
-def _pod_set_of(workload: Workload, name: str) -> PodSet | None:
+def pod_set_of(workload: Workload, name: str) -> PodSet | None:
     for pod_set in workload.pod_sets:
         if pod_set.name == name:
             return pod_set
     return None
 
 
-def _check_node_capacity(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef],
+def _check_node_capacity(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef],
                          out: list[str]) -> None:
     """unmanaged + running (not evicted) + admitted <= allocatable, per node and resource."""
     new: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -703,10 +703,10 @@ def _check_node_capacity(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], ev
         if workload.state is not WorkloadState.RUNNING or workload.ref in evicted:
             continue
         for running in workload.assignment:
-            shape = _pod_set_of(workload, running.name)
+            shape = pod_set_of(workload, running.name)
             if shape is None:
                 continue
-            for node_name, count in _pods_per_node(running).items():
+            for node_name, count in pods_per_node(running).items():
                 on_node = base.get(node_name)
                 if on_node is not None:
                     for resource, amount in shape.request.items():
@@ -730,7 +730,7 @@ def _cohort_links(snapshot: Snapshot) -> tuple[dict[str, str | None], set[str]]:
     """Cohort -> parent (implicit cohorts included), and the cohorts on a parent cycle.
 
     Cycle members are cut from their parents so the tree stays a tree; queues below
-    them are reported by `_cohort_problems`.
+    them are reported by `cohort_problems`.
     """
     parent: dict[str, str | None] = {}
     for cohort in snapshot.cohorts.values():
@@ -761,7 +761,7 @@ def _cohort_links(snapshot: Snapshot) -> tuple[dict[str, str | None], set[str]]:
     return parent, cycle
 
 
-def _cohort_problems(ix: _Index, cq: ClusterQueue) -> list[str]:
+def cohort_problems(ix: SnapshotIndex, cq: ClusterQueue) -> list[str]:
     """Cohorts above `cq` that make it unable to admit: a parent cycle or an inactive cohort."""
     problems = []
     seen: set[str] = set()
@@ -778,27 +778,27 @@ def _cohort_problems(ix: _Index, cq: ClusterQueue) -> list[str]:
     return problems
 
 
-class _QuotaTree:
+class VerifierQuotaTree:
     """Kueue's sharing tree for quota checks, over active ClusterQueues and all cohorts.
 
     Keys are ("cq", name) and ("cohort", name). Inactive ClusterQueues are left out
     of the tree (their quota and usage alike), as in Kueue's scheduling snapshot.
     """
 
-    def __init__(self, ix: _Index):
+    def __init__(self, ix: SnapshotIndex):
         snap = ix.snapshot
         self.parent: dict[tuple[str, str], tuple[str, str] | None] = {}
         self.limits: dict[tuple[str, str], dict[FR, tuple[int, int | None, int | None]]] = {}
         for name, up in ix.cohort_parent.items():
             self.parent[("cohort", name)] = ("cohort", up) if up is not None else None
             cohort = snap.cohorts.get(name)
-            self.limits[("cohort", name)] = _quota_table(cohort.resource_groups if cohort else ())
+            self.limits[("cohort", name)] = quota_table(cohort.resource_groups if cohort else ())
         for cq in snap.cluster_queues.values():
             if cq.inactive_reason is not None:
                 continue
             key = ("cq", cq.name)
             self.parent[key] = ("cohort", cq.cohort) if cq.cohort else None
-            self.limits[key] = _quota_table(cq.resource_groups)
+            self.limits[key] = quota_table(cq.resource_groups)
         self.children: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         for key, above in self.parent.items():
             if above is not None:
@@ -843,7 +843,7 @@ class _QuotaTree:
         return order
 
 
-def _quota_table(groups: Iterable[object]) -> dict[FR, tuple[int, int | None, int | None]]:
+def quota_table(groups: Iterable[object]) -> dict[FR, tuple[int, int | None, int | None]]:
     table: dict[FR, tuple[int, int | None, int | None]] = {}
     for group in groups:
         for fq in group.flavors:  # type: ignore[attr-defined]
@@ -858,7 +858,7 @@ def _charge(usage: dict[str, dict[FR, int]], cq: str, covered: Mapping[str, int]
     (an uncovered one is no quota usage; a plan that flavors one is reported by the flavor check)."""
     target = usage.setdefault(cq, defaultdict(int))
     for psa in assignments:
-        pod_set = pod_sets.get(psa.name) if pod_sets is not None else _pod_set_of(workload, psa.name)
+        pod_set = pod_sets.get(psa.name) if pod_sets is not None else pod_set_of(workload, psa.name)
         if pod_set is None:
             continue
         for resource, flavor in psa.flavors.items():
@@ -869,7 +869,7 @@ def _charge(usage: dict[str, dict[FR, int]], cq: str, covered: Mapping[str, int]
                 target[(flavor, resource)] += amount
 
 
-def _check_quota(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef], out: list[str]) -> None:
+def _check_quota(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef], out: list[str]) -> None:
     """Hierarchical quota per (flavor, resource) touched by the admissions.
 
     Constraints: every tree node n with a parent and a borrowingLimit:
@@ -907,12 +907,12 @@ def _check_quota(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: s
             for fr, amount in source.items():
                 merged[fr] += amount
         final[cq_name] = merged
-    tree = _QuotaTree(ix)
+    tree = VerifierQuotaTree(ix)
     for fr in touched:
         _check_quota_fr(tree, fr, base, final, who[fr], out)
 
 
-def _check_quota_fr(tree: _QuotaTree, fr: FR, base: Mapping[str, Mapping[FR, int]], final: Mapping[str, Mapping[FR, int]],
+def _check_quota_fr(tree: VerifierQuotaTree, fr: FR, base: Mapping[str, Mapping[FR, int]], final: Mapping[str, Mapping[FR, int]],
                     who: Mapping[str, set[ObjectRef]], out: list[str]) -> None:
     subtree, guaranteed = tree.subtree_and_guaranteed(fr)
     before = tree.usage(fr, base, guaranteed)
@@ -935,7 +935,7 @@ def _check_quota_fr(tree: _QuotaTree, fr: FR, base: Mapping[str, Mapping[FR, int
                        f"admitted: {_named(refs)}")
 
 
-def _under(tree: _QuotaTree, node: tuple[str, str], ancestor: tuple[str, str]) -> bool:
+def _under(tree: VerifierQuotaTree, node: tuple[str, str], ancestor: tuple[str, str]) -> bool:
     current: tuple[str, str] | None = node
     while current is not None:
         if current == ancestor:

@@ -50,8 +50,8 @@ from models import ClusterQueue, ObjectRef, Snapshot, PodSet, PodSetAssignment, 
 from models.objects import tolerated
 from models import Decisions
 from planner.verify import (
-    FR, _Admitted, _Index, _QuotaTree, _check_admissions, _check_evictions, _cohort_problems, _cohort_root, _label_at,
-    _namespace_allowed, _node_problems, _pod_set_of, _pods_per_node, _quota_table,
+    FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, check_admissions, check_evictions, cohort_problems, cohort_root, label_at,
+    namespace_allowed, node_problems, pod_set_of, pods_per_node, quota_table,
 )
 
 MAX_CHOICES = 16   # flavor choices tried per workload (the product over resource groups)
@@ -66,16 +66,16 @@ def stability_violations(snapshot: Snapshot, decisions: Decisions) -> list[str]:
 
 def unstable(snapshot: Snapshot, decisions: Decisions) -> list[tuple[ObjectRef, str]]:
     """Each waiting workload Kueue's reclaim would admit, with why."""
-    ix = _Index(snapshot)
+    ix = SnapshotIndex(snapshot)
     others: list[str] = []
-    admitted = _check_admissions(ix, decisions.admissions, others)
-    evicted = _check_evictions(ix, decisions.evictions, admitted, others)
+    admitted = check_admissions(ix, decisions.admissions, others)
+    evicted = check_evictions(ix, decisions.evictions, admitted, others)
     found: list[tuple[ObjectRef, str]] = []
     check_stability(ix, admitted, evicted, found)
     return found
 
 
-def check_stability(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef],
+def check_stability(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef],
                     out: list[tuple[ObjectRef, str]]) -> None:
     """Append (workload, why) for each waiting workload Kueue's reclaim would admit."""
     snap = ix.snapshot
@@ -101,7 +101,7 @@ def check_stability(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted
             out.append((w.ref, message))
 
 
-def _may_reclaim(ix: _Index, w: Workload) -> bool:
+def _may_reclaim(ix: SnapshotIndex, w: Workload) -> bool:
     """Could Kueue try `w` and reclaim for it at all?"""
     if len(w.pod_sets) != 1 or w.blocked_reason or w.cluster_queue is None:
         return False
@@ -110,7 +110,7 @@ def _may_reclaim(ix: _Index, w: Workload) -> bool:
         return False
     if cq.preemption.reclaim_within_cohort not in ("Any", "LowerPriority") or cq.queueing_strategy == "StrictFIFO":
         return False
-    return not _cohort_problems(ix, cq) and _namespace_allowed(ix.snapshot, cq, w.ref.namespace)
+    return not cohort_problems(ix, cq) and namespace_allowed(ix.snapshot, cq, w.ref.namespace)
 
 
 class _Runner:
@@ -132,7 +132,7 @@ class _Runner:
     def on_nodes(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod_set, psa in self.pairs:
-            for node, count in _pods_per_node(psa).items():
+            for node, count in pods_per_node(psa).items():
                 for resource, amount in pod_set.request.items():
                     out[node][resource] += count * amount
         return out
@@ -141,13 +141,13 @@ class _Runner:
 class _After:
     """The cluster once the plan is applied: who runs, quota usage, free node capacity."""
 
-    def __init__(self, ix: _Index, admitted: Mapping[ObjectRef, _Admitted], evicted: set[ObjectRef]):
+    def __init__(self, ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef]):
         snap = ix.snapshot
         self.ix = ix
         self.runners: list[_Runner] = []
         for w in snap.workloads:
             if w.state is WorkloadState.RUNNING and w.ref not in evicted and w.cluster_queue in snap.cluster_queues:
-                pairs = [(ps, psa) for psa in w.assignment if (ps := _pod_set_of(w, psa.name)) is not None]
+                pairs = [(ps, psa) for psa in w.assignment if (ps := pod_set_of(w, psa.name)) is not None]
                 since = w.admitted_at if w.admitted_at is not None else snap.now
                 self.runners.append(_Runner(w, w.cluster_queue, pairs, since))  # type: ignore[arg-type]
         for entry in admitted.values():
@@ -161,7 +161,7 @@ class _After:
             self.runner_usage.append(mine)
             for fr, amount in mine.items():
                 self.usage[runner.cq][fr] += amount
-        self.tree = _QuotaTree(ix)
+        self.tree = VerifierQuotaTree(ix)
         self._free: dict[str, dict[str, int]] | None = None
         self._fits: dict[object, dict[str, int]] = {}
 
@@ -197,7 +197,7 @@ class _After:
                 shape = (name, (key[0], key[3], pod_set.tolerations))
                 problems = self.ix.node_problems.get(shape)
                 if problems is None:
-                    problems = self.ix.node_problems[shape] = _node_problems(self.ix, node, pod_set, flavors)
+                    problems = self.ix.node_problems[shape] = node_problems(self.ix, node, pod_set, flavors)
                 if not problems:
                     found[name] = _pods_in(free[name], pod_set)
             self._fits[key] = found
@@ -216,12 +216,12 @@ def _pods_in(free: Mapping[str, int], pod_set: PodSet) -> int:
 
 # ---------------------------------------------------------------- one waiting workload
 
-def _reclaim_admits(ix: _Index, after: _After, w: Workload) -> tuple[str, list[ObjectRef]] | None:
+def _reclaim_admits(ix: SnapshotIndex, after: _After, w: Workload) -> tuple[str, list[ObjectRef]] | None:
     """(queue, victims) when Kueue's reclaim would let `w` run, else None."""
     cq = ix.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
     pod_set = w.pod_sets[0]
     count = pod_set.minimum
-    nominal = _quota_table(cq.resource_groups)
+    nominal = quota_table(cq.resource_groups)
     used = after.usage.get(cq.name, {})
     for flavors in _flavor_choices(ix, cq, pod_set):
         need = {(flavor, r): count * pod_set.request.get(r) for r, flavor in flavors.items()}
@@ -237,7 +237,7 @@ def _reclaim_admits(ix: _Index, after: _After, w: Workload) -> tuple[str, list[O
     return None
 
 
-def _flavor_choices(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> list[dict[str, str]]:
+def _flavor_choices(ix: SnapshotIndex, cq: ClusterQueue, pod_set: PodSet) -> list[dict[str, str]]:
     """Resource -> flavor for every requested covered resource, one listed flavor per
     resource group that lists them all, whose nodeTaints the pod set (with the
     flavor's own tolerations) tolerates and that matches its use of TAS (_uses_tas);
@@ -272,7 +272,7 @@ def _flavor_choices(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> list[dict[
     return choices
 
 
-def _uses_tas(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> bool:
+def _uses_tas(ix: SnapshotIndex, cq: ClusterQueue, pod_set: PodSet) -> bool:
     """Kueue's rule (flavorassigner checkPodSetAndFlavorMatchForTAS): the pod set uses
     topology-aware scheduling if it asks for it, or if every flavor its queue lists has a
     Topology; it then takes only flavors with a Topology for what it requests, and a pod
@@ -283,17 +283,17 @@ def _uses_tas(ix: _Index, cq: ClusterQueue, pod_set: PodSet) -> bool:
     return bool(flavors) and all(f is not None and f.topology_name for f in flavors)
 
 
-def _reclaimed(ix: _Index, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> list[int]:
+def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> list[int]:
     """Indexes (into after.runners) of what Kueue's reclaim removes for `w`, in its order."""
     snap = ix.snapshot
-    root = _cohort_root(ix, cq)
+    root = cohort_root(ix, cq)
     policy = cq.preemption.reclaim_within_cohort
     minimum = snap.policy.minimum_runtime_seconds
     candidates = []
     for i, runner in enumerate(after.runners):
         v = runner.workload
         other = snap.cluster_queues.get(runner.cq)
-        if runner.cq == cq.name or other is None or other.inactive_reason is not None or _cohort_root(ix, other) != root:
+        if runner.cq == cq.name or other is None or other.inactive_reason is not None or cohort_root(ix, other) != root:
             continue
         if v.non_preemptible or (policy == "LowerPriority" and not v.priority < w.priority):
             continue
@@ -318,7 +318,7 @@ def _reclaimed(ix: _Index, after: _After, cq: ClusterQueue, w: Workload, frs: se
     return removed
 
 
-def _over_quota_to(ix: _Index, tree: _QuotaTree, usage: Mapping[str, Mapping[FR, int]], name: str,
+def _over_quota_to(ix: SnapshotIndex, tree: VerifierQuotaTree, usage: Mapping[str, Mapping[FR, int]], name: str,
                    preemptor: str, frs: set[FR]) -> bool:
     """Kueue's candidate validity: queue `name` uses more than its nominal quota of one of
     `frs`, and so does every cohort on its path up to (not including) the lowest cohort
@@ -339,7 +339,7 @@ def _over_quota_to(ix: _Index, tree: _QuotaTree, usage: Mapping[str, Mapping[FR,
     return all(over.values())
 
 
-def _path(tree: _QuotaTree, key: Key) -> list[Key]:
+def _path(tree: VerifierQuotaTree, key: Key) -> list[Key]:
     """`key`, its parent, ..., its root."""
     out = [key]
     while (up := tree.parent.get(out[-1])) is not None:
@@ -347,7 +347,7 @@ def _path(tree: _QuotaTree, key: Key) -> list[Key]:
     return out
 
 
-def _available(tree: _QuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, int]], cq: str) -> int:
+def _available(tree: VerifierQuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, int]], cq: str) -> int:
     """Kueue's available() for queue `cq` (pkg/cache/scheduler resource_node.go), clipped at 0."""
     subtree, guaranteed = tree.subtree_and_guaranteed(fr)
     used = tree.usage(fr, usage, guaranteed)
@@ -367,7 +367,7 @@ def _available(tree: _QuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, int]], 
     return max(0, available(("cq", cq)))
 
 
-def _fits(ix: _Index, after: _After, cq: ClusterQueue, pod_set: PodSet, count: int,
+def _fits(ix: SnapshotIndex, after: _After, cq: ClusterQueue, pod_set: PodSet, count: int,
           flavors: list[ResourceFlavor], need: Mapping[FR, int], victims: list[int]) -> bool:
     """Quota and nodes, with the runners `victims` gone."""
     usage: Mapping[str, Mapping[FR, int]] = after.usage
@@ -397,7 +397,7 @@ def _fits(ix: _Index, after: _After, cq: ClusterQueue, pod_set: PodSet, count: i
     return _placeable(ix, fitting, pod_set, count, flavors)
 
 
-def _placeable(ix: _Index, fitting: Mapping[str, int], pod_set: PodSet, count: int,
+def _placeable(ix: SnapshotIndex, fitting: Mapping[str, int], pod_set: PodSet, count: int,
                flavors: list[ResourceFlavor]) -> bool:
     """Can `count` pods go on these nodes as the pod set's topology request demands?
     Pods per domain are counted bottom up: whole innermost slices per domain of their
@@ -415,7 +415,7 @@ def _placeable(ix: _Index, fitting: Mapping[str, int], pod_set: PodSet, count: i
     capacity: dict[tuple[str | None, ...], int] = defaultdict(int)
     for name, pods in fitting.items():
         if pods > 0:
-            capacity[tuple(_label_at(ix.nodes[name], lv) for lv in levels)] += pods
+            capacity[tuple(label_at(ix.nodes[name], lv) for lv in levels)] += pods
     for level, size in reversed(layers):
         depth = levels.index(level) + 1
         grouped: dict[tuple[str | None, ...], int] = defaultdict(int)

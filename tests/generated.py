@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from models import Snapshot
-from planner.generate import generate, preset
+from planner.tools.generate import generate, preset
 from planner.snapshot import read_snapshot
 
 

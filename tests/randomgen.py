@@ -433,7 +433,7 @@ def _quota_ok(snap: Snapshot, queue: ClusterQueue, charge: dict[tuple[str, str],
     """Would Kueue admit `charge` to `queue` on top of `usage`? Its available(), level by
     level up the cohort tree (nominal, borrowingLimit, lendingLimit, cohort quota), so
     running work never exceeds a cohort either."""
-    from planner.semantics import QuotaTree
+    from planner.kueue.semantics import QuotaTree
 
     tree = QuotaTree(snap)
     key = f"cq:{queue.name}"

@@ -15,11 +15,12 @@ from planner.cluster.apply import (
     ASSIGNMENT, GATE, ORIGINAL, Applier, admitted_template_spec, assignment_json, parse_pod_sets,
     running_assignments,
 )
-from planner.cluster.cycle import load_plan, render_saved, stale_objects
+from planner.cluster.cycle import stale_objects
+from planner.cluster.planfile import load_plan, render_saved
 from planner.cluster.kube import ApiStatus
 from planner.cluster.reader import LiveSnapshot
 from planner.errors import InputError
-from planner.render import pod_set_assignment_to_dict
+from planner.output import pod_set_assignment_to_dict
 
 HOST = "kubernetes.io/hostname"
 PS = PodSetAssignment("main", 3, {"nvidia.com/gpu": "h100"}, (HOST,), ((("n1",), 2), (("n2",), 1)))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from planner import bench
+from planner.tools import bench
 from planner.cli import cli
-from planner.generate import preset
+from planner.tools.generate import preset
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = preset("S", fanout=(2, 2, 4), teams=3, pending=20, running=20)
@@ -53,7 +53,7 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
         assert text.count(begin) == 1 and text.count(end) == 1
     assert "| tiny | 16 / 128 | 3 | 20 + " in text and "| tiny.yaml | milp | optimal | 2 |" in text
     saved = tmp_path / "results.json"
-    saved.write_text(json.dumps(bench._jsonable(result)))
+    saved.write_text(json.dumps(bench.jsonable(result)))
     again = bench.report(*bench.load_results(saved), None)            # --from-json: the same tables
     assert again["markdown"] == result["markdown"]
 

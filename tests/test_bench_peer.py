@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from planner import bench, peer_bench
+from planner.tools import bench, peer_bench
 from planner.cli import cli
 
 ROW = {

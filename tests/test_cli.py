@@ -73,12 +73,12 @@ class Fakes:
 
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
-    import planner.pipeline
+    import planner.cycle
     import planner.snapshot
 
     fake = Fakes()
     monkeypatch.setattr(planner.snapshot, "read_snapshot", fake.read_snapshot, raising=False)
-    monkeypatch.setattr(planner.pipeline, "plan_snapshot", fake.plan_snapshot)
+    monkeypatch.setattr(planner.cycle, "plan_snapshot", fake.plan_snapshot)
     monkeypatch.setattr(cli_module, "peak_rss_mib", lambda: None)  # the fake plan's report has none
     monkeypatch.delenv("STOWPLAN_DEBUG", raising=False)
     return fake
@@ -175,11 +175,11 @@ def test_default_output_off_a_terminal_is_yaml_on_stdout(fakes: Fakes, snap: Pat
 
 @pytest.mark.parametrize("fmt", ["yaml", "json", "table"])
 def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
-    from planner import render
+    from planner import output
 
     result = run("what-if", str(snap), "-o", fmt)
     assert result.exit_code == 0
-    assert result.stdout == render.render(small_plan(), fmt)
+    assert result.stdout == output.render(small_plan(), fmt)
 
 
 def test_the_read_time_is_handed_to_the_pipeline(fakes: Fakes, snap: Path,
@@ -192,8 +192,8 @@ def test_the_read_time_is_handed_to_the_pipeline(fakes: Fakes, snap: Path,
         seen.update(kw)
         return small_plan()
 
-    import planner.pipeline
-    monkeypatch.setattr(planner.pipeline, "plan_snapshot", plan_snapshot)
+    import planner.cycle
+    monkeypatch.setattr(planner.cycle, "plan_snapshot", plan_snapshot)
     result = run("what-if", str(snap), "-o", "json")
     assert result.exit_code == 0, result.stderr
     assert seen["read_seconds"] == 1.5
@@ -321,7 +321,7 @@ def test_debug_shows_the_traceback(fakes: Fakes, snap: Path) -> None:
 
 CHATTY = textwrap.dedent("""
     import os, sys
-    import planner.pipeline, planner.snapshot
+    import planner.cycle, planner.snapshot
     from models import Snapshot
     sys.path.insert(0, {tests!r})
     from test_cli import small_plan
@@ -335,7 +335,7 @@ CHATTY = textwrap.dedent("""
         return small_plan()
 
     planner.snapshot.read_snapshot = lambda sources, **kw: Snapshot(source="snap.yaml")
-    planner.pipeline.plan_snapshot = plan_snapshot
+    planner.cycle.plan_snapshot = plan_snapshot
     from planner.cli import main
     main(sys.argv[1:])
 """)

@@ -8,8 +8,8 @@ undoes at once; carried on by Kueue's cycle it becomes a plan Kueue leaves as it
 from builders import GPU, ago, cohort, cq, flavor, job, lq, node, running_job, snapshot
 from models import Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, WorkloadState
 from planner.continuation import after, continued, justified
-from planner.formulate import Preemption
-from planner.semantics import QuotaTree
+from planner.kueue.victims import PreemptionRules
+from planner.kueue.semantics import QuotaTree
 from planner.verify import verify
 from planner.verify_stable import stability_violations
 
@@ -41,8 +41,8 @@ def admit(ns: str, name: str, cluster_queue: str, host: str) -> Admission:
     return Admission(ref(ns, name), cluster_queue, (psa,))
 
 
-def rules(snap) -> Preemption:
-    return Preemption(snap, QuotaTree(snap))
+def rules(snap) -> PreemptionRules:
+    return PreemptionRules(snap, QuotaTree(snap))
 
 
 def test_after_runs_what_a_plan_admits_and_drops_what_it_evicts():

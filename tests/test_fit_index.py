@@ -4,7 +4,7 @@ import random
 
 import numpy as np
 
-from planner.placement import FitIndex, _fullest_fitting_node
+from planner.kueue.placement import FitIndex, fullest_fitting_node
 
 
 def test_fit_index_matches_the_full_pass_through_random_updates() -> None:
@@ -17,7 +17,7 @@ def test_fit_index_matches_the_full_pass_through_random_updates() -> None:
         for step in range(200):
             if rng.random() < 0.5:
                 want = rng.randint(1, 7)
-                assert index.fullest_fitting(counts, want) == _fullest_fitting_node(counts, want), (trial, step)
+                assert index.fullest_fitting(counts, want) == fullest_fitting_node(counts, want), (trial, step)
             else:  # some leaves change, one maybe listed twice with the same change
                 leaves = np.array([rng.randrange(n) for _ in range(rng.randint(1, 4))], dtype=np.int64)
                 leaves = np.concatenate([leaves, leaves[:1]])

@@ -1,4 +1,4 @@
-"""The snapshot generator (planner/generate.py) and `stowplan generate`.
+"""The snapshot generator (planner/tools/generate.py) and `stowplan generate`.
 
 Determinism, that the reader takes its output with no problems, that counts and
 shapes follow the spec, the Philly size mix, that running work respects node
@@ -22,9 +22,9 @@ import yaml
 from click.testing import CliRunner
 
 from models import Decisions, SliceLayer, TopologyRequest, WorkloadState
-from planner import generate as g
+from planner.tools import generate as g
 from planner.cli import cli
-from planner.pipeline import plan_snapshot
+from planner.cycle import plan_snapshot
 from planner.snapshot import build_snapshot, read_snapshot
 from planner.snapshot.quantity import parse_quantity
 from planner.verify import verify
@@ -81,7 +81,7 @@ def test_reads_with_no_problems(snapshots, name):
     assert snapshot.problems == (), [str(p) for p in snapshot.problems[:5]]
     assert all(w.blocked_reason is None for w in snapshot.workloads)
     assert all(cq.active for cq in snapshot.cluster_queues.values())
-    assert snapshot.now == g._parse_time(g.GeneratorSpec().now)
+    assert snapshot.now == g.parse_time(g.GeneratorSpec().now)
     assert snapshot.ignored_kinds == {}
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.pipeline import plan_snapshot
-from planner.render import plan_to_dict, to_yaml
+from planner.cycle import plan_snapshot
+from planner.output import plan_to_dict, to_yaml
 from planner.snapshot import read_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -103,7 +103,7 @@ def golden_path(path: Path) -> Path:
 @pytest.mark.parametrize("path", TOPOLOGY, ids=lambda p: p.stem)
 def test_topology_fixture_matches_its_golden_volumes_and_beats_greedy(path):
     from models import Decisions
-    from planner import score
+    from planner import tiers
     from planner.verify import verify
 
     snapshot = read_snapshot([str(path)])
@@ -131,7 +131,7 @@ def test_topology_fixture_matches_its_golden_volumes_and_beats_greedy(path):
     assert verify(snapshot, milp) == []          # the stability rule included
     greedy_plan = plan_snapshot(snapshot, solver="greedy")
     greedy = Decisions(greedy_plan.admissions, greedy_plan.evictions)
-    assert score.compare(score.tier_volumes(snapshot, milp), score.tier_volumes(snapshot, greedy)) >= 0
+    assert tiers.compare(tiers.tier_volumes(snapshot, milp), tiers.tier_volumes(snapshot, greedy)) >= 0
 
 
 def test_greedy_floor_never_serves_a_priority_less_than_greedy():
@@ -140,16 +140,16 @@ def test_greedy_floor_never_serves_a_priority_less_than_greedy():
     GPUs from the priority-0 elastic job to give 6 more to priority 100)."""
     from dataclasses import replace as with_
     from models import Decisions
-    from planner import score
+    from planner import tiers
 
     snapshot = read_snapshot([str(FIXTURES / "hierarchical-cohorts.yaml")])
     floored = with_(snapshot, policy=with_(snapshot.policy, greedy_floor=True))
     greedy = plan_snapshot(floored, solver="greedy")
     plan = plan_snapshot(floored)
-    mine = score.tier_volumes(floored, Decisions(plan.admissions, plan.evictions))
-    theirs = score.tier_volumes(floored, Decisions(greedy.admissions, greedy.evictions))
+    mine = tiers.tier_volumes(floored, Decisions(plan.admissions, plan.evictions))
+    theirs = tiers.tier_volumes(floored, Decisions(greedy.admissions, greedy.evictions))
     assert all(mine.get(t, 0) >= v for t, v in theirs.items()), (mine, theirs)
-    lexicographic = score.tier_volumes(snapshot, Decisions(*(lambda p: (p.admissions, p.evictions))(plan_snapshot(snapshot))))
+    lexicographic = tiers.tier_volumes(snapshot, Decisions(*(lambda p: (p.admissions, p.evictions))(plan_snapshot(snapshot))))
     assert lexicographic[100] > theirs[100] and lexicographic[0] < theirs[0]   # the trade the floor forbids
     every_pod_has_a_node = all(len(values) == 1 and values[0] for a in plan.admissions
                                for ps in a.pod_sets for values, _ in ps.domains)

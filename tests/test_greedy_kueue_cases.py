@@ -1,4 +1,4 @@
-"""Kueue v0.17.0's own test cases, asked of greedy (planner.greedy, planner.kueue_rules).
+"""Kueue v0.17.0's own test cases, asked of greedy (planner.greedy, planner.kueue.assigner).
 
 Each case restates a case of Kueue's unit tests (named in its comment: the file
 under pkg/scheduler and the case's name) with Stowplan's builders, and asserts what

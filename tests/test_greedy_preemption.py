@@ -274,8 +274,8 @@ def test_random_running_work_respects_every_quota_level() -> None:
     one workload at a time through the quota tree's available() never runs short
     (seed 67 once put 6 l4 GPUs in a cohort with quota 5)."""
     from randomgen import random_snapshot
-    from planner.capacity import quota_usage_of
-    from planner.semantics import QuotaTree
+    from planner.kueue.capacity import quota_usage_of
+    from planner.kueue.semantics import QuotaTree
 
     for seed in list(range(120)) + [67]:
         for with_topology in (False, True):

@@ -15,7 +15,7 @@ import pytest
 
 from builders import cohort, cq, flavor, job, node, running_job, snapshot
 from randomgen import random_snapshot
-from planner.generate import generate, preset, to_json
+from planner.tools.generate import generate, preset, to_json
 from planner.greedy import KueueCycles, greedy
 from planner.snapshot import read_snapshot
 from planner.verify import verify

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from models import WorkloadState
-from planner.capacity import free_capacity
-from planner.greedy import ClusterState
-from planner.semantics import borrowing_queues
+from planner.kueue.capacity import free_capacity
+from planner.kueue.state import ClusterState
+from planner.kueue.semantics import borrowing_queues
 from planner.snapshot import read_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -47,7 +47,7 @@ def test_borrowing_follows_every_charge(path: Path) -> None:
 def test_minimal_victims_out_of_time_gives_up_with_the_state_as_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """Wherever the deadline falls (galloping, bisection, putting victims back), the
     search either finishes with Kueue's answer or returns None with nothing released."""
-    import planner.greedy as greedy_module
+    import planner.kueue.victims as victims_module
 
     snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
     running = sorted((w for w in snapshot.workloads if w.state is WorkloadState.RUNNING and w.cluster_queue),
@@ -60,13 +60,13 @@ def test_minimal_victims_out_of_time_gives_up_with_the_state_as_found(monkeypatc
 
     def search(deadline: float) -> tuple[list[int] | None, ClusterState]:
         state = ClusterState(snapshot)
-        return greedy_module.minimal_victims(state, running, lambda: bool((state.free >= want).all()),
+        return victims_module.minimal_victims(state, running, lambda: bool((state.free >= want).all()),
                                              deadline), state
 
     full, _ = search(float("inf"))
     assert full is not None and 16 in full
     clock = iter(range(10_000))
-    monkeypatch.setattr(greedy_module.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(victims_module.time, "monotonic", lambda: float(next(clock)))
     outcomes = set()
     for ticks in range(0, 40):
         clock = iter(range(10_000))
@@ -118,7 +118,7 @@ def test_minimal_victims_is_kueues_one_at_a_time_answer(seed: int) -> None:
     one-at-a-time search gives, left released the same way, with fewer fit tests."""
     import random
 
-    from planner.greedy import minimal_victims
+    from planner.kueue.victims import minimal_victims
 
     rng = random.Random(seed)
     snapshot, candidates, want = search_case(rng)
@@ -149,7 +149,7 @@ def test_minimal_victims_told_of_a_misfit_spares_that_fit_test(seed: int) -> Non
     the state left are the same, with one fit test fewer; with no candidates, none."""
     import random
 
-    from planner.greedy import minimal_victims
+    from planner.kueue.victims import minimal_victims
 
     snapshot, candidates, want = search_case(random.Random(seed))
     answers, tests, frees = [], [], []

@@ -1,5 +1,5 @@
 """HiGHS prints a "Running HiGHS ... Copyright" banner from the constructor of a
-process's first instance, before any option can be set (issue 23): planner.highs
+process's first instance, before any option can be set (issue 23): planner.milp.highs
 makes every instance, silently unless asked."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 FIRST_INSTANCE = """
 import sys
-import planner.highs as highs
+import planner.milp.highs as highs
 highs.log_to_console = sys.argv[1] == "loud"
 h = highs.new_highs()
 h.run()                      # an empty model: no log either

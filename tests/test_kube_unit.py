@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from planner.cluster.cycle import load_plan
+from planner.cluster.planfile import load_plan
 from planner.cluster.kube import ApiStatus, ClusterError, Kube, scrub, url_without_userinfo
 from planner.cluster.reader import pruned
 from planner.errors import InputError

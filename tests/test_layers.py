@@ -1,75 +1,228 @@
-"""The core does no I/O: models/ is stdlib only and the planning core never imports
-the Kubernetes client, click, yaml, or anything that reads files or the network."""
+"""The layers, as an allow-list every module of planner/ and models/ belongs to.
+
+Each module is assigned to one layer (a module no layer claims fails the test, so a
+new module has to say where it stands). A layer may import the layers it lists and
+nothing else of Stowplan; the deciding layers never import click, yaml, the Kubernetes
+client or anything that reads files or the network. The guard is proven below: a
+forbidden import planted in a temporary copy of the tree makes it fail.
+
+    models      the vocabulary: stdlib only, nothing of planner
+    base        errors, terminal-safe text and the cycle's time budget
+    snapshot    reading: Kubernetes objects (files) -> models.Snapshot
+    kueue       Kueue's rules and the cluster state every decider shares (greedy,
+                the MILP and the explainer all import it; it imports none of them)
+    greedy      Kueue's cycle replayed (the baseline and the MIP start)
+    milp        formulation, arrays, solvers, decoding
+    verify      the independent check: models only, never the code that makes plans
+    describe    explain and metrics: why a workload waits, the plan's numbers
+    cycle       one planning cycle, in order: greedy -> MILP -> verify -> Plan
+    output      Plan -> yaml, json, a table
+    cluster     the live cluster: read, lease, apply, the plan file
+    cli         the click commands
+    tools       generate and bench: beside the product, not in its path
+"""
+
+from __future__ import annotations
 
 import ast
+import re
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CORE = ["semantics", "capacity", "topology", "formulate", "model_arrays", "solve", "decode",
-        "warmstart", "score", "greedy", "kueue_rules", "placement", "explain", "verify", "verify_stable",
-        "metrics", "assemble", "cycle", "budget", "guarantee", "rins", "pipeline", "errors",
-        "milp/model", "milp/pools", "milp/start", "milp/decode", "milp/stages"]
-FORBIDDEN_IN_CORE = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib",
-                     "requests", "http", "pathlib", "shutil", "tempfile", "planner.snapshot",
-                     "planner.cli", "planner.render", "planner.apply"}
+
+# Layer -> the modules it holds: a module name, or a package ending in ".*".
+LAYERS: dict[str, tuple[str, ...]] = {
+    "models": ("models", "models.*"),
+    "base": ("planner", "planner.errors", "planner.terminal", "planner.budget"),
+    "snapshot": ("planner.snapshot", "planner.snapshot.*"),
+    "kueue": ("planner.kueue", "planner.kueue.*"),
+    "greedy": ("planner.greedy",),
+    "milp": ("planner.milp", "planner.milp.*"),
+    "verify": ("planner.verify", "planner.verify_stable"),
+    "describe": ("planner.explain", "planner.metrics"),
+    "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause"),
+    "output": ("planner.output",),
+    "cluster": ("planner.cluster", "planner.cluster.*"),
+    "cli": ("planner.cli",),
+    "tools": ("planner.tools", "planner.tools.*"),
+}
+
+# Layer -> the layers it may import (itself always).
+ALLOWED: dict[str, set[str]] = {
+    "models": set(),
+    "base": {"models"},
+    "snapshot": {"models", "base"},
+    "kueue": {"models", "base"},
+    "greedy": {"models", "base", "kueue"},
+    "milp": {"models", "base", "kueue"},
+    "verify": {"models"},
+    "describe": {"models", "base", "kueue"},
+    "cycle": {"models", "base", "kueue", "greedy", "milp", "verify", "describe"},
+    "output": {"models", "base"},
+    "cluster": {"models", "base", "snapshot", "cycle", "output"},
+    "cli": {"models", "base", "snapshot", "milp", "cycle", "output", "cluster", "tools"},
+    "tools": {"models", "base", "snapshot", "kueue", "greedy", "milp", "verify", "describe", "cycle", "output"},
+}
+
+# What decides never touches the outside world: these layers import none of this.
+DECIDING = {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle"}
+NO_IO = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib", "requests", "http",
+         "pathlib", "shutil", "tempfile"}
+TOOLS_USERS = {"planner.tools.peer_bench"}   # reaches the Kueue peer harness in tools/, lazily, from a checkout
 
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str | None:
+    """The layer holding `module`; the most specific pattern wins."""
+    best: tuple[int, str] | None = None
+    for layer, patterns in LAYERS.items():
+        for pattern in patterns:
+            if pattern.endswith(".*"):
+                hit = module.startswith(pattern[:-1])
+            else:
+                hit = module == pattern
+            if hit and (best is None or len(pattern) > best[0]):
+                best = (len(pattern), layer)
+    return best[1] if best else None
+
+
+def imports_of(path: Path, root: Path) -> set[str]:
+    """Absolute names of everything `path` imports; `from pkg import mod` counts as pkg.mod."""
+    module = module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names.add(base)
+            for alias in node.names:
+                sub = root.joinpath(*f"{base}.{alias.name}".split("."))
+                if sub.with_suffix(".py").exists() or (sub / "__init__.py").exists():
+                    names.add(f"{base}.{alias.name}")
     return names
 
 
-def test_models_use_only_the_standard_library():
-    for path in sorted((ROOT / "models").glob("*.py")):
-        for name in imported_modules(path):
+def sources(root: Path) -> list[Path]:
+    return sorted(p for top in ("models", "planner") for p in (root / top).rglob("*.py"))
+
+
+def problems(root: Path) -> list[str]:
+    """Every broken layer rule in the tree at `root`; empty when the layers hold."""
+    out: list[str] = []
+    for path in sources(root):
+        module = module_name(path, root)
+        layer = layer_of(module)
+        if layer is None:
+            out.append(f"{module}: belongs to no layer (add it to LAYERS in tests/test_layers.py)")
+            continue
+        for name in sorted(imports_of(path, root)):
             top = name.split(".")[0]
-            assert top == "models" or top in sys.stdlib_module_names, f"{path.name} imports {name}"
+            if top in ("models", "planner"):
+                target = layer_of(name)
+                if target is None or (target != layer and target not in ALLOWED[layer]):
+                    out.append(f"{module} ({layer}) imports {name} ({target})")
+            elif top == "tools":
+                if module not in TOOLS_USERS:
+                    out.append(f"{module} ({layer}) imports {name}: only {sorted(TOOLS_USERS)} reach tools/")
+            elif layer == "models" and top not in sys.stdlib_module_names and top != "__future__":
+                out.append(f"{module} (models) imports {name}: models use the standard library only")
+            elif layer in DECIDING and top in NO_IO:
+                out.append(f"{module} ({layer}) imports {name}: deciding code does no I/O")
+        if layer in DECIDING and re.search(r"(?<![\w.])open\(", path.read_text()):
+            out.append(f"{module} ({layer}) opens files")
+    return out
 
 
-@pytest.mark.parametrize("module", CORE)
-def test_core_module_does_no_io(module):
-    path = ROOT / "planner" / f"{module}.py"
-    if not path.exists():
-        pytest.fail(f"core module planner/{module}.py is missing")
-    for name in imported_modules(path):
-        assert not any(name == f or name.startswith(f + ".") for f in FORBIDDEN_IN_CORE), \
-            f"planner/{module}.py imports {name}"
-        assert "open(" not in path.read_text().replace("_open(", ""), f"planner/{module}.py opens files"
+def test_every_module_keeps_to_its_layer() -> None:
+    found = problems(ROOT)
+    assert not found, "layer rules broken:\n" + "\n".join(found)
 
 
-def test_models_never_import_planner():
-    for path in sorted((ROOT / "models").glob("*.py")):
-        assert not any(n.startswith("planner") for n in imported_modules(path)), path.name
+def test_every_layer_is_named_and_allowed() -> None:
+    assert set(ALLOWED) == set(LAYERS)
+    assert all(allowed <= set(LAYERS) for allowed in ALLOWED.values())
+    used = {layer_of(module_name(p, ROOT)) for p in sources(ROOT)}
+    assert used == set(LAYERS), f"layers holding no module: {set(LAYERS) - used}"
 
 
-# tools/ (the Kueue peer harness) sits beside the planner, in a checkout only: the
-# planner reaches for it from one edge, lazily (`stowplan bench --peer kueue`).
-TOOLS_USERS = {"peer_bench.py"}
+def test_the_verifier_never_imports_the_code_that_makes_plans() -> None:
+    assert ALLOWED["verify"] == {"models"}
+
+
+def test_models_import_nothing_of_planner() -> None:
+    assert ALLOWED["models"] == set()
+
+
+def test_deciding_code_never_imports_the_edges() -> None:
+    for layer in DECIDING:
+        assert not ALLOWED[layer] & {"snapshot", "output", "cluster", "cli", "tools"}, layer
+
+
+# ---------------------------------------------------------------- the guard, seen failing
+
+def _copy_tree(tmp_path: Path) -> Path:
+    for top in ("models", "planner"):
+        shutil.copytree(ROOT / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+FORMULATION = "planner/milp/formulate.py"
+
+
+def test_a_planted_import_of_the_cluster_fails_the_guard(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    assert problems(root) == []
+    target = root / FORMULATION
+    target.write_text(target.read_text() + "\nfrom planner.cluster.apply import Applier\n")
+    found = problems(root)
+    assert any("imports planner.cluster.apply" in p for p in found), found
+
+
+@pytest.mark.parametrize("planted", ["import yaml", "import click", "from kubernetes import client",
+                                     "from planner import cli", "from planner.greedy import greedy"])
+def test_planted_imports_into_the_verifier_fail_the_guard(tmp_path: Path, planted: str) -> None:
+    root = _copy_tree(tmp_path)
+    target = root / "planner" / "verify.py"
+    target.write_text(target.read_text() + f"\n{planted}\n")
+    assert problems(root), planted
+
+
+def test_a_module_of_no_layer_fails_the_guard(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    (root / "planner" / "newcomer.py").write_text('"""Nobody placed me."""\n')
+    assert any("planner.newcomer: belongs to no layer" in p for p in problems(root))
+
+
+def test_models_importing_planner_fails_the_guard(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    target = root / "models" / "plan.py"
+    target.write_text(target.read_text() + "\nfrom planner import semantics\n")
+    assert problems(root)
+
+
+# tools/ (the Kueue peer harness) sits beside the planner, in a checkout only.
 PURE_TOOLS = ["compare"]   # tools/peer modules that only compute
 
 
-def test_only_the_peer_bench_imports_tools():
-    for path in sorted((ROOT / "planner").rglob("*.py")):
-        if path.name in TOOLS_USERS:
-            continue
-        names = imported_modules(path)
-        assert not any(n == "tools" or n.startswith("tools.") for n in names), f"{path.name} imports tools"
-
-
 @pytest.mark.parametrize("module", PURE_TOOLS)
-def test_peer_comparison_does_no_io(module):
+def test_peer_comparison_does_no_io(module: str) -> None:
     path = ROOT / "tools" / "peer" / f"{module}.py"
-    for name in imported_modules(path):
-        assert not any(name == f or name.startswith(f + ".") for f in FORBIDDEN_IN_CORE), \
-            f"tools/peer/{module}.py imports {name}"
+    for name in imports_of(path, ROOT):
+        assert name.split(".")[0] not in NO_IO, f"tools/peer/{module}.py imports {name}"
         assert not name.startswith("tools.peer.") or name.split(".")[-1] in PURE_TOOLS, \
             f"tools/peer/{module}.py imports {name}"

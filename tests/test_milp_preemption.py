@@ -7,7 +7,7 @@ from builders import (
     GPU, NOW, ago, cohort, cq, flavor, job, lq, node, required, running_job, snapshot, topology,
 )
 from models import Decisions, Policy, WorkloadState
-from planner.pipeline import plan_snapshot
+from planner.cycle import plan_snapshot
 from planner.verify import verify
 
 RACK = "cloud.provider.com/topology-rack"

@@ -2,7 +2,7 @@
 
 from builders import GPU, cq, flavor, job, lq, node, pod_set, preferred, required, sliced, snapshot, topology, workload
 from models import Decisions
-from planner.pipeline import plan_snapshot
+from planner.cycle import plan_snapshot
 from planner.verify import verify
 
 DC = "example.com/datacenter"

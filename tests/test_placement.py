@@ -1,4 +1,4 @@
-"""Kueue's TAS placement (planner.placement), case by case against what Kueue does."""
+"""Kueue's TAS placement (planner.kueue.placement), case by case against what Kueue does."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from models import Resources, SliceLayer, TopologyRequest
-from planner.placement import DomainTree, leaf_counts, place, place_counts
+from planner.kueue.placement import DomainTree, leaf_counts, place, place_counts
 
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"

@@ -6,9 +6,9 @@ the model allows greedy's plan (a plan Kueue's reclaim would undo is no yardstic
 import pytest
 
 from randomgen import random_snapshot
-from planner import score
+from planner import tiers
 from planner.greedy import greedy
-from planner.pipeline import plan_snapshot
+from planner.cycle import plan_snapshot
 from planner.milp.model import formulate
 from planner.milp.start import start_from
 from planner.verify import verify
@@ -28,7 +28,7 @@ def check(snap):
     baseline = greedy(snap).decisions
     assert verify(snap, baseline) == []
     if start_from(formulate(snap), baseline) is not None:
-        assert score.compare(score.tier_volumes(snap, milp), score.tier_volumes(snap, baseline)) >= 0
+        assert tiers.compare(tiers.tier_volumes(snap, milp), tiers.tier_volumes(snap, baseline)) >= 0
     assert plan.solver.status in ("optimal", "feasible", "fallback")
     return plan
 
@@ -54,7 +54,7 @@ def test_the_milp_strictly_beats_greedy_somewhere():
     for seed in range(60):
         snap = random_snapshot(seed)
         plan = plan_snapshot(snap, time_limit=10)
-        if score.compare(score.tier_volumes(snap, decisions_of(plan)),
-                         score.tier_volumes(snap, greedy(snap).decisions)) > 0:
+        if tiers.compare(tiers.tier_volumes(snap, decisions_of(plan)),
+                         tiers.tier_volumes(snap, greedy(snap).decisions)) > 0:
             better += 1
     assert better > 0

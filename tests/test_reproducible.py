@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from planner.generate import generate, preset, to_json
+from planner.tools.generate import generate, preset, to_json
 
 REPO = Path(__file__).resolve().parent.parent
 # Every fixture whose stages this machine proves well inside the limit (four-level's

@@ -7,7 +7,7 @@ import json
 
 from models import ObjectRef, PendingEntry, Plan, SolverReport
 from planner.errors import VerificationError
-from planner.render import render
+from planner.output import render
 from planner.terminal import printable, printable_lines
 
 EVIL = "a\x1b]0;title\x07b\x1b[2J\nc\r\td\x7f\x9b\u202ee"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from builders import assignment, cq, job, node, pod_set, snapshot, workload
-from planner.semantics import assigned_volume, pod_volume
+from planner.kueue.semantics import assigned_volume, pod_volume
 
 
 def test_a_gpu_workloads_cpu_only_launcher_adds_no_volume():

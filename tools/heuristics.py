@@ -28,7 +28,7 @@ SETTINGS = {
 
 def one(path: str, setting: str, time_limit: float | None) -> dict[str, object]:
     """Plan `path` in this process with `setting`; the numbers the table shows."""
-    from planner import score
+    from planner import tiers
     from planner.cycle import Heuristics, run_cycle
     from planner.snapshot import read_snapshot
     from models import Decisions
@@ -37,7 +37,7 @@ def one(path: str, setting: str, time_limit: float | None) -> dict[str, object]:
     if time_limit is not None:
         snapshot = replace(snapshot, policy=replace(snapshot.policy, time_limit_seconds=time_limit))
     plan = run_cycle(snapshot, "milp", heuristics=Heuristics(**SETTINGS[setting]))
-    volumes = score.tier_volumes(snapshot, Decisions(admissions=plan.admissions, evictions=plan.evictions))
+    volumes = tiers.tier_volumes(snapshot, Decisions(admissions=plan.admissions, evictions=plan.evictions))
     solver = plan.solver
     return {"status": solver.status, "volumes": {str(k): v for k, v in sorted(volumes.items(), reverse=True)},
             "objective": solver.objective, "bound": solver.bound, "evicted": len(plan.evictions),

@@ -89,7 +89,7 @@ def workload_path(ref: ObjectRef) -> str:
 
 def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
     """The stowplan.io/assignment annotation: the plan's podSets entries, exactly."""
-    from planner.render import pod_set_assignment_to_dict
+    from planner.output import pod_set_assignment_to_dict
 
     return json.dumps([pod_set_assignment_to_dict(ps) for ps in pod_sets], separators=(",", ":"))
 
@@ -102,7 +102,7 @@ def fingerprint(obj: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
 
 
-def _same_assignment(a: str | None, b: str) -> bool:
+def same_assignment(a: str | None, b: str) -> bool:
     if a is None:
         return False
     try:
@@ -118,7 +118,7 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
     return metadata["annotations"]  # type: ignore[no-any-return]
 
 
-def _suspended(obj: dict[str, Any]) -> bool:
+def is_suspended(obj: dict[str, Any]) -> bool:
     return bool((obj.get("spec") or {}).get("suspend", True))
 
 
@@ -286,8 +286,8 @@ class Applier:
             if obj is None:
                 return False
             annotations = _annotations(obj)
-            if not _suspended(obj):
-                if _same_assignment(annotations.get(ASSIGNMENT), wanted):
+            if not is_suspended(obj):
+                if same_assignment(annotations.get(ASSIGNMENT), wanted):
                     self.report.unchanged.append(ref)
                     self.assignments[ref] = list(admission.pod_sets)
                     return True   # its pods may still need releasing
@@ -336,7 +336,7 @@ class Applier:
             if obj is None:
                 return
             annotations = _annotations(obj)
-            if _suspended(obj) and ASSIGNMENT not in annotations:
+            if is_suspended(obj) and ASSIGNMENT not in annotations:
                 self.report.unchanged.append(ref)
                 return
             if self._changed(ref, obj):
@@ -496,7 +496,7 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
     wanted = gated_owners(document) if only_gated else None
     for obj in document.get("items") or ():
         kind = obj.get("kind")
-        if kind not in API_VERSIONS or _suspended(obj):
+        if kind not in API_VERSIONS or is_suspended(obj):
             continue
         meta = obj.get("metadata") or {}
         text = (meta.get("annotations") or {}).get(ASSIGNMENT)

@@ -1,29 +1,25 @@
 """One live cycle, as the CLI and the CronJob run it: read -> plan -> (check) -> lease -> apply.
 
-Also the saved-plan round trip: `plan --out` writes the plan with, under
-`snapshot.resourceVersions`, the resourceVersion of every object it would write;
-`apply --plan` applies such a file only if none of them changed since (an object
-already in the state the plan wants counts as unchanged, so re-applying a plan
-is a no-op, not an error).
+`apply --plan` applies a saved plan (planner.cluster.planfile) only if none of the
+objects it writes changed since it was made (an object already in the state the plan
+wants counts as unchanged, so re-applying a plan is a no-op, not an error).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-import yaml  # type: ignore[import-untyped, unused-ignore]
-
-from models import Admission, Eviction, ObjectRef, Plan, SolverReport
+from models import ObjectRef, Plan
 from planner.cluster.apply import (
-    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, _same_assignment, _suspended, assignment_json, fingerprint,
-    parse_pod_sets, running_assignments,
+    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
+    running_assignments,
 )
 from planner.cluster.kube import Kube
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
+from planner.cluster.planfile import load_plan_with_fingerprints, touched
 from planner.cluster.reader import LiveSnapshot, read_cluster
-from planner.errors import InputError, StalePlanError
+from planner.errors import StalePlanError
 
 Say = Callable[[str], None]
 
@@ -32,7 +28,7 @@ def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str 
               solver: str = "milp", time_limit: float | None = None, gap: float | None = None,
               say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
     """Read the cluster and plan it (pure planning after the read)."""
-    from planner.pipeline import plan_snapshot
+    from planner.cycle import plan_snapshot
 
     live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
     snap = live.snapshot
@@ -40,10 +36,6 @@ def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str 
         f"in {live.seconds:.2f}s; planning")
     plan = plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
     return live, plan
-
-
-def touched(plan: Plan) -> list[ObjectRef]:
-    return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions})
 
 
 def resource_versions(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
@@ -62,88 +54,6 @@ def fingerprints(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
     """What planning read of every object the plan writes (see apply.fingerprint)."""
     raw = raw_workloads(live)
     return {ref: fingerprint(raw[ref]) for ref in touched(plan) if ref in raw}
-
-
-def ref_key(ref: ObjectRef) -> str:
-    return f"{ref.kind}/{ref.namespace}/{ref.name}"
-
-
-def plan_document(plan: Plan, versions: Mapping[ObjectRef, str],
-                  prints: Mapping[ObjectRef, str] | None = None) -> dict[str, Any]:
-    from planner.render import plan_to_dict
-
-    data = plan_to_dict(plan)
-    data["snapshot"]["resourceVersions"] = {ref_key(ref): versions[ref] for ref in sorted(versions)}
-    if prints:
-        data["snapshot"]["fingerprints"] = {ref_key(ref): prints[ref] for ref in sorted(prints)}
-    return data
-
-
-def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
-                 prints: Mapping[ObjectRef, str] | None = None) -> str:
-    """The plan file `plan --out` writes (yaml or json), with the resourceVersions (and fingerprints)."""
-    data = plan_document(plan, versions, prints)
-    if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    from planner import render
-
-    return str(yaml.dump(render._flowed(data), Dumper=render._PlanDumper, sort_keys=False,
-                         default_flow_style=False, allow_unicode=True, width=4096, indent=2))
-
-
-def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
-    plan, versions, _ = load_plan_with_fingerprints(path)
-    return plan, versions
-
-
-def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], dict[ObjectRef, str]]:
-    """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need."""
-    from planner.snapshot import loader
-
-    # read as snapshots are: a regular file of bounded size, aliases bounded
-    documents = list(loader.decode(path, loader.read_bytes(path)))
-    data = documents[0] if len(documents) == 1 else None
-    if not isinstance(data, dict) or data.get("kind") != "Plan":
-        raise InputError("not a Stowplan plan (kind: Plan)", file=path, field="kind")
-    snapshot_part = data.get("snapshot") or {}
-    if not isinstance(snapshot_part, dict):
-        raise InputError("malformed plan: must be a mapping", file=path, field="snapshot")
-    raw_versions = snapshot_part.get("resourceVersions")
-    if not isinstance(raw_versions, dict):
-        raise InputError("has no snapshot.resourceVersions: save plans to apply with `stowplan plan --out FILE`",
-                         file=path, field="snapshot.resourceVersions")
-    try:
-        versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
-        raw_prints = (data.get("snapshot") or {}).get("fingerprints") or {}
-        prints = {_ref_of(key): str(value) for key, value in raw_prints.items()}
-        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
-                           for a in data.get("admissions") or ())
-        evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
-                                   float(e.get("cost") or 0.0)) for e in data.get("evictions") or ())
-        snapshot = data.get("snapshot") or {}
-        solver = data.get("solver") or {}
-        plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")),
-                    int(snapshot.get("objects") or 0),
-                    SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
-                                 float(solver.get("objective") or 0), float(solver.get("bound") or 0),
-                                 float(solver.get("gap") or 0)),
-                    admissions, evictions)
-    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
-        raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
-    missing = [str(ref) for ref in touched(plan) if ref not in versions]
-    if missing:
-        raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,
-                         field="snapshot.resourceVersions")
-    return plan, versions, prints
-
-
-def _ref(d: Mapping[str, Any]) -> ObjectRef:
-    return ObjectRef(str(d["kind"]), str(d.get("namespace") or ""), str(d["name"]))
-
-
-def _ref_of(key: str) -> ObjectRef:
-    kind, namespace, name = key.split("/", 2)
-    return ObjectRef(kind, namespace, name)
 
 
 def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnapshot,
@@ -166,9 +76,9 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
         if now == versions.get(ref) or (prints.get(ref) and prints.get(ref) == fingerprint(obj)):
             continue
         annotation = (obj.get("metadata", {}).get("annotations") or {}).get(ASSIGNMENT)
-        if ref in wanted and not _suspended(obj) and _same_assignment(annotation, wanted[ref]):
+        if ref in wanted and not is_suspended(obj) and same_assignment(annotation, wanted[ref]):
             continue   # already admitted as planned
-        if ref in evicted and _suspended(obj) and annotation is None:
+        if ref in evicted and is_suspended(obj) and annotation is None:
             continue   # already evicted
         out.append(f"{ref} changed (resourceVersion {versions.get(ref)} -> {now})")
     return out

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models import HOSTNAME_LABEL, Admission, Decisions, PodSetAssignment
-from planner.decode import DecodeError, count, decode_evictions, member_demands
+from planner.milp.solution import DecodeError, count, decode_evictions, member_demands
 from planner.milp.model import Formulation
 from planner.milp.pools import Item, place
 

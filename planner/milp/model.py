@@ -1,6 +1,6 @@
 """Snapshot -> one MILP whose size follows the decisions, not the nodes.
 
-Columns beyond planner.formulate's (classes a, options u, elastic counts c, victims e,
+Columns beyond planner.milp.formulate's (classes a, options u, elastic counts c, victims e,
 preemptor classes g, quota b, the guarantee's psi/sigma/kappa/B):
 
   X[d,D]     members of demand class d placed in domain D of its required level
@@ -36,15 +36,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from models import HOSTNAME_LABEL, PodSet, Snapshot, Workload
-from planner import capacity, guarantee, semantics, topology
-from planner.formulate import (
-    Choice, Demand, Formulation as BaseFormulation, Path, RoomTable, Shape, ShapeKey, add_container, add_objectives,
+from planner.kueue import capacity, semantics, topology
+from planner.milp import guarantee
+from planner.milp.formulate import (
+    OptionColumns, Demand, Formulation as BaseFormulation, Path, RoomTable, Shape, ShapeKey, add_container, add_objectives,
     add_preemption_rows, add_quota_rows, add_required_domains, add_victims, candidates,
     FREE_WEIGHT, domain_room, domains_at, domains_within, free_volume, resource_units, workload_classes,
 )
 from planner.milp.pools import Pools, ShapeView, Victim
-from planner.model_arrays import INF, ModelArrays
-from planner.semantics import FlavorOption, QuotaTree
+from planner.milp.arrays import INF, ModelArrays
+from planner.kueue.semantics import FlavorOption, QuotaTree
 
 MAX_COMBINATIONS = 16    # flavor combinations per pod-set group
 
@@ -249,7 +250,7 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
         arrays.add_row(f"max[{tag}]", [(count, 1.0), (use, -float(pod_set.count))], -INF, 0.0)
         pods = [(count, 1.0)]
     mode = "root" if level is None else request.mode or "root"
-    choice = Choice(w, p, option, shape_id, use, pods, mode, level, slice_layers=list(layers),
+    choice = OptionColumns(w, p, option, shape_id, use, pods, mode, level, slice_layers=list(layers),
                     slice_cols=[{} for _ in layers])
     index = len(model.choices)
     model.choices.append(choice)
@@ -278,7 +279,7 @@ def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: Flav
 PREFERRED_DOMAINS = 8   # domains a preferred pod set may gather in, beside anywhere (tie-breakers)
 
 
-def add_preferred(model: Formulation, choice: Choice, pod_set: PodSet, tag: str) -> None:
+def add_preferred(model: Formulation, choice: OptionColumns, pod_set: PodSet, tag: str) -> None:
     """A preferred pod set in the tie-breakers' model: pods per domain n (and z: the domain
     is used) for the PREFERRED_DOMAINS domains of its level with the most room, and the
     rest anywhere (n and z at the root, `overflow`): the pod set is placed whatever

@@ -40,7 +40,7 @@ from typing import Iterable, Mapping, Sequence
 
 from models import Resources
 from models.resources import is_gpu
-from planner.model_arrays import INF, ModelArrays
+from planner.milp.arrays import INF, ModelArrays
 
 Path = tuple[str, ...]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner import rins
+from planner.milp import neighbourhood
 from planner.budget import Budget
-from planner.model_arrays import INF
-from planner.solve import (
+from planner.milp.arrays import INF
+from planner.milp.solve import (
     HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, stage_bound,
     value_of,
 )
@@ -60,9 +60,9 @@ def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap:
             bound = None
             if incumbent is not None and search:
                 # The LP point first: columns where it and the incumbent agree held, the
-                # rest searched (planner.rins); the LP optimum bounds the stage.
+                # rest searched (planner.milp.neighbourhood); the LP optimum bounds the stage.
                 integer = np.asarray(form.arrays.col_integer, dtype=bool)
-                found = rins.search(backend, incumbent, lambda v: value_of(objective, v), integer,
+                found = neighbourhood.search(backend, incumbent, lambda v: value_of(objective, v), integer,
                                     began + RINS_SHARE * max(MIN_STAGE, deadline - began), gap)
                 incumbent = found.values
                 if found.lp_optimum is not None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from models import Decisions, ObjectRef, PodSetAssignment
 from planner.milp.model import Formulation
-from planner.warmstart import (
+from planner.milp.warmstart import (
     feasible, fill_class_columns, fill_free_domain_columns, fill_guarantee_columns, fill_quota_columns, place,
 )
 

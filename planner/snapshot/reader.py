@@ -157,7 +157,7 @@ def _no_gc() -> Iterator[None]:
     them again and again for nothing (a third of the time at 16k nodes, 5x for YAML).
     What was read lives as long as the snapshot, so it is frozen out of collection
     when reading ends (else the first collection after it scans all of it: 0.2 s at
-    L); a planning cycle unfreezes it when it ends (planner.collector)."""
+    L); a planning cycle unfreezes it when it ends (planner.gc_pause)."""
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -19,7 +19,7 @@ from planner.cli import cli
 from planner.cluster import Kube, apply_live, connect, plan_live
 from planner.cluster.apply import ADMITTED_AT, ASSIGNMENT, EVICTED_AT, EVICTION_REASON, GATE
 from planner.errors import ClusterError, LeaseHeldError
-from planner.render import plan_to_dict
+from planner.output import plan_to_dict
 from test_live_kit import GPU, HOSTNAME, POOL, RACK, Env, per_node, wait_for
 
 
@@ -178,7 +178,7 @@ def test_snapshot_file_plans_like_the_live_cycle(kube, env_factory, control_plan
     for i in range(5):
         env.job(f"j{i}", pods=2, gpus=4, topology=("preferred", RACK))
     from planner.cluster.reader import read_cluster
-    from planner.pipeline import plan_snapshot
+    from planner.cycle import plan_snapshot
     from planner.snapshot import read_snapshot
 
     def snapshot(path):

@@ -28,7 +28,7 @@ from models import ObjectRef
 from peer_kit import (
     GPU, cluster_queue, flavor, job, local_queue, namespace, node, priority_class, snapshot_document, topology,
 )
-from planner.pipeline import plan_snapshot
+from planner.cycle import plan_snapshot
 from planner.snapshot import read_snapshot
 from tools.peer.compare import compare, decisions_of, report_lines
 from tools.peer.harness import PeerOptions, available, run_kueue
@@ -146,7 +146,7 @@ def test_a_lender_reclaims_from_a_borrower_of_higher_priority(manifest, tmp_path
 # ---------------------------------------------------------------- greedy beside Kueue
 
 def generated(tmp_path: Path) -> Path:
-    from planner.generate import generate, preset, to_json
+    from planner.tools.generate import generate, preset, to_json
 
     path = tmp_path / "generated-s128.json"
     path.write_text(to_json(generate(preset("S", fanout=(2, 4, 16), pending=200, running=100))))

@@ -126,7 +126,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
     ports: set[int] = set()
     while len(ports) < n:
         ports.add(_free_port())
@@ -143,7 +143,7 @@ def _port_in_use(port: int) -> bool:
         return False
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40) -> str:
     try:
         data = path.read_bytes()[-64 * 1024 :].decode("utf-8", "replace")
     except OSError as e:
@@ -174,7 +174,7 @@ def _child_setup() -> None:
         _prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
 
 
-class _Proc:
+class Proc:
     """One child process, in its own process group, logging to a file."""
 
     def __init__(self, name: str, argv: list[str], log: Path, env: Mapping[str, str] | None = None):
@@ -212,7 +212,7 @@ class _Proc:
         if self.popen is not None and self.popen.poll() is not None:
             raise ControlPlaneError(
                 f"{self.name} exited with code {self.popen.returncode}; "
-                f"last lines of {self.log}:\n{_tail(self.log)}"
+                f"last lines of {self.log}:\n{log_tail(self.log)}"
             )
 
     def stop(self, timeout: float = 10.0, graceful: bool = True) -> None:
@@ -447,12 +447,12 @@ class ControlPlane:
         self.version = self.manifest.get("K8S_VERSION", "")
         self.token = base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("=")
         (self.etcd_port, self.etcd_peer_port, self.port, self.kcm_port,
-         self.sched_port, self.kwok_port) = _free_ports(6)
+         self.sched_port, self.kwok_port) = free_ports(6)
         self.server = f"https://127.0.0.1:{self.port}"
         self.pki = self.workdir / "pki"
         self.logs = self.workdir / "logs"
         self.kubeconfig = self.workdir / "kubeconfig"
-        self.procs: dict[str, _Proc] = {}
+        self.procs: dict[str, Proc] = {}
         self._cleanup: list[Path] = []
         self._started = False
         self._failed = False
@@ -525,7 +525,7 @@ class ControlPlane:
             state = "running" if p.alive() else (
                 f"exited {p.popen.returncode}" if p.popen else "stopped")
             out.append(f"---- {name} ({state}), last {lines} lines of {p.log}:")
-            out.append(_tail(p.log, lines))
+            out.append(log_tail(p.log, lines))
         return "\n".join(out) + "\n"
 
     # -- files -------------------------------------------------------------
@@ -561,11 +561,11 @@ class ControlPlane:
             )
         return path
 
-    def _spawn(self, name: str, argv: list[str]) -> _Proc:
+    def _spawn(self, name: str, argv: list[str]) -> Proc:
         old = self.procs.get(name)
         if old is not None:
             old.stop()
-        p = _Proc(name, argv, self.logs / f"{name}.log")
+        p = Proc(name, argv, self.logs / f"{name}.log")
         p.start()
         self.procs[name] = p
         return p

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from planner.pipeline import plan_snapshot
+from planner.cycle import plan_snapshot
 from tools.peer.compare import compare, decisions_of, metrics, report_lines
 from tools.peer.harness import PeerOptions, available, run_kueue
 from tools.peer.workloads import as_dict

@@ -341,7 +341,7 @@ class _Run:
 
     def create_unmanaged_pods(self, api: Api) -> None:
         running = {w.ref for w in self.snapshot.workloads if w.state is WorkloadState.RUNNING}
-        from tools.peer.workloads import _pod_owner
+        from tools.peer.workloads import pod_owner
 
         pods = []
         for obj in self.by_kind["Pod"]:
@@ -350,7 +350,7 @@ class _Run:
             node = spec.get("nodeName")
             if not node or phase in ("Succeeded", "Failed") or node not in self.created_nodes:
                 continue
-            if _pod_owner(obj) in running:
+            if pod_owner(obj) in running:
                 continue
             try:
                 request = effective_request_dict(spec)

@@ -109,7 +109,7 @@ class KueueManager:
         self.log_level = log_level
         self.qps, self.burst = qps, burst
         self.say = say
-        self.health_port, self.webhook_port = rig._free_ports(2)
+        self.health_port, self.webhook_port = rig.free_ports(2)
         self.proc: Any = None
         self.notes: list[str] = []
 
@@ -178,8 +178,8 @@ class KueueManager:
             _self_signed(self.dir / "certs")
         self._namespace()
         # Fresh ports each start: a restarted manager must not race its predecessor's sockets.
-        self.health_port, self.webhook_port = rig._free_ports(2)
-        self.proc = rig._Proc("kueue", self._argv(), self.log)
+        self.health_port, self.webhook_port = rig.free_ports(2)
+        self.proc = rig.Proc("kueue", self._argv(), self.log)
         self.proc.start()
         deadline = time.monotonic() + timeout
         while True:
@@ -200,7 +200,7 @@ class KueueManager:
 
     def check(self) -> None:
         if self.proc is not None and not self.proc.alive():
-            raise KueueError(f"Kueue exited; last lines of {self.log}:\n{rig._tail(self.log)}")
+            raise KueueError(f"Kueue exited; last lines of {self.log}:\n{rig.log_tail(self.log)}")
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 from models import (
     Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, Snapshot, Workload, WorkloadState,
 )
-from planner.semantics import eviction_cost
+from planner.kueue.semantics import eviction_cost
 
 HOSTNAME = "kubernetes.io/hostname"
 _PREEMPTOR_UID = re.compile(r"\(UID: ([^,)]+)")
@@ -345,7 +345,7 @@ def assignment_entries(pod_sets: Iterable[PodSetAssignment]) -> list[dict[str, A
             for p in pod_sets]
 
 
-def _pod_owner(obj: Mapping[str, Any]) -> ObjectRef | None:
+def pod_owner(obj: Mapping[str, Any]) -> ObjectRef | None:
     """As the reader finds a pod's Job or JobSet: JobSet label, owner reference, job-name label."""
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
@@ -376,7 +376,7 @@ def effective_objects(objects: Iterable[Mapping[str, Any]], original: Snapshot, 
         kind = obj.get("kind")
         meta = obj.get("metadata") or {}
         if kind == "Pod":
-            if _pod_owner(obj) in running_before:
+            if pod_owner(obj) in running_before:
                 continue
             out.append(obj)
             continue

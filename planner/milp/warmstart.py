@@ -9,8 +9,8 @@ from collections import defaultdict
 import numpy as np
 
 from models import Decisions
-from planner.formulate import Formulation
-from planner.guarantee import fill_guarantee_columns
+from planner.milp.formulate import Formulation
+from planner.milp.guarantee import fill_guarantee_columns
 
 TOLERANCE = 1e-6
 

@@ -49,8 +49,8 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
 
     `objective` evaluates that objective; `integer` marks the integer columns. The LP
     gets LP_SHARE of the time; an LP not solved by then means no search. `widen` gives
-    more columns to free around the disagreeing ones (the other columns of their nodes,
-    planner.places): once a neighbourhood finds nothing better, the search goes on in
+    more columns to free around the disagreeing ones (the other columns of their nodes):
+    once a neighbourhood finds nothing better, the search goes on in
     the wider one."""
     sign = 1.0 if maximize else -1.0
     lp_limit = LP_SHARE * (deadline - time.monotonic())

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from models import Decisions, Snapshot
-from planner import semantics
+from planner.kueue import semantics
 
 TOLERANCE = 1e-6
 

@@ -16,9 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
-from planner.formulate import Formulation
-from planner.highs import LpRelaxation, dense, highs_from, merged
-from planner.model_arrays import INF, ModelArrays
+from planner.milp.formulate import Formulation
+from planner.milp.highs import LpRelaxation, dense, highs_from, merged
+from planner.milp.arrays import INF, ModelArrays
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
 HOLD_SLACK = 1e-6
@@ -64,7 +64,7 @@ class Backend(Protocol):
     # Could a stage of this many seconds do anything (a solver not built yet needs time
     # to read the model)?
     def worth_starting(self, seconds: float) -> bool: ...
-    # For planner.rins: the LP relaxation (None where the backend has none), and a run
+    # For planner.milp.neighbourhood: the LP relaxation (None where the backend has none), and a run
     # with some columns fixed at the start's values.
     def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None: ...
     def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
@@ -155,8 +155,8 @@ class HighsBackend:
         self.num_cols = arrays.num_cols
         self._cost = np.zeros(arrays.num_cols)
         self._maximize = True
-        # The LP relaxation (planner.rins), built on first use unless one is handed over
-        # (solved ahead, planner.run). The rows the stages add are kept: the relaxation
+        # The LP relaxation (planner.milp.neighbourhood), built on first use unless one is handed over
+        # (solved ahead by the caller). The rows the stages add are kept: the relaxation
         # built later needs them, and so does each sub-MIP (run_fixed).
         self.relaxation, self.searches = relaxation, searches
         self._added: list[tuple[float, float, np.ndarray, np.ndarray]] = []

@@ -191,7 +191,7 @@ class GeneratorSpec:
                      "second_flavor_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
-        _parse_time(self.now)
+        parse_time(self.now)
 
 
     def _bounded(self) -> None:
@@ -329,7 +329,7 @@ def spec_field_docs() -> dict[str, str]:
 
 # ---------------------------------------------------------------- helpers
 
-def _parse_time(text: str) -> float:
+def parse_time(text: str) -> float:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
@@ -453,7 +453,7 @@ class _Generator:
         spec.validate()
         self.spec = spec
         self.rng = random.Random(spec.seed)
-        self.now = _parse_time(spec.now)
+        self.now = parse_time(spec.now)
         self.cluster = _Cluster(spec)
         self.version = 1000
         self.gpn = spec.gpus_per_node

@@ -5,7 +5,7 @@ nodes) the Kueue peer harness (tools/peer, README "Kueue as a peer") runs Kueue
 v0.17.0 on the test control plane and returns the effective snapshot (what Kueue
 saw) with Kueue's decisions on it. That effective snapshot is written to a file and
 planned by greedy and by the MILP, each in its own process as a user runs it
-(planner.bench.plan_in_process). Reported per planner: served GPUs per priority,
+(planner.tools.bench.plan_in_process). Reported per planner: served GPUs per priority,
 admitted, evicted, free domains (REFERENCE §5, planner.metrics for Kueue's
 decisions), and each planner's agreement with Kueue (tools/peer/compare.py), with
 greedy's disagreements listed.
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import click
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 
 # Generated scenarios: the S preset's cluster shape and job mix on fewer nodes, with
 # more work than fits (evictions and waiting work, so decisions differ).
@@ -54,7 +54,7 @@ def peer_modules() -> Any:
 
 
 def scenario_spec(name: str) -> Any:
-    from planner.generate import preset
+    from planner.tools.generate import preset
 
     return preset("S", **PEER_SCENARIOS[name])
 
@@ -66,7 +66,7 @@ def _record(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def peer_snapshot(name: str, path: Path, workdir: Path, time_limit: float | None, say: Say) -> dict[str, Any]:
     """Kueue, greedy and the MILP on one snapshot; one row (see the module doc)."""
-    from planner.bench import plan_in_process
+    from planner.tools.bench import plan_in_process
 
     harness, compare = peer_modules()
     started = time.monotonic()
@@ -119,7 +119,7 @@ def _agreement(record: Mapping[str, Any]) -> str:
 
 def run_peer_bench(scenarios: Sequence[str], fixtures: Sequence[Path], out: Path | None, say: Say,
                    workdir: Path, time_limit: float | None, meta: dict[str, Any]) -> dict[str, Any]:
-    from planner.generate import generate, to_json
+    from planner.tools.generate import generate, to_json
 
     rows = []
     for path in fixtures:
@@ -132,7 +132,7 @@ def run_peer_bench(scenarios: Sequence[str], fixtures: Sequence[Path], out: Path
 
 
 def peer_report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], out: Path | None) -> dict[str, Any]:
-    from planner.bench import write_benchmarks
+    from planner.tools.bench import write_benchmarks
 
     body = "\n".join(peer_markdown(rows, meta))
     heading = "## Kueue v0.17.0 beside greedy and the MILP (peer)"

@@ -256,7 +256,7 @@ def _fail(req: _Request, levels: tuple[str, ...], count: int, fit_slices: int, s
 class FitIndex:
     """The leaves grouped by how many pods fit on them, for LeastFreeCapacity at the
     node level: the fullest leaf that still takes `count` pods, found without a pass
-    over every leaf (`_fullest_fitting_node` is the same answer by one argmin).
+    over every leaf (`fullest_fitting_node` is the same answer by one argmin).
 
     For a caller that keeps one `counts` array up to date across many placements: it
     reports each change with `update`. Built on the first question; until then
@@ -367,7 +367,7 @@ def place_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Top
     if len(tree) == 0:
         return Placement(None, "no eligible nodes", needed=count)
     if req.unconstrained and req.level_idx == len(levels) - 1 and req.slice_size == 1:
-        node = leaves.index.fullest_fitting(counts, count) if leaves else _fullest_fitting_node(counts, count)
+        node = leaves.index.fullest_fitting(counts, count) if leaves else fullest_fitting_node(counts, count)
         if node is not None:
             return Placement({tree.names[node]: count}, needed=count, fit=count)
     # Only a preferred request may climb above its level; nothing reads the levels above.
@@ -440,7 +440,7 @@ def fits_counts(tree: DomainTree, counts: np.ndarray, count: int, topology: Topo
     return bool(slices[top].sum() >= needed)
 
 
-def _fullest_fitting_node(counts: np.ndarray, count: int) -> int | None:
+def fullest_fitting_node(counts: np.ndarray, count: int) -> int | None:
     """LeastFreeCapacity at the node level when one node takes every pod (count >= 1):
     the node with the fewest pods that still fit, first in tree order among equals
     (what `_find_level` and `_fill` pick, without building the domain arrays); None

@@ -1,4 +1,4 @@
-"""planner.render: the Plan's shape, byte-for-byte YAML, JSON round trip, the table."""
+"""planner.output: the Plan's shape, byte-for-byte YAML, JSON round trip, the table."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
-from planner import render
+from planner import output
 
 
 def job(name: str, namespace: str = "team-a", kind: str = "Job") -> ObjectRef:
@@ -121,11 +121,11 @@ summary:
 
 
 def test_yaml_is_golden() -> None:
-    assert render.to_yaml(sample_plan()) == GOLDEN_YAML
+    assert output.to_yaml(sample_plan()) == GOLDEN_YAML
 
 
 def test_top_level_keys_in_reference_order() -> None:
-    data = render.plan_to_dict(sample_plan())
+    data = output.plan_to_dict(sample_plan())
     assert list(data) == ["apiVersion", "kind", "snapshot", "solver", "admissions", "evictions", "pending", "summary"]
     assert list(data["snapshot"]) == ["source", "digest", "objects"]
     assert list(data["solver"]) == ["method", "status", "objective", "bound", "gap", "seconds", "message"]
@@ -139,27 +139,27 @@ def test_top_level_keys_in_reference_order() -> None:
 
 def test_yaml_loads_back_to_the_same_dict() -> None:
     plan = sample_plan()
-    assert yaml.safe_load(render.to_yaml(plan)) == render.plan_to_dict(plan)
+    assert yaml.safe_load(output.to_yaml(plan)) == output.plan_to_dict(plan)
 
 
 def test_json_round_trips_to_the_same_dict() -> None:
     plan = sample_plan()
-    text = render.to_json(plan)
-    assert json.loads(text) == render.plan_to_dict(plan)
+    text = output.to_json(plan)
+    assert json.loads(text) == output.plan_to_dict(plan)
     assert text.startswith('{\n  "apiVersion": "stowplan.io/v1alpha1",\n  "kind": "Plan",\n')
     assert text.endswith("}\n")
 
 
 def test_message_and_stages_only_when_present() -> None:
-    quiet = render.plan_to_dict(sample_plan(message=""))
+    quiet = output.plan_to_dict(sample_plan(message=""))
     assert "message" not in quiet["solver"] and "stages" not in quiet["solver"]
-    staged = render.plan_to_dict(sample_plan(stages=({"name": "priority", "objective": 10.0},)))
+    staged = output.plan_to_dict(sample_plan(stages=({"name": "priority", "objective": 10.0},)))
     assert staged["solver"]["stages"] == [{"name": "priority", "objective": 10.0}]
     assert list(staged["solver"])[-1] == "stages"
 
 
 def test_extra_timings_follow_the_documented_five_and_missing_ones_are_zero() -> None:
-    data = render.plan_to_dict(sample_plan(seconds={"total": 1.23456, "greedy": 0.5, "decode": 0.25}))
+    data = output.plan_to_dict(sample_plan(seconds={"total": 1.23456, "greedy": 0.5, "decode": 0.25}))
     assert data["solver"]["seconds"] == {
         "read": 0.0, "build": 0.0, "solve": 0.0, "verify": 0.0, "total": 1.235, "decode": 0.25, "greedy": 0.5,
     }
@@ -167,12 +167,12 @@ def test_extra_timings_follow_the_documented_five_and_missing_ones_are_zero() ->
 
 def test_non_finite_numbers_become_null_and_json_stays_valid() -> None:
     plan = sample_plan(bound=math.inf, gap=math.nan, objective=-0.0)
-    data = render.plan_to_dict(plan)
+    data = output.plan_to_dict(plan)
     assert data["solver"]["bound"] is None and data["solver"]["gap"] is None
     assert str(data["solver"]["objective"]) == "0.0"
-    assert json.loads(render.to_json(plan))["solver"]["bound"] is None
-    assert "bound: null" in render.to_yaml(plan)
-    assert "bound -" in render.to_table(plan)
+    assert json.loads(output.to_json(plan))["solver"]["bound"] is None
+    assert "bound: null" in output.to_yaml(plan)
+    assert "bound -" in output.to_table(plan)
 
 
 def test_same_plan_same_bytes_whatever_the_mapping_order() -> None:
@@ -181,22 +181,22 @@ def test_same_plan_same_bytes_whatever_the_mapping_order() -> None:
         on_nodes("main", {"cpu": "h100", "nvidia.com/gpu": "h100"}, {"n2": 8, "n1": 8}, block="b1"),
     ))
     b = Plan(**{**a.__dict__, "admissions": (flipped,) + a.admissions[1:]})
-    for fmt in render.FORMATS:
-        assert render.render(a, fmt) == render.render(b, fmt) == render.render(sample_plan(), fmt)
+    for fmt in output.FORMATS:
+        assert output.render(a, fmt) == output.render(b, fmt) == output.render(sample_plan(), fmt)
 
 
 def test_empty_plan_renders_everywhere() -> None:
     plan = Plan(source="", digest="", object_count=0,
                 solver=SolverReport(method="greedy", status="fallback", objective=0.0, bound=0.0, gap=0.0))
-    assert yaml.safe_load(render.to_yaml(plan))["admissions"] == []
-    assert "admissions: []" in render.to_yaml(plan)
-    table = render.to_table(plan)
+    assert yaml.safe_load(output.to_yaml(plan))["admissions"] == []
+    assert "admissions: []" in output.to_yaml(plan)
+    table = output.to_table(plan)
     assert "Admissions: none" in table and "Evictions: none" in table and "Pending: none" in table
-    assert json.loads(render.to_json(plan))["summary"] == {}
+    assert json.loads(output.to_json(plan))["summary"] == {}
 
 
 def test_table_names_workloads_reasons_and_compresses_nodes() -> None:
-    table = render.to_table(sample_plan())
+    table = output.to_table(sample_plan())
     lines = table.splitlines()
     assert lines[0] == (
         "Plan for snap.yaml (20 objects): milp feasible, objective 1234, bound 1240.12, gap 0.50%, "
@@ -218,12 +218,12 @@ def test_table_names_workloads_reasons_and_compresses_nodes() -> None:
 
 def test_unknown_format_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown output format"):
-        render.render(sample_plan(), "xml")
+        output.render(sample_plan(), "xml")
 
 
 def test_pod_set_dict_matches_the_assignment_annotation_shape() -> None:
     ps = on_nodes("main", {"nvidia.com/gpu": "h100"}, {"n1": 2})
-    assert render.pod_set_assignment_to_dict(ps) == {
+    assert output.pod_set_assignment_to_dict(ps) == {
         "name": "main", "count": 2, "flavors": {"nvidia.com/gpu": "h100"},
         "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "domains": [{"values": ["n1"], "count": 2}]},
     }

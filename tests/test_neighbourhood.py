@@ -1,4 +1,4 @@
-"""planner.rins and the LP it searches around: a stage's neighbourhood search must never
+"""planner.milp.neighbourhood and the LP it searches around: a stage's neighbourhood search must never
 return worse than its incumbent, must stay inside the model (the verifier agrees), must
 find better answers where the LP point shows them, and its LP optimum must bound them."""
 
@@ -9,14 +9,14 @@ import pytest
 
 from generated import small_cluster
 from models import Decisions
-from planner import rins
+from planner.milp import neighbourhood
 from planner.greedy import greedy
-from planner.highs import LpRelaxation
+from planner.milp.highs import LpRelaxation
 from planner.milp.decode import decode
 from planner.milp.model import formulate
 from planner.milp.start import start_from
-from planner.model_arrays import INF, ModelArrays
-from planner.solve import HOLD_SLACK, HighsBackend, nudge, stage_bound, value_of
+from planner.milp.arrays import INF, ModelArrays
+from planner.milp.solve import HOLD_SLACK, HighsBackend, nudge, stage_bound, value_of
 from planner.verify import verify
 
 
@@ -43,7 +43,7 @@ def test_search_never_loses_stays_valid_and_is_bounded_by_its_lp(tmp_path, seed)
     snap = small_cluster(tmp_path, seed)
     form, start, backend, objective = second_stage(snap)
     integer = np.asarray(form.arrays.col_integer, dtype=bool)
-    found = rins.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4)
+    found = neighbourhood.search(backend, start, lambda v: value_of(objective, v), integer, time.monotonic() + 20, 1e-4)
     assert value_of(objective, found.values) >= value_of(objective, start) - 1e-9
     assert found.lp_optimum is not None
     assert found.lp_optimum >= value_of(objective, found.values) - 1e-6
@@ -61,7 +61,7 @@ def test_no_relaxation_no_search(tmp_path):
     backend = HighsBackend(form.arrays, searches=False)
     backend.set_objective(form.tier_volume[form.tiers[1]], maximize=True)
     integer = np.asarray(form.arrays.col_integer, dtype=bool)
-    found = rins.search(backend, start, lambda v: 0.0, integer, time.monotonic() + 5, 1e-4)
+    found = neighbourhood.search(backend, start, lambda v: 0.0, integer, time.monotonic() + 5, 1e-4)
     assert found.values is start and found.lp_optimum is None and found.rounds == 0
 
 
@@ -104,7 +104,7 @@ def test_stage_bounds_are_rounded_to_the_volume_step(tmp_path):
 def test_a_stage_reports_no_more_than_its_lp_bound(tmp_path):
     """Planned end to end, the second tier's stage bound is at most the (rounded) optimum
     of its LP relaxation, and at least what the stage achieved."""
-    from planner.pipeline import plan_snapshot
+    from planner.cycle import plan_snapshot
 
     snap = small_cluster(tmp_path)
     form, start, backend, objective = second_stage(snap)
@@ -146,7 +146,7 @@ def test_a_run_with_columns_held_finds_what_holding_them_in_the_whole_model_find
     form, start, backend, objective = second_stage(snap)
     point, _ = backend.relax(20)
     integer = np.asarray(form.arrays.col_integer, dtype=bool)
-    fixed = np.flatnonzero(integer & (np.abs(point - start) <= rins.AGREE))
+    fixed = np.flatnonzero(integer & (np.abs(point - start) <= neighbourhood.AGREE))
     values, status, bound = backend.run_fixed(30.0, 0.0, start, fixed)
     assert status == "optimal" and values is not None
     assert np.array_equal(values[fixed], start[fixed])

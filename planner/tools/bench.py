@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import click
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 ALLOWANCE = 0.05
 SECONDS_KEYS = ("read", "build", "solve", "verify", "total")
 DEFAULT_SCENARIOS = ("S", "M", "L")
@@ -159,7 +159,7 @@ def snapshot_shape(document: Mapping[str, Any]) -> dict[str, int]:
 def bench_scenario(name: str, spec: Any, target: Target, workdir: Path, factor: float = 1.0,
                    say: Say = _quiet) -> dict[str, Any]:
     """Generate `spec` to JSON in `workdir`, plan it with milp and with greedy; one row."""
-    from planner.generate import generate, to_json
+    from planner.tools.generate import generate, to_json
 
     started = time.monotonic()
     document = generate(spec)
@@ -667,7 +667,7 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
       stowplan bench --scenario S --no-fixtures --out -
       stowplan bench --peer kueue --out -     # Kueue beside greedy and the MILP
     """
-    from planner.generate import preset
+    from planner.tools.generate import preset
 
     if peer:
         _bench_peer(peer_scenarios, with_fixtures, fixtures_dir, keep, raw, from_json, out, quiet)
@@ -690,7 +690,7 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
     result = run_bench(scenarios, fixtures, None if out == "-" else Path(out), factor, command.strip(), say, workdir)
     click.echo(result["markdown"])
     if raw:
-        Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        Path(raw).write_text(json.dumps(jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         say(f"wrote {raw}")
     if out != "-":
         say(f"wrote {out}")
@@ -698,8 +698,8 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
 
 def _bench_peer(names: Sequence[str], with_fixtures: bool, fixtures_dir: str, keep: str | None, raw: str | None,
                 from_json: str | None, out: str, quiet: bool) -> None:
-    """`bench --peer kueue` (planner/peer_bench.py)."""
-    from planner import peer_bench
+    """`bench --peer kueue` (planner/tools/peer_bench.py)."""
+    from planner.tools import peer_bench
 
     target = None if out == "-" else Path(out)
     if from_json:
@@ -723,17 +723,17 @@ def _bench_peer(names: Sequence[str], with_fixtures: bool, fixtures_dir: str, ke
     meta["load_end"] = _load()
     click.echo(result["markdown"])
     if raw:
-        Path(raw).write_text(json.dumps(_jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        Path(raw).write_text(json.dumps(jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         say(f"wrote {raw}")
     if target is not None:
         say(f"wrote {out}")
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, Target):
         return {"seconds": value.seconds, "ratio": value.ratio, "rss_mib": value.rss_mib}
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items() if k != "markdown"}
+        return {str(k): jsonable(v) for k, v in value.items() if k != "markdown"}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return value

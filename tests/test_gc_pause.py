@@ -1,11 +1,11 @@
-"""planner.collector: a cycle runs with what existed before it frozen out of garbage
+"""planner.gc_pause: a cycle runs with what existed before it frozen out of garbage
 collection and the young generation collected rarely; both are undone after it."""
 
 import gc
 
 from randomgen import random_snapshot
-from planner import collector, cycle
-from planner.pipeline import plan_snapshot
+from planner import cycle, gc_pause
+from planner.cycle import plan_snapshot
 
 
 def test_a_cycle_runs_with_the_snapshot_frozen_and_rare_collections(monkeypatch):
@@ -21,14 +21,14 @@ def test_a_cycle_runs_with_the_snapshot_frozen_and_rare_collections(monkeypatch)
     plan = plan_snapshot(random_snapshot(61_000, with_running=True), time_limit=5.0)
     assert plan.solver.status in ("optimal", "feasible")
     ((threshold, frozen),) = seen
-    assert threshold == (collector.YOUNG, collector.MIDDLE, collector.OLDEST) and frozen > 0
+    assert threshold == (gc_pause.YOUNG, gc_pause.MIDDLE, gc_pause.OLDEST) and frozen > 0
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
 def test_an_error_in_the_cycle_undoes_the_tuning_too():
     before = gc.get_threshold()
     try:
-        with collector.cycle_collector():
+        with gc_pause.cycle_collector():
             raise RuntimeError("the cycle failed")
     except RuntimeError:
         pass

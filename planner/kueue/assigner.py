@@ -10,9 +10,9 @@ then added back in reverse), and the quota arithmetic of `pkg/cache/scheduler` t
 two need beyond `available()` (potential capacity, the height of the lowest subtree
 that fits, quantities that fit a node's quota, "within nominal").
 
-It works over the greedy baseline's `ClusterState` (quota usage and free nodes) and
-a `Registry` of admitted workloads; node placement comes from the caller (`place`),
-so this module never imports planner.greedy. It only computes: every change it makes
+It works over the shared `ClusterState` (planner.kueue.state: quota usage and free
+nodes) and a `Registry` of admitted workloads; node placement comes from the caller
+(`place`), so this module never imports planner.greedy. It only computes: every change it makes
 to the state while searching is undone before it returns. The cycle that asks these
 questions, in Kueue's order, is planner.greedy.
 
@@ -35,11 +35,11 @@ import numpy as np
 from models import ClusterQueue, ObjectRef, PodSet, ResourceFlavor, Snapshot, Workload
 from models.objects import tolerated
 from models.resources import PODS
-from planner.semantics import FlavorOption, QuotaTree
-from planner.topology import levels_for
+from planner.kueue.semantics import FlavorOption, QuotaTree
+from planner.kueue.topology import levels_for
 
 if TYPE_CHECKING:
-    from planner.greedy import Choice, ClusterState
+    from planner.kueue.state import PodSetChoice, ClusterState
 
 FR = tuple[str, str]   # (flavor, resource)
 
@@ -389,7 +389,7 @@ class Assignment:
     last: dict[tuple[int, str], int] = field(default_factory=dict)   # LastTriedFlavorIdx
     generation: int = 0
     mode: int = NO_FIT
-    choices: list["Choice"] | None = None     # where it goes: Fit, or the preemptor once its targets are gone
+    choices: list["PodSetChoice"] | None = None     # where it goes: Fit, or the preemptor once its targets are gone
     reason: str = ""                           # the first reason it does not fit, for people
     # Oracle questions not asked yet: (flavor/resource, quantity). Where the group had one
     # flavor to try, the oracle's answer cannot change the flavor, only how high the
@@ -420,7 +420,7 @@ class _Group:
 
 
 Place = Callable[["ClusterState", ClusterQueue, Workload, Sequence[tuple[PodSet, FlavorOption, int]]],
-                 "list[Choice] | tuple[int, str]"]
+                 "list[PodSetChoice] | tuple[int, str]"]
 
 
 @dataclass
@@ -837,7 +837,7 @@ class Rules:
                     a.reasons.append("needs preemption")
 
     def empty_place(self, cq: ClusterQueue, w: Workload,
-                    picks: Sequence[tuple[PodSet, FlavorOption, int]]) -> "list[Choice] | tuple[int, str]":
+                    picks: Sequence[tuple[PodSet, FlavorOption, int]]) -> "list[PodSetChoice] | tuple[int, str]":
         """Placement with nothing admitted (SimulateEmpty); the same answer for the same
         request every time, so kept."""
         key = (cq.name, tuple((id(ps), id(opt), n) for ps, opt, n in picks))
@@ -999,7 +999,7 @@ def _text(reason: object) -> str:
 
 
 def _shortfall(cq: str, fr: FR, need: int, room: int) -> str:
-    from planner.greedy import amount, quantity   # the words greedy uses for quantities
+    from planner.kueue.state import amount, quantity
     flavor, resource = fr
     return (f"insufficient quota for {resource} in flavor {flavor}: needs {quantity(resource, need)}, "
             f"{amount(resource, max(0, room))} available to ClusterQueue {cq}")
@@ -1313,7 +1313,7 @@ class _Context:
             return [self._target(a) for a, k in zip(removed, keep) if k], overlay
         # Nodes too: the quota fits from `first` on; the first prefix of the removal order
         # (which goes on past it) where the nodes fit as well, then the add-back.
-        from planner.greedy import first_fitting_prefix, put_back
+        from planner.kueue.victims import first_fitting_prefix, put_back
         state = self.rules.state
         views: list[Workload] = [a.view for a in removed]
 

@@ -1,6 +1,6 @@
 """A ModelArrays handed to HiGHS in one call (passModel with numpy arrays), quietly.
 
-Shared by the MILP backend (planner.solve) and the relaxation's bounds (planner.bound).
+Used by the MILP backend (planner.milp.solve), its LP relaxation included.
 Every highspy.Highs is made here (`new_highs`), silent unless `log_to_console` is set
 (the CLI's --verbose): HiGHS prints its "Running HiGHS ... Copyright" banner from the
 constructor of a process's first instance, before any option can be set, so that
@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from planner.model_arrays import ModelArrays
+from planner.milp.arrays import ModelArrays
 
 
 def merged(terms: list[tuple[int, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +120,7 @@ def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # typ
 
 class LpRelaxation:
     """The model's LP relaxation in its own HiGHS instance, kept between solves so that
-    each starts from the last basis (planner.rins solves it once per stage).
+    each starts from the last basis (planner.milp.neighbourhood solves it once per stage).
 
     A row may be *assumed* ahead of time (a guess at a hold the stages will add, so the
     LP can be solved before they run); it stays only if a row with the same columns and

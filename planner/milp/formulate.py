@@ -42,9 +42,11 @@ import numpy as np
 
 from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
 from models.objects import Toleration
-from planner import capacity, guarantee, semantics, topology
-from planner.model_arrays import INF, ModelArrays
-from planner.semantics import FlavorOption, FlavorResource, QuotaTree
+from planner.kueue import capacity, semantics, topology
+from planner.kueue.victims import PreemptionRules
+from planner.milp import guarantee
+from planner.milp.arrays import INF, ModelArrays
+from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
 
 Path = tuple[str, ...]
 ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]
@@ -85,7 +87,7 @@ class Demand:
 
 
 @dataclass
-class Choice:
+class OptionColumns:
     """Pod set `pod_set` of workload `workload` under flavor option `option`."""
 
     workload: int
@@ -123,7 +125,7 @@ class Formulation:
     snapshot: Snapshot
     workloads: list[Workload]
     admit_col: list[int]
-    choices: list[Choice]
+    choices: list[OptionColumns]
     shapes: list[Shape]
     tiers: list[int]                                       # effective priorities, high first
     tier_volume: dict[int, list[tuple[int, float]]]        # tier -> volume expression
@@ -140,7 +142,7 @@ class Formulation:
     evict_col: list[int] = field(default_factory=list)     # e[r]
     cost_terms: list[tuple[int, float]] = field(default_factory=list)   # preemption cost, minimised
     class_cols: dict[tuple[str, int, bool], int] = field(default_factory=dict)  # g[c] per preemptor class
-    preemption: "Preemption | None" = None               # the eviction rules of this snapshot
+    preemption: "PreemptionRules | None" = None               # the eviction rules of this snapshot
     overcommitted: set[str] = field(default_factory=set)  # nodes running work already overfills
     free_domain_cols: list[tuple[int, float]] = field(default_factory=list)  # f[D] and its reward
     free_domain_supply: list[list[int]] = field(default_factory=list)  # the y columns inside each D
@@ -154,7 +156,7 @@ class Formulation:
     # Nonzeros the Hall and node rows will add for the shapes and demands so far (from
     # above): most of a large model's, and written last, so the cap looks ahead by them.
     deferred_nonzeros: int = 0
-    # Nominal quota as a guarantee: the stability rows' columns (planner.guarantee).
+    # Nominal quota as a guarantee: the stability rows' columns (planner.milp.guarantee).
     guarantee: "guarantee.Guarantee | None" = None
 
 
@@ -210,77 +212,6 @@ def workload_classes(snapshot: Snapshot, pending: list[Workload], locality: bool
 
 # ---------------------------------------------------------------- victims
 
-class Preemption:
-    """Who may evict whom in this snapshot (Kueue's rules, semantics.preemption_reason),
-    with what the rules need computed once: queues borrowing now, and whether each
-    preemptor must borrow."""
-
-    def __init__(self, snapshot: Snapshot, tree: QuotaTree):
-        self.snapshot, self.tree = snapshot, tree
-        self.usage = capacity.cluster_queue_usage(snapshot)
-        self.borrowing = semantics.borrowing_queues(snapshot, tree, self.usage)
-        self._borrows: dict[object, bool] = {}
-        self._class_verdicts: dict[tuple[object, ...], bool] = {}
-
-    def borrows(self, preemptor: Workload) -> bool:
-        """semantics.must_borrow, decided once per queue and shape of request (it reads
-        only those: flavor options by request and tolerations, counts, this usage)."""
-        key = (preemptor.cluster_queue, tuple((ps.request, ps.tolerations, ps.count) for ps in preemptor.pod_sets))
-        if key not in self._borrows:
-            self._borrows[key] = semantics.must_borrow(self.snapshot, preemptor, self.tree, self.usage)
-        return self._borrows[key]
-
-    def reason(self, preemptor: Workload, victim: Workload) -> str | None:
-        return semantics.preemption_reason(self.snapshot, preemptor, victim, self.tree, self.borrowing,
-                                           self.borrows(preemptor))
-
-    def classes(self, pending: list[Workload]) -> dict[tuple[str, int, bool], list[Workload]]:
-        """Pending workloads by (ClusterQueue, base priority, must borrow): the rules differ
-        only by these, except the equal-priority "newer" rule, which looks at each one."""
-        out: dict[tuple[str, int, bool], list[Workload]] = defaultdict(list)
-        for workload in pending:
-            out[(workload.cluster_queue or "", workload.priority, self.borrows(workload))].append(workload)
-        return dict(sorted(out.items()))
-
-    def wide_classes(self, classes: dict[tuple[str, int, bool], list[Workload]], victim: Workload,
-                     cache: dict[tuple[str | None, int], list[tuple[str, int, bool]]]) -> list[tuple[str, int, bool]]:
-        """Classes judged as a whole (not the victim's own queue and priority) that may
-        evict `victim`: the same for every victim of its queue and priority, so kept in
-        `cache` (one per `classes`)."""
-        key = (victim.cluster_queue, victim.priority)
-        if key not in cache:
-            cache[key] = [k for k, members in classes.items()
-                          if class_wide(members, victim) and self.allowed(members, victim)]
-        return cache[key]
-
-    @staticmethod
-    def own_classes(classes: dict[tuple[str, int, bool], list[Workload]],
-                    victim: Workload) -> list[tuple[str, int, bool]]:
-        """Classes of the victim's own queue and priority: each member is judged alone."""
-        return [k for k in ((victim.cluster_queue or "", victim.priority, b) for b in (False, True)) if k in classes]
-
-    def allowed(self, members: list[Workload], victim: Workload) -> list[Workload]:
-        """Members of one class that may evict `victim`."""
-        if not class_wide(members, victim):
-            # Same queue, same priority: only withinClusterQueue LowerOrNewerEqualPriority
-            # lets any member evict it (by queue time, each on its own); asking member by
-            # member otherwise costs victims x members calls at scale for nothing.
-            cq = self.snapshot.cluster_queues.get(victim.cluster_queue or "")
-            if cq is None or cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":
-                return []
-            return [w for w in members if self.reason(w, victim)]
-        first = members[0]
-        # Across a class the rules look only at queues, priorities and borrowing.
-        key = (first.cluster_queue, first.priority, self.borrows(first), victim.cluster_queue, victim.priority)
-        if key not in self._class_verdicts:
-            self._class_verdicts[key] = self.reason(first, victim) is not None
-        return members if self._class_verdicts[key] else []
-
-
-def class_wide(members: list[Workload], victim: Workload) -> bool:
-    """Whether the whole class is judged alike (all but the same-queue equal-priority case)."""
-    return not (members[0].cluster_queue == victim.cluster_queue and members[0].priority == victim.priority)
-
 
 def add_victims(model: Formulation, pending: list[Workload]) -> None:
     """e[r] for running workloads some pending workload may evict under Kueue's rules.
@@ -289,7 +220,7 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     pods may go. Nodes already overcommitted by running work free nothing.
     """
     snapshot = model.snapshot
-    rules = model.preemption = Preemption(snapshot, model.quota_tree)
+    rules = model.preemption = PreemptionRules(snapshot, model.quota_tree)
     classes = rules.classes(pending)
     wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     model.room = dict(model.free)
@@ -390,7 +321,7 @@ def domain_room(shape: Shape, level: int, path: Path) -> int:
     return shape.rooms[key]
 
 
-def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, tag: str,
+def add_required_domains(model: Formulation, choice: OptionColumns, pod_set: PodSet, tag: str,
                          within: set[Path] | None = None) -> None:
     """x[p,f,d] for domains d at the required level: sum_d x = u (one domain or none).
     `within` limits the domains (a pod-set group's common ones)."""
@@ -423,7 +354,7 @@ def add_required_domains(model: Formulation, choice: Choice, pod_set: PodSet, ta
                        + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
 
 
-def add_container(model: Formulation, choice: Choice, pod_set: PodSet, path: Path,
+def add_container(model: Formulation, choice: OptionColumns, pod_set: PodSet, path: Path,
                   pods: list[tuple[int, float]], tag: str, layer: int = 0) -> None:
     """Place `pods` inside domain `path`: directly, or as whole slices of each layer.
 

@@ -9,8 +9,8 @@ from typing import Iterable
 import numpy as np
 
 from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, Workload
-from planner import capacity, semantics
-from planner.formulate import Choice, Formulation, Path
+from planner.kueue import capacity, semantics
+from planner.milp.formulate import OptionColumns, Formulation, Path
 
 
 class DecodeError(Exception):
@@ -25,7 +25,7 @@ def count(values: np.ndarray, col: int) -> int:
     return int(round(values[col]))
 
 
-def member_demands(choice: Choice, values: np.ndarray) -> list[list[tuple[Path, int]]]:
+def member_demands(choice: OptionColumns, values: np.ndarray) -> list[list[tuple[Path, int]]]:
     """For each member of the class taking this choice: the (domain, pods) it must place.
 
     Members of a class are identical, so the counts per domain are handed out in
@@ -54,14 +54,14 @@ def member_demands(choice: Choice, values: np.ndarray) -> list[list[tuple[Path, 
     return out
 
 
-def slice_pieces(choice: Choice, values: np.ndarray, path: Path, pods: int) -> list[tuple[Path, int]]:
+def slice_pieces(choice: OptionColumns, values: np.ndarray, path: Path, pods: int) -> list[tuple[Path, int]]:
     """All of a container's pods, as whole slices when the pod set asks for slices."""
     if not choice.slice_layers:
         return [(path, pods)]
     return [piece for unit in slice_units(choice, values, 0, path) for piece in unit]
 
 
-def slice_units(choice: Choice, values: np.ndarray, layer: int, path: Path) -> list[list[tuple[Path, int]]]:
+def slice_units(choice: OptionColumns, values: np.ndarray, layer: int, path: Path) -> list[list[tuple[Path, int]]]:
     """The slices of `layer` inside `path`, each as its innermost (domain, pods) pieces.
     A slice of an outer layer is made of size/inner-size whole slices of the next."""
     level, size = choice.slice_layers[layer]

@@ -176,10 +176,11 @@ def _flowed(value: Any) -> Any:
     return value
 
 
-def to_yaml(plan: Plan) -> str:
+def dump_yaml(data: Any) -> str:
+    """Plan-shaped data as yaml: blocks, with leaves in flow style (the style of every plan file)."""
     return str(
         yaml.dump(
-            _flowed(plan_to_dict(plan)),
+            _flowed(data),
             Dumper=_PlanDumper,
             sort_keys=False,
             default_flow_style=False,
@@ -188,6 +189,10 @@ def to_yaml(plan: Plan) -> str:
             indent=2,
         )
     )
+
+
+def to_yaml(plan: Plan) -> str:
+    return dump_yaml(plan_to_dict(plan))
 
 
 def to_json(plan: Plan) -> str:

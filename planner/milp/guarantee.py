@@ -44,8 +44,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from models import ClusterQueue, ObjectRef, PodSet, Snapshot, Workload
-from planner import capacity, semantics, topology
-from planner.model_arrays import INF
+from planner.kueue import capacity, semantics, topology
+from planner.milp.arrays import INF
 
 FlavorResource = tuple[str, str]
 Terms = list[tuple[int, float]]
@@ -78,8 +78,8 @@ def reclaims(cq: ClusterQueue) -> bool:
 
 
 def add_guarantee_rows(model) -> None:  # type: ignore[no-untyped-def]
-    """The stability rows of `model` (a planner.formulate.Formulation), in place."""
-    from planner.formulate import queue_usage_terms, resource_steps, resource_units  # formulate calls this module
+    """The stability rows of `model` (a planner.milp.formulate.Formulation), in place."""
+    from planner.milp.formulate import queue_usage_terms, resource_steps, resource_units  # formulate calls this module
     snapshot = model.snapshot
     builder = _Builder(model, queue_usage_terms(model), resource_units(model), resource_steps(model))
     by_class: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))

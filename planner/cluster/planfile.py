@@ -1,0 +1,102 @@
+"""The plan file, both ways: what `stowplan plan --out` writes and `apply --plan` reads.
+
+A plan file is the Plan (planner.output's document) with, under `snapshot`, the
+resourceVersion (`resourceVersions`) and what planning read (`fingerprints`) of every
+object the plan writes, so applying it later can tell whether the cluster moved on.
+Written as yaml (planner.output's style) or json; read as snapshots are read (a
+regular file of bounded size, aliases bounded).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from models import Admission, Eviction, ObjectRef, Plan, SolverReport
+from planner.cluster.apply import parse_pod_sets
+from planner.errors import InputError
+
+
+def touched(plan: Plan) -> list[ObjectRef]:
+    return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions})
+
+
+def ref_key(ref: ObjectRef) -> str:
+    return f"{ref.kind}/{ref.namespace}/{ref.name}"
+
+
+def plan_document(plan: Plan, versions: Mapping[ObjectRef, str],
+                  prints: Mapping[ObjectRef, str] | None = None) -> dict[str, Any]:
+    from planner.output import plan_to_dict
+
+    data = plan_to_dict(plan)
+    data["snapshot"]["resourceVersions"] = {ref_key(ref): versions[ref] for ref in sorted(versions)}
+    if prints:
+        data["snapshot"]["fingerprints"] = {ref_key(ref): prints[ref] for ref in sorted(prints)}
+    return data
+
+
+def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
+                 prints: Mapping[ObjectRef, str] | None = None) -> str:
+    """The plan file `plan --out` writes (yaml or json), with the resourceVersions (and fingerprints)."""
+    data = plan_document(plan, versions, prints)
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    from planner import output
+
+    return output.dump_yaml(data)
+
+
+def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
+    plan, versions, _ = load_plan_with_fingerprints(path)
+    return plan, versions
+
+
+def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], dict[ObjectRef, str]]:
+    """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need."""
+    from planner.snapshot import loader
+
+    # read as snapshots are: a regular file of bounded size, aliases bounded
+    documents = list(loader.decode(path, loader.read_bytes(path)))
+    data = documents[0] if len(documents) == 1 else None
+    if not isinstance(data, dict) or data.get("kind") != "Plan":
+        raise InputError("not a Stowplan plan (kind: Plan)", file=path, field="kind")
+    snapshot_part = data.get("snapshot") or {}
+    if not isinstance(snapshot_part, dict):
+        raise InputError("malformed plan: must be a mapping", file=path, field="snapshot")
+    raw_versions = snapshot_part.get("resourceVersions")
+    if not isinstance(raw_versions, dict):
+        raise InputError("has no snapshot.resourceVersions: save plans to apply with `stowplan plan --out FILE`",
+                         file=path, field="snapshot.resourceVersions")
+    try:
+        versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
+        raw_prints = (data.get("snapshot") or {}).get("fingerprints") or {}
+        prints = {_ref_of(key): str(value) for key, value in raw_prints.items()}
+        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
+                           for a in data.get("admissions") or ())
+        evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
+                                   float(e.get("cost") or 0.0)) for e in data.get("evictions") or ())
+        snapshot = data.get("snapshot") or {}
+        solver = data.get("solver") or {}
+        plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")),
+                    int(snapshot.get("objects") or 0),
+                    SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
+                                 float(solver.get("objective") or 0), float(solver.get("bound") or 0),
+                                 float(solver.get("gap") or 0)),
+                    admissions, evictions)
+    except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
+        raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
+    missing = [str(ref) for ref in touched(plan) if ref not in versions]
+    if missing:
+        raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,
+                         field="snapshot.resourceVersions")
+    return plan, versions, prints
+
+
+def _ref(d: Mapping[str, Any]) -> ObjectRef:
+    return ObjectRef(str(d["kind"]), str(d.get("namespace") or ""), str(d["name"]))
+
+
+def _ref_of(key: str) -> ObjectRef:
+    kind, namespace, name = key.split("/", 2)
+    return ObjectRef(kind, namespace, name)
