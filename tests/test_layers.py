@@ -11,10 +11,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ["semantics", "capacity", "topology", "formulate", "model_arrays", "solve", "decode",
         "warmstart", "score", "greedy", "kueue_rules", "placement", "explain", "verify", "verify_stable",
         "metrics", "assemble", "cycle", "budget", "guarantee", "rins", "pipeline", "errors",
-        "milp/model", "milp/pools", "milp/start", "milp/decode", "milp/stages"]
+        "milp/model", "milp/pools", "milp/start", "milp/decode", "milp/stages", "vs_kueue"]
 FORBIDDEN_IN_CORE = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib",
                      "requests", "http", "pathlib", "shutil", "tempfile", "planner.snapshot",
-                     "planner.cli", "planner.render", "planner.apply"}
+                     "planner.cli", "planner.render", "planner.apply",
+                     "prometheus_client", "planner.promtext", "matplotlib"}
 
 
 def imported_modules(path: Path) -> set[str]:
