@@ -621,6 +621,18 @@ def _solver_options(command: F) -> F:
     return command
 
 
+def _write_status(kube: Any, namespace: str, plan: Plan, report: Any, say: Callable[[str], None]) -> None:
+    """ConfigMap stowplan-status in the planner's namespace (planner.cluster.status); a
+    failure is a warning: the cycle itself is done."""
+    from planner.cluster.status import NAME, status_data, write_status
+
+    try:
+        write_status(kube, namespace, status_data(plan, report, time.time()))
+        say(f"wrote ConfigMap {namespace}/{NAME}")
+    except StowplanError as error:
+        click.echo(f"warning: status ConfigMap {namespace}/{NAME} not written: {printable(str(error))}", err=True)
+
+
 def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) -> Any:
     from planner.cluster import Kube, connect
 
@@ -796,6 +808,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     for ref, why in report.conflicts:
         click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
     write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
+    _write_status(kube, namespace, made, report, say)
     from planner.promtext import queues_of
 
     write_metrics(metrics, pushgateway, made, queues_of(seen[0].snapshot) if seen else {}, say,
