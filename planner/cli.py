@@ -455,6 +455,9 @@ def cli() -> None:
 @click.option("-v", "--verbose", is_flag=True, show_envvar=True,
               help="Show the solvers' own output (HiGHS's banner and log, CBC's) on stderr.")
 @_metrics_option
+@click.option("--picture", "picture", metavar="FILE.svg|FILE.png", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Also draw the plan: the topology as a grid (blocks, racks, hosts; racks only above 2,048 "
+                   "hosts), GPUs coloured by priority, admissions hatched, evictions marked, free racks outlined.")
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -470,6 +473,7 @@ def what_if(
     quiet: bool,
     verbose: bool,
     metrics: str | None = None,
+    picture: str | None = None,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
@@ -504,6 +508,8 @@ def what_if(
         check_writable(out)  # fail before a long solve, not after it
     if metrics is not None:
         check_writable(metrics, "--metrics")
+    if picture is not None:
+        _check_picture(picture)
     started = time.monotonic()
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
@@ -525,6 +531,22 @@ def what_if(
     from planner.promtext import queues_of
 
     write_metrics(metrics, None, plan, queues_of(snapshot), say)
+    if picture is not None:
+        from planner.picture import draw
+
+        drawn = time.monotonic()
+        mode = draw(snapshot, plan, picture)
+        say(f"drew {picture} (one cell per {mode[:-1]}) in {time.monotonic() - drawn:.2f}s")
+
+
+def _check_picture(path: str) -> None:
+    from planner.picture import check_path
+
+    try:
+        check_path(path)
+    except ValueError as error:
+        raise InputError(str(error), field="--picture") from None
+    check_writable(path, "--picture")
 
 
 def emit(text: str, out: str | None, say: Callable[[str], None]) -> None:
