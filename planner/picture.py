@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from models import Decisions, Node, Plan, Snapshot, WorkloadState, is_gpu
 
@@ -189,7 +190,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str) -> str:
                 if cell.capacity <= 0:
                     continue
                 x = rx
-                segments = [("unmanaged", None, cell.unmanaged)]
+                segments: list[tuple[str, int | None, float]] = [("unmanaged", None, cell.unmanaged)]
                 segments += [("kept", p, cell.kept[p]) for p in sorted(cell.kept)]
                 segments += [("admitted", p, cell.admitted[p]) for p in sorted(cell.admitted)]
                 for kind, p, amount in segments:
@@ -220,6 +221,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str) -> str:
     fig_h = min(60.0, max(4.0, total_h * scale + 1.5))
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
     for (kind, p), rects in groups.items():
+        style: dict[str, Any]
         if kind == "unmanaged":
             style = {"facecolor": UNMANAGED}
         elif kind == "free":
@@ -243,13 +245,13 @@ def draw(snapshot: Snapshot, plan: Plan, path: str) -> str:
     ax.set_ylim(-total_h, 1.2)
     ax.set_aspect("auto")
     ax.axis("off")
-    summary = plan.summary
-    says = (summary.get("vs_kueue") or {}).get("says", "")  # type: ignore[union-attr]
+    beside = plan.summary.get("vs_kueue")
+    says = str(beside.get("says", "")) if isinstance(beside, Mapping) else ""
     unit = "rack" if by_rack else "host"
     ax.set_title(f"{os.path.basename(plan.source) or 'plan'}: {len(hosts)} hosts, one cell per {unit}; "
                  f"{len(plan.admissions)} admitted, {len(plan.evictions)} evicted"
                  + (f"; vs Kueue's way: {says}" if says else ""), fontsize=9, loc="left")
-    legend = [Patch(facecolor=colour[p], label=f"priority {p}") for p in reversed(priorities)]
+    legend: list[Any] = [Patch(facecolor=colour[p], label=f"priority {p}") for p in reversed(priorities)]
     legend += [Patch(facecolor="#999999", hatch="////", edgecolor="white", label="admitted by this plan"),
                Patch(facecolor=UNMANAGED, label="not Stowplan's"), Patch(facecolor=FREE, label="free"),
                plt.Line2D([], [], marker="x", color="#d73027", linestyle="", label="eviction"),
