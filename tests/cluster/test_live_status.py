@@ -15,6 +15,7 @@ from planner.cluster import Kube, connect
 from planner.cluster.kube import ApiStatus, MERGE_PATCH, path_of
 from test_live_cronjob import NAMESPACE, installed, sa_kubeconfig  # noqa: F401  (fixture)
 from test_live_kit import Env
+from test_promtext import Gateway, gateway, samples  # noqa: F401  (fixture: a real HTTP server on localhost)
 
 STATUS = path_of("v1", "configmaps", NAMESPACE, "stowplan-status")
 
@@ -29,7 +30,7 @@ def mounted_config(installed, tmp_path):  # noqa: F811
 
 
 def test_each_cycle_writes_the_status_configmap_as_the_service_account(installed, control_plane, api_client,  # noqa: F811
-                                                                       namespace, tmp_path):
+                                                                       namespace, tmp_path, gateway):  # noqa: F811
     env = Env(control_plane, api_client, namespace, nodes=1)
     try:
         if installed.get_or_none(STATUS) is not None:
@@ -39,7 +40,7 @@ def test_each_cycle_writes_the_status_configmap_as_the_service_account(installed
         mount = mounted_config(installed, tmp_path)
         args = ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--policy",
                 str(mount / "policy.yaml"), "--config", str(mount / "kueue.yaml"), "--release-wait", "0", "-q",
-                "--metrics", str(tmp_path / "m.prom")]
+                "--metrics", str(tmp_path / "m.prom"), "--pushgateway", f"http://127.0.0.1:{gateway.server_port}"]
         before = time.time()
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0, result.output
@@ -55,6 +56,10 @@ def test_each_cycle_writes_the_status_configmap_as_the_service_account(installed
         assert stamp >= int(before) - 1
         assert first["metadata"]["labels"] == {"app.kubernetes.io/name": "stowplan"}
         assert "stowplan_admitted_workloads_total" in (tmp_path / "m.prom").read_text()
+        (pushed,) = Gateway.received              # the CronJob's path: one push per cycle
+        assert pushed[1] == "/metrics/job/stowplan"
+        admitted = samples(pushed[3])["stowplan_admitted_workloads_total"]
+        assert sum(s.value for s in admitted) == 1 and {s.labels["cluster_queue"] for s in admitted} == {env.cq}
 
         # the next cycle patches it (its own rights: patch on that one name)
         time.sleep(1.1)
@@ -80,6 +85,25 @@ def test_each_cycle_writes_the_status_configmap_as_the_service_account(installed
             with pytest.raises(ApiStatus) as denied:
                 sa.request(method, path, body=body, content_type=MERGE_PATCH if method == "PATCH" else "application/json")
             assert denied.value.status == 403, (method, path)
+    finally:
+        env.cleanup()
+
+
+def test_plan_writes_metrics_and_no_status(installed, control_plane, api_client, namespace, tmp_path):  # noqa: F811
+    env = Env(control_plane, api_client, namespace, nodes=1)
+    try:
+        if installed.get_or_none(STATUS) is not None:
+            installed.request("DELETE", STATUS)
+        env.job("c", pods=1, gpus=2)
+        mount = mounted_config(installed, tmp_path)
+        prom = tmp_path / "plan.prom"
+        result = CliRunner().invoke(cli, ["plan", "--kubeconfig", str(control_plane.kubeconfig), "-o", "json",
+                                          "--policy", str(mount / "policy.yaml"), "--config",
+                                          str(mount / "kueue.yaml"), "-q", "--metrics", str(prom)])
+        assert result.exit_code == 0, result.output
+        got = samples(prom.read_text())
+        assert {s.labels["cluster_queue"]: s.value for s in got["stowplan_admitted_workloads_total"]}[env.cq] == 1
+        assert installed.get_or_none(STATUS) is None          # plan writes nothing to the cluster
     finally:
         env.cleanup()
 
