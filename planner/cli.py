@@ -458,6 +458,9 @@ def cli() -> None:
 @click.option("--picture", "picture", metavar="FILE.svg|FILE.png", show_envvar=True, type=click.Path(dir_okay=False),
               help="Also draw the plan: the topology as a grid (blocks, racks, hosts; racks only above 2,048 "
                    "hosts), GPUs coloured by priority, admissions hatched, evictions marked, free racks outlined.")
+@click.option("--picture-before", "picture_before", metavar="FILE.svg|FILE.png", show_envvar=True,
+              type=click.Path(dir_okay=False),
+              help="Also draw the cluster before the plan, the same way (with --picture: a before/after pair).")
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -474,6 +477,7 @@ def what_if(
     verbose: bool,
     metrics: str | None = None,
     picture: str | None = None,
+    picture_before: str | None = None,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
@@ -510,6 +514,8 @@ def what_if(
         check_writable(metrics, "--metrics")
     if picture is not None:
         _check_picture(picture)
+    if picture_before is not None:
+        _check_picture(picture_before, "--picture-before")
     started = time.monotonic()
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
@@ -537,16 +543,21 @@ def what_if(
         drawn = time.monotonic()
         mode = draw(snapshot, plan, picture)
         say(f"drew {picture} (one cell per {mode[:-1]}) in {time.monotonic() - drawn:.2f}s")
+    if picture_before is not None:
+        from planner.picture import draw
+
+        draw(snapshot, plan, picture_before, before=True)
+        say(f"drew {picture_before}")
 
 
-def _check_picture(path: str) -> None:
+def _check_picture(path: str, field: str = "--picture") -> None:
     from planner.picture import check_path
 
     try:
         check_path(path)
     except ValueError as error:
-        raise InputError(str(error), field="--picture") from None
-    check_writable(path, "--picture")
+        raise InputError(str(error), field=field) from None
+    check_writable(path, field)
 
 
 def emit(text: str, out: str | None, say: Callable[[str], None]) -> None:

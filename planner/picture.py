@@ -67,8 +67,10 @@ def _levels(snapshot: Snapshot) -> tuple[str | None, str | None]:
     return levels[0], levels[-1]
 
 
-def cells(snapshot: Snapshot, decisions: Decisions) -> tuple[dict[str, dict[str, list[Cell]]], dict[str, Cell]]:
-    """block -> rack -> host cells, and host name -> cell."""
+def cells(snapshot: Snapshot, decisions: Decisions,
+          before: bool = False) -> tuple[dict[str, dict[str, list[Cell]]], dict[str, Cell]]:
+    """block -> rack -> host cells, and host name -> cell: after the plan, or `before` it
+    (what runs now; the plan's victims still run there, marked, and nothing is admitted)."""
     gpu_names = set(snapshot.policy.gpu_resources)
     outer, inner = _levels(snapshot)
     grid: dict[str, dict[str, list[Cell]]] = defaultdict(lambda: defaultdict(list))
@@ -110,6 +112,8 @@ def cells(snapshot: Snapshot, decisions: Decisions) -> tuple[dict[str, dict[str,
                 amount = sum(pod_set.request.get(r) for r in names) * count / (1000.0 if names == {"cpu"} else 1.0)
                 if where == "evicted":
                     cell.evicted += amount
+                    if before:
+                        cell.kept[workload.priority] += amount
                 elif where == "admitted":
                     cell.admitted[workload.priority] += amount
                 else:
@@ -118,7 +122,7 @@ def cells(snapshot: Snapshot, decisions: Decisions) -> tuple[dict[str, dict[str,
     for workload in snapshot.workloads:
         if workload.state is WorkloadState.RUNNING:
             add(workload, workload.assignment, "evicted" if workload.ref in evicted else "kept")
-    for admission in decisions.admissions:
+    for admission in () if before else decisions.admissions:
         if admission.workload in by_ref:
             add(by_ref[admission.workload], admission.pod_sets, "admitted")
     return grid, hosts
@@ -135,8 +139,9 @@ def _aggregate(name: str, members: list[Cell]) -> Cell:
     return out
 
 
-def draw(snapshot: Snapshot, plan: Plan, path: str) -> str:
-    """Write the picture to `path` (.svg or .png), atomically; returns the mode drawn."""
+def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str:
+    """Write the picture to `path` (.svg or .png), atomically; returns the mode drawn.
+    `before`: the cluster as it is, the plan's victims marked (the pair's first half)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -146,7 +151,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str) -> str:
 
     check_path(path)
     decisions = Decisions(plan.admissions, plan.evictions)
-    grid, hosts = cells(snapshot, decisions)
+    grid, hosts = cells(snapshot, decisions, before)
     by_rack = len(hosts) > MAX_HOSTS
     priorities = sorted({p for c in hosts.values() for p in (*c.kept, *c.admitted)})
     cmap = matplotlib.colormaps["viridis"]
@@ -248,9 +253,14 @@ def draw(snapshot: Snapshot, plan: Plan, path: str) -> str:
     beside = plan.summary.get("vs_kueue")
     says = str(beside.get("says", "")) if isinstance(beside, Mapping) else ""
     unit = "rack" if by_rack else "host"
-    ax.set_title(f"{os.path.basename(plan.source) or 'plan'}: {len(hosts)} hosts, one cell per {unit}; "
+    if before:
+        title = (f"{os.path.basename(plan.source) or 'snapshot'} before the plan: {len(hosts)} hosts, one cell "
+                 f"per {unit}; the {len(plan.evictions)} workload(s) the plan evicts marked")
+    else:
+        title = (f"{os.path.basename(plan.source) or 'plan'}: {len(hosts)} hosts, one cell per {unit}; "
                  f"{len(plan.admissions)} admitted, {len(plan.evictions)} evicted"
-                 + (f"; vs Kueue's way: {says}" if says else ""), fontsize=9, loc="left")
+                 + (f"; vs Kueue's way: {says}" if says else ""))
+    ax.set_title(title, fontsize=9, loc="left")
     legend: list[Any] = [Patch(facecolor=colour[p], label=f"priority {p}") for p in reversed(priorities)]
     legend += [Patch(facecolor="#999999", hatch="////", edgecolor="white", label="admitted by this plan"),
                Patch(facecolor=UNMANAGED, label="not Stowplan's"), Patch(facecolor=FREE, label="free"),

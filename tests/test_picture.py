@@ -68,3 +68,29 @@ def test_bad_picture_path_is_exit_2_naming_the_option(name, why, tmp_path):
                                                  "--picture", str(tmp_path / name)])
     assert result.exit_code == 2
     assert "--picture" in result.output and why in result.output
+
+
+def test_before_holds_what_runs_now_and_marks_the_victims(tmp_path):
+    snapshot = read_snapshot([str(FIXTURES / "nvl72.json")])
+    plan = plan_snapshot(snapshot, solver="greedy")
+    assert plan.evictions
+    _, hosts = picture.cells(snapshot, Decisions(plan.admissions, plan.evictions), before=True)
+    now = summarize(snapshot, Decisions())["served_gpus"]
+    drawn = {}
+    for cell in hosts.values():
+        assert not cell.admitted
+        for p, v in cell.kept.items():
+            drawn[p] = drawn.get(p, 0) + v
+    assert {p: v for p, v in drawn.items() if v} == {p: v for p, v in now.items() if v}
+    assert any(cell.evicted for cell in hosts.values())
+
+
+def test_what_if_draws_a_before_after_pair(tmp_path):
+    after, before = tmp_path / "after.svg", tmp_path / "before.png"
+    result = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "hierarchical-cohorts.yaml"), "--quiet",
+                                                 "-o", "json", "--picture", str(after), "--picture-before", str(before)])
+    assert result.exit_code == 0, result.output
+    assert b"before the plan" not in after.read_bytes() and before.read_bytes().startswith(b"\x89PNG")
+    bad = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "tiny.yaml"), "--quiet",
+                                              "--picture-before", str(tmp_path / "b.gif")])
+    assert bad.exit_code == 2 and "--picture-before" in bad.output
