@@ -246,19 +246,19 @@ def stdout_to_stderr(discard: bool = False) -> Iterator[None]:
             target.close()
 
 
-def check_writable(path: str) -> None:
+def check_writable(path: str, field: str = "--out") -> None:
     """The plan's folder exists and takes new files (the temp file of write_atomically),
     and `path` is a regular file if it exists: replacing /dev/null (or a link to a
     device, a FIFO, a folder) with a regular file would break whatever it was."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise InputError(f"cannot write the plan: folder {folder} does not exist", file=path, field="--out")
+        raise InputError(f"cannot write the plan: folder {folder} does not exist", file=path, field=field)
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write the plan: folder {folder} is not writable", file=path, field="--out")
-    _regular_or_absent(path)
+        raise InputError(f"cannot write the plan: folder {folder} is not writable", file=path, field=field)
+    _regular_or_absent(path, field)
 
 
-def _regular_or_absent(path: str) -> None:
+def _regular_or_absent(path: str, field: str = "--out") -> None:
     from planner.snapshot.loader import file_kind
 
     try:
@@ -266,10 +266,10 @@ def _regular_or_absent(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError as error:
-        raise InputError(f"cannot write there: {error.strerror}", file=path, field="--out") from None
+        raise InputError(f"cannot write there: {error.strerror}", file=path, field=field) from None
     if not stat.S_ISREG(mode):
-        raise InputError(f"is {file_kind(mode)}: the output must be a regular file (or - for stdout)",
-                         file=path, field="--out")
+        stdout = " (or - for stdout)" if field == "--out" else ""
+        raise InputError(f"is {file_kind(mode)}: the output must be a regular file{stdout}", file=path, field=field)
 
 
 def write_stdout(text: str) -> None:
@@ -308,14 +308,14 @@ def _terminate_cleanly() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def write_atomically(path: str, text: str, mode: int | None = None) -> None:
+def write_atomically(path: str, text: str, mode: int | None = None, field: str = "--out") -> None:
     """Write the whole file or nothing: a temp file in the same folder, then os.replace.
 
     `mode`: the file's permissions (default: an existing file's, else 0666 minus the umask).
     A failed write (a full disk, a quota) is an InputError naming the file, and leaves
     neither the temp file nor a partial target; so does SIGTERM (exit 143)."""
     folder = os.path.dirname(os.path.abspath(path))
-    _regular_or_absent(path)
+    _regular_or_absent(path, field)
     if mode is None:
         try:
             mode = os.stat(path).st_mode & 0o777
@@ -327,7 +327,7 @@ def write_atomically(path: str, text: str, mode: int | None = None) -> None:
         try:
             fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         except OSError as error:
-            raise InputError(f"cannot write: {error.strerror}", file=path, field="--out") from None
+            raise InputError(f"cannot write: {error.strerror}", file=path, field=field) from None
         try:
             os.fchmod(fd, mode)     # before any byte is written: a 0600 file is never readable by others
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
@@ -339,7 +339,7 @@ def write_atomically(path: str, text: str, mode: int | None = None) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
             raise InputError(f"cannot write: {error.strerror or error}; nothing was written", file=path,
-                             field="--out") from None
+                             field=field) from None
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
@@ -371,6 +371,44 @@ def _versions() -> str:
 # ---------------------------------------------------------------- commands
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _metrics_option(command: F) -> F:
+    return click.option("--metrics", "metrics", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+                        help="Also write the cycle's metrics to FILE in Prometheus text format (atomically), "
+                             "e.g. for node_exporter's textfile collector.")(command)
+
+
+class PushgatewayType(click.ParamType):
+    name = "URL"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from planner.promtext import check_pushgateway
+
+        try:
+            return check_pushgateway(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+def write_metrics(path: str | None, push_url: str | None, plan: Plan, queues: Any,
+                  say: Callable[[str], None], **extra: Any) -> None:
+    """--metrics FILE and --pushgateway URL: the cycle's metrics (planner.promtext). A
+    failed push is a warning: the cycle itself is done."""
+    if path is None and push_url is None:
+        return
+    from planner import promtext
+
+    registry = promtext.registry_for(plan, queues, **extra)
+    if path is not None:
+        write_atomically(path, promtext.text(registry), field="--metrics")
+        say(f"wrote metrics to {path}")
+    if push_url is not None:
+        try:
+            promtext.push(push_url, registry)
+            say(f"pushed metrics to {promtext.redacted(push_url)}")
+        except OSError as error:
+            click.echo(f"warning: {printable(str(error))}", err=True)
 
 
 @click.group(context_settings=CONTEXT)
@@ -416,6 +454,13 @@ def cli() -> None:
               help="No progress lines (warnings and errors still go to stderr).")
 @click.option("-v", "--verbose", is_flag=True, show_envvar=True,
               help="Show the solvers' own output (HiGHS's banner and log, CBC's) on stderr.")
+@_metrics_option
+@click.option("--picture", "picture", metavar="FILE.svg|FILE.png", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Also draw the plan: the topology as a grid (blocks, racks, hosts; racks only above 2,048 "
+                   "hosts), GPUs coloured by priority, admissions hatched, evictions marked, free racks outlined.")
+@click.option("--picture-before", "picture_before", metavar="FILE.svg|FILE.png", show_envvar=True,
+              type=click.Path(dir_okay=False),
+              help="Also draw the cluster before the plan, the same way (with --picture: a before/after pair).")
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -430,6 +475,9 @@ def what_if(
     max_file_size: int,
     quiet: bool,
     verbose: bool,
+    metrics: str | None = None,
+    picture: str | None = None,
+    picture_before: str | None = None,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
@@ -462,6 +510,12 @@ def what_if(
     if not to_stdout:
         assert out is not None
         check_writable(out)  # fail before a long solve, not after it
+    if metrics is not None:
+        check_writable(metrics, "--metrics")
+    if picture is not None:
+        _check_picture(picture)
+    if picture_before is not None:
+        _check_picture(picture_before, "--picture-before")
     started = time.monotonic()
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
@@ -480,6 +534,30 @@ def what_if(
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
     emit(render(plan, fmt), None if to_stdout else out, say)
+    from planner.promtext import queues_of
+
+    write_metrics(metrics, None, plan, queues_of(snapshot), say)
+    if picture is not None:
+        from planner.picture import draw
+
+        drawn = time.monotonic()
+        mode = draw(snapshot, plan, picture)
+        say(f"drew {picture} (one cell per {mode[:-1]}) in {time.monotonic() - drawn:.2f}s")
+    if picture_before is not None:
+        from planner.picture import draw
+
+        draw(snapshot, plan, picture_before, before=True)
+        say(f"drew {picture_before}")
+
+
+def _check_picture(path: str, field: str = "--picture") -> None:
+    from planner.picture import check_path
+
+    try:
+        check_path(path)
+    except ValueError as error:
+        raise InputError(str(error), field=field) from None
+    check_writable(path, field)
 
 
 def emit(text: str, out: str | None, say: Callable[[str], None]) -> None:
@@ -576,6 +654,18 @@ def _solver_options(command: F) -> F:
     return command
 
 
+def _write_status(kube: Any, namespace: str, plan: Plan, report: Any, say: Callable[[str], None]) -> None:
+    """ConfigMap stowplan-status in the planner's namespace (planner.cluster.status); a
+    failure is a warning: the cycle itself is done."""
+    from planner.cluster.status import NAME, status_data, write_status
+
+    try:
+        write_status(kube, namespace, status_data(plan, report, time.time()))
+        say(f"wrote ConfigMap {namespace}/{NAME}")
+    except StowplanError as error:
+        click.echo(f"warning: status ConfigMap {namespace}/{NAME} not written: {printable(str(error))}", err=True)
+
+
 def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) -> Any:
     from planner.cluster import Kube, connect
 
@@ -642,10 +732,11 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
               help="Save the plan to FILE (yaml, or json for *.json) with snapshot.resourceVersions, for "
                    "`stowplan apply --plan FILE`.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
+@_metrics_option
 @_exits
 def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[str], policy: str | None,
                  solver: str, time_limit: float | None, gap: float | None, verbose: bool, output: str | None,
-                 out: str | None, quiet: bool) -> None:
+                 out: str | None, quiet: bool, metrics: str | None = None) -> None:
     """Plan the live cluster and show the plan; nothing is written to the cluster.
 
     \b
@@ -661,6 +752,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
+    if metrics is not None:
+        check_writable(metrics, "--metrics")
     _solver_log(verbose)
     kube = _kube(kubeconfig, context)
     with stdout_to_stderr(discard=not verbose):
@@ -676,6 +769,9 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
         fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
         write_atomically(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
         say(f"wrote {out}")
+    from planner.promtext import queues_of
+
+    write_metrics(metrics, None, plan, queues_of(live.snapshot), say)
 
 
 @cli.command("apply", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
@@ -704,11 +800,16 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
               type=click.IntRange(min=1, max=64),
               metavar="N", help="Writes in flight at once (each still optimistic on its own object).")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
+@_metrics_option
+@click.option("--pushgateway", "pushgateway", metavar="URL", show_envvar=True, type=PushgatewayType(),
+              help="Push the cycle's metrics to this Prometheus Pushgateway (job=stowplan) after applying; "
+                   "a failed push is a warning. Default: no push.")
 @_exits
 def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, context: str | None,
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
-                  identity: str | None, release_wait: float, workers: int, quiet: bool) -> None:
+                  identity: str | None, release_wait: float, workers: int, quiet: bool,
+                  metrics: str | None = None, pushgateway: str | None = None) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
     Takes the Lease, finishes what the last cycle started (gated pods), evicts,
@@ -727,16 +828,25 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     from planner.cluster import apply_live
 
     say = _progress(quiet)
+    if metrics is not None:
+        check_writable(metrics, "--metrics")
     _solver_log(verbose)
     kube = _kube(kubeconfig, context, dry_run=dry_run)
+    seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
     with stdout_to_stderr(discard=not verbose):
         made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                   solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                   lease_name=lease_name, identity=identity, lease_duration=lease_duration,
-                                  release_wait=release_wait, workers=workers, say=say)
+                                  release_wait=release_wait, workers=workers, say=say,
+                                  before_apply=lambda live, _plan: seen.append(live))
     for ref, why in report.conflicts:
         click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
     write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
+    _write_status(kube, namespace, made, report, say)
+    from planner.promtext import queues_of
+
+    write_metrics(metrics, pushgateway, made, queues_of(seen[0].snapshot) if seen else {}, say,
+                  apply_seconds=report.seconds.get("apply"), conflicts=len(report.conflicts))
 
 
 def _generate_help_epilog() -> str:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import tiers
+from planner import metrics, tiers, vs_kueue
 from planner.milp import guarantee
 from planner.assemble import assemble
 from planner.budget import RELAXED_SHARE, Budget
@@ -95,7 +95,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         violations = verify(snapshot, baseline)
         if violations:
             raise VerificationError(violations)
-        return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock)
+        return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock, baseline=baseline)
     # 2. The model, and greedy's plan in its columns where the model allows it.
     form = formulate(snapshot)
     greedy_violations = verify(snapshot, baseline)
@@ -151,7 +151,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
             raise VerificationError(greedy_violations)
         report = replace(greedy_report(snapshot, baseline, clock, status="fallback", message=why,
                                        method=method_of(solver)), model=model_size(form))
-        return finished(snapshot, baseline, report, clock, form)
+        return finished(snapshot, baseline, report, clock, form, baseline=baseline)
     proven = outcome.status == "optimal" and repaired == 0
     notes = []
     if start is None and baseline.admissions:
@@ -168,7 +168,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         objective=round(volume(snapshot, decisions), 6), bound=round(outcome.bound, 6),
         gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
         stages=tuple(s.as_dict() for s in outcome.stages), model=model_size(form))
-    return finished(snapshot, decisions, report, clock, form)
+    return finished(snapshot, decisions, report, clock, form, baseline=baseline)
 
 
 def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None, solver: str, budget: Budget,
@@ -246,9 +246,13 @@ def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot):  # t
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: Clock,
-             form: Formulation | None = None) -> Plan:
-    """The Plan, with explaining what waits and the summary counted in the cycle."""
+             form: Formulation | None = None, baseline: Decisions | None = None) -> Plan:
+    """The Plan, with explaining what waits and the summary counted in the cycle; the
+    summary ends with greedy's (Kueue's way) beside it (planner.vs_kueue)."""
     plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
+    if baseline is not None:
+        greedy_summary = plan.summary if baseline is decisions else metrics.summarize(snapshot, baseline)
+        plan = replace(plan, summary={**plan.summary, vs_kueue.KEY: vs_kueue.compare(plan.summary, greedy_summary)})
     clock.lap("verify")
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
 

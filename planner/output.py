@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
+from planner import vs_kueue
 from planner.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
@@ -310,7 +311,11 @@ def to_table(plan: Plan) -> str:
     lines.append("")
     lines += _section("Pending", len(plan.pending), ("WORKLOAD", "REASON"), [(str(p.workload), p.reason) for p in plan.pending])
     if data["summary"]:
-        lines += ["", "Summary:", *_summary_lines(data["summary"])]
+        shown = {k: v for k, v in data["summary"].items() if k != vs_kueue.KEY}
+        lines += ["", "Summary:", *_summary_lines(shown)]
+        beside = vs_kueue.table_lines(data["summary"])
+        if beside:
+            lines += ["", *(printable(line) for line in beside)]
     return "\n".join(lines) + "\n"
 
 

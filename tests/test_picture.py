@@ -1,0 +1,96 @@
+"""what-if --picture (issue 27, item 2): renders for every fixture, aggregates to racks
+above MAX_HOSTS, counts what the plan places, and refuses a wrong file name."""
+
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from click.testing import CliRunner
+
+from models import Decisions
+from planner import cli as cli_module
+from planner import picture
+from planner.metrics import summarize
+from planner.cycle import plan_snapshot
+from planner.snapshot import read_snapshot
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+YAML = sorted(p.name for p in FIXTURES.glob("*.yaml") if not p.name.endswith(".plan.yaml"))
+JSON = sorted(p.name for p in FIXTURES.glob("*.json"))
+
+
+@pytest.mark.parametrize("fixture", YAML)
+def test_what_if_draws_every_fixture_as_png(fixture, tmp_path):
+    out = tmp_path / "plan.png"
+    result = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / fixture), "-o", "json", "--quiet",
+                                                 "--picture", str(out)])
+    assert result.exit_code == 0, result.output
+    data = out.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 2000
+
+
+@pytest.mark.parametrize("fixture", JSON)
+def test_topology_fixtures_draw_as_svg(fixture, tmp_path):
+    snapshot = read_snapshot([str(FIXTURES / fixture)])
+    plan = plan_snapshot(snapshot, solver="greedy")
+    out = tmp_path / "plan.svg"
+    assert picture.draw(snapshot, plan, str(out)) == "hosts"
+    root = ElementTree.fromstring(out.read_bytes())
+    assert root.tag.endswith("svg")
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_cells_hold_what_the_plan_serves():
+    snapshot = read_snapshot([str(FIXTURES / "hierarchical-cohorts.yaml")])
+    plan = plan_snapshot(snapshot)
+    decisions = Decisions(plan.admissions, plan.evictions)
+    grid, hosts = picture.cells(snapshot, decisions)
+    served = summarize(snapshot, decisions)["served_gpus"]
+    drawn = {}
+    for cell in hosts.values():
+        for p, v in (*cell.kept.items(), *cell.admitted.items()):
+            drawn[p] = drawn.get(p, 0) + v
+        assert cell.used() <= cell.capacity
+    assert {p: v for p, v in drawn.items() if v} == {p: v for p, v in served.items() if v}
+    assert sorted(grid) == ["rack-1", "rack-2"]
+
+
+def test_many_hosts_are_drawn_per_rack(tmp_path, monkeypatch):
+    snapshot = read_snapshot([str(FIXTURES / "nvl72.json")])
+    plan = plan_snapshot(snapshot, solver="greedy")
+    monkeypatch.setattr(picture, "MAX_HOSTS", 16)
+    assert picture.draw(snapshot, plan, str(tmp_path / "racks.png")) == "racks"
+
+
+@pytest.mark.parametrize("name,why", [("plan.jpg", "must end in .svg or .png"), ("missing/plan.png", "does not exist")])
+def test_bad_picture_path_is_exit_2_naming_the_option(name, why, tmp_path):
+    result = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "tiny.yaml"), "--quiet",
+                                                 "--picture", str(tmp_path / name)])
+    assert result.exit_code == 2
+    assert "--picture" in result.output and why in result.output
+
+
+def test_before_holds_what_runs_now_and_marks_the_victims(tmp_path):
+    snapshot = read_snapshot([str(FIXTURES / "nvl72.json")])
+    plan = plan_snapshot(snapshot, solver="greedy")
+    assert plan.evictions
+    _, hosts = picture.cells(snapshot, Decisions(plan.admissions, plan.evictions), before=True)
+    now = summarize(snapshot, Decisions())["served_gpus"]
+    drawn = {}
+    for cell in hosts.values():
+        assert not cell.admitted
+        for p, v in cell.kept.items():
+            drawn[p] = drawn.get(p, 0) + v
+    assert {p: v for p, v in drawn.items() if v} == {p: v for p, v in now.items() if v}
+    assert any(cell.evicted for cell in hosts.values())
+
+
+def test_what_if_draws_a_before_after_pair(tmp_path):
+    after, before = tmp_path / "after.svg", tmp_path / "before.png"
+    result = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "hierarchical-cohorts.yaml"), "--quiet",
+                                                 "-o", "json", "--picture", str(after), "--picture-before", str(before)])
+    assert result.exit_code == 0, result.output
+    assert b"before the plan" not in after.read_bytes() and before.read_bytes().startswith(b"\x89PNG")
+    bad = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "tiny.yaml"), "--quiet",
+                                              "--picture-before", str(tmp_path / "b.gif")])
+    assert bad.exit_code == 2 and "--picture-before" in bad.output

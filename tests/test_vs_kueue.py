@@ -1,0 +1,73 @@
+"""Kueue's way in every plan (issue 27, item 3): the `vs_kueue` block of the summary
+carries greedy's summary beside the plan's and the difference, the same numbers a
+separate `--solver greedy` run reports."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from planner import cli as cli_module
+from planner import vs_kueue
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def what_if(*args: str) -> dict:
+    result = CliRunner().invoke(cli_module.cli, ["what-if", *args, "-o", "json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("fixture", ["hierarchical-cohorts.yaml", "multi-team-gpu.yaml"])
+def test_block_equals_a_separate_greedy_runs_summary(fixture):
+    milp = what_if(str(FIXTURES / fixture))
+    greedy = what_if(str(FIXTURES / fixture), "--solver", "greedy")
+    block = milp["summary"]["vs_kueue"]
+    base = block["baseline"]
+    for key in ("served_gpus", "served_cores", "admitted", "evicted", "pending", "preemption_cost"):
+        assert base[key] == greedy["summary"][key], key
+    summary = milp["summary"]
+    for priority, served in summary["served_gpus"].items():
+        assert block["difference"]["served_gpus"][priority] == served - greedy["summary"]["served_gpus"][priority]
+    for key in ("admitted", "evicted", "pending", "preemption_cost"):
+        assert block["difference"][key] == summary[key] - greedy["summary"][key]
+
+
+def test_where_they_differ_it_says_so_per_priority():
+    """hierarchical-cohorts: priority first gives 6 GPUs more at priority 100 (from the
+    priority-0 elastic job) than Kueue's cycle does."""
+    block = what_if(str(FIXTURES / "hierarchical-cohorts.yaml"))["summary"]["vs_kueue"]
+    assert block["difference"]["served_gpus"] == {"0": -6, "100": 6, "1000": 0}
+    assert block["says"] == "+6 GPUs at priority 100, -6 GPUs at priority 0"
+
+
+def test_greedy_plan_is_its_own_baseline():
+    block = what_if(str(FIXTURES / "tiny.yaml"), "--solver", "greedy")["summary"]["vs_kueue"]
+    assert set(block["difference"]["served_gpus"].values()) == {0}
+    assert block["says"] == "same as Kueue's way"
+
+
+def test_table_shows_the_block():
+    result = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "hierarchical-cohorts.yaml"),
+                                                 "-o", "table", "--quiet"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "Kueue's way (greedy) beside this plan: +6 GPUs at priority 100, -6 GPUs at priority 0" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("served at priority 100 "))
+    assert row.split()[-3:] == ["28", "22", "+6"]
+    assert "vs_kueue" not in text
+
+
+def test_says_counts_and_cores():
+    plan = {"served_gpus": {1: 10, 0: 2}, "served_cores": {1: 0, 0: 2}, "admitted": 5, "evicted": 0,
+            "pending": 1, "preemption_cost": 0}
+    base = {"served_gpus": {1: 2, 0: 0}, "served_cores": {1: 0, 0: 0}, "admitted": 3, "evicted": 3,
+            "pending": 3, "preemption_cost": 7.5}
+    block = vs_kueue.compare(plan, base)
+    assert block["says"] == ("+8 GPUs at priority 1, +2 cores at priority 0, 2 more admitted, "
+                             "3 fewer evictions, preemption cost -7.5")
+    assert vs_kueue.gain_gpus(block) == {1: 8.0, 0: 2.0}
+    one = vs_kueue.compare({**plan, "evicted": 4}, base)
+    assert "1 more eviction" in one["says"]
