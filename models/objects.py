@@ -243,10 +243,12 @@ class PodSetAssignment:
     domains: tuple[tuple[tuple[str, ...], int], ...]
 
     def pods_per_node(self) -> dict[str, int]:
-        """Node name -> pods, taking the last level value as the node name."""
+        """Node name -> pods, taking the last level value as the node name (a malformed
+        empty domain is skipped: the reader and the verifier report it)."""
         out: dict[str, int] = {}
         for values, count in self.domains:
-            out[values[-1]] = out.get(values[-1], 0) + count
+            if values:
+                out[values[-1]] = out.get(values[-1], 0) + count
         return out
 
 

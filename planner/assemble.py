@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from models import Decisions, ObjectRef, PendingEntry, Plan, Snapshot, SolverReport, WorkloadState
 from planner import explain, metrics
@@ -19,22 +18,19 @@ class Description:
     summary: dict[str, object]
 
 
-def describe(snapshot: Snapshot, decisions: Decisions,
-             hints_until: float | Callable[[], float] = float("inf")) -> Description:
-    """The reasons (with preemption hints until `hints_until`, a time.monotonic()
-    instant or a function giving it: explain.pending_reasons) and the summary of
-    `decisions`."""
-    return Description(explain.pending_reasons(snapshot, decisions, hints_until),
+def describe(snapshot: Snapshot, decisions: Decisions) -> Description:
+    """The reasons (explain.pending_reasons) and the summary of `decisions`."""
+    return Description(explain.pending_reasons(snapshot, decisions),
                        metrics.summarize(snapshot, decisions))
 
 
 def assemble(snapshot: Snapshot, decisions: Decisions, report: SolverReport,
-             excluded: dict | None = None, hints_until: float = float("inf"),  # type: ignore[type-arg]
+             excluded: dict[ObjectRef, str] | None = None,
              description: Description | None = None) -> Plan:
     """Every pending workload not admitted appears in `pending`, with a reason. The
     `description` of `decisions` if given, else described here."""
     admitted = {a.workload for a in decisions.admissions}
-    described = description or describe(snapshot, decisions, hints_until)
+    described = description or describe(snapshot, decisions)
     pending = []
     for workload in sorted(snapshot.workloads, key=lambda w: w.ref):
         if workload.state is not WorkloadState.PENDING or workload.ref in admitted:

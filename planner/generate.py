@@ -322,11 +322,6 @@ def parse_setting(spec: GeneratorSpec, key: str, text: str) -> dict[str, Any]:
         raise ValueError(f"parameter {key}={text!r}: {error}") from None
 
 
-def spec_field_docs() -> dict[str, str]:
-    """Field name -> what it does (for --help)."""
-    return {f.name: f.metadata["doc"] for f in dataclasses.fields(GeneratorSpec)}
-
-
 # ---------------------------------------------------------------- helpers
 
 def _parse_time(text: str) -> float:

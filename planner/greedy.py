@@ -23,7 +23,6 @@ import bisect
 import heapq
 import itertools
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
@@ -220,8 +219,8 @@ class ClusterState:
         self._over: dict[str, int] = {key: sum(v > self.quota.limits(key, fr)[0] for fr, v in usage.items())
                                       for key, usage in self.cq_usage.items()}
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
-        # available() per flavor/resource and queue, until a charge to that flavor/resource
-        # (at L, fit tests asked 291,200 times between a few thousand charges).
+        # available() per flavor/resource and queue, until a charge to that flavor/resource:
+        # fit tests ask it far more often than charges change it.
         self._available: dict[FlavorResource, dict[str, int]] = {}
         self._trees: dict[object, _Eligible] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
@@ -874,7 +873,7 @@ def may_preempt(cq: ClusterQueue) -> bool:
 
 
 def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool],
-                    deadline: float = float("inf"), misfit: bool = False) -> list[int] | None:
+                    misfit: bool = False) -> list[int] | None:
     """Kueue's classical search: remove candidates in order until `fits()`, then add
     each back in reverse (all but the last removed), keeping it where it still fits.
 
@@ -886,28 +885,20 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     among n candidates, rather than n. (Were some placement not monotone, the victims
     found still make room.)
 
-    Past `deadline` (time.monotonic()) it gives up between fit tests, as if nothing fit:
-    one search over hundreds of candidates takes seconds at scale, and the planner's
-    passes that use it hold a cycle's time limit (Kueue's own greedy sets none).
     `misfit`: the caller has just found that it does not fit as things stand (a fit
     test spared).
     """
     n = len(candidates)
-
-    def late() -> bool:
-        return deadline != float("inf") and time.monotonic() > deadline
-
     if misfit and n == 0:
         return None
-    hi = first_fitting_prefix(state, list(candidates), 1 if misfit else 0, lambda k: n, fits, late, doubling=True)
+    hi = first_fitting_prefix(state, list(candidates), 1 if misfit else 0, lambda k: n, fits, doubling=True)
     if hi is None:
         return None
-    return put_back(state, candidates[:hi], fits, late)
+    return put_back(state, candidates[:hi], fits)
 
 
 def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known: int, extend: Callable[[int], int],
-                         fits: Callable[[], bool], late: Callable[[], bool] = lambda: False,
-                         doubling: bool = False, probe_whole: bool = False) -> int | None:
+                         fits: Callable[[], bool], doubling: bool = False, probe_whole: bool = False) -> int | None:
     """The shortest prefix of `candidates`, at least `known` long (nothing shorter fits),
     whose release makes `fits()` true; left released in `state`. None, with `state` as
     found, when no prefix does. `extend(k)` may grow `candidates` to k (it returns
@@ -939,7 +930,7 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
         if fits():
             break
         bad = k
-        if late() or extend(k + 1) <= k:
+        if extend(k + 1) <= k:
             prefix(0)
             return None
         if probe_whole and k == known:
@@ -951,9 +942,6 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
         k, step = (max(1, 2 * k) if doubling else k + step), 2 * step
     lo, hi = bad + 1, k
     while lo < hi:
-        if late():
-            prefix(0)
-            return None
         mid = (lo + hi) // 2
         prefix(mid)
         if fits():
@@ -964,12 +952,10 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
     return hi
 
 
-def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[], bool],
-             late: Callable[[], bool] = lambda: False) -> list[int] | None:
+def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[], bool]) -> list[int]:
     """Kueue's fill-back over `released` (all released in `state`, the preemptor fits):
     each but the last, from the last but one down, is taken back where the preemptor
-    still fits. Returns the indexes still released (the victims), left so in `state`;
-    None past `late()`, with every one taken back.
+    still fits. Returns the indexes still released (the victims), left so in `state`.
 
     A run that fits back all together would fit back one at a time too (each step
     leaves at least as much free as the run's test), so runs are tried whole and halved
@@ -982,9 +968,6 @@ def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[
         first, end = runs.pop()
         if first >= end:
             continue
-        if late():     # give every victim still out back
-            state.release_many([released[v] for v in sorted(victims)], sign=-1)
-            return None
         run = released[first:end]
         state.release_many(run, sign=-1)
         if fits():

@@ -132,8 +132,8 @@ class LpRelaxation:
         self._hs = highspy
         self.num_cols = arrays.num_cols
         self.h = highs_from(arrays, threads, integral=False)
-        # Measured at M: dual simplex alone solves these LPs in half the time it takes
-        # with presolve, which reduces them little.
+        # Presolve reduces these LPs little and costs more than it saves (BENCHMARKS.md,
+        # "Numbers behind design choices").
         self.h.setOptionValue("presolve", "off")
         self._assumed: dict[tuple[int, ...], tuple[int, float]] = {}   # columns -> (row, lower)
         self._confirmed: set[tuple[int, ...]] = set()

@@ -1323,7 +1323,7 @@ class _Context:
         fitting = first_fitting_prefix(state, views, first, lambda n: len(views), fits, probe_whole=True)
         if fitting is None:
             return None
-        chosen = put_back(state, views[:fitting], fits) or []
+        chosen = put_back(state, views[:fitting], fits)
         state.release_many([views[i] for i in chosen], sign=-1)
         return [self._target(removed[i]) for i in chosen], overlay
 

@@ -11,8 +11,6 @@ from dataclasses import replace
 from models import Plan, Snapshot
 from planner.collector import cycle_collector
 
-SOLVERS = ("milp", "greedy")   # plus "pulp:NAME" for any solver PuLP drives
-
 
 def plan_snapshot(
     snapshot: Snapshot,

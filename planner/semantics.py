@@ -193,17 +193,6 @@ def queue_order_key(workload: Workload, snapshot: Snapshot) -> tuple[int, float,
 
 # ---------------------------------------------------------------- quota tree
 
-@dataclass(frozen=True)
-class QuotaNode:
-    """A ClusterQueue or Cohort in the sharing tree, for one flavor/resource."""
-
-    name: str                 # "cq:NAME" or "cohort:NAME"
-    parent: str | None
-    nominal: int
-    borrowing_limit: int | None
-    lending_limit: int | None
-
-
 class QuotaTree:
     """Kueue's hierarchical quota arithmetic (pkg/cache resource_node.go).
 

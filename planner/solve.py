@@ -207,8 +207,8 @@ class HighsBackend:
                   fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         """`run` with the `fixed` columns held at their values in `start`; its status and
         bound speak of that restricted model only. HiGHS gets the smaller model over the
-        other columns (ModelArrays.restricted): its presolve took 0.6 s at M to find that
-        model by itself, more than the search in it (0.5 s)."""
+        other columns (ModelArrays.restricted): its presolve takes longer to find that
+        model by itself than the search in it does."""
         free = np.ones(self.num_cols, dtype=bool)
         free[np.asarray(fixed, dtype=np.int64)] = False
         sub = self.arrays.restricted(free, start, self._added)

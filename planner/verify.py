@@ -387,17 +387,8 @@ def _per_node(ix: _Index, psa: PodSetAssignment) -> dict[str, int]:
     """Pods per node of an assignment of the plan, computed once (empty domains skipped)."""
     per_node = ix.per_node.get(id(psa))
     if per_node is None:
-        per_node = ix.per_node[id(psa)] = _pods_per_node(psa)
+        per_node = ix.per_node[id(psa)] = psa.pods_per_node()
     return per_node
-
-
-def _pods_per_node(psa: PodSetAssignment) -> dict[str, int]:
-    """Node (last domain value) -> pods; a malformed empty domain is reported elsewhere, not fatal."""
-    out: dict[str, int] = {}
-    for values, count in psa.domains:
-        if values:
-            out[values[-1]] = out.get(values[-1], 0) + count
-    return out
 
 
 def _pods_by_domain(ix: _Index, psa: PodSetAssignment, levels: tuple[str, ...], level: str) -> dict[tuple[str | None, ...], int]:
@@ -706,7 +697,7 @@ def _check_node_capacity(ix: _Index, admitted: Mapping[ObjectRef, _Admitted], ev
             shape = _pod_set_of(workload, running.name)
             if shape is None:
                 continue
-            for node_name, count in _pods_per_node(running).items():
+            for node_name, count in running.pods_per_node().items():
                 on_node = base.get(node_name)
                 if on_node is not None:
                     for resource, amount in shape.request.items():

@@ -51,7 +51,7 @@ from models.objects import tolerated
 from models import Decisions
 from planner.verify import (
     FR, _Admitted, _Index, _QuotaTree, _check_admissions, _check_evictions, _cohort_problems, _cohort_root, _label_at,
-    _namespace_allowed, _node_problems, _pod_set_of, _pods_per_node, _quota_table,
+    _namespace_allowed, _node_problems, _pod_set_of, _quota_table,
 )
 
 MAX_CHOICES = 16   # flavor choices tried per workload (the product over resource groups)
@@ -132,7 +132,7 @@ class _Runner:
     def on_nodes(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod_set, psa in self.pairs:
-            for node, count in _pods_per_node(psa).items():
+            for node, count in psa.pods_per_node().items():
                 for resource, amount in pod_set.request.items():
                     out[node][resource] += count * amount
         return out

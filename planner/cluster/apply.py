@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
-from planner.cluster.kube import ApiStatus, Kube, path_of
+from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
 
 GATE = "stowplan.io/topology"
 ASSIGNMENT = "stowplan.io/assignment"
@@ -445,7 +445,7 @@ class Applier:
         ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
         try:
             self.kube.write("PATCH", path_of("v1", "pods", meta["namespace"], meta["name"]), ops,
-                            content_type="application/json-patch+json")
+                            content_type=JSON_PATCH)
         except ApiStatus as err:
             if err.status in (404, 409, 422):
                 return False   # changed or gone: the next pass or cycle looks again

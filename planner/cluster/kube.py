@@ -23,7 +23,6 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from planner.errors import ClusterError, InputError
 
 JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 PAGE_SIZE = 500
 TIMEOUT = 30.0
