@@ -299,18 +299,7 @@ class ClusterState:
         usage = self._tree_usage.get(fr)
         if usage is None or key not in self.quota.parent:
             return
-        new = old + delta
-        usage[key] = new
-        chain = self.quota.chain(key, fr)
-        for i in range(len(chain) - 1):  # a node passes on what it uses beyond its guarantee
-            guaranteed = chain[i][1]
-            change = max(0, new - guaranteed) - max(0, old - guaranteed)
-            if change == 0:
-                return
-            parent = chain[i + 1][0]
-            old = usage.get(parent, 0)
-            new = old + change
-            usage[parent] = new
+        self.quota.move_usage(usage, key, fr, old, old + delta)
 
     def quota_shortfall(self, cq: str, charges: Mapping[FlavorResource, int],
                         pending: Mapping[FlavorResource, int]) -> str | None:

@@ -180,19 +180,8 @@ class Overlay:
             usage = self.usage.get(fr)
             if usage is None or not amount:
                 continue
-            chain = self.tree.chain(key, fr)
             old = usage.get(key, 0)
-            new = old + sign * amount
-            usage[key] = new
-            for i in range(len(chain) - 1):   # a node passes on what it uses beyond its guarantee
-                guaranteed = chain[i][1]
-                moved = max(0, new - guaranteed) - max(0, old - guaranteed)
-                if moved == 0:
-                    break
-                parent = chain[i + 1][0]
-                old = usage.get(parent, 0)
-                new = old + moved
-                usage[parent] = new
+            self.tree.move_usage(usage, key, fr, old, old + sign * amount)
 
 
 class Quota:

@@ -309,6 +309,22 @@ class QuotaTree:
                 for n in self.path(node))
         return found
 
+    def move_usage(self, usage: dict[str, int], node: str, fr: FlavorResource, old: int, new: int) -> None:
+        """`node`'s usage of `fr` went from `old` to `new`: set it in `usage` (node ->
+        usage) and carry the change up the tree, where a node passes on what it uses
+        beyond its guarantee (stopping where nothing more changes)."""
+        usage[node] = new
+        chain = self.chain(node, fr)
+        for i in range(len(chain) - 1):
+            guaranteed = chain[i][1]
+            change = max(0, new - guaranteed) - max(0, old - guaranteed)
+            if change == 0:
+                return
+            parent = chain[i + 1][0]
+            old = usage.get(parent, 0)
+            new = old + change
+            usage[parent] = new
+
     def available(self, cq: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
         """How much more of `fr` the queue `cq` may admit now (Kueue's available()).
 
