@@ -284,6 +284,13 @@ class Workload:
     def elastic(self) -> bool:
         return any(ps.min_count is not None for ps in self.pod_sets)
 
+    @property
+    def queue_name(self) -> str:
+        """`cluster_queue`, where the caller knows the reader resolved one."""
+        if self.cluster_queue is None:
+            raise KeyError(f"{self.ref} has no ClusterQueue")
+        return self.cluster_queue
+
 
 @dataclass(frozen=True)
 class Policy:

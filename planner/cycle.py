@@ -34,10 +34,11 @@ from planner.errors import VerificationError
 from planner.greedy import greedy
 from planner.milp import stages
 from planner.milp.decode import decode
-from planner.milp.model import Formulation, candidates, formulate
+from planner.formulate import candidates
+from planner.milp.model import Formulation, formulate
 from planner.milp.start import start_from
 from planner.model_arrays import ModelArrays
-from planner.solve import HighsBackend, PulpBackend, StageResult, refine
+from planner.solve import Backend, HighsBackend, PulpBackend, StageResult, refine
 from planner.verify import verify
 from planner.verify_stable import unstable
 
@@ -75,7 +76,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         start = None
     clock.lap("build")
     # 3. The relaxed pass, carried on by Kueue's cycle.
-    relaxed, relaxed_stages = None, []
+    relaxed: np.ndarray | None = None
+    relaxed_stages: list[StageResult] = []
     if heuristics.relaxed_pass:
         relaxed, relaxed_stages = relaxed_pass(snapshot, form, start, solver, budget, baseline, heuristics.rins)
     if relaxed is not None:
@@ -163,7 +165,7 @@ def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None
         return None, reported
     if decoded.repaired:
         return None, reported
-    carried = continued(snapshot, decoded.decisions, form.preemption)  # type: ignore[arg-type]
+    carried = continued(snapshot, decoded.decisions, form.preemption)
     if carried is None or verify(snapshot, carried):
         return None, reported
     volumes, greedy_volumes = score.tier_volumes(snapshot, carried), score.tier_volumes(snapshot, baseline)
@@ -201,11 +203,11 @@ def method_of(solver: str) -> str:
     return "milp" if solver == "milp" else solver
 
 
-def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+def make_backend(form: Formulation, solver: str, snapshot: Snapshot) -> Backend:
     return make_backend_for(form.arrays, solver, snapshot)
 
 
-def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Backend:
     policy = snapshot.policy
     if solver == "milp":
         return HighsBackend(arrays, threads=policy.threads, seed=policy.seed, searches=False)

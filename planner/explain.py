@@ -52,7 +52,7 @@ class _Hints:
 
     def clause(self, w: Workload, counts: list[int]) -> str:
         snapshot = self.state.snapshot
-        cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snapshot.cluster_queues[w.queue_name]
         key: object = None
         if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
             key = (cq.name, w.priority, tuple(counts),
@@ -113,7 +113,7 @@ def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload], hints:
     blocker = admission_blocker(state.snapshot, w)
     if blocker is not None:
         return blocker
-    cq = state.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+    cq = state.snapshot.cluster_queues[w.queue_name]
     counts = [ps.minimum for ps in w.pod_sets]
     if isinstance(try_counts(state, w, counts), str):
         return _why_not(state, cq, w, counts) + hints.clause(w, counts)

@@ -1071,12 +1071,8 @@ def to_json(snapshot: dict[str, Any]) -> str:
 
 def to_yaml(snapshot: dict[str, Any]) -> str:
     """Block YAML with libyaml's CSafeDumper, no anchors (shared sub-dicts are written out)."""
-    import yaml  # type: ignore[import-untyped, unused-ignore]  # an edge: only the CLI writes YAML
+    import yaml
 
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-    class Dumper(base):  # type: ignore[valid-type, misc]
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
-
-    return str(yaml.dump(snapshot, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=4096))
+    dumper = type("Dumper", (base,), {"ignore_aliases": lambda self, data: True})
+    return str(yaml.dump(snapshot, Dumper=dumper, sort_keys=False, allow_unicode=True, width=4096))

@@ -25,7 +25,7 @@ import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -230,9 +230,9 @@ class ClusterState:
         self._changed: list[np.ndarray] = []
         self._changed_before: list[int] = [0]
         self._counts: dict[int, _LeafCounts] = {}   # by _count_keys of (eligible key, request)
-        self._placed: dict[tuple, Placement] = {}   # place() answers since the last node change
+        self._placed: dict[tuple[Any, ...], Placement] = {}   # place() answers since the last node change
         self._placed_at = 0
-        self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
+        self._options: dict[tuple[str, Resources, tuple[Any, ...]], list[FlavorOption] | str] = {}
         # Memos by object identity, for the hot paths: hashing requests and tolerations
         # (dataclasses) on every fit test shows in profiles. Each entry holds the objects
         # it is keyed by, so their ids cannot be reused while it exists.
@@ -385,7 +385,8 @@ class ClusterState:
         need, amounts = self._columns(request)
         if not len(need):
             return np.zeros(len(rows), dtype=np.int64)
-        return np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
+        counts: np.ndarray = np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
+        return counts
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
         seen = self._placing_of.get((id(option), id(pod_set)))
@@ -780,7 +781,7 @@ def _try_each(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], 
 
 def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -> list[Choice] | str:
     """Place every pod set of `workload` at `counts`, all or nothing; the state is left as found."""
-    cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
+    cq = state.snapshot.cluster_queues[workload.queue_name]
     tent = _Tentative(state)
     try:
         done: set[int] = set()
@@ -818,7 +819,7 @@ def fits_at(state: ClusterState, workload: Workload, counts: Sequence[int]) -> b
     set: no later pod set needs its nodes held, so nothing is taken and given back."""
     if len(workload.pod_sets) > 1:
         return not isinstance(try_counts(state, workload, counts), str)
-    cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
+    cq = state.snapshot.cluster_queues[workload.queue_name]
     return not isinstance(_try_pod_set(state, cq, workload.pod_sets[0], counts[0], _Tentative(state)), str)
 
 
@@ -1044,7 +1045,7 @@ class Preemption:
 
     def candidates(self, w: Workload) -> list[Candidate]:
         snap, tree = self.state.snapshot, self.tree
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         policy = cq.preemption
         borrowing = self.before & self.state.borrowing()
         borrows = must_borrow(snap, w, tree, self.state.cq_usage, self.state.options)
@@ -1114,7 +1115,7 @@ class Preemption:
         self.evicted[v.ref] = Eviction(workload=v.ref, reason=c.reason, for_=(preemptor.ref,),
                                        cost=eviction_cost(v, self.state.snapshot))
         rank = self._rank[id(v)]
-        for found in self._lists_of_queue[v.cluster_queue]:  # type: ignore[index]
+        for found in self._lists_of_queue[v.queue_name]:
             i = bisect.bisect_left(found, (rank,))  # (rank,) sorts just before (rank, v)
             if i < len(found) and found[i][1] is v:
                 del found[i]
@@ -1123,7 +1124,7 @@ class Preemption:
         """Running work of lower base priority in `w`'s queue or cohort tree that it could
         use the room of, whatever the policies say (for explaining), in Kueue's order."""
         snap = self.state.snapshot
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         same, needs, rows = self._needs(cq, w)
         key = (cq.name, w.priority, same, len(self.evicted))
         if key not in self._lower:
@@ -1155,7 +1156,7 @@ class Preemption:
             return "some of it is non-preemptible"
         if not evictable(v, snap):
             return "some of it has run less than the minimum runtime"
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         policy = cq.preemption
         if v.cluster_queue == cq.name:
             return f"withinClusterQueue is {policy.within_cluster_queue}"
@@ -1207,7 +1208,7 @@ class Preemption:
         minimum, then takes the largest count the freed room allows.
         """
         snap = self.state.snapshot
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         key: object = None
         if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
             key = (cq.name, w.priority, tuple((ps.count, ps.minimum, ps.request, ps.topology, ps.tolerations,
@@ -1269,7 +1270,7 @@ class _Pending:
     """A workload waiting in its ClusterQueue, with what Kueue keeps about its last try."""
 
     workload: Workload
-    key: tuple                                   # queue order: priority, queue time, UID
+    key: tuple[Any, ...]                         # queue order: priority, queue time, UID
     last: dict[tuple[int, str], int] | None = None   # LastAssignment: flavor tried per (pod set, resource)
     generation: int = 0                          # the queue's generation at that try
     reason: str = ""
@@ -1282,7 +1283,7 @@ class _Queue:
 
     def __init__(self, cq: ClusterQueue):
         self.cq = cq
-        self.heap: list[tuple[tuple, ObjectRef]] = []
+        self.heap: list[tuple[tuple[Any, ...], ObjectRef]] = []
         self.waiting: dict[ObjectRef, _Pending] = {}          # in the heap
         self.inadmissible: dict[ObjectRef, _Pending] = {}
         self.sticky: ObjectRef | None = None
@@ -1316,7 +1317,7 @@ class _Entry:
     cq: ClusterQueue
     assignment: "kueue_rules.Assignment"
     targets: list["kueue_rules.Target"]
-    order: tuple
+    order: tuple[Any, ...]
 
 
 def greedy(snapshot: Snapshot) -> GreedyResult:
@@ -1492,7 +1493,7 @@ class KueueCycles:
 
     def _nominate(self, p: _Pending) -> _Entry:
         w = p.workload
-        queue = self.queues[w.cluster_queue]  # type: ignore[index]
+        queue = self.queues[w.queue_name]
         last = p.last if p.last is not None and p.generation >= queue.generation else None
         assignment, targets = self.rules.nominate(w, queue.cq, last, queue.generation)
         if assignment.mode != self.kr.FIT and assignment.reason:
@@ -1592,8 +1593,8 @@ class KueueCycles:
         the rest of the cycle, its nodes as placed on an empty cluster and the quota it
         could claim (up to nominal; up to the borrowing limit if it borrows)."""
         a, cq, state = e.assignment, e.cq, self.state
-        picks = [(p.pod_set, p.option, p.count) for p in a.pod_sets]
-        placed = place_fixed(self.empty(), cq, e.pending.workload, picks)  # type: ignore[arg-type]
+        picks = a.picks()
+        placed = place_fixed(self.empty(), cq, e.pending.workload, picks)
         if isinstance(placed, tuple):
             return None
         # The queue's usage as Kueue's snapshot has it: victims of this cycle still count.

@@ -77,17 +77,17 @@ def new_highs() -> Any:
     global _made
     with _first:
         if _made or log_to_console:
-            h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
+            h = highspy.Highs()   # type: ignore[no-untyped-call]  # highspy leaves Highs() unannotated
         else:
             with _fd1_to_devnull():
-                h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
+                h = highspy.Highs()   # type: ignore[no-untyped-call]  # highspy leaves Highs() unannotated
         _made = True
     h.setOptionValue("output_flag", bool(log_to_console))
     h.setOptionValue("log_to_console", bool(log_to_console))
     return h
 
 
-def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # type: ignore[no-untyped-def]
+def highs_from(arrays: ModelArrays, threads: int, integral: bool = True) -> Any:
     """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
 
     `threads` is set on every instance: HiGHS keeps one thread scheduler per process,

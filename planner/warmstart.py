@@ -9,8 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 from models import Decisions
-from planner.formulate import Formulation
-from planner.guarantee import fill_guarantee_columns
+from planner.formulate import Choice, Formulation
 
 TOLERANCE = 1e-6
 
@@ -31,12 +30,12 @@ def fill_class_columns(form: Formulation, values: np.ndarray) -> None:
     for w, workload in enumerate(form.workloads):
         if values[form.admit_col[w]] > 0.5:
             key = (workload.cluster_queue or "", workload.priority, form.preemption.borrows(workload))
-            col = form.class_cols.get(key)
-            if col is not None:
-                values[col] = 1.0
+            class_col = form.class_cols.get(key)
+            if class_col is not None:
+                values[class_col] = 1.0
 
 
-def place(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray,  # type: ignore[no-untyped-def]
+def place(form: Formulation, choice: Choice, per_node: dict[str, int], values: np.ndarray,
           supply: bool = True) -> bool:
     """Set u, c, x/n/z, k and (unless not `supply`: the caller sets supply) y for one pod
     set placed as `per_node` says."""

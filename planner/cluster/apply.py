@@ -115,7 +115,8 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
     metadata = obj.setdefault("metadata", {})
     if not isinstance(metadata.get("annotations"), dict):
         metadata["annotations"] = {}
-    return metadata["annotations"]  # type: ignore[no-any-return]
+    annotations: dict[str, str] = metadata["annotations"]
+    return annotations
 
 
 def _suspended(obj: dict[str, Any]) -> bool:
@@ -239,10 +240,10 @@ class Applier:
     # ------------------------------------------------------------ workloads
 
     def _read(self, ref: ObjectRef) -> dict[str, Any] | None:
-        obj = self.kube.get_or_none(workload_path(ref))
+        obj: dict[str, Any] | None = self.kube.get_or_none(workload_path(ref))
         if obj is None:
             self.report.conflicts.append((ref, "it no longer exists"))
-        return obj  # type: ignore[no-any-return]
+        return obj
 
     def _changed(self, ref: ObjectRef, obj: dict[str, Any]) -> bool:
         """True (and reported) when the object is not what the plan was made from.
@@ -266,7 +267,8 @@ class Applier:
         None: a conflict; on the last attempt it is reported, else the caller re-reads and retries.
         """
         try:
-            return self.kube.write("PUT", workload_path(ref), obj)  # type: ignore[no-any-return]
+            written: dict[str, Any] = self.kube.write("PUT", workload_path(ref), obj)
+            return written
         except ApiStatus as err:
             if err.status == 404 or (err.status == 409 and last):
                 self.report.conflicts.append((ref, f"{'conflict' if err.status == 409 else 'gone'}: {err.detail}"))

@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-import yaml  # type: ignore[import-untyped, unused-ignore]
+import yaml
 
 from models import Admission, Eviction, ObjectRef, Plan, SolverReport
 from planner.cluster.apply import (
