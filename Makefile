@@ -18,12 +18,14 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/stowplan what-if fixtures/multi-team-gpu.yaml -o table
 
-## Every test: unit, golden, property, CLI and the real control plane.
+## Every test: types (mypy --strict, pyproject), unit, golden, property, CLI and the real control plane.
 test: setup cluster-build
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
-## Only the tests that need no cluster (fast, for editing).
+## Only the tests that need no cluster (fast, for editing), after the type check.
 unit: setup
+	$(PY) -m mypy
 	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster"
 
 ## Build (first time only) kube-apiserver, controller-manager, scheduler, etcd, KWOK.

@@ -243,10 +243,12 @@ class PodSetAssignment:
     domains: tuple[tuple[tuple[str, ...], int], ...]
 
     def pods_per_node(self) -> dict[str, int]:
-        """Node name -> pods, taking the last level value as the node name."""
+        """Node name -> pods, taking the last level value as the node name (a malformed
+        empty domain is skipped: the reader and the verifier report it)."""
         out: dict[str, int] = {}
         for values, count in self.domains:
-            out[values[-1]] = out.get(values[-1], 0) + count
+            if values:
+                out[values[-1]] = out.get(values[-1], 0) + count
         return out
 
 
@@ -281,6 +283,13 @@ class Workload:
     @property
     def elastic(self) -> bool:
         return any(ps.min_count is not None for ps in self.pod_sets)
+
+    @property
+    def queue_name(self) -> str:
+        """`cluster_queue`, where the caller knows the reader resolved one."""
+        if self.cluster_queue is None:
+            raise KeyError(f"{self.ref} has no ClusterQueue")
+        return self.cluster_queue
 
 
 @dataclass(frozen=True)

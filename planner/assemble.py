@@ -2,44 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from models import Decisions, ObjectRef, PendingEntry, Plan, Snapshot, SolverReport, WorkloadState
 from planner import explain, metrics
 
 
-@dataclass(frozen=True)
-class Description:
-    """What a Plan says beside its decisions: why each pending workload waits, and the
-    summary metrics. Computed apart (describe) so that it can be worked out on the
-    second core while the cycle verifies the decisions (planner.run)."""
-
-    reasons: dict[ObjectRef, str]
-    summary: dict[str, object]
-
-
-def describe(snapshot: Snapshot, decisions: Decisions,
-             hints_until: float | Callable[[], float] = float("inf")) -> Description:
-    """The reasons (with preemption hints until `hints_until`, a time.monotonic()
-    instant or a function giving it: explain.pending_reasons) and the summary of
-    `decisions`."""
-    return Description(explain.pending_reasons(snapshot, decisions, hints_until),
-                       metrics.summarize(snapshot, decisions))
-
-
 def assemble(snapshot: Snapshot, decisions: Decisions, report: SolverReport,
-             excluded: dict | None = None, hints_until: float = float("inf"),  # type: ignore[type-arg]
-             description: Description | None = None) -> Plan:
-    """Every pending workload not admitted appears in `pending`, with a reason. The
-    `description` of `decisions` if given, else described here."""
+             excluded: dict[ObjectRef, str] | None = None) -> Plan:
+    """Every pending workload not admitted appears in `pending`, with a reason
+    (explain.pending_reasons, else why the model left it out), and the summary metrics."""
     admitted = {a.workload for a in decisions.admissions}
-    described = description or describe(snapshot, decisions, hints_until)
+    reasons = explain.pending_reasons(snapshot, decisions)
     pending = []
     for workload in sorted(snapshot.workloads, key=lambda w: w.ref):
         if workload.state is not WorkloadState.PENDING or workload.ref in admitted:
             continue
-        reason = described.reasons.get(workload.ref) or (excluded or {}).get(workload.ref) or "not admitted"
+        reason = reasons.get(workload.ref) or (excluded or {}).get(workload.ref) or "not admitted"
         pending.append(PendingEntry(workload.ref, reason))
     return Plan(
         source=snapshot.source,
@@ -49,5 +26,5 @@ def assemble(snapshot: Snapshot, decisions: Decisions, report: SolverReport,
         admissions=tuple(sorted(decisions.admissions, key=lambda a: a.workload)),
         evictions=tuple(sorted(decisions.evictions, key=lambda e: e.workload)),
         pending=tuple(pending),
-        summary=described.summary,
+        summary=metrics.summarize(snapshot, decisions),
     )

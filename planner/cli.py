@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import replace
 from importlib import metadata
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 
 import click
 
@@ -47,7 +47,7 @@ class StowplanFailure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]  # click reads it per instance
+        self.exit_code = exit_code  # type: ignore[misc]  # click types exit_code a ClassVar, yet reads it per instance
 
 
 def _debug() -> bool:
@@ -81,12 +81,12 @@ def _exits(command: F) -> F:
             hint = "" if _debug() else " (run with STOWPLAN_DEBUG=1 for the traceback)"
             raise StowplanFailure(printable(f"internal error: {type(error).__name__}: {error}{hint}"), 1) from error
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 # ---------------------------------------------------------------- parameter types
 
-class SolverType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class SolverType(click.ParamType[str]):
     """milp | greedy | pulp:NAME, where NAME is a solver PuLP can run on this machine."""
 
     name = "milp|greedy|pulp:NAME"
@@ -106,7 +106,7 @@ class SolverType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
 
 def pulp_solver_problem(name: str) -> str:
     """Why `pulp:NAME` cannot run here ("" when it can), naming the solvers that can."""
-    import pulp  # type: ignore[import-untyped, unused-ignore]
+    import pulp
 
     from planner.milp.solve import PulpBackend
 
@@ -120,7 +120,7 @@ def pulp_solver_problem(name: str) -> str:
     return f"pulp:{printable(name)} {why}; solvers available here: milp, greedy, {listed}"
 
 
-class CheckedFloat(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class CheckedFloat(click.ParamType[float]):
     """A number checked by one function, the same for a flag, its environment variable and
     the policy (nan, inf and out-of-range values are refused, with why)."""
 
@@ -148,15 +148,15 @@ def _gap_type() -> CheckedFloat:
 
 
 def _bounded(low: float, high: float) -> Callable[[object], float]:
-    def check(value: object) -> float:
-        number = float(value)  # type: ignore[arg-type]
+    def check(value: Any) -> float:   # a flag's text, or a default
+        number = float(value)
         if not math.isfinite(number) or not low <= number <= high:
             raise ValueError(f"must be a finite number from {low:g} to {high:g}")
         return number
     return check
 
 
-class SizeType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class SizeType(click.ParamType[int]):
     """A size in bytes, plain or with a Kubernetes suffix: 2Gi, 500Mi, 10M."""
 
     name = "BYTES"
@@ -175,7 +175,7 @@ class SizeType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
         return size
 
 
-class RFC3339Type(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class RFC3339Type(click.ParamType[dt.datetime]):
     """An RFC 3339 timestamp with a zone, e.g. 2026-12-01T09:30:00Z."""
 
     name = "RFC3339"
@@ -695,7 +695,7 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     """
     import json
 
-    import yaml  # type: ignore[import-untyped, unused-ignore]
+    import yaml
 
     from planner.cluster import read_cluster
     from planner.cluster.reader import pruned

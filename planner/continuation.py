@@ -37,10 +37,10 @@ def after(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     return replace(snapshot, workloads=tuple(workloads))
 
 
-def continued(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules) -> Decisions | None:
+def continued(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules | None) -> Decisions | None:
     """`decisions` and what Kueue's cycle does after them, as one plan of this snapshot;
     None when an eviction of `decisions` is left with no admitted workload the rules
-    (`rules`: who may evict whom in `snapshot`) allow it for."""
+    (`rules`: who may evict whom in `snapshot`; None, the model has no victims) allow it for."""
     onward = greedy(after(snapshot, decisions)).decisions
     mine = {a.workload for a in decisions.admissions}
     undone = {e.workload for e in onward.evictions if e.workload in mine}   # reclaimed at once: never admitted
@@ -62,9 +62,11 @@ def continued(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules) 
 
 
 def justified(victim: Workload, admissions: list[Admission], by_ref: dict[ObjectRef, Workload],
-              rules: PreemptionRules) -> Eviction | None:
+              rules: PreemptionRules | None) -> Eviction | None:
     """The eviction of `victim` for the admissions the rules allow it for, those placed on
     its nodes first (as planner.milp.solution names them); None when no admission may evict it."""
+    if rules is None:
+        return None
     nodes = set(capacity.node_usage_of(victim))
     near = [a.workload for a in admissions
             if nodes & {path[-1] for ps in a.pod_sets for path, _ in ps.domains}]

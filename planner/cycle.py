@@ -40,10 +40,11 @@ from planner.gc_pause import cycle_collector
 from planner.greedy import greedy
 from planner.milp import stages
 from planner.milp.decode import decode
-from planner.milp.model import Formulation, candidates, formulate
+from planner.milp.formulate import candidates
+from planner.milp.model import Formulation, formulate
 from planner.milp.start import start_from
 from planner.milp.arrays import ModelArrays
-from planner.milp.solve import HighsBackend, PulpBackend, StageResult, refine
+from planner.milp.solve import Backend, HighsBackend, PulpBackend, StageResult, refine
 from planner.verify import verify
 from planner.verify_stable import unstable
 
@@ -106,7 +107,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         start = None
     clock.lap("build")
     # 3. The relaxed pass, carried on by Kueue's cycle.
-    relaxed, relaxed_stages = None, []
+    relaxed: np.ndarray | None = None
+    relaxed_stages: list[StageResult] = []
     if heuristics.relaxed_pass:
         relaxed, relaxed_stages = relaxed_pass(snapshot, form, start, solver, budget, baseline, heuristics.rins)
     if relaxed is not None:
@@ -194,7 +196,7 @@ def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None
         return None, reported
     if decoded.repaired:
         return None, reported
-    carried = continued(snapshot, decoded.decisions, form.preemption)  # type: ignore[arg-type]
+    carried = continued(snapshot, decoded.decisions, form.preemption)
     if carried is None or verify(snapshot, carried):
         return None, reported
     volumes, greedy_volumes = tiers.tier_volumes(snapshot, carried), tiers.tier_volumes(snapshot, baseline)
@@ -232,11 +234,11 @@ def method_of(solver: str) -> str:
     return "milp" if solver == "milp" else solver
 
 
-def make_backend(form: Formulation, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+def make_backend(form: Formulation, solver: str, snapshot: Snapshot) -> Backend:
     return make_backend_for(form.arrays, solver, snapshot)
 
 
-def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot):  # type: ignore[no-untyped-def]
+def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Backend:
     policy = snapshot.policy
     if solver == "milp":
         return HighsBackend(arrays, threads=policy.threads, seed=policy.seed, searches=False)

@@ -10,17 +10,12 @@ When it does not fit, one clause says what preemption could do: evicting running
 work its policies allow would make room (and the plan chose not to), or lower
 priority work would make room but may not be evicted, and why (the policy value,
 non-preemptible, minimum runtime). The victims are found as greedy finds them
-(Kueue's order, minimal set) and the state is restored afterwards. That search is
-most of the cost (1.1 of 1.5 s at M, 3.2 of 4.2 s at L), so it runs only until a
-given instant: within the cycle's time limit, the highest priorities get their hints
-first, and the reasons themselves are always complete.
-Pure: no I/O; deterministic when no instant is given.
+(Kueue's order, minimal set) and the state is restored afterwards; one hint is
+computed per shape of request (cached), as that search is most of the cost.
+Pure: no I/O, no clock; deterministic.
 """
 
 from __future__ import annotations
-
-import time
-from typing import Callable
 
 from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.kueue.fit import Tentative, try_counts
@@ -32,19 +27,16 @@ from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key, 
 FlavorResource = tuple[str, str]
 
 
-def pending_reasons(snapshot: Snapshot, decisions: Decisions,
-                    hints_until: float | Callable[[], float] = float("inf")) -> dict[ObjectRef, str]:
-    """Every PENDING workload not admitted by `decisions` -> why, after the decisions;
-    preemption hints only until `hints_until` (a time.monotonic() instant, or a function
-    giving it, asked before each hint: the cycle may move it earlier)."""
+def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef, str]:
+    """Every PENDING workload not admitted by `decisions` -> why, after the decisions."""
     state = ClusterState.after(snapshot, decisions)
     chosen = {a.workload for a in decisions.admissions}
     waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
                if w.state is WorkloadState.PENDING and w.ref not in chosen]
     heads = _strict_fifo_heads(snapshot, waiting)
-    hints = _Hints(state, [e.workload for e in decisions.evictions], hints_until)
+    hints = _Hints(state, [e.workload for e in decisions.evictions])
     out: dict[ObjectRef, str] = {}
-    for w in sorted(waiting, key=lambda w: -w.priority):    # hints for the highest first
+    for w in sorted(waiting, key=lambda w: -w.priority):
         out[w.ref] = _reason(state, w, heads, hints)
     return dict(sorted(out.items()))
 
@@ -52,16 +44,14 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions,
 class _Hints:
     """The preemption clause of a reason, built lazily and cached per shape of request."""
 
-    def __init__(self, state: ClusterState, evicted: list[ObjectRef],
-                 until: float | Callable[[], float] = float("inf")):
+    def __init__(self, state: ClusterState, evicted: list[ObjectRef]):
         self.state, self.evicted = state, evicted
-        self.until: Callable[[], float] = until if callable(until) else (lambda: until)  # type: ignore[assignment]
         self.preemption: Preemption | None = None
         self.cache: dict[object, str] = {}
 
     def clause(self, w: Workload, counts: list[int]) -> str:
         snapshot = self.state.snapshot
-        cq = snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snapshot.cluster_queues[w.queue_name]
         key: object = None
         if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
             key = (cq.name, w.priority, tuple(counts),
@@ -69,18 +59,15 @@ class _Hints:
                          for ps in w.pod_sets))
             if key in self.cache:
                 return self.cache[key]
-        until = self.until()
-        if time.monotonic() > until:
-            return ""      # out of time: the reason stands without the hint
         if self.preemption is None:
             self.preemption = Preemption(self.state, gone=self.evicted)
-        text = _preemption_clause(self.preemption, w, counts, until)
+        text = _preemption_clause(self.preemption, w, counts)
         if key is not None:
             self.cache[key] = text
         return text
 
 
-def _preemption_clause(hint: Preemption, w: Workload, counts: list[int], until: float = float("inf")) -> str:
+def _preemption_clause(hint: Preemption, w: Workload, counts: list[int]) -> str:
     state = hint.state
 
     def fits() -> bool:
@@ -91,7 +78,7 @@ def _preemption_clause(hint: Preemption, w: Workload, counts: list[int], until: 
         return f"{len(victims)} {lower}running workload{'' if len(victims) == 1 else 's'} ({pods(n)})"
 
     allowed = [c.workload for c in hint.candidates(w)]
-    found = minimal_victims(state, allowed, fits, until) if allowed else None
+    found = minimal_victims(state, allowed, fits) if allowed else None
     if found is not None:
         victims = [allowed[i] for i in found]
         for v in victims:
@@ -100,7 +87,7 @@ def _preemption_clause(hint: Preemption, w: Workload, counts: list[int], until: 
             return f"; preempting {room(victims)} would make room, which this plan did not choose"
         return ""
     lower = hint.lower(w)
-    found = minimal_victims(state, lower, fits, until) if lower else None
+    found = minimal_victims(state, lower, fits) if lower else None
     if not found:
         return ""
     victims = [lower[i] for i in found]
@@ -125,7 +112,7 @@ def _reason(state: ClusterState, w: Workload, heads: dict[str, Workload], hints:
     blocker = admission_blocker(state.snapshot, w)
     if blocker is not None:
         return blocker
-    cq = state.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+    cq = state.snapshot.cluster_queues[w.queue_name]
     counts = [ps.minimum for ps in w.pod_sets]
     if isinstance(try_counts(state, w, counts), str):
         return _why_not(state, cq, w, counts) + hints.clause(w, counts)

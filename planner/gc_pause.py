@@ -3,8 +3,8 @@
 A cycle builds millions of small objects that live until it ends (the model's terms,
 greedy's state) on top of the snapshot's millions, and makes almost no cyclic
 garbage. With the default thresholds the collector runs thousands of times and
-rescans all of them: 2-3 s of the 11 s formulating takes at L, 0.3 s of greedy's
-and of formulating's 1.4 s at M (measured). So for the cycle, what exists already
+rescans all of them, a large share of formulating's time (BENCHMARKS.md). So for the
+cycle, what exists already
 (the snapshot) is frozen out of collection and the young generation collects 100,000
 allocations at a time rather than 700; cycles are still collected. Both undone after.
 """

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from models import Admission, ClusterQueue, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
 from planner.kueue import assigner
@@ -43,7 +43,7 @@ class _Pending:
     """A workload waiting in its ClusterQueue, with what Kueue keeps about its last try."""
 
     workload: Workload
-    key: tuple                                   # queue order: priority, queue time, UID
+    key: tuple[Any, ...]                         # queue order: priority, queue time, UID
     last: dict[tuple[int, str], int] | None = None   # LastAssignment: flavor tried per (pod set, resource)
     generation: int = 0                          # the queue's generation at that try
     reason: str = ""
@@ -56,7 +56,7 @@ class _Queue:
 
     def __init__(self, cq: ClusterQueue):
         self.cq = cq
-        self.heap: list[tuple[tuple, ObjectRef]] = []
+        self.heap: list[tuple[tuple[Any, ...], ObjectRef]] = []
         self.waiting: dict[ObjectRef, _Pending] = {}          # in the heap
         self.inadmissible: dict[ObjectRef, _Pending] = {}
         self.sticky: ObjectRef | None = None
@@ -90,7 +90,7 @@ class _Entry:
     cq: ClusterQueue
     assignment: "assigner.Assignment"
     targets: list["assigner.Target"]
-    order: tuple
+    order: tuple[Any, ...]
 
 
 def greedy(snapshot: Snapshot) -> GreedyResult:
@@ -266,7 +266,7 @@ class KueueCycles:
 
     def _nominate(self, p: _Pending) -> _Entry:
         w = p.workload
-        queue = self.queues[w.cluster_queue]  # type: ignore[index]
+        queue = self.queues[w.queue_name]
         last = p.last if p.last is not None and p.generation >= queue.generation else None
         assignment, targets = self.rules.nominate(w, queue.cq, last, queue.generation)
         if assignment.mode != self.kr.FIT and assignment.reason:
@@ -366,8 +366,8 @@ class KueueCycles:
         the rest of the cycle, its nodes as placed on an empty cluster and the quota it
         could claim (up to nominal; up to the borrowing limit if it borrows)."""
         a, cq, state = e.assignment, e.cq, self.state
-        picks = [(p.pod_set, p.option, p.count) for p in a.pod_sets]
-        placed = place_fixed(self.empty(), cq, e.pending.workload, picks)  # type: ignore[arg-type]
+        picks = a.picks()
+        placed = place_fixed(self.empty(), cq, e.pending.workload, picks)
         if isinstance(placed, tuple):
             return None
         # The queue's usage as Kueue's snapshot has it: victims of this cycle still count.

@@ -102,14 +102,6 @@ def _pairs(workload: Workload, assignments: Iterable[PodSetAssignment]) -> Itera
             yield workload, pod_set, psa
 
 
-def _pods_per_node(psa: PodSetAssignment) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for values, count in psa.domains:
-        if values:
-            out[values[-1]] = out.get(values[-1], 0) + count
-    return out
-
-
 # ---------------------------------------------------------------- served
 
 def _served(snapshot: Snapshot, placed: list[Placed], gpu_names: set[str]) -> tuple[dict[int, int | float], dict[int, int | float]]:
@@ -146,7 +138,7 @@ def _node_usage(snapshot: Snapshot, placed: list[Placed]) -> dict[str, dict[str,
         for resource, amount in node.unmanaged.items():
             usage[node.name][resource] += amount
     for _, pod_set, psa in placed:
-        for node_name, count in _pods_per_node(psa).items():
+        for node_name, count in psa.pods_per_node().items():
             target = usage[node_name]
             for resource, amount in pod_set.request.items():
                 target[resource] += amount * count
@@ -212,7 +204,7 @@ def _locality(snapshot: Snapshot, decisions: Decisions) -> dict[str, int | float
                 continue  # no chosen flavor's topology has the level: nothing to measure
             depth = levels.index(request.level)
             domains = set()
-            for node_name in _pods_per_node(psa):
+            for node_name in psa.pods_per_node():
                 node = nodes.get(node_name)
                 domains.add(_path(node, levels, depth) if node is not None else (node_name,))
             spans.append(len(domains))
@@ -235,7 +227,7 @@ def _free_domains(snapshot: Snapshot, placed: list[Placed]) -> dict[str, int]:
     job could still take the whole rack."""
     busy_nodes: set[str] = set()
     for _, _, psa in placed:
-        busy_nodes.update(n for n, c in _pods_per_node(psa).items() if c > 0)
+        busy_nodes.update(n for n, c in psa.pods_per_node().items() if c > 0)
     usable = [n for n in snapshot.nodes if n.usable]
     result = {HOSTNAME: sum(1 for n in usable if n.name not in busy_nodes)}
     every: dict[str, set[tuple[str, ...]]] = defaultdict(set)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-import yaml  # type: ignore[import-untyped, unused-ignore]
+import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
 from planner import vs_kueue
@@ -135,18 +135,21 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- YAML and JSON
 
-_BaseDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+if TYPE_CHECKING:   # libyaml's CSafeDumper where present: the same interface, typed as SafeDumper
+    _BaseDumper = yaml.SafeDumper
+else:
+    _BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _PlanDumper(_BaseDumper):  # type: ignore[misc]
+class _PlanDumper(_BaseDumper):
     """Block style, except leaves (a mapping of scalars or short lists, a list of scalars) in flow style."""
 
 
-class _FlowMap(dict):  # type: ignore[type-arg]
+class _FlowMap(dict[str, Any]):
     pass
 
 
-class _FlowList(list):  # type: ignore[type-arg]
+class _FlowList(list[Any]):
     pass
 
 

@@ -53,11 +53,11 @@ Choices where the contract leaves room:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence, cast
 
 from models import (
     Admission, ClusterQueue, Decisions, Eviction, Node, ObjectRef, PodSet,
-    PodSetAssignment, ResourceFlavor, Snapshot, Workload, WorkloadState,
+    PodSetAssignment, ResourceFlavor, ResourceGroup, Snapshot, Workload, WorkloadState,
 )
 from models.objects import tolerated
 
@@ -166,12 +166,13 @@ def selector_matches(selector: Mapping[str, object] | None, labels: Mapping[str,
 
 def _expression_matches(expr: Mapping[str, object], labels: Mapping[str, str]) -> bool:
     key, operator = expr.get("key"), expr.get("operator")
-    values = expr.get("values") or []
-    present = isinstance(key, str) and key in labels
+    values = cast(Sequence[object], expr.get("values") or [])   # a list, as the reader keeps it
+    label = labels.get(key) if isinstance(key, str) else None
+    present = label is not None
     if operator == "In":
-        return present and labels[key] in values  # type: ignore[index, operator]
+        return present and label in values
     if operator == "NotIn":
-        return not (present and labels[key] in values)  # type: ignore[index, operator]
+        return not (present and label in values)
     if operator == "Exists":
         return present
     if operator == "DoesNotExist":
@@ -387,17 +388,8 @@ def _per_node(ix: SnapshotIndex, psa: PodSetAssignment) -> dict[str, int]:
     """Pods per node of an assignment of the plan, computed once (empty domains skipped)."""
     per_node = ix.per_node.get(id(psa))
     if per_node is None:
-        per_node = ix.per_node[id(psa)] = pods_per_node(psa)
+        per_node = ix.per_node[id(psa)] = psa.pods_per_node()
     return per_node
-
-
-def pods_per_node(psa: PodSetAssignment) -> dict[str, int]:
-    """Node (last domain value) -> pods; a malformed empty domain is reported elsewhere, not fatal."""
-    out: dict[str, int] = {}
-    for values, count in psa.domains:
-        if values:
-            out[values[-1]] = out.get(values[-1], 0) + count
-    return out
 
 
 def _pods_by_domain(ix: SnapshotIndex, psa: PodSetAssignment, levels: tuple[str, ...], level: str) -> dict[tuple[str | None, ...], int]:
@@ -514,7 +506,7 @@ def _borrowing_with_victims(ix: SnapshotIndex, admitted: Mapping[ObjectRef, Admi
     usage: dict[str, dict[FR, int]] = defaultdict(lambda: defaultdict(int))
     for w in snap.workloads:
         if w.state is WorkloadState.RUNNING and w.cluster_queue in snap.cluster_queues:
-            _charge(usage, w.cluster_queue, ix.coverage[w.cluster_queue], w, w.assignment)   # type: ignore[arg-type,index]
+            _charge(usage, w.queue_name, ix.coverage[w.queue_name], w, w.assignment)
     for entry in admitted.values():
         name = entry.admission.cluster_queue
         if name in snap.cluster_queues:
@@ -706,7 +698,7 @@ def _check_node_capacity(ix: SnapshotIndex, admitted: Mapping[ObjectRef, Admitte
             shape = pod_set_of(workload, running.name)
             if shape is None:
                 continue
-            for node_name, count in pods_per_node(running).items():
+            for node_name, count in running.pods_per_node().items():
                 on_node = base.get(node_name)
                 if on_node is not None:
                     for resource, amount in shape.request.items():
@@ -843,10 +835,10 @@ class VerifierQuotaTree:
         return order
 
 
-def quota_table(groups: Iterable[object]) -> dict[FR, tuple[int, int | None, int | None]]:
+def quota_table(groups: Iterable[ResourceGroup]) -> dict[FR, tuple[int, int | None, int | None]]:
     table: dict[FR, tuple[int, int | None, int | None]] = {}
     for group in groups:
-        for fq in group.flavors:  # type: ignore[attr-defined]
+        for fq in group.flavors:
             for resource, q in fq.resources.items():
                 table[(fq.flavor, resource)] = (q.nominal, q.borrowing_limit, q.lending_limit)
     return table

@@ -51,7 +51,7 @@ from models.objects import tolerated
 from models import Decisions
 from planner.verify import (
     FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, check_admissions, check_evictions, cohort_problems, cohort_root, label_at,
-    namespace_allowed, node_problems, pod_set_of, pods_per_node, quota_table,
+    namespace_allowed, node_problems, pod_set_of, quota_table,
 )
 
 MAX_CHOICES = 16   # flavor choices tried per workload (the product over resource groups)
@@ -132,7 +132,7 @@ class _Runner:
     def on_nodes(self) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for pod_set, psa in self.pairs:
-            for node, count in pods_per_node(psa).items():
+            for node, count in psa.pods_per_node().items():
                 for resource, amount in pod_set.request.items():
                     out[node][resource] += count * amount
         return out
@@ -149,7 +149,7 @@ class _After:
             if w.state is WorkloadState.RUNNING and w.ref not in evicted and w.cluster_queue in snap.cluster_queues:
                 pairs = [(ps, psa) for psa in w.assignment if (ps := pod_set_of(w, psa.name)) is not None]
                 since = w.admitted_at if w.admitted_at is not None else snap.now
-                self.runners.append(_Runner(w, w.cluster_queue, pairs, since))  # type: ignore[arg-type]
+                self.runners.append(_Runner(w, w.queue_name, pairs, since))
         for entry in admitted.values():
             if entry.admission.cluster_queue in snap.cluster_queues:
                 # Admitted by this plan: the most recently admitted of all, running for no time.
@@ -177,10 +177,10 @@ class _After:
                     have[resource] = have.get(resource, 0) - amount
                 free[name] = have
             for runner in self.runners:
-                for node, used in runner.on_nodes().items():
-                    if node in free:
+                for node_name, used in runner.on_nodes().items():
+                    if node_name in free:
                         for resource, amount in used.items():
-                            free[node][resource] = free[node].get(resource, 0) - amount
+                            free[node_name][resource] = free[node_name].get(resource, 0) - amount
             self._free = free
         return self._free
 
@@ -218,7 +218,7 @@ def _pods_in(free: Mapping[str, int], pod_set: PodSet) -> int:
 
 def _reclaim_admits(ix: SnapshotIndex, after: _After, w: Workload) -> tuple[str, list[ObjectRef]] | None:
     """(queue, victims) when Kueue's reclaim would let `w` run, else None."""
-    cq = ix.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+    cq = ix.snapshot.cluster_queues[w.queue_name]
     pod_set = w.pod_sets[0]
     count = pod_set.minimum
     nominal = quota_table(cq.resource_groups)

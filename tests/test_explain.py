@@ -142,17 +142,6 @@ def test_reason_says_when_preemption_was_allowed_but_not_chosen():
     assert pending_reasons(s, greedy(s).decisions) == {}   # greedy did preempt
 
 
-def test_out_of_time_the_reason_stands_without_its_preemption_hint():
-    import time
-
-    s = _rack_world("LowerPriority", ("low-1", 0, {"n3": 4}, {}), ("low-2", 1, {"n4": 4}, {}),
-                    ("high", 20, {"n1": 4, "n2": 4}, {}), quota=32)
-    full = pending_reasons(s, Decisions())[ref("rack-job")]
-    late = pending_reasons(s, Decisions(), hints_until=time.monotonic() - 1)[ref("rack-job")]
-    assert "would make room" in full and "would make room" not in late
-    assert full.startswith(late) and late.startswith("needs 8 pods in one")
-
-
 def test_reason_names_non_preemptible_work_in_the_way():
     s = _rack_world("LowerPriority", ("pinned", 0, {"n3": 4, "n4": 4}, {"non_preemptible": True}),
                     ("high", 20, {"n1": 4, "n2": 4}, {}), quota=32)

@@ -44,42 +44,6 @@ def test_borrowing_follows_every_charge(path: Path) -> None:
     assert state.borrowing() == borrowing_queues(snapshot, state.quota, state.cq_usage)
 
 
-def test_minimal_victims_out_of_time_gives_up_with_the_state_as_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Wherever the deadline falls (galloping, bisection, putting victims back), the
-    search either finishes with Kueue's answer or returns None with nothing released."""
-    import planner.kueue.victims as victims_module
-
-    snapshot = read_snapshot([str(FIXTURES / "meta-like.json")])
-    running = sorted((w for w in snapshot.workloads if w.state is WorkloadState.RUNNING and w.cluster_queue),
-                     key=lambda w: w.ref)[:24]
-    assert len(running) == 24
-    before = ClusterState(snapshot)
-    # Fits once nodes hold at least what they would with the 5th, 9th and 17th gone:
-    # the shortest fitting prefix has 17, and putting back finds which of them are needed.
-    want = ClusterState(snapshot, evicted=[running[i].ref for i in (4, 8, 16)]).free
-
-    def search(deadline: float) -> tuple[list[int] | None, ClusterState]:
-        state = ClusterState(snapshot)
-        return victims_module.minimal_victims(state, running, lambda: bool((state.free >= want).all()),
-                                             deadline), state
-
-    full, _ = search(float("inf"))
-    assert full is not None and 16 in full
-    clock = iter(range(10_000))
-    monkeypatch.setattr(victims_module.time, "monotonic", lambda: float(next(clock)))
-    outcomes = set()
-    for ticks in range(0, 40):
-        clock = iter(range(10_000))
-        found, state = search(float(ticks))
-        outcomes.add(found is None)
-        if found is None:
-            assert np.array_equal(state.free, before.free)
-            assert state.cq_usage == before.cq_usage
-        else:
-            assert found == full
-    assert outcomes == {True, False}
-
-
 def kueue_minimal_victims(state: ClusterState, candidates, fits) -> list[int] | None:
     """Kueue's search as it is written: remove one at a time until it fits, then put
     each back, the last removed but one first, keeping it back where it still fits."""

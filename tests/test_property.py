@@ -1,7 +1,12 @@
 """Seeded random instances: every MILP plan passes the independent verifier, is stable
 (no reclaimable borrower blocks work that fits its queue's nominal quota), and is never
 worse than the greedy (Kueue-like) plan, tier by tier, highest priority first, wherever
-the model allows greedy's plan (a plan Kueue's reclaim would undo is no yardstick)."""
+the model allows greedy's plan (a plan Kueue's reclaim would undo is no yardstick).
+
+The cycle answers with greedy's plan ("fallback") whenever the MILP's fails the
+verifier or scores below greedy, so "never worse than greedy" alone would hold even
+for a broken model: on these small instances, well within their time limit, the
+MILP's own plan must be the answer, and a fallback fails the test with its reason."""
 
 import pytest
 
@@ -15,6 +20,9 @@ from planner.verify import verify
 from models import Decisions
 
 SEEDS = range(150)
+# The MILP's own plan: proven optimal, or feasible with a real bound and gap (time
+# limit or the policy's gap). Not "fallback": that is greedy's plan answering for it.
+MILP_STATUSES = ("optimal", "feasible")
 
 
 def decisions_of(plan):
@@ -23,13 +31,14 @@ def decisions_of(plan):
 
 def check(snap):
     plan = plan_snapshot(snap, time_limit=10)
+    assert plan.solver.method == "milp"
+    assert plan.solver.status in MILP_STATUSES, f"the cycle fell back to greedy: {plan.solver.message}"
     milp = decisions_of(plan)
     assert verify(snap, milp) == [], plan.solver      # stability included
     baseline = greedy(snap).decisions
     assert verify(snap, baseline) == []
     if start_from(formulate(snap), baseline) is not None:
         assert tiers.compare(tiers.tier_volumes(snap, milp), tiers.tier_volumes(snap, baseline)) >= 0
-    assert plan.solver.status in ("optimal", "feasible", "fallback")
     return plan
 
 
@@ -54,7 +63,24 @@ def test_the_milp_strictly_beats_greedy_somewhere():
     for seed in range(60):
         snap = random_snapshot(seed)
         plan = plan_snapshot(snap, time_limit=10)
+        assert plan.solver.status in MILP_STATUSES, f"seed {seed}: fell back to greedy: {plan.solver.message}"
         if tiers.compare(tiers.tier_volumes(snap, decisions_of(plan)),
                          tiers.tier_volumes(snap, greedy(snap).decisions)) > 0:
             better += 1
     assert better > 0
+
+
+def test_a_fallback_fails_the_check(monkeypatch):
+    """The guard seen failing: a MILP plan that cannot be decoded makes the cycle
+    answer with greedy's plan, which verifies and matches greedy; check() must still fail."""
+    import planner.cycle as cycle_module
+    from planner.milp.solution import DecodeError
+
+    def undecodable(form, values):
+        raise DecodeError("planted by the test")
+
+    monkeypatch.setattr(cycle_module, "decode", undecodable)
+    snap = random_snapshot(0)
+    assert plan_snapshot(snap, time_limit=10).solver.status == "fallback"
+    with pytest.raises(AssertionError, match="fell back to greedy"):
+        check(snap)

@@ -12,31 +12,32 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models import (
-    Admission, ClusterQueue, Cohort, Decisions, Eviction, FlavorQuotas, Node, ObjectRef,
-    PodSet, PodSetAssignment, Policy, Quota, ResourceFlavor, ResourceGroup, Resources,
-    PreemptionPolicy, SliceLayer, Snapshot, Taint, Toleration, Topology, TopologyRequest, Workload,
-    WorkloadState,
+    Admission, ClusterQueue, Decisions, Eviction, Node, ObjectRef, PodSet, PodSetAssignment, Policy,
+    PreemptionPolicy, Quota, ResourceGroup, Snapshot, Toleration, TopologyRequest, Workload, WorkloadState,
 )
 from planner.verify import selector_matches, verify
+
+import builders as build
 
 GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"
 BLOCK, RACK = "cloud/block", "cloud/rack"
 
 
-# ---------------------------------------------------------------- builders
+# ---------------------------------------------------------------- the rack world, on tests/builders.py
+# Quantities here are the planner's integers (milli-cpu, units); the builders take them
+# as Kubernetes quantities ("8000m"). Nothing asks for memory.
 
 def mk_node(name: str, cpu: int = 8000, gpu: int = 8, pods: int = 110, labels: dict | None = None,
             **kw) -> Node:
-    alloc = {"cpu": cpu, GPU: gpu, "pods": pods}
-    return Node(name=name, labels={HOST: name, **(labels or {})}, allocatable=Resources.of(alloc), **kw)
+    return build.node(name, cpu=f"{cpu}m", gpu=gpu, memory=0, pods=pods, labels=labels, **kw)
 
 
 def rack_nodes() -> tuple[Node, ...]:
     """b1/r1: n1 n2, b1/r2: n3 n4, b2/r3: n5 n6."""
     racks = {"n1": ("b1", "r1"), "n2": ("b1", "r1"), "n3": ("b1", "r2"), "n4": ("b1", "r2"),
              "n5": ("b2", "r3"), "n6": ("b2", "r3")}
-    return tuple(mk_node(n, labels={BLOCK: b, RACK: r}) for n, (b, r) in racks.items())
+    return tuple(mk_node(n, labels={BLOCK: block, RACK: rack}) for n, (block, rack) in racks.items())
 
 
 def plain_nodes(n: int, **kw) -> list[Node]:
@@ -45,7 +46,7 @@ def plain_nodes(n: int, **kw) -> list[Node]:
 
 
 def group(resources: tuple[str, ...], *flavors: tuple[str, dict[str, Quota]]) -> ResourceGroup:
-    return ResourceGroup(resources, tuple(FlavorQuotas(f, q) for f, q in flavors))
+    return build.resource_groups(dict(flavors), [resources])[0]
 
 
 def big(n: int = 10**6, **kw) -> Quota:
@@ -56,8 +57,7 @@ def mk_cq(name: str, groups: tuple[ResourceGroup, ...] | None = None, cohort: st
           **kw) -> ClusterQueue:
     if groups is None:
         groups = (group(("cpu", GPU), ("tas", {"cpu": big(), GPU: big()})),)
-    kw.setdefault("namespace_selector", {})
-    return ClusterQueue(name=name, resource_groups=groups, cohort=cohort, **kw)
+    return replace(build.cq(name, cohort=cohort), resource_groups=groups, **kw)   # namespace_selector=None kept
 
 
 def mk_workload(name: str, ns: str = "team-a", cq: str = "cq-a", count: int = 1, cpu: int = 1000,
@@ -67,11 +67,9 @@ def mk_workload(name: str, ns: str = "team-a", cq: str = "cq-a", count: int = 1,
                 node_selector: dict | None = None, pod_sets: tuple[PodSet, ...] | None = None,
                 **kw) -> Workload:
     if pod_sets is None:
-        request = Resources.of({"cpu": cpu, GPU: gpu, "pods": 1})
-        pod_sets = (PodSet("main", count, request, min_count=min_count, node_selector=node_selector or {},
-                           tolerations=tolerations, topology=topology),)
-    return Workload(ref=ObjectRef("Job", ns, name), local_queue="lq", pod_sets=pod_sets,
-                    cluster_queue=cq, state=state, assignment=assignment, **kw)
+        pod_sets = (build.pod_set("main", count, cpu=f"{cpu}m", gpu=gpu, memory=0, min_count=min_count,
+                              node_selector=node_selector, tolerations=tolerations, topology=topology),)
+    return replace(build.workload(ns, name, pod_sets=pod_sets, cq=cq), state=state, assignment=assignment, **kw)
 
 
 def psa(per_node: dict[str, int], name: str = "main", flavors: dict[str, str] | None = None,
@@ -93,12 +91,16 @@ def running(name: str, per_node: dict[str, int], cpu: int = 1000, gpu: int = 0, 
 
 
 def mk_snapshot(workloads=(), nodes=None, cqs=None, cohorts=(), flavors=None, **kw) -> Snapshot:
+    """A Snapshot as the verifier may be handed one, built as is: not through
+    builders.snapshot, which resolves workloads through LocalQueues, completes running
+    flavors and labels every namespace with its name; tests here must do without
+    (a queue mismatch, the implicit kubernetes.io/metadata.name label)."""
     if flavors is None:
-        flavors = {"tas": ResourceFlavor("tas", topology_name="topo")}
+        flavors = {"tas": build.flavor("tas", topology="topo")}
     return Snapshot(
         nodes=rack_nodes() if nodes is None else tuple(nodes),
         flavors=flavors,
-        topologies={"topo": Topology("topo", (BLOCK, RACK, HOST))},
+        topologies={"topo": build.topology("topo", BLOCK, RACK, HOST)},
         cluster_queues={q.name: q for q in (cqs if cqs is not None else [mk_cq("cq-a")])},
         cohorts={c.name: c for c in cohorts},
         namespace_labels={"team-a": {"team": "a"}, "team-b": {"team": "b"}},
@@ -168,7 +170,7 @@ def test_capacity_on_a_node() -> None:
 
 def test_capacity_counts_unmanaged_and_gpus() -> None:
     nodes = list(rack_nodes())
-    nodes[0] = replace(nodes[0], unmanaged=Resources.of({GPU: 7, "pods": 1}))
+    nodes[0] = replace(nodes[0], unmanaged=build.res(gpu=7, pods=1))
     w = mk_workload("w", count=1, gpu=1)
     snap = mk_snapshot([w], nodes=nodes)
     assert_valid(snap, D(admit(w, psa({"n1": 1}))))
@@ -280,8 +282,8 @@ def test_lending_limit_guarantee_is_kept_for_the_lender() -> None:
 def test_hierarchical_cohort_quota() -> None:
     # root (own quota 2) <- mid (borrowingLimit 1 via its own quota table) <- cq-a, cq-b
     cohorts = [
-        Cohort("root", None, (group(("cpu",), ("tas", {"cpu": Quota(2000)})),)),
-        Cohort("mid", "root", (group(("cpu",), ("tas", {"cpu": Quota(0, borrowing_limit=1000)})),)),
+        build.cohort("root", quotas={"tas": {"cpu": "2"}}),
+        build.cohort("mid", parent="root", quotas={"tas": {"cpu": (0, "1")}}),
     ]
     cqs = [cpu_cq("cq-a", 3000, "mid"), cpu_cq("cq-b", 1000, "mid"), cpu_cq("cq-c", 0, "root")]
     ok = cpu_job("ok", "cq-a", 5)      # 3 own + 1 of cq-b + 1 borrowed from root
@@ -317,8 +319,7 @@ def test_preexisting_quota_overuse() -> None:
 # ---------------------------------------------------------------- flavors
 
 def two_flavor_snapshot(workloads) -> Snapshot:
-    flavors = {"tas": ResourceFlavor("tas", topology_name="topo"), "spot": ResourceFlavor("spot"),
-               "other": ResourceFlavor("other")}
+    flavors = {"tas": build.flavor("tas", topology="topo"), "spot": build.flavor("spot"), "other": build.flavor("other")}
     cq = mk_cq("cq-a", (group(("cpu", GPU), ("tas", {"cpu": big(), GPU: big()}),
                               ("spot", {"cpu": big(), GPU: big()})),))
     return mk_snapshot(workloads, flavors=flavors, cqs=[cq])
@@ -334,7 +335,7 @@ def test_flavor_not_in_cluster_queue() -> None:
 
 
 def test_uncovered_resource() -> None:
-    w = mk_workload("w", pod_sets=(PodSet("main", 1, Resources.of(cpu=1000, memory=10, pods=1)),))
+    w = mk_workload("w", pod_sets=(build.pod_set("main", 1, cpu="1", memory=10),))
     snap = mk_snapshot([w])
     assert_caught(snap, D(admit(w, psa({"n1": 1}, gpu=False))), w.ref, "memory", "does not cover")
 
@@ -363,23 +364,19 @@ def test_pods_resource_follows_coverage() -> None:
 
 
 def test_flavor_taints_need_tolerations() -> None:
-    flavors = {"tas": ResourceFlavor("tas", topology_name="topo",
-                                     node_taints=(Taint("gpu", "yes", "NoSchedule"),))}
+    flavors = {"tas": build.flavor("tas", topology="topo", taints=["gpu=yes:NoSchedule"])}
     plain = mk_workload("plain")
-    tolerant = mk_workload("tolerant", tolerations=(Toleration("gpu", "Exists"),))
+    tolerant = mk_workload("tolerant", tolerations=["gpu"])
     snap = mk_snapshot([plain, tolerant], flavors=flavors)
     assert_valid(snap, D(admit(tolerant, psa({"n1": 1}, gpu=False))))
     assert_caught(snap, D(admit(plain, psa({"n1": 1}, gpu=False))), plain.ref, "nodeTaints")
 
 
 def test_flavor_taints_are_tolerated_by_the_flavors_own_tolerations() -> None:
-    gpu_taint = Taint("gpu", "yes", "NoSchedule")
-    open_flavor = {"tas": ResourceFlavor("tas", topology_name="topo", node_taints=(gpu_taint,),
-                                         tolerations=(Toleration("gpu", "Exists"),))}
+    open_flavor = {"tas": build.flavor("tas", topology="topo", taints=["gpu=yes:NoSchedule"], tolerations=["gpu"])}
     plain = mk_workload("plain")
     assert_valid(mk_snapshot([plain], flavors=open_flavor), D(admit(plain, psa({"n1": 1}, gpu=False))))
-    wrong = {"tas": ResourceFlavor("tas", topology_name="topo", node_taints=(gpu_taint,),
-                                   tolerations=(Toleration("other", "Exists"),))}
+    wrong = {"tas": build.flavor("tas", topology="topo", taints=["gpu=yes:NoSchedule"], tolerations=["other"])}
     assert_caught(mk_snapshot([plain], flavors=wrong), D(admit(plain, psa({"n1": 1}, gpu=False))),
                   plain.ref, "nodeTaints")
 
@@ -387,7 +384,7 @@ def test_flavor_taints_are_tolerated_by_the_flavors_own_tolerations() -> None:
 # ---------------------------------------------------------------- nodes
 
 def test_node_label_mismatch() -> None:
-    flavors = {"tas": ResourceFlavor("tas", node_labels={BLOCK: "b1"}, topology_name="topo")}
+    flavors = {"tas": build.flavor("tas", node_labels={BLOCK: "b1"}, topology="topo")}
     w = mk_workload("w")
     snap = mk_snapshot([w], flavors=flavors)
     assert_valid(snap, D(admit(w, psa({"n3": 1}, gpu=False))))
@@ -403,10 +400,10 @@ def test_node_selector_mismatch() -> None:
 
 def test_untolerated_node_taint() -> None:
     nodes = list(rack_nodes())
-    nodes[0] = replace(nodes[0], taints=(Taint("dedicated", "infer", "NoSchedule"),))
-    nodes[1] = replace(nodes[1], taints=(Taint("soft", "x", "PreferNoSchedule"),))
+    nodes[0] = replace(nodes[0], taints=(build.taint("dedicated=infer:NoSchedule"),))
+    nodes[1] = replace(nodes[1], taints=(build.taint("soft=x:PreferNoSchedule"),))
     plain = mk_workload("plain")
-    tolerant = mk_workload("tolerant", tolerations=(Toleration("dedicated", "Equal", "infer"),))
+    tolerant = mk_workload("tolerant", tolerations=["dedicated=infer"])
     snap = mk_snapshot([plain, tolerant], nodes=nodes)
     assert_valid(snap, D(admit(tolerant, psa({"n1": 1}, gpu=False)), admit(plain, psa({"n2": 1}, gpu=False))))
     assert_caught(snap, D(admit(plain, psa({"n1": 1}, gpu=False))), plain.ref, "n1", "taint")
@@ -414,8 +411,8 @@ def test_untolerated_node_taint() -> None:
 
 def test_flavor_tolerations_cover_node_taints() -> None:
     nodes = list(rack_nodes())
-    nodes[0] = replace(nodes[0], taints=(Taint("pool", "gpu", "NoSchedule"),))
-    flavors = {"tas": ResourceFlavor("tas", topology_name="topo", tolerations=(Toleration("pool", "Exists"),))}
+    nodes[0] = replace(nodes[0], taints=(build.taint("pool=gpu:NoSchedule"),))
+    flavors = {"tas": build.flavor("tas", topology="topo", tolerations=["pool"])}
     w = mk_workload("w")
     assert_valid(mk_snapshot([w], nodes=nodes, flavors=flavors), D(admit(w, psa({"n1": 1}, gpu=False))))
 
@@ -469,8 +466,7 @@ def test_gang_domain_sum_and_positive_counts() -> None:
 
 
 def test_gang_every_pod_set() -> None:
-    req = Resources.of(cpu=1000, pods=1)
-    w = mk_workload("w", pod_sets=(PodSet("leader", 1, req), PodSet("workers", 2, req)))
+    w = mk_workload("w", pod_sets=(build.pod_set("leader", 1, memory=0), build.pod_set("workers", 2, memory=0)))
     snap = mk_snapshot([w])
     both = D(admit(w, psa({"n1": 1}, "leader", gpu=False), psa({"n2": 2}, "workers", gpu=False)))
     assert_valid(snap, both)
@@ -492,7 +488,7 @@ def test_elastic_below_min() -> None:
 # ---------------------------------------------------------------- topology
 
 def test_required_topology_split() -> None:
-    w = mk_workload("w", count=4, topology=TopologyRequest("required", RACK))
+    w = mk_workload("w", count=4, topology=build.required(RACK))
     snap = mk_snapshot([w])
     assert_valid(snap, D(admit(w, psa({"n1": 2, "n2": 2}, gpu=False))))
     assert_caught(snap, D(admit(w, psa({"n2": 2, "n3": 2}, gpu=False))), w.ref, "requires one", RACK)
@@ -500,45 +496,44 @@ def test_required_topology_split() -> None:
 
 def test_required_level_same_name_in_different_parents() -> None:
     nodes = (mk_node("x1", labels={BLOCK: "b1", RACK: "r1"}), mk_node("x2", labels={BLOCK: "b2", RACK: "r1"}))
-    w = mk_workload("w", count=2, topology=TopologyRequest("required", RACK))
+    w = mk_workload("w", count=2, topology=build.required(RACK))
     assert_caught(mk_snapshot([w], nodes=nodes), D(admit(w, psa({"x1": 1, "x2": 1}, gpu=False))),
                   w.ref, "requires one")
 
 
 def test_required_level_missing_from_topology() -> None:
-    w = mk_workload("w", count=1, topology=TopologyRequest("required", "cloud/zone"))
+    w = mk_workload("w", count=1, topology=build.required("cloud/zone"))
     assert_caught(mk_snapshot([w]), D(admit(w, psa({"n1": 1}, gpu=False))), w.ref, "cloud/zone")
 
 
 def test_preferred_and_unconstrained_impose_nothing() -> None:
-    p = mk_workload("p", count=2, topology=TopologyRequest("preferred", RACK))
-    u = mk_workload("u", count=2, topology=TopologyRequest("unconstrained"))
+    p = mk_workload("p", count=2, topology=build.preferred(RACK))
+    u = mk_workload("u", count=2, topology=build.unconstrained())
     snap = mk_snapshot([p, u])
     assert_valid(snap, D(admit(p, psa({"n1": 1, "n5": 1}, gpu=False)), admit(u, psa({"n2": 1, "n6": 1}, gpu=False))))
 
 
 def test_slice_straddling() -> None:
-    w = mk_workload("w", count=8, topology=TopologyRequest("preferred", BLOCK, slices=(SliceLayer(RACK, 4),)))
+    w = mk_workload("w", count=8, topology=build.sliced(RACK, 4, mode="preferred", mode_level=BLOCK))
     snap = mk_snapshot([w])
     assert_valid(snap, D(admit(w, psa({"n1": 3, "n2": 1, "n5": 4}, gpu=False))))
     assert_caught(snap, D(admit(w, psa({"n1": 2, "n3": 2, "n5": 4}, gpu=False))), w.ref, "straddle", "r1")
     w6 = mk_workload("w", count=6, min_count=2,
-                     topology=TopologyRequest("preferred", BLOCK, slices=(SliceLayer(RACK, 4),)))
+                     topology=build.sliced(RACK, 4, mode="preferred", mode_level=BLOCK))
     assert_caught(mk_snapshot([w6]), D(admit(w6, psa({"n1": 6}, gpu=False))), w.ref, "whole slices")
 
 
 def test_multi_layer_slices() -> None:
-    layers = (SliceLayer(BLOCK, 4), SliceLayer(HOST, 2))
-    w = mk_workload("w", count=8, topology=TopologyRequest("required", BLOCK, slices=layers)) 
+    w = mk_workload("w", count=8, topology=build.sliced(BLOCK, 4, (HOST, 2), mode="required", mode_level=BLOCK)) 
     snap = mk_snapshot([w])
     assert_valid(snap, D(admit(w, psa({"n1": 2, "n2": 2, "n3": 4}, gpu=False))))
     assert_caught(snap, D(admit(w, psa({"n1": 3, "n2": 1, "n3": 4}, gpu=False))), w.ref, "straddle", HOST)
 
 
 def test_group_split() -> None:
-    req = Resources.of(cpu=1000, pods=1)
-    top = TopologyRequest("required", RACK, group="lws")
-    w = mk_workload("w", pod_sets=(PodSet("leader", 1, req, topology=top), PodSet("workers", 2, req, topology=top)))
+    top = build.required(RACK, group="lws")
+    w = mk_workload("w", pod_sets=(build.pod_set("leader", 1, memory=0, topology=top),
+                                   build.pod_set("workers", 2, memory=0, topology=top)))
     snap = mk_snapshot([w])
     assert_valid(snap, D(admit(w, psa({"n1": 1}, "leader", gpu=False), psa({"n2": 2}, "workers", gpu=False))))
     assert_caught(snap, D(admit(w, psa({"n3": 1}, "leader", gpu=False), psa({"n2": 2}, "workers", gpu=False))),
@@ -637,7 +632,7 @@ def test_inactive_cluster_queue() -> None:
 
 
 def test_cohort_cycle_blocks_admission() -> None:
-    cohorts = [Cohort("x", "y"), Cohort("y", "x")]
+    cohorts = [build.cohort("x", parent="y"), build.cohort("y", parent="x")]
     w = mk_workload("w")
     snap = mk_snapshot([w], cqs=[mk_cq("cq-a", cohort="x")], cohorts=cohorts)
     assert_caught(snap, D(admit(w, psa({"n1": 1}, gpu=False))), w.ref, "cycle")
@@ -674,7 +669,7 @@ def test_a_large_plan_verifies() -> None:
         if i % 2:
             workloads.append(running(f"r{i}", {node_a: 1, node_b: 1}, cpu=1000, gpu=1))
         else:
-            w = mk_workload(f"w{i}", count=2, cpu=1000, gpu=1, topology=TopologyRequest("required", RACK))
+            w = mk_workload(f"w{i}", count=2, cpu=1000, gpu=1, topology=build.required(RACK))
             workloads.append(w)
             admissions.append(admit(w, psa({node_a: 1, node_b: 1})))
     snap = mk_snapshot(workloads, nodes=nodes, cqs=[cq])
@@ -759,7 +754,7 @@ def world_snapshot(parents, quotas, running_jobs, pending_jobs):
         return (group(("cpu",), ("tas", {"cpu": Quota(q.nominal * 1000,
                                                           None if q.borrowing_limit is None else q.borrowing_limit * 1000,
                                                           None if q.lending_limit is None else q.lending_limit * 1000)})),)
-    cohorts = [Cohort(n, parents[n], groups(n)) for n in parents if n.startswith("co")]
+    cohorts = [replace(build.cohort(n, parent=parents[n]), resource_groups=groups(n)) for n in parents if n.startswith("co")]
     cqs = [mk_cq(n, groups(n), cohort=parents[n]) for n in parents if n.startswith("cq")]
     nodes = plain_nodes(2, cpu=10**6, pods=10**6)
     workloads = []

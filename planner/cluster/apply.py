@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
-from planner.cluster.kube import ApiStatus, Kube, path_of
+from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
 
 GATE = "stowplan.io/topology"
 ASSIGNMENT = "stowplan.io/assignment"
@@ -115,7 +115,8 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
     metadata = obj.setdefault("metadata", {})
     if not isinstance(metadata.get("annotations"), dict):
         metadata["annotations"] = {}
-    return metadata["annotations"]  # type: ignore[no-any-return]
+    annotations: dict[str, str] = metadata["annotations"]
+    return annotations
 
 
 def is_suspended(obj: dict[str, Any]) -> bool:
@@ -239,10 +240,10 @@ class Applier:
     # ------------------------------------------------------------ workloads
 
     def _read(self, ref: ObjectRef) -> dict[str, Any] | None:
-        obj = self.kube.get_or_none(workload_path(ref))
+        obj: dict[str, Any] | None = self.kube.get_or_none(workload_path(ref))
         if obj is None:
             self.report.conflicts.append((ref, "it no longer exists"))
-        return obj  # type: ignore[no-any-return]
+        return obj
 
     def _changed(self, ref: ObjectRef, obj: dict[str, Any]) -> bool:
         """True (and reported) when the object is not what the plan was made from.
@@ -266,7 +267,8 @@ class Applier:
         None: a conflict; on the last attempt it is reported, else the caller re-reads and retries.
         """
         try:
-            return self.kube.write("PUT", workload_path(ref), obj)  # type: ignore[no-any-return]
+            written: dict[str, Any] = self.kube.write("PUT", workload_path(ref), obj)
+            return written
         except ApiStatus as err:
             if err.status == 404 or (err.status == 409 and last):
                 self.report.conflicts.append((ref, f"{'conflict' if err.status == 409 else 'gone'}: {err.detail}"))
@@ -445,7 +447,7 @@ class Applier:
         ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
         try:
             self.kube.write("PATCH", path_of("v1", "pods", meta["namespace"], meta["name"]), ops,
-                            content_type="application/json-patch+json")
+                            content_type=JSON_PATCH)
         except ApiStatus as err:
             if err.status in (404, 409, 422):
                 return False   # changed or gone: the next pass or cycle looks again

@@ -23,8 +23,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from planner.errors import ClusterError, InputError
 
 JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 PAGE_SIZE = 500
 TIMEOUT = 30.0
 
@@ -42,17 +42,18 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
-    import yaml  # type: ignore[import-untyped, unused-ignore]
+    import yaml
 
     configuration = client.Configuration()
     where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
         if kubeconfig or not _in_cluster():
             _check_kubeconfig_files(kubeconfig)
-            config.load_kube_config(  # type: ignore[no-untyped-call]
+            config.load_kube_config(   # type: ignore[no-untyped-call]  # the kubernetes client leaves it unannotated
                 config_file=kubeconfig, context=context, client_configuration=configuration)
         else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            config.load_incluster_config(   # type: ignore[no-untyped-call]  # the kubernetes client leaves it unannotated
+                client_configuration=configuration)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -28,7 +28,7 @@ Where Stowplan goes beyond Kueue, and why:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -73,7 +73,7 @@ class Admitted:
     evictable: bool
     planned: bool                   # admitted by this plan (not running before it)
     admitted_at: float
-    order: tuple = field(default=())
+    order: tuple[Any, ...] = field(default=())
     evicting: bool = False          # its eviction is issued, not complete (Kueue: IsEvicted)
     # May another queue's workload reclaim it? Kueue's rule alone says yes (while its
     # queue borrows); greedy says no for running work whose reclaim an earlier replay
@@ -180,19 +180,8 @@ class Overlay:
             usage = self.usage.get(fr)
             if usage is None or not amount:
                 continue
-            chain = self.tree.chain(key, fr)
             old = usage.get(key, 0)
-            new = old + sign * amount
-            usage[key] = new
-            for i in range(len(chain) - 1):   # a node passes on what it uses beyond its guarantee
-                guaranteed = chain[i][1]
-                moved = max(0, new - guaranteed) - max(0, old - guaranteed)
-                if moved == 0:
-                    break
-                parent = chain[i + 1][0]
-                old = usage.get(parent, 0)
-                new = old + moved
-                usage[parent] = new
+            self.tree.move_usage(usage, key, fr, old, old + sign * amount)
 
 
 class Quota:
@@ -407,6 +396,14 @@ class Assignment:
     def counts(self) -> list[int]:
         return [a.count for a in self.pod_sets]
 
+    def picks(self) -> list[tuple[PodSet, FlavorOption, int]]:
+        """(pod set, its flavors, count) of every pod set, for an assignment with flavors."""
+        out = []
+        for p in self.pod_sets:
+            assert p.option is not None
+            out.append((p.pod_set, p.option, p.count))
+        return out
+
 
 @dataclass(frozen=True)
 class _Group:
@@ -451,23 +448,23 @@ class Rules:
         self._options: dict[tuple[str, tuple[tuple[str, str], ...]], FlavorOption] = {}
         self._tas_only: dict[str, bool] = {}
         self._groups: dict[tuple[str, str], int | None] = {}
-        self._empty_fits: dict[tuple, object] = {}
-        self._layouts: dict[tuple, tuple[Workload, list[_Group]]] = {}
-        self._ceilings: dict[tuple, dict[FR, int]] = {}
-        self._ceilings_at: tuple = ()
-        self._above: dict[tuple, list[str]] = {}
-        self._above_at: tuple = ()
+        self._empty_fits: dict[tuple[Any, ...], tuple[object, "list[PodSetChoice] | tuple[int, str]"]] = {}
+        self._layouts: dict[tuple[Any, ...], tuple[Workload, list[_Group]]] = {}
+        self._ceilings: dict[tuple[Any, ...], dict[FR, int]] = {}
+        self._ceilings_at: tuple[Any, ...] = ()
+        self._above: dict[tuple[Any, ...], list[str]] = {}
+        self._above_at: tuple[Any, ...] = ()
         self._epoch = 0        # moves on with every nomination
         # Set by a caller whose state is, while it nominates, what the admitted workloads
         # make it (nothing held): what depends on the state alone is then kept until one
         # comes or goes (Registry.epoch), not just for one nomination.
         self.steady = False
         self._wanted_frs: dict[tuple[str, int], tuple[Workload, frozenset[FR]]] = {}
-        self._mismatches: dict[tuple, str | None] = {}
+        self._mismatches: dict[tuple[Any, ...], str | None] = {}
         self._views: dict[str, tuple[int, QueueView]] = {}
         # A search's candidates per queue, and what they could free at most, kept while the
         # queue's list (and so its usage, when nominating) stays the same.
-        self._sources: dict[tuple, _Source] = {}
+        self._sources: dict[tuple[Any, ...], _Source] = {}
         self._freed: dict[tuple[int, bool], tuple[_Source, np.ndarray]] = {}
         frs = {(fq.flavor, r) for q in snapshot.cluster_queues.values() for rg in q.resource_groups
                for fq in rg.flavors for r in fq.resources}
@@ -794,9 +791,9 @@ class Rules:
         if val > self.ceiling(w, cq).get(fr, val):
             return G_NO_CANDIDATES, self.quota.lowest_fitting_subtree(cq.name, fr, val)[0]
         targets, overlay = self.targets(w, cq, {fr}, {fr: val}, None)
-        if not targets:
+        if not targets or overlay is None:
             return G_NO_CANDIDATES, self.quota.lowest_fitting_subtree(cq.name, fr, val)[0]
-        borrow = self.quota.lowest_fitting_subtree(cq.name, fr, val, overlay.get)[0]  # type: ignore[union-attr]
+        borrow = self.quota.lowest_fitting_subtree(cq.name, fr, val, overlay.get)[0]
         own = any(t.admitted.cq == cq.name for t in targets)
         return (G_PREEMPT if own else G_RECLAIM), borrow
 
@@ -810,9 +807,9 @@ class Rules:
         result.mode = min((a.mode() for a in result.pod_sets), default=NO_FIT)
         if result.mode == NO_FIT:
             return
-        picks = _picks(result)
+        picks = result.picks()
         if result.mode == FIT:
-            placed = self.place(self.state, cq, w, picks)  # type: ignore[arg-type]
+            placed = self.place(self.state, cq, w, picks)
             if isinstance(placed, tuple):
                 i, why = placed
                 a = result.pod_sets[i]
@@ -844,7 +841,7 @@ class Rules:
         found = self._empty_fits.get(key)
         if found is None:
             found = self._empty_fits[key] = (picks, self.place(self._empty(), cq, w, picks))
-        return found[1]  # type: ignore[index,return-value]
+        return found[1]
 
     # -- whole workloads
 
@@ -864,8 +861,7 @@ class Rules:
         if w.elastic:
             found = _reduce(w, lambda counts: self._partial(w, cq, counts, last, generation))
             if found is not None:
-                partial: Assignment = found[0]  # type: ignore[index]
-                chosen: list[Target] = found[1]  # type: ignore[index]
+                partial, chosen = found
                 return self.resolve(w, cq, partial), chosen
         if full.mode == PREEMPT and cq.preemption.reclaim_within_cohort != "Any":
             self.resolve(w, cq, full)      # it holds quota by how high it borrows
@@ -895,18 +891,18 @@ class Rules:
         ceiling = self.ceiling(w, cq)
         if any(v > ceiling.get(fr, v) for fr, v in a.usage.items()):
             return []
-        picks = _picks(a)
+        picks = a.picks()
         state = self.state
 
         def nodes_fit() -> bool:
-            return self.fits(state, cq, w, picks)  # type: ignore[arg-type]
+            return self.fits(state, cq, w, picks)
 
         targets, _ = self.targets(w, cq, a.need_preemption(), a.usage, nodes_fit)
         if targets:
             victims = [t.admitted.view for t in targets]
             state.release_many(victims)
             try:
-                placed = self.place(state, cq, w, picks)  # type: ignore[arg-type]
+                placed = self.place(state, cq, w, picks)
             finally:
                 state.release_many(victims, sign=-1)
             if isinstance(placed, tuple):     # cannot happen: the search just saw it fit
@@ -962,7 +958,10 @@ def _try_next(rep: tuple[int, int], when_can_borrow: str, when_can_preempt: str)
     return borrow != 0 and when_can_borrow == "TryNextFlavor"
 
 
-def _reduce(w: Workload, fits: Callable[[list[int]], object | None]) -> object | None:
+_Found = TypeVar("_Found")
+
+
+def _reduce(w: Workload, fits: Callable[[list[int]], _Found | None]) -> _Found | None:
     """PodSetReducer.Search: the first (largest) counts between the full ones and the
     minimums, all elastic pod sets shrinking together, for which `fits` answers."""
     full = [ps.count for ps in w.pod_sets]
@@ -980,15 +979,6 @@ def _reduce(w: Workload, fits: Callable[[list[int]], object | None]) -> object |
         else:
             lo = h + 1
     return last if lo == last_good else None
-
-
-def _picks(a: Assignment) -> list[tuple[PodSet, FlavorOption, int]]:
-    """(pod set, its flavors, count) of every pod set of an assignment with flavors."""
-    out = []
-    for p in a.pod_sets:
-        assert p.option is not None
-        out.append((p.pod_set, p.option, p.count))
-    return out
 
 
 def _text(reason: object) -> str:
@@ -1276,7 +1266,8 @@ class _Context:
         index = index[np.argsort(s.view.settled[index], kind="stable")]   # the search's order: evicted first
         usage = s.view.usage[index]
         if s.name == self.cq.name or not len(index):
-            return usage.sum(axis=0)
+            whole: np.ndarray = usage.sum(axis=0)
+            return whole
         # Another queue gives up candidates while it is above nominal in some resource
         # needing preemption: up to the one that takes the last of them to nominal.
         cum = np.cumsum(usage, axis=0)
@@ -1286,7 +1277,8 @@ class _Context:
             excess = live(f"cq:{s.name}", fr) - self.quota.tree.subtree_quota(f"cq:{s.name}", fr)
             if excess > 0:
                 stop = max(stop, int(np.searchsorted(cum[:, self.rules.column(fr)], excess, side="left")) + 1)
-        return cum[min(stop, len(index)) - 1] if stop else usage[:0].sum(axis=0)
+        freed: np.ndarray = cum[min(stop, len(index)) - 1] if stop else usage[:0].sum(axis=0)
+        return freed
 
     def attempt(self, borrowing: bool,
                 nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay] | None:
@@ -1318,12 +1310,12 @@ class _Context:
         views: list[Workload] = [a.view for a in removed]
 
         def fits() -> bool:
-            return self._state_fits(borrowing) and nodes_fit()  # type: ignore[misc]
+            return self._state_fits(borrowing) and nodes_fit()
 
         fitting = first_fitting_prefix(state, views, first, lambda n: len(views), fits, probe_whole=True)
         if fitting is None:
             return None
-        chosen = put_back(state, views[:fitting], fits) or []
+        chosen = put_back(state, views[:fitting], fits)
         state.release_many([views[i] for i in chosen], sign=-1)
         return [self._target(removed[i]) for i in chosen], overlay
 
@@ -1424,12 +1416,11 @@ class _Context:
         # every node between it and the preemptor's branch is above its quota.
         limit = {}
         for name in by_queue:
-            node, lowest = f"cq:{name}", float("inf")
-            while node not in path:
-                lowest = min(lowest, cut[node])
-                node = tree.parent.get(node)  # type: ignore[assignment]
-                if node is None:
-                    break
+            up: str | None = f"cq:{name}"
+            lowest = float("inf")
+            while up is not None and up not in path:
+                lowest = min(lowest, cut[up])
+                up = tree.parent.get(up)
             limit[name] = lowest
         bound = np.array([float("inf") if name == own else limit.get(name, 0.0) for name in names])
         taken_at = np.flatnonzero(kept & (mine | (np.arange(n) < bound[queue_of])))

@@ -235,7 +235,7 @@ def _try_each(state: ClusterState, cq: ClusterQueue, members: Sequence[PodSet], 
 
 def try_counts(state: ClusterState, workload: Workload, counts: Sequence[int]) -> list[PodSetChoice] | str:
     """Place every pod set of `workload` at `counts`, all or nothing; the state is left as found."""
-    cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
+    cq = state.snapshot.cluster_queues[workload.queue_name]
     tent = Tentative(state)
     try:
         done: set[int] = set()
@@ -273,7 +273,7 @@ def fits_at(state: ClusterState, workload: Workload, counts: Sequence[int]) -> b
     set: no later pod set needs its nodes held, so nothing is taken and given back."""
     if len(workload.pod_sets) > 1:
         return not isinstance(try_counts(state, workload, counts), str)
-    cq = state.snapshot.cluster_queues[workload.cluster_queue]  # type: ignore[index]
+    cq = state.snapshot.cluster_queues[workload.queue_name]
     return not isinstance(_try_pod_set(state, cq, workload.pod_sets[0], counts[0], Tentative(state)), str)
 
 

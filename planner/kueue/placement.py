@@ -149,7 +149,8 @@ def leaf_counts(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     if not need.any():
         return np.zeros(free.shape[0], dtype=np.int64)
     fits = free[:, need] // request[need]
-    return np.maximum(fits.min(axis=1), 0)
+    counts: np.ndarray = np.maximum(fits.min(axis=1), 0)
+    return counts
 
 
 # ---------------------------------------------------------------- the algorithm

@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence, cast
 
 from models import (
-    ClusterQueue, Node, PodSet, PodSetAssignment, ResourceFlavor, Snapshot, Workload, dominant_units,
+    ClusterQueue, Node, PodSet, PodSetAssignment, ResourceFlavor, ResourceGroup, Snapshot, Workload, dominant_units,
 )
 from models.objects import tolerated
 from models.resources import PODS, is_gpu
@@ -33,13 +33,15 @@ def selector_matches(selector: Mapping[str, object] | None, labels: Mapping[str,
     assert isinstance(match_labels, Mapping)
     if any(labels.get(k) != v for k, v in match_labels.items()):
         return False
-    for expr in selector.get("matchExpressions") or []:  # type: ignore[union-attr]
+    # matchExpressions: a list of mappings with a list of values (as the reader keeps them)
+    for expr in cast(Sequence[Mapping[str, object]], selector.get("matchExpressions") or []):
         key, op = expr.get("key"), expr.get("operator")
-        values = expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
+        values = cast(Sequence[object], expr.get("values") or [])
+        label = labels.get(key) if isinstance(key, str) else None
+        present = label is not None
+        if op == "In" and not (present and label in values):
             return False
-        if op == "NotIn" and present and labels[key] in values:
+        if op == "NotIn" and present and label in values:
             return False
         if op == "Exists" and not present:
             return False
@@ -105,10 +107,10 @@ def flavor_options(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> lis
     options = []
     for combo in itertools.product(*(choices for _, choices in groups)):
         by_resource: dict[str, str] = {}
-        for (gi, _), (_, flavor) in zip(groups, combo):
+        for (gi, _), (_, name) in zip(groups, combo):
             for resource in cq.resource_groups[gi].covered_resources:
                 if pod_set.request.get(resource) > 0:
-                    by_resource[resource] = flavor
+                    by_resource[resource] = name
         flavors = tuple(dict.fromkeys(f for _, f in combo))
         options.append(FlavorOption(by_resource, flavors, tuple(fi for fi, _ in combo)))
     options.sort(key=lambda o: (o.preference, o.rank))
@@ -193,17 +195,6 @@ def queue_order_key(workload: Workload, snapshot: Snapshot) -> tuple[int, float,
 
 # ---------------------------------------------------------------- quota tree
 
-@dataclass(frozen=True)
-class QuotaNode:
-    """A ClusterQueue or Cohort in the sharing tree, for one flavor/resource."""
-
-    name: str                 # "cq:NAME" or "cohort:NAME"
-    parent: str | None
-    nominal: int
-    borrowing_limit: int | None
-    lending_limit: int | None
-
-
 class QuotaTree:
     """Kueue's hierarchical quota arithmetic (pkg/cache resource_node.go).
 
@@ -244,12 +235,12 @@ class QuotaTree:
         self._roots: dict[str, str] = {}
         self._chains: dict[tuple[str, FlavorResource], tuple[tuple[str, int, int | None, int], ...]] = {}
 
-    def _add(self, key: str, parent: str | None, groups: Iterable[object]) -> None:
+    def _add(self, key: str, parent: str | None, groups: Iterable[ResourceGroup]) -> None:
         self.parent[key] = parent
         self.children.setdefault(key, [])
         table = self.quota.setdefault(key, {})
         for group in groups:
-            for fq in group.flavors:  # type: ignore[attr-defined]
+            for fq in group.flavors:
                 for resource, q in fq.resources.items():
                     table[(fq.flavor, resource)] = (q.nominal, q.borrowing_limit, q.lending_limit)
 
@@ -259,16 +250,16 @@ class QuotaTree:
     def root_of(self, node: str) -> str:
         if node not in self._roots:
             top = node
-            while self.parent[top] is not None:
-                top = self.parent[top]  # type: ignore[assignment]
+            while (up := self.parent[top]) is not None:
+                top = up
             self._roots[node] = top
         return self._roots[node]
 
     def path(self, node: str) -> list[str]:
         """node, its parent, ..., the root."""
         out = [node]
-        while self.parent[out[-1]] is not None:
-            out.append(self.parent[out[-1]])  # type: ignore[arg-type]
+        while (up := self.parent[out[-1]]) is not None:
+            out.append(up)
         return out
 
     def limits(self, node: str, fr: FlavorResource) -> tuple[int, int | None, int | None]:
@@ -319,6 +310,22 @@ class QuotaTree:
                 (n, self.guaranteed(n, fr), self.limits(n, fr)[1], self.subtree_quota(n, fr))
                 for n in self.path(node))
         return found
+
+    def move_usage(self, usage: dict[str, int], node: str, fr: FlavorResource, old: int, new: int) -> None:
+        """`node`'s usage of `fr` went from `old` to `new`: set it in `usage` (node ->
+        usage) and carry the change up the tree, where a node passes on what it uses
+        beyond its guarantee (stopping where nothing more changes)."""
+        usage[node] = new
+        chain = self.chain(node, fr)
+        for i in range(len(chain) - 1):
+            guaranteed = chain[i][1]
+            change = max(0, new - guaranteed) - max(0, old - guaranteed)
+            if change == 0:
+                return
+            parent = chain[i + 1][0]
+            old = usage.get(parent, 0)
+            new = old + change
+            usage[parent] = new
 
     def available(self, cq: str, fr: FlavorResource, usage: Mapping[str, int]) -> int:
         """How much more of `fr` the queue `cq` may admit now (Kueue's available()).

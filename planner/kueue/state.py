@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -196,8 +196,8 @@ class ClusterState:
         self._over: dict[str, int] = {key: sum(v > self.quota.limits(key, fr)[0] for fr, v in usage.items())
                                       for key, usage in self.cq_usage.items()}
         self._tree_usage: dict[FlavorResource, dict[str, int]] = {}
-        # available() per flavor/resource and queue, until a charge to that flavor/resource
-        # (at L, fit tests asked 291,200 times between a few thousand charges).
+        # available() per flavor/resource and queue, until a charge to that flavor/resource:
+        # fit tests ask it far more often than charges change it.
         self._available: dict[FlavorResource, dict[str, int]] = {}
         self._trees: dict[object, EligibleNodes] = {}
         self._vectors: dict[Resources, np.ndarray] = {}
@@ -207,9 +207,9 @@ class ClusterState:
         self._changed: list[np.ndarray] = []
         self._changed_before: list[int] = [0]
         self._counts: dict[int, _LeafCounts] = {}   # by _count_keys of (eligible key, request)
-        self._placed: dict[tuple, Placement] = {}   # place() answers since the last node change
+        self._placed: dict[tuple[Any, ...], Placement] = {}   # place() answers since the last node change
         self._placed_at = 0
-        self._options: dict[tuple[str, Resources, tuple], list[FlavorOption] | str] = {}
+        self._options: dict[tuple[str, Resources, tuple[Any, ...]], list[FlavorOption] | str] = {}
         # Memos by object identity, for the hot paths: hashing requests and tolerations
         # (dataclasses) on every fit test shows in profiles. Each entry holds the objects
         # it is keyed by, so their ids cannot be reused while it exists.
@@ -276,18 +276,7 @@ class ClusterState:
         usage = self._tree_usage.get(fr)
         if usage is None or key not in self.quota.parent:
             return
-        new = old + delta
-        usage[key] = new
-        chain = self.quota.chain(key, fr)
-        for i in range(len(chain) - 1):  # a node passes on what it uses beyond its guarantee
-            guaranteed = chain[i][1]
-            change = max(0, new - guaranteed) - max(0, old - guaranteed)
-            if change == 0:
-                return
-            parent = chain[i + 1][0]
-            old = usage.get(parent, 0)
-            new = old + change
-            usage[parent] = new
+        self.quota.move_usage(usage, key, fr, old, old + delta)
 
     def quota_shortfall(self, cq: str, charges: Mapping[FlavorResource, int],
                         pending: Mapping[FlavorResource, int]) -> str | None:
@@ -373,7 +362,8 @@ class ClusterState:
         need, amounts = self._columns(request)
         if not len(need):
             return np.zeros(len(rows), dtype=np.int64)
-        return np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
+        counts: np.ndarray = np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
+        return counts
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
         seen = self._placing_of.get((id(option), id(pod_set)))

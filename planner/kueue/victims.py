@@ -14,7 +14,6 @@ import bisect
 import heapq
 import itertools
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
@@ -43,7 +42,7 @@ def may_preempt(cq: ClusterQueue) -> bool:
 
 
 def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: Callable[[], bool],
-                    deadline: float = float("inf"), misfit: bool = False) -> list[int] | None:
+                    misfit: bool = False) -> list[int] | None:
     """Kueue's classical search: remove candidates in order until `fits()`, then add
     each back in reverse (all but the last removed), keeping it where it still fits.
 
@@ -55,28 +54,20 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     among n candidates, rather than n. (Were some placement not monotone, the victims
     found still make room.)
 
-    Past `deadline` (time.monotonic()) it gives up between fit tests, as if nothing fit:
-    one search over hundreds of candidates takes seconds at scale, and the planner's
-    passes that use it hold a cycle's time limit (Kueue's own greedy sets none).
     `misfit`: the caller has just found that it does not fit as things stand (a fit
     test spared).
     """
     n = len(candidates)
-
-    def late() -> bool:
-        return deadline != float("inf") and time.monotonic() > deadline
-
     if misfit and n == 0:
         return None
-    hi = first_fitting_prefix(state, list(candidates), 1 if misfit else 0, lambda k: n, fits, late, doubling=True)
+    hi = first_fitting_prefix(state, list(candidates), 1 if misfit else 0, lambda k: n, fits, doubling=True)
     if hi is None:
         return None
-    return put_back(state, candidates[:hi], fits, late)
+    return put_back(state, candidates[:hi], fits)
 
 
 def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known: int, extend: Callable[[int], int],
-                         fits: Callable[[], bool], late: Callable[[], bool] = lambda: False,
-                         doubling: bool = False, probe_whole: bool = False) -> int | None:
+                         fits: Callable[[], bool], doubling: bool = False, probe_whole: bool = False) -> int | None:
     """The shortest prefix of `candidates`, at least `known` long (nothing shorter fits),
     whose release makes `fits()` true; left released in `state`. None, with `state` as
     found, when no prefix does. `extend(k)` may grow `candidates` to k (it returns
@@ -108,7 +99,7 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
         if fits():
             break
         bad = k
-        if late() or extend(k + 1) <= k:
+        if extend(k + 1) <= k:
             prefix(0)
             return None
         if probe_whole and k == known:
@@ -120,9 +111,6 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
         k, step = (max(1, 2 * k) if doubling else k + step), 2 * step
     lo, hi = bad + 1, k
     while lo < hi:
-        if late():
-            prefix(0)
-            return None
         mid = (lo + hi) // 2
         prefix(mid)
         if fits():
@@ -133,12 +121,10 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
     return hi
 
 
-def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[], bool],
-             late: Callable[[], bool] = lambda: False) -> list[int] | None:
+def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[], bool]) -> list[int]:
     """Kueue's fill-back over `released` (all released in `state`, the preemptor fits):
     each but the last, from the last but one down, is taken back where the preemptor
-    still fits. Returns the indexes still released (the victims), left so in `state`;
-    None past `late()`, with every one taken back.
+    still fits. Returns the indexes still released (the victims), left so in `state`.
 
     A run that fits back all together would fit back one at a time too (each step
     leaves at least as much free as the run's test), so runs are tried whole and halved
@@ -151,9 +137,6 @@ def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[
         first, end = runs.pop()
         if first >= end:
             continue
-        if late():     # give every victim still out back
-            state.release_many([released[v] for v in sorted(victims)], sign=-1)
-            return None
         run = released[first:end]
         state.release_many(run, sign=-1)
         if fits():
@@ -313,7 +296,7 @@ class Preemption:
 
     def candidates(self, w: Workload) -> list[Candidate]:
         snap, tree = self.state.snapshot, self.tree
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         policy = cq.preemption
         borrowing = self.before & self.state.borrowing()
         borrows = must_borrow(snap, w, tree, self.state.cq_usage, self.state.options)
@@ -383,7 +366,7 @@ class Preemption:
         self.evicted[v.ref] = Eviction(workload=v.ref, reason=c.reason, for_=(preemptor.ref,),
                                        cost=eviction_cost(v, self.state.snapshot))
         rank = self._rank[id(v)]
-        for found in self._lists_of_queue[v.cluster_queue]:  # type: ignore[index]
+        for found in self._lists_of_queue[v.queue_name]:
             i = bisect.bisect_left(found, (rank,))  # (rank,) sorts just before (rank, v)
             if i < len(found) and found[i][1] is v:
                 del found[i]
@@ -392,7 +375,7 @@ class Preemption:
         """Running work of lower base priority in `w`'s queue or cohort tree that it could
         use the room of, whatever the policies say (for explaining), in Kueue's order."""
         snap = self.state.snapshot
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         same, needs, rows = self._needs(cq, w)
         key = (cq.name, w.priority, same, len(self.evicted))
         if key not in self._lower:
@@ -424,7 +407,7 @@ class Preemption:
             return "some of it is non-preemptible"
         if not evictable(v, snap):
             return "some of it has run less than the minimum runtime"
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         policy = cq.preemption
         if v.cluster_queue == cq.name:
             return f"withinClusterQueue is {policy.within_cluster_queue}"
@@ -476,7 +459,7 @@ class Preemption:
         minimum, then takes the largest count the freed room allows.
         """
         snap = self.state.snapshot
-        cq = snap.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = snap.cluster_queues[w.queue_name]
         key: object = None
         if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
             key = (cq.name, w.priority, tuple((ps.count, ps.minimum, ps.request, ps.topology, ps.tolerations,

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from models import HOSTNAME_LABEL, Admission, Decisions, PodSetAssignment
 from planner.milp.solution import DecodeError, count, decode_evictions, member_demands
-from planner.milp.model import Formulation
+from planner.milp.model import DemandClass, Formulation, GroupChoice
 from planner.milp.pools import Item, place
 
 Path = tuple[str, ...]
@@ -44,12 +45,12 @@ def decode(form: Formulation, values: np.ndarray) -> Decoded:
     return Decoded(Decisions(tuple(admissions), evictions), repaired)
 
 
-def member_choices(form: Formulation, values: np.ndarray) -> tuple[dict[Owner, int], dict[tuple[int, int], list]]:
+def member_choices(form: Formulation, values: np.ndarray) -> tuple[dict[Owner, int], dict[tuple[int, int], list[GroupChoice]]]:
     """(class, member, pod set) -> choice index, the oldest members admitted, handed out
     over the options in order; and per (class, member) the groups (flavor combinations)
     its grouped pod sets took."""
     out: dict[Owner, int] = {}
-    group_of: dict[tuple[int, int], list] = defaultdict(list)
+    group_of: dict[tuple[int, int], list[GroupChoice]] = defaultdict(list)
     by_pod_set: dict[tuple[int, int], list[int]] = defaultdict(list)
     for index, choice in enumerate(form.choices):
         by_pod_set[(choice.workload, choice.pod_set)].append(index)
@@ -64,15 +65,15 @@ def member_choices(form: Formulation, values: np.ndarray) -> tuple[dict[Owner, i
                 raise DecodeError(f"{form.workloads[w].ref}: {admitted} admitted, pod set {p} has {len(order)} options")
             for member, index in enumerate(order):
                 out[(w, member, p)] = index
-    combos: dict[tuple[int, tuple[int, ...]], list] = defaultdict(list)
-    for group in form.groups:
-        combos[(group.workload, group.pod_sets)].append(group)
+    combos: dict[tuple[int, tuple[int, ...]], list[GroupChoice]] = defaultdict(list)
+    for each in form.groups:
+        combos[(each.workload, each.pod_sets)].append(each)
     for (w, _), groups in sorted(combos.items(), key=lambda kv: kv[0]):
         admitted = count(values, form.admit_col[w])
-        order = [g for g in groups for _ in range(count(values, g.col))]
-        if len(order) != admitted:
-            raise DecodeError(f"{form.workloads[w].ref}: {admitted} admitted, its group is placed {len(order)} times")
-        for member, group in enumerate(order):
+        placed = [g for g in groups for _ in range(count(values, g.col))]
+        if len(placed) != admitted:
+            raise DecodeError(f"{form.workloads[w].ref}: {admitted} admitted, its group is placed {len(placed)} times")
+        for member, group in enumerate(placed):
             group_of[(w, member)].append(group)
             for p, index in zip(group.pod_sets, group.choices):
                 out[(w, member, p)] = index
@@ -98,10 +99,10 @@ def own_demands(form: Formulation, values: np.ndarray, choice_of: dict[Owner, in
 
 
 def class_demands(form: Formulation, values: np.ndarray, choice_of: dict[Owner, int],
-                  group_of: dict[tuple[int, int], list]) -> dict[Owner, list[tuple[Path, int]]]:
+                  group_of: dict[tuple[int, int], list[GroupChoice]]) -> dict[Owner, list[tuple[Path, int]]]:
     """Per demand class: its admitted members (in choice order) take its domains in
     order, and within a domain, their slices."""
-    entries: dict[int, list[tuple[object, list[Owner]]]] = defaultdict(list)   # class -> (order, owners)
+    entries: dict[int, list[tuple[tuple[int, tuple[int, ...]], list[Owner]]]] = defaultdict(list)   # class -> (order, owners)
     for owner, index in choice_of.items():
         if index in form.choice_class:
             entries[form.choice_class[index]].append(((index, owner), [owner]))
@@ -134,7 +135,7 @@ def class_demands(form: Formulation, values: np.ndarray, choice_of: dict[Owner, 
     return out
 
 
-def slice_units(demand_class, values: np.ndarray, m: int, layer: int, path: Path) -> list[list[tuple[Path, int]]]:  # type: ignore[no-untyped-def]
+def slice_units(demand_class: DemandClass, values: np.ndarray, m: int, layer: int, path: Path) -> list[list[tuple[Path, int]]]:
     """The slices of `layer` inside `path` for member m, each as its innermost (domain, pods)."""
     spec = demand_class.members[m]
     level, size = spec.slices[layer]
@@ -200,17 +201,18 @@ def transport(form: Formulation, values: np.ndarray, choice_of: dict[Owner, int]
         shape = form.choices[choice_of[owner]].shape
         for (kind, where), pods in sorted(taken[owner].items(), key=lambda kv: str(kv[0])):
             if kind == "node":
-                placed[owner][where] = placed[owner].get(where, 0) + pods   # type: ignore[index]
+                node = cast(str, where)
+                placed[owner][node] = placed[owner].get(node, 0) + pods
             else:
-                items[where].append(Item(owner, shape, pods))   # type: ignore[index]
+                items[cast(int, where)].append(Item(owner, shape, pods))
     evicted = {c for c in form.evict_col if values[c] > 0.5}
     failed: set[Owner] = set()
     for pool_index, pool_items in sorted(items.items()):
         got, missed = place(pools, pools.pools[pool_index], pool_items, evicted)
-        for owner, per_node in got.items():
+        for got_owner, per_node in got.items():   # the owners given in pool_items
             for node, pods in per_node.items():
-                placed[owner][node] = placed[owner].get(node, 0) + pods   # type: ignore[index]
-        failed.update(missed)   # type: ignore[arg-type]
+                placed[cast(Owner, got_owner)][node] = placed[cast(Owner, got_owner)].get(node, 0) + pods
+        failed.update(cast(list[Owner], missed))
     return placed, failed
 
 

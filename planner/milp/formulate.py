@@ -247,6 +247,7 @@ def add_preemption_rows(model: Formulation) -> None:
     if not model.victims:
         return
     rules = model.preemption
+    assert rules is not None   # victims come with the rules that name them
     index = {w.ref: i for i, w in enumerate(model.workloads)}
     classes = rules.classes(model.workloads)
     wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
@@ -493,7 +494,7 @@ def quota_usage_expr(model: Formulation, node: str, fr: FlavorResource,
                      running: dict[str, dict[FlavorResource, int]],
                      new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]],
                      expr: dict[str, tuple[list[tuple[int, float]], float]],
-                     now: dict[str, int], unit: int) -> tuple[list[tuple[int, float]], float]:
+                     now: dict[str, int], unit: float) -> tuple[list[tuple[int, float]], float]:
     """usage(node) / unit as terms + constant; adds b[child] columns for children with demand."""
     tree = model.quota_tree
     if node.startswith("cq:"):

@@ -40,12 +40,17 @@ import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from models import ClusterQueue, ObjectRef, PodSet, Snapshot, Workload
+from models import ClusterQueue, ObjectRef, PodSet, Resources, Snapshot, Workload
 from planner.kueue import capacity, semantics, topology
-from planner.milp.arrays import INF
+from planner.milp.arrays import INF, ModelArrays
+
+if TYPE_CHECKING:
+    from models import ResourceFlavor
+    from planner.milp.formulate import OptionColumns, Formulation   # formulate calls this module
 
 FlavorResource = tuple[str, str]
 Terms = list[tuple[int, float]]
@@ -77,16 +82,16 @@ def reclaims(cq: ClusterQueue) -> bool:
             and cq.preemption.reclaim_within_cohort in ("Any", "LowerPriority"))
 
 
-def add_guarantee_rows(model) -> None:  # type: ignore[no-untyped-def]
+def add_guarantee_rows(model: Formulation) -> None:
     """The stability rows of `model` (a planner.milp.formulate.Formulation), in place."""
     from planner.milp.formulate import queue_usage_terms, resource_steps, resource_units  # formulate calls this module
     snapshot = model.snapshot
     builder = _Builder(model, queue_usage_terms(model), resource_units(model), resource_steps(model))
-    by_class: dict[int, dict[int, list]] = defaultdict(lambda: defaultdict(list))
+    by_class: dict[int, dict[int, list[OptionColumns]]] = defaultdict(lambda: defaultdict(list))
     for choice in model.choices:
         by_class[choice.workload][choice.pod_set].append(choice)
     for w, (workload, members) in enumerate(zip(model.workloads, model.members)):
-        cq = snapshot.cluster_queues[workload.cluster_queue]
+        cq = snapshot.cluster_queues[workload.queue_name]
         if not reclaims(cq):
             continue
         per_pod_set = [[c.option for c in by_class[w][p]] for p in range(len(workload.pod_sets))]
@@ -106,7 +111,7 @@ class _Builder:
     """Columns shared between rows (psi per queue, flavor/resource and request; sigma per
     queue and flavor/resource; kappa and B per need), made on first use."""
 
-    def __init__(self, model, usage: dict[str, dict[FlavorResource, Terms]], units: dict[str, float],  # type: ignore[no-untyped-def]
+    def __init__(self, model: Formulation, usage: dict[str, dict[FlavorResource, Terms]], units: dict[str, float],
                  steps: dict[str, int]):
         self.model, self.usage, self.units, self.steps = model, usage, units, steps
         self.snapshot: Snapshot = model.snapshot
@@ -117,7 +122,7 @@ class _Builder:
         self._sigma: dict[tuple[str, FlavorResource], int | None | bool] = {}
         self._kappa: dict[tuple[str, frozenset[FlavorResource], int | None], int | None] = {}
         self._blocked: dict[tuple[str, frozenset[FlavorResource], int | None], int | None | bool] = {}
-        self._placeable: dict[tuple, bool] = {}
+        self._placeable: dict[tuple[Any, ...], bool] = {}
         self._beta: dict[tuple[str, FlavorResource], int | None | bool] = {}
         self._usage_cols: dict[tuple[str, FlavorResource], tuple[Terms, float, float, float, float]] = {}
         self._room = _reclaim_room(model)
@@ -295,7 +300,7 @@ class _Builder:
         """Flavor/resources a workload uses (running) or might use (pending: any option)."""
         if w.assignment:
             return {fr for fr, v in capacity.quota_usage_of(w).items() if v > 0}
-        cq = self.snapshot.cluster_queues[w.cluster_queue]  # type: ignore[index]
+        cq = self.snapshot.cluster_queues[w.queue_name]
         out: set[FlavorResource] = set()
         for pod_set in w.pod_sets:
             options = semantics.flavor_options(self.snapshot, cq, pod_set)
@@ -410,26 +415,26 @@ class _ReclaimRoom:
     """Free node capacity with every evictable running workload gone, as a nodes x
     resources matrix, with each shape's eligible nodes and their domains worked out once."""
 
-    def __init__(self, snapshot: Snapshot, room: dict[str, object]):
+    def __init__(self, snapshot: Snapshot, room: dict[str, Resources]):
         self.snapshot = snapshot
         self.nodes = sorted(room)
-        self.resources = sorted({r for amounts in room.values() for r in amounts.names()})  # type: ignore[attr-defined]
+        self.resources = sorted({r for amounts in room.values() for r in amounts.names()})
         self.column = {r: j for j, r in enumerate(self.resources)}
         self.matrix = np.zeros((len(self.nodes), len(self.resources)), dtype=np.int64)
         for i, name in enumerate(self.nodes):
-            for r, v in room[name].items():  # type: ignore[attr-defined]
+            for r, v in room[name].items():
                 self.matrix[i, self.column[r]] = v
         by_name = {n.name: n for n in snapshot.nodes}
         self.node_objs = [by_name[n] for n in self.nodes]
         self._paths: dict[tuple[str, ...], list[tuple[str, ...] | None]] = {}
-        self._domains: dict[tuple, np.ndarray] = {}
+        self._domains: dict[tuple[Any, ...], np.ndarray] = {}
 
     def paths(self, levels: tuple[str, ...]) -> list[tuple[str, ...] | None]:
         if levels not in self._paths:
             self._paths[levels] = [topology.node_path(n, levels) for n in self.node_objs]
         return self._paths[levels]
 
-    def domains(self, pod_set: PodSet, flavors: list, levels: tuple[str, ...], level: int | None) -> np.ndarray:
+    def domains(self, pod_set: PodSet, flavors: list[ResourceFlavor], levels: tuple[str, ...], level: int | None) -> np.ndarray:
         """Per node, the index of its domain at `level` (0 for all at the root), -1 where
         the pod set may not run."""
         key = (tuple(f.name for f in flavors), tuple(sorted(pod_set.node_selector.items())),
@@ -470,7 +475,7 @@ class _ReclaimRoom:
         return bool((totals >= pod_set.minimum).any())
 
 
-def _reclaim_room(model) -> _ReclaimRoom:  # type: ignore[no-untyped-def]
+def _reclaim_room(model: Formulation) -> _ReclaimRoom:
     """The model's room (free capacity with every victim gone) plus what the evictable
     running workloads that are not victims use."""
     snapshot = model.snapshot
@@ -490,7 +495,7 @@ def fill_guarantee_columns(guarantee: Guarantee | None, values: np.ndarray) -> N
         return
 
     def usage(terms: Terms, constant: float) -> float:
-        return constant + sum(k * values[c] for c, k in terms)
+        return float(constant + sum(k * values[c] for c, k in terms))
 
     for col, admitted, members in guarantee.whole:
         values[col] = 1.0 if values[admitted] >= members - 1e-6 else 0.0
@@ -509,7 +514,7 @@ def fill_guarantee_columns(guarantee: Guarantee | None, values: np.ndarray) -> N
         values[col] = 1.0 if any(all(c is None or values[c] > 0.5 for c in pair) for pair in pairs) else 0.0
 
 
-def lifted(arrays, found: Guarantee | None):  # type: ignore[no-untyped-def]
+def lifted(arrays: ModelArrays, found: Guarantee | None) -> ModelArrays:
     """`arrays` (a ModelArrays) with the stability rows lifted: their columns stay and may
     take any value. A relaxation of the model, for the cycle's relaxed pass."""
     upper = list(arrays.row_upper)

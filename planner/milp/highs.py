@@ -77,17 +77,17 @@ def new_highs() -> Any:
     global _made
     with _first:
         if _made or log_to_console:
-            h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
+            h = highspy.Highs()   # type: ignore[no-untyped-call]  # highspy leaves Highs() unannotated
         else:
             with _fd1_to_devnull():
-                h = highspy.Highs()  # type: ignore[no-untyped-call, unused-ignore]
+                h = highspy.Highs()   # type: ignore[no-untyped-call]  # highspy leaves Highs() unannotated
         _made = True
     h.setOptionValue("output_flag", bool(log_to_console))
     h.setOptionValue("log_to_console", bool(log_to_console))
     return h
 
 
-def highs_from(arrays: ModelArrays, threads: int, integral: bool = True):  # type: ignore[no-untyped-def]
+def highs_from(arrays: ModelArrays, threads: int, integral: bool = True) -> Any:
     """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
 
     `threads` is set on every instance: HiGHS keeps one thread scheduler per process,
@@ -132,8 +132,8 @@ class LpRelaxation:
         self._hs = highspy
         self.num_cols = arrays.num_cols
         self.h = highs_from(arrays, threads, integral=False)
-        # Measured at M: dual simplex alone solves these LPs in half the time it takes
-        # with presolve, which reduces them little.
+        # Presolve reduces these LPs little and costs more than it saves (BENCHMARKS.md,
+        # "Numbers behind design choices").
         self.h.setOptionValue("presolve", "off")
         self._assumed: dict[tuple[int, ...], tuple[int, float]] = {}   # columns -> (row, lower)
         self._confirmed: set[tuple[int, ...]] = set()

@@ -34,6 +34,7 @@ import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from models import HOSTNAME_LABEL, PodSet, Snapshot, Workload
 from planner.kueue import capacity, semantics, topology
@@ -104,7 +105,7 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
     add_victims(model, pending)
     room = RoomTable(model.room)
     shape_index: dict[ShapeKey, int] = {}
-    classes: dict[tuple, DemandClass] = {}
+    classes: dict[tuple[Any, ...], DemandClass] = {}
     for members in workload_classes(snapshot, pending, locality):
         add_workload(model, members, room, shape_index, classes)
     for demand_class in model.demand_classes:
@@ -121,7 +122,7 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
 # ---------------------------------------------------------------- workloads
 
 def add_workload(model: Formulation, members: list[Workload], room: RoomTable,
-                 shape_index: dict[ShapeKey, int], classes: dict[tuple, DemandClass]) -> None:
+                 shape_index: dict[ShapeKey, int], classes: dict[tuple[Any, ...], DemandClass]) -> None:
     """a[w] for a class, per pod set its flavor options (sum_f u[p,f] = a[w]: gang), and
     each option's demand: a demand class, its own domains, or anywhere."""
     snapshot = model.snapshot
@@ -190,7 +191,7 @@ def shape_for(model: Formulation, pod_set: PodSet, option: FlavorOption, room: R
 def eligible_paths(model: Formulation, pod_set: PodSet, option: FlavorOption) -> tuple[tuple[str, ...], dict[str, Path]]:
     """The levels of a flavor choice and the nodes it allows the pod set, with their paths;
     the same for every request with these flavors, selector and tolerations (cached)."""
-    cache = model.__dict__.setdefault("_eligible", {})
+    cache: dict[tuple[Any, ...], tuple[tuple[str, ...], dict[str, Path]]] = model.__dict__.setdefault("_eligible", {})
     key = (option.flavors, tuple(sorted(pod_set.node_selector.items())), pod_set.tolerations)
     if key not in cache:
         snapshot = model.snapshot
@@ -226,7 +227,7 @@ def slice_layers(shape: Shape, pod_set: PodSet, level: int | None) -> tuple[tupl
 
 
 def add_choice(model: Formulation, w: int, p: int, pod_set: PodSet, option: FlavorOption, shape_id: int,
-               classes: dict[tuple, DemandClass], grouped: bool) -> int | None:
+               classes: dict[tuple[Any, ...], DemandClass], grouped: bool) -> int | None:
     """u (and c) for one (pod set, flavor option), and where its pods go; the choice's index."""
     arrays = model.arrays
     shape = model.shapes[shape_id]
@@ -286,8 +287,9 @@ def add_preferred(model: Formulation, choice: OptionColumns, pod_set: PodSet, ta
     happens, and the tie-breakers gather it where they can."""
     arrays = model.arrays
     shape = model.shapes[choice.shape]
-    assert choice.level is not None
-    candidates = sorted(domains_at(shape, choice.level), key=lambda d: (-domain_room(shape, choice.level, d), d))
+    level = choice.level
+    assert level is not None
+    candidates = sorted(domains_at(shape, level), key=lambda d: (-domain_room(shape, level, d), d))
     ns = []
     for path in sorted(candidates[:PREFERRED_DOMAINS]) + [()]:
         name = f"{tag},{'/'.join(path) or '*'}"
@@ -301,7 +303,7 @@ def add_preferred(model: Formulation, choice: OptionColumns, pod_set: PodSet, ta
     arrays.add_row(f"spread[{tag}]", [(n, 1.0) for n in ns] + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
 
 
-def class_for(model: Formulation, classes: dict[tuple, DemandClass], level: str | None,
+def class_for(model: Formulation, classes: dict[tuple[Any, ...], DemandClass], level: str | None,
               members: tuple[Member, ...]) -> DemandClass:
     key = (level, tuple((m.shape, m.count, m.slices) for m in members))
     if key not in classes:
@@ -311,7 +313,7 @@ def class_for(model: Formulation, classes: dict[tuple, DemandClass], level: str 
 
 
 def add_group(model: Formulation, w: int, pod_sets: tuple[int, ...], mine: dict[int, list[int]],
-              classes: dict[tuple, DemandClass]) -> None:
+              classes: dict[tuple[Any, ...], DemandClass]) -> None:
     """A pod-set group: one combination of flavors per member count (v), each combination a
     composite demand class whose members all go to one domain."""
     arrays = model.arrays
@@ -348,6 +350,7 @@ def add_demand_class(model: Formulation, demand_class: DemandClass) -> None:
     first = model.shapes[demand_class.members[0].shape]
     level = topology.level_index(first.levels, demand_class.level) if demand_class.level else None
     total = int(sum(arrays.col_upper[c] for c in demand_class.links))
+    domains: list[Path]
     if level is None:
         domains = [()]
     else:
@@ -463,7 +466,9 @@ def add_free_domain_rows(model: Formulation, busy: set[str]) -> None:
         members: dict[Path, list[str]] = defaultdict(list)
         for name in sorted(supplied):
             path = topology.node_path(nodes[name], levels)
-            for depth in range(1, len(levels) + 1) if path is not None else ():
+            if path is None:
+                continue
+            for depth in range(1, len(levels) + 1):
                 members[path[:depth]].append(name)
         for path, inside in sorted(members.items()):
             if any(n in busy for n in inside):

@@ -1,10 +1,10 @@
 """Relaxation-induced neighbourhood search (RINS): how a stage gets past its start in time.
 
-On these models the LP relaxation is tight and nearly integral: at M the stage's LP
-optimum is its proven MILP optimum, and all but a few hundred of 73,000 integer
-columns come out integral. HiGHS finds that answer with its own neighbourhood
-search, but only after its presolve and rounds of cuts, which take longer than a
-cycle (16 s at M). So a stage first solves the LP itself, fixes every integer column
+On these models the LP relaxation is tight and nearly integral: the stage's LP
+optimum is often its proven MILP optimum, and all but a few integer columns come out
+integral. HiGHS finds that answer with its own neighbourhood search, but only after
+its presolve and rounds of cuts, which can take longer than a cycle (numbers in
+BENCHMARKS.md). So a stage first solves the LP itself, fixes every integer column
 where the LP and the incumbent agree, and solves what is left (a MILP of a few
 thousand columns) from the incumbent; then again from each better answer, the LP
 point kept. The LP optimum also bounds the stage. Pure: no I/O.

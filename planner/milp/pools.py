@@ -110,14 +110,14 @@ class Pools:
             for node, used in victim.usage.items():
                 if node not in overcommitted:
                     self.on_node[node].append((victim.col, used))
-        members: dict[tuple, list[str]] = defaultdict(list)
+        members: dict[tuple[tuple[int, Path], ...], list[str]] = defaultdict(list)
         eligible: dict[str, list[int]] = defaultdict(list)
         for k, shape in enumerate(shapes):
             for node, pods in shape.fits.items():
                 if pods > 0:
                     eligible[node].append(k)
-        for node, ks in eligible.items():
-            key = tuple((k, shapes[k].paths[node][:-1]) for k in ks)
+        for node, shape_ids in eligible.items():
+            key = tuple((k, shapes[k].paths[node][:-1]) for k in shape_ids)
             members[key].append(node)
         self.pools: list[Pool] = []
         self.pool_of: dict[str, int] = {}
@@ -181,7 +181,7 @@ class Pools:
 
     # -- columns and rows
 
-    def add(self, arrays: ModelArrays, units: Mapping[str, int]) -> None:
+    def add(self, arrays: ModelArrays, units: Mapping[str, float]) -> None:
         """Supply columns and capacity rows of every pool."""
         for pool in self.pools:
             if pool.aggregated:
@@ -206,7 +206,7 @@ class Pools:
             return
         pool.whole = whole
 
-    def _add_aggregated(self, arrays: ModelArrays, pool: Pool, units: Mapping[str, int]) -> None:
+    def _add_aggregated(self, arrays: ModelArrays, pool: Pool, units: Mapping[str, float]) -> None:
         shapes = self.shapes
         if pool.whole:
             idle = sum(1 for n in pool.nodes if self.free[n].get(pool.gpu) >= pool.whole)
@@ -259,7 +259,7 @@ class Pools:
         pool.slots[(node, s)] = z
         return 0, [(z, float(s))]
 
-    def _add_per_node(self, arrays: ModelArrays, pool: Pool, units: Mapping[str, int]) -> None:
+    def _add_per_node(self, arrays: ModelArrays, pool: Pool, units: Mapping[str, float]) -> None:
         """One supply column per shape and node and one row per node and resource that
         can bind: the exact model, for pools that do not aggregate."""
         shapes = self.shapes
@@ -300,7 +300,7 @@ class Pools:
 
     def columns(self) -> list[int]:
         """Every column the pools added (supply and slots)."""
-        out = []
+        out: list[int] = []
         for pool in self.pools:
             out.extend(pool.supply.values())
             out.extend(c for per_node in pool.node_supply.values() for c in per_node.values())
@@ -364,13 +364,13 @@ def place(pools: Pools, pool: Pool, items: Sequence[Item], evicted_cols: set[int
         item = items[i]
         request = shapes[item.shape].request
         for _ in range(item.count):
-            node = _best_node(have, request, placed[item.owner], gpu)
-            if node is None:
+            best = _best_node(have, request, placed[item.owner], gpu)
+            if best is None:
                 failed.append(item.owner)
                 break
             for r, v in request.items():
-                have[node][r] = have[node].get(r, 0) - v
-            placed[item.owner][node] = placed[item.owner].get(node, 0) + 1
+                have[best][r] = have[best].get(r, 0) - v
+            placed[item.owner][best] = placed[item.owner].get(best, 0) + 1
     return dict(placed), failed
 
 

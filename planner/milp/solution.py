@@ -18,7 +18,7 @@ class DecodeError(Exception):
 
 
 def chosen(values: np.ndarray, col: int) -> bool:
-    return values[col] > 0.5
+    return bool(values[col] > 0.5)
 
 
 def count(values: np.ndarray, col: int) -> int:
@@ -36,11 +36,11 @@ def member_demands(choice: OptionColumns, values: np.ndarray) -> list[list[tuple
         return []
     if choice.mode == "preferred":
         # Preferred pod sets are classes of one: every domain's pods are that member's.
-        containers = [(p, count(values, c)) for p, c in sorted(choice.domain_cols.items()) if count(values, c)]
-        return [[piece for path, pods in containers for piece in slice_pieces(choice, values, path, pods)]]
+        taken = [(p, count(values, c)) for p, c in sorted(choice.domain_cols.items()) if count(values, c)]
+        return [[piece for path, pods in taken for piece in slice_pieces(choice, values, path, pods)]]
     per_member = int(round(sum(k * values[c] for c, k in choice.pods))) // members
     if choice.mode == "required":
-        containers = [p for p, c in sorted(choice.domain_cols.items()) for _ in range(count(values, c))]
+        containers: list[Path] = [p for p, c in sorted(choice.domain_cols.items()) for _ in range(count(values, c))]
     else:
         containers = [()] * members
     if not choice.slice_layers:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -166,7 +166,7 @@ class HighsBackend:
         self._deadline = float("inf")
         self.h.cbMipInterrupt.subscribe(self._interrupt_when_late)
 
-    def _interrupt_when_late(self, event) -> None:  # type: ignore[no-untyped-def]
+    def _interrupt_when_late(self, event: Any) -> None:
         # Set both ways: HiGHS keeps the flag from one run to the next, so a run after one
         # that was interrupted would stop at its first callback.
         event.interrupt(time.monotonic() > self._deadline)
@@ -207,8 +207,8 @@ class HighsBackend:
                   fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         """`run` with the `fixed` columns held at their values in `start`; its status and
         bound speak of that restricted model only. HiGHS gets the smaller model over the
-        other columns (ModelArrays.restricted): its presolve took 0.6 s at M to find that
-        model by itself, more than the search in it (0.5 s)."""
+        other columns (ModelArrays.restricted): its presolve takes longer to find that
+        model by itself than the search in it does."""
         free = np.ones(self.num_cols, dtype=bool)
         free[np.asarray(fixed, dtype=np.int64)] = False
         sub = self.arrays.restricted(free, start, self._added)
@@ -229,7 +229,7 @@ class HighsBackend:
     def run(self, time_limit: float, gap: float, start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         return self._run(self.h, self._cost, time_limit, gap, start)
 
-    def _run(self, h, cost: np.ndarray, time_limit: float, gap: float,  # type: ignore[no-untyped-def]
+    def _run(self, h: Any, cost: np.ndarray, time_limit: float, gap: float,
              start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         """Solve the MILP in `h` (objective `cost`) from `start`: values, status, bound."""
         hs = self._hs
@@ -262,12 +262,12 @@ class HighsBackend:
         return result
 
     @staticmethod
-    def _consistent(h, cost: np.ndarray, values: np.ndarray) -> bool:  # type: ignore[no-untyped-def]
+    def _consistent(h: Any, cost: np.ndarray, values: np.ndarray) -> bool:
         reported = float(h.getInfo().objective_function_value)
         actual = float(np.dot(cost, values))
         return abs(reported - actual) <= 1e-6 * (1.0 + abs(reported))
 
-    def _result(self, h) -> tuple[np.ndarray | None, str, float | None]:  # type: ignore[no-untyped-def]
+    def _result(self, h: Any) -> tuple[np.ndarray | None, str, float | None]:
         hs = self._hs
         model_status = h.getModelStatus()
         info = h.getInfo()
@@ -309,7 +309,7 @@ class PulpBackend:
         for r, terms in enumerate(rows):
             self.add_row(terms, arrays.row_lower[r], arrays.row_upper[r])
 
-    def _expr(self, terms: list[tuple[int, float]]):  # type: ignore[no-untyped-def]
+    def _expr(self, terms: list[tuple[int, float]]) -> Any:   # a pulp.LpAffineExpression
         return self._pulp.lpSum(coef * self.vars[col] for col, coef in terms)
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from planner.milp import neighbourhood
 from planner.budget import Budget
+from planner.milp.formulate import Formulation
 from planner.milp.arrays import INF
 from planner.milp.solve import (
     HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, stage_bound,
@@ -26,7 +27,7 @@ MIN_STAGE = 0.05    # seconds a stage is given even past its deadline: every sta
 RINS_SHARE = 0.6    # of a tier stage's time, for the search around the LP point
 
 
-def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap: float,  # type: ignore[no-untyped-def]
+def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget: Budget, gap: float,
           floor_at_start: bool = False, search: bool = True, tails: bool = True,
           relaxed: list[StageResult] | None = None) -> Outcome:
     """Run every stage (with `tails` False, the priority tiers only); `start` may be None
@@ -92,7 +93,7 @@ def solve(form, start: np.ndarray | None, backend: Backend, budget: Budget, gap:
                                    max(gap, TAIL_GAP), stages, floor=0.0)
         backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, incumbent) + HOLD_SLACK)
     volume = [s for s in stages if s.name.startswith("priority")]
-    objective = sum(s.objective for s in volume)
-    bound = sum(s.bound for s in volume)
+    served = sum(s.objective for s in volume)
+    served_bound = sum(s.bound for s in volume)
     proven = all(s.status in ("optimal", "kept") for s in stages)
-    return Outcome(incumbent, "optimal" if proven else "feasible", objective, max(bound, objective), stages)
+    return Outcome(incumbent, "optimal" if proven else "feasible", served, max(served_bound, served), stages)

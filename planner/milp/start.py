@@ -11,10 +11,10 @@ from collections import defaultdict
 import numpy as np
 
 from models import Decisions, ObjectRef, PodSetAssignment
+from planner.milp.formulate import OptionColumns
 from planner.milp.model import Formulation
-from planner.milp.warmstart import (
-    feasible, fill_class_columns, fill_free_domain_columns, fill_guarantee_columns, fill_quota_columns, place,
-)
+from planner.milp.guarantee import Guarantee, fill_guarantee_columns
+from planner.milp.warmstart import feasible, fill_class_columns, fill_free_domain_columns, fill_quota_columns, place
 
 Path = tuple[str, ...]
 
@@ -38,8 +38,8 @@ def start_from(form: Formulation, decisions: Decisions, ease: bool = False,
     values = np.zeros(form.arrays.num_cols)
     member_of = {m.ref: (w, i) for w, members in enumerate(form.members) for i, m in enumerate(members)}
     choices_of: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for index, choice in enumerate(form.choices):
-        choices_of[(choice.workload, choice.pod_set)].append(index)
+    for i, choice in enumerate(form.choices):
+        choices_of[(choice.workload, choice.pod_set)].append(i)
     group_of = {(g.workload, p): g for g in form.groups for p in g.pod_sets}
     taken: dict[tuple[int, int], int] = {}             # (workload class, pod set) -> choice index
     pods_of: dict[int, list[dict[str, int]]] = defaultdict(list)   # shape -> pods per node, per pod set placed
@@ -106,27 +106,28 @@ def start_from(form: Formulation, decisions: Decisions, ease: bool = False,
         values[form.evict_col[victim_index[eviction.workload]]] = 1.0
     finish(form, values)
     if ease and form.guarantee is not None and not feasible(form, values):
-        ease_rows(form, values, unstable)
+        ease_rows(form, form.guarantee, values, unstable)
     return values if feasible(form, values) else None
 
 
-def ease_rows(form: Formulation, values: np.ndarray, unstable: frozenset[ObjectRef]) -> None:
+def ease_rows(form: Formulation, found: Guarantee, values: np.ndarray, unstable: frozenset[ObjectRef]) -> None:
     """Drop the stability rows `values` breaks, if no other row is broken and none is a
     workload's in `unstable`."""
     arrays = form.arrays
     activity = arrays.evaluate_rows(values)
     lower, upper = np.asarray(arrays.row_lower), np.asarray(arrays.row_upper)
     broken = np.flatnonzero((activity < lower - 1e-6) | (activity > upper + 1e-6))
-    stability = {row: ref for row, ref in form.guarantee.rows}   # type: ignore[union-attr]
+    stability = {row: ref for row, ref in found.rows}
     if len(broken) and all(int(r) in stability and stability[int(r)] not in unstable for r in broken):
         for r in broken:
             arrays.row_upper[int(r)] = float("inf")
         form.eased = len(broken)
 
 
-def place_preferred(form: Formulation, choice, per_node: dict[str, int], values: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+def place_preferred(form: Formulation, choice: OptionColumns, per_node: dict[str, int], values: np.ndarray) -> None:
     """A preferred pod set: pods per candidate domain, the rest anywhere."""
     shape = form.shapes[choice.shape]
+    assert choice.level is not None   # a preferred pod set has its level
     values[choice.use_col] += 1.0
     for node, pods in per_node.items():
         domain = shape.paths[node][: choice.level + 1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 from models import Taint, Toleration
 
@@ -67,6 +67,12 @@ def required(value: object, field: str) -> str:
     return text
 
 
+@overload
+def integer(value: object, field: str, default: int, minimum: int | None = None) -> int: ...
+@overload
+def integer(value: object, field: str, default: None = None, minimum: int | None = None) -> int | None: ...
+
+
 def integer(value: object, field: str, default: int | None = None, minimum: int | None = None) -> int | None:
     if value is None:
         return default
@@ -114,8 +120,8 @@ def timestamp(value: object, field: str) -> float | None:
 
 def number(value: object, field: str) -> float:
     """A finite number; numeric strings are accepted since annotations are strings."""
-    if type(value) in (int, float):
-        result = float(value)  # type: ignore[arg-type]
+    if type(value) is int or type(value) is float:
+        result = float(value)
     elif type(value) is str:
         try:
             result = float(value)

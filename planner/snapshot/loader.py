@@ -26,16 +26,16 @@ import os
 import stat
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-import yaml  # type: ignore[import-untyped, unused-ignore]
+import yaml
 
 from planner.errors import InputError
 
-try:
-    _BaseLoader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - libyaml missing
+if TYPE_CHECKING:   # libyaml's CSafeLoader where present: the same interface, typed as SafeLoader
     _BaseLoader = yaml.SafeLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SUFFIXES = (".yaml", ".yml", ".json")
 SNAPSHOT_TIME = "stowplan.io/snapshot-time"
@@ -182,7 +182,7 @@ def decode(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS, tainted: Tai
         return
     loader = _Loader(text, limits.max_alias_nodes, sink)
     try:
-        while loader.check_data():
+        while loader.check_data():   # type: ignore[no-untyped-call]  # types-PyYAML leaves check_data unannotated
             doc = loader.get_data()
             if doc is not None:
                 yield doc
@@ -229,7 +229,7 @@ class _Refused(Exception):
     """A YAML document the loader will not construct (message names why)."""
 
 
-class _Loader(_BaseLoader):  # type: ignore[misc]
+class _Loader(_BaseLoader):
     """libyaml's safe loader, checking each composed document before constructing it:
     how many nodes its aliases add (refused past the limit, or if one contains itself)
     and which mappings give a key twice (recorded, then constructed as usual)."""

@@ -32,13 +32,13 @@ MAX_SEED = 2**31 - 1               # HiGHS's random_seed is a 32-bit int
 
 def _number(minimum: float, strict: bool, maximum: float) -> Callable[[object], float | str]:
     def check(value: object) -> float | str:
-        if type(value) not in (int, float) or not math.isfinite(value):  # type: ignore[arg-type]
+        if not (type(value) is int or type(value) is float) or not math.isfinite(value):
             return f"must be a finite number, got {value!r}"
-        if value < minimum or (strict and value == minimum):  # type: ignore[operator]
+        if value < minimum or (strict and value == minimum):
             return f"must be {'greater than' if strict else 'at least'} {minimum:g}, got {value!r}"
-        if value > maximum:  # type: ignore[operator]
+        if value > maximum:
             return f"must be at most {maximum:g}, got {value!r}"
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     return check
 
 
@@ -64,9 +64,9 @@ def _checked(check: Callable[[object], float | str], value: object) -> float:
         except ValueError:
             raise ValueError(f"must be a number, got {value!r}") from None
     result = check(value)
-    if type(result) is str:
+    if isinstance(result, str):
         raise ValueError(result)
-    return result  # type: ignore[return-value]
+    return result
 
 
 def check_time_limit(value: object) -> float:
@@ -123,7 +123,7 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
         return Policy()
     if type(spec) is not dict:
         raise InputError(f"must be a mapping, got {type(spec).__name__}", file=file, ref=ref, field="spec")
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}   # attribute -> its checked value (each of its field's type)
     for key, value in spec.items():
         if key not in _FIELDS:
             known = ", ".join(sorted(_FIELDS))
@@ -133,7 +133,7 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
         if type(result) is str:
             raise InputError(result, file=file, ref=ref, field=f"spec.{key}")
         values[attribute] = result
-    return Policy(**values)  # type: ignore[arg-type]
+    return Policy(**values)
 
 
 def read_policy_file(path: str, limits: loader.Limits = loader.DEFAULT_LIMITS) -> Policy:

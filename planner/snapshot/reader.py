@@ -154,10 +154,9 @@ def build_snapshot(objects: Iterable[Any], *, source: str = "", digest: str = ""
 @contextlib.contextmanager
 def _no_gc() -> Iterator[None]:
     """Reading builds millions of small acyclic objects; the cyclic collector would scan
-    them again and again for nothing (a third of the time at 16k nodes, 5x for YAML).
-    What was read lives as long as the snapshot, so it is frozen out of collection
-    when reading ends (else the first collection after it scans all of it: 0.2 s at
-    L); a planning cycle unfreezes it when it ends (planner.gc_pause)."""
+    them again and again for nothing. What was read lives as long as the snapshot, so
+    it is frozen out of collection when reading ends (else the first collection after
+    it scans all of it); a planning cycle unfreezes it when it ends (planner.gc_pause)."""
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -141,10 +141,10 @@ def job_count(spec: dict[str, Any], field: str) -> int:
     """Kueue's pod count of a Job: parallelism (default 1), capped by completions."""
     parallelism = integer(spec.get("parallelism"), f"{field}.parallelism", default=1, minimum=0)
     completions = integer(spec.get("completions"), f"{field}.completions", minimum=0)
-    count = parallelism if completions is None else min(parallelism, completions)  # type: ignore[type-var]
-    if count < 1:  # type: ignore[operator]
+    count = parallelism if completions is None else min(parallelism, completions)
+    if count < 1:
         raise Bad(f"{field}.parallelism", "the Job asks for no pods (parallelism or completions is 0)")
-    return count  # type: ignore[return-value]
+    return count
 
 
 def min_parallelism(annotations: dict[str, str], count: int) -> int | None:

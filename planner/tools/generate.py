@@ -322,11 +322,6 @@ def parse_setting(spec: GeneratorSpec, key: str, text: str) -> dict[str, Any]:
         raise ValueError(f"parameter {key}={text!r}: {error}") from None
 
 
-def spec_field_docs() -> dict[str, str]:
-    """Field name -> what it does (for --help)."""
-    return {f.name: f.metadata["doc"] for f in dataclasses.fields(GeneratorSpec)}
-
-
 # ---------------------------------------------------------------- helpers
 
 def parse_time(text: str) -> float:
@@ -1076,12 +1071,8 @@ def to_json(snapshot: dict[str, Any]) -> str:
 
 def to_yaml(snapshot: dict[str, Any]) -> str:
     """Block YAML with libyaml's CSafeDumper, no anchors (shared sub-dicts are written out)."""
-    import yaml  # type: ignore[import-untyped, unused-ignore]  # an edge: only the CLI writes YAML
+    import yaml
 
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-    class Dumper(base):  # type: ignore[valid-type, misc]
-        def ignore_aliases(self, data: Any) -> bool:
-            return True
-
-    return str(yaml.dump(snapshot, Dumper=Dumper, sort_keys=False, allow_unicode=True, width=4096))
+    dumper = type("Dumper", (base,), {"ignore_aliases": lambda self, data: True})
+    return str(yaml.dump(snapshot, Dumper=dumper, sort_keys=False, allow_unicode=True, width=4096))

@@ -107,7 +107,8 @@ def _why(row: Any) -> str:
     if row.eviction_reason:
         by = ", ".join(str(r) for r in row.preemptors)
         return f"{row.eviction_reason}" + (f" by {by}" if by else "")
-    return row.message[:160]
+    message: str = row.message
+    return message[:160]
 
 
 def _agreement(record: Mapping[str, Any]) -> str:

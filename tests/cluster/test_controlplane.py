@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 from kubernetes import client
-from test_live_kit import wait_for
+from live_kit import wait_for
 
 TOPOLOGY_BLOCK = "cloud.provider.com/topology-block"
 TOPOLOGY_RACK = "cloud.provider.com/topology-rack"

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from planner.cli import cli
 from planner.cluster import Kube, connect
 from planner.cluster.kube import ApiStatus, path_of
-from test_live_kit import Env
+from live_kit import Env
 
 CRONJOB_DIR = Path(__file__).resolve().parents[2] / "cronjob"
 PLURALS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",

@@ -1,7 +1,7 @@
 """Stowplan against the real control plane: snapshot, plan, apply, and what can go wrong.
 
 Every test has its own namespace, KWOK nodes (a private pool label), flavor,
-ClusterQueue and LocalQueue (test_live_kit.Env), and takes the Lease in its own
+ClusterQueue and LocalQueue (live_kit.Env), and takes the Lease in its own
 namespace, so tests never see each other's capacity or Lease.
 """
 
@@ -20,7 +20,7 @@ from planner.cluster import Kube, apply_live, connect, plan_live
 from planner.cluster.apply import ADMITTED_AT, ASSIGNMENT, EVICTED_AT, EVICTION_REASON, GATE
 from planner.errors import ClusterError, LeaseHeldError
 from planner.output import plan_to_dict
-from test_live_kit import GPU, HOSTNAME, POOL, RACK, Env, per_node, wait_for
+from live_kit import GPU, HOSTNAME, POOL, RACK, Env, per_node, wait_for
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "cluster"), str(HERE.parent.parent)
 
 import rig  # noqa: E402
 from kubernetes import client  # noqa: E402
-from test_live_kit import Env, wait_for  # noqa: E402
+from live_kit import Env, wait_for  # noqa: E402
 
 from planner.cluster import Kube, apply_live, connect  # noqa: E402
 

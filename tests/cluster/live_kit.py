@@ -1,4 +1,4 @@
-"""Builders and waits shared by the live-cluster tests (no tests here).
+"""Builders and waits shared by the live-cluster tests (a helper module, not a test file).
 
 Kueue objects are v1beta2 (the only version the rig serves); every test builds
 its own flavor/queues with a per-test suffix and its own KWOK nodes labelled
