@@ -379,7 +379,7 @@ def _metrics_option(command: F) -> F:
                              "e.g. for node_exporter's textfile collector.")(command)
 
 
-class PushgatewayType(click.ParamType):
+class PushgatewayType(click.ParamType[str]):
     name = "URL"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:

@@ -148,6 +148,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     import matplotlib.pyplot as plt
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
+    from matplotlib.lines import Line2D
 
     check_path(path)
     decisions = Decisions(plan.admissions, plan.evictions)
@@ -170,7 +171,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     height_of = {b: math.ceil(len(racks_per_block[b]) / per_line) * (block_rows + (0.6 if not by_rack else 0.2))
                  for b in blocks}
     blocks_per_line = max(1, min(len(blocks), math.ceil(math.sqrt(len(blocks) * max(1.0, max(height_of.values()) / max(1, per_line))))))
-    groups: dict[tuple, list[Rectangle]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[Rectangle]] = defaultdict(list)
     outlines: list[tuple[float, float, float, float, str]] = []
     marks: list[tuple[float, float]] = []
     labels: list[tuple[float, float, str]] = []
@@ -264,7 +265,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     legend: list[Any] = [Patch(facecolor=colour[p], label=f"priority {p}") for p in reversed(priorities)]
     legend += [Patch(facecolor="#999999", hatch="////", edgecolor="white", label="admitted by this plan"),
                Patch(facecolor=UNMANAGED, label="not Stowplan's"), Patch(facecolor=FREE, label="free"),
-               plt.Line2D([], [], marker="x", color="#d73027", linestyle="", label="eviction"),
+               Line2D([], [], marker="x", color="#d73027", linestyle="", label="eviction"),
                Patch(fill=False, edgecolor="#1a9850", linestyle="--", label="whole rack free"),
                Patch(fill=False, edgecolor="#1a9850", label="whole block free")]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)

@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from models import ObjectRef, Plan, Snapshot
 from planner import vs_kueue
 
-prometheus_client.disable_created_metrics()   # `_created` samples mean nothing for a one-cycle process
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in prometheus-client; `_created` samples mean nothing for a one-cycle process
 
 JOB = "stowplan"
 PHASES = ("read", "build", "solve", "verify", "total")
