@@ -37,7 +37,8 @@ from planner.kueue.semantics import QuotaTree, flavor_options, node_allows, quot
 
 Planner = Callable[[Snapshot], Plan]
 
-MAX_EXTRA_ROUNDS = 8
+MAX_EXTRA_ROUNDS = 8       # tries after the capacity model's answer, at most
+MAX_STALE_ROUNDS = 2       # tries in a row that admit no more targets before giving up
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,12 @@ def _cq_usage(workloads: Iterable[Workload], snapshot: Snapshot) -> dict[str, di
     return usage
 
 
-def quota_block(snapshot: Snapshot, workload: Workload) -> QuotaBlock | None:
+def quota_block(snapshot: Snapshot, workload: Workload, ahead: Sequence[Workload] = ()) -> QuotaBlock | None:
     """Why `workload` cannot fit its queue's quota however many nodes there are, or None.
 
     Quota that running workloads of the same or higher priority hold (they cannot be
-    preempted for it) counts as used; lower-priority work counts as free."""
+    preempted for it) counts as used, and so does what the targets `ahead` of it take
+    (each pod set at its first flavor that fits); lower-priority work counts as free."""
     queue = snapshot.cluster_queues.get(workload.cluster_queue or "")
     if queue is None or workload.blocked_reason:
         return QuotaBlock(workload.ref, workload.cluster_queue or "", "", "", 0, 0,
@@ -132,6 +134,8 @@ def quota_block(snapshot: Snapshot, workload: Workload) -> QuotaBlock | None:
     holders = [w for w in snapshot.workloads
                if w.state == WorkloadState.RUNNING and w.priority >= workload.priority]
     cq_usage = _cq_usage(holders, snapshot)
+    for other in ahead:
+        _charge(snapshot, tree, other, cq_usage)
     first: QuotaBlock | None = None
     for ps in workload.pod_sets:
         options = flavor_options(snapshot, queue, ps)
@@ -148,6 +152,26 @@ def quota_block(snapshot: Snapshot, workload: Workload) -> QuotaBlock | None:
         if not fitting:
             return first
     return None
+
+
+def _charge(snapshot: Snapshot, tree: QuotaTree, workload: Workload,
+            cq_usage: dict[str, dict[tuple[str, str], int]]) -> None:
+    """Add to `cq_usage` what `workload` takes: each pod set at its first flavor option that fits."""
+    queue = snapshot.cluster_queues.get(workload.cluster_queue or "")
+    if queue is None or not queue.active:
+        return
+    table = cq_usage.setdefault(f"cq:{queue.name}", {})
+    for ps in workload.pod_sets:
+        options = flavor_options(snapshot, queue, ps)
+        if isinstance(options, str) or not options:
+            continue
+        chosen = options[0]
+        for option in options:
+            if _short(tree, queue, quota_usage(ps, option, ps.min_count or ps.count), cq_usage, workload.ref) is None:
+                chosen = option
+                break
+        for fr, amount in quota_usage(ps, chosen, ps.min_count or ps.count).items():
+            table[fr] = table.get(fr, 0) + amount
 
 
 def _short(tree: QuotaTree, queue: ClusterQueue, option_usage: Mapping[tuple[str, str], int],
@@ -236,17 +260,17 @@ class _Need:
 
 
 def _needs(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: Sequence[Workload],
-           free: Mapping[str, Resources], fresh: frozenset[ObjectRef]) -> tuple[list[_Need], list[str]]:
+           free: Mapping[str, Resources], fresh: frozenset[ObjectRef]) -> tuple[list[_Need], list[tuple[ObjectRef, str]]]:
     nodes = [n for n in snapshot.nodes if n.name in free]
     out: list[_Need] = []
-    problems: list[str] = []
+    problems: list[tuple[ObjectRef, str]] = []
     for w in targets:
         for ps in w.pod_sets:
             samples = [unit_nodes(t, 1)[0] for t in templates]
             usable = tuple(i for i, t in enumerate(templates)
                            if ps.request.pods_fitting(t.allocatable) > 0 and _eligible(snapshot, w, ps, samples[i]))
             if not usable:
-                problems.append(f"no template can hold a pod of {w.ref} pod set {ps.name}")
+                problems.append((w.ref, f"no template can hold a pod of {w.ref} pod set {ps.name}"))
             eligible = [n for n in nodes if _eligible(snapshot, w, ps, n)]
             free_fit = sum(ps.request.pods_fitting(free[n.name]) for n in eligible)
             new_domain: tuple[int, ...] | None = None
@@ -261,7 +285,8 @@ def _needs(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: Seque
                 if w.ref in fresh or max(room.values(), default=0) < wanted:
                     new_domain = tuple(i for i in usable if _domain_pods(templates[i], ps, level) >= wanted)
                     if not new_domain:
-                        problems.append(f"no template gives one {level} domain that holds {w.ref} pod set {ps.name}")
+                        problems.append((w.ref, f"no template gives one {level} domain that holds "
+                                                f"{w.ref} pod set {ps.name}"))
             out.append(_Need(w, ps, usable, free_fit, new_domain))
     return out, problems
 
@@ -278,7 +303,8 @@ def _domains_per_unit(template: NodeTemplate, level: str) -> int:
 
 
 def size_units(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: Sequence[Workload],
-               threads: int = 1, fresh: frozenset[ObjectRef] = frozenset()) -> tuple[dict[str, int], list[str]]:
+               threads: int = 1, fresh: frozenset[ObjectRef] = frozenset(),
+               noted: frozenset[ObjectRef] | None = None) -> tuple[dict[str, int], list[str]]:
     """The least-cost units per template the aggregate capacity model asks for, and notes
     (pod sets no template can hold, or an infeasible model). Required-topology pod sets
     of workloads in `fresh` get a new domain even where one existing domain has room
@@ -289,7 +315,8 @@ def size_units(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: S
     from planner.milp.highs import new_highs
 
     free = _free_by_node(snapshot)
-    needs, notes = _needs(snapshot, templates, targets, free, fresh)
+    needs, problems = _needs(snapshot, templates, targets, free, fresh)
+    notes = [text for ref, text in problems if noted is None or ref in noted]
     h = new_highs()
     h.setOptionValue("threads", max(1, threads))
     inf = highspy.kHighsInf
@@ -370,9 +397,13 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
     admitted = {a.workload for a in baseline.admissions}
     missing = [w for w in targets if w.ref not in admitted]
     blocked: list[QuotaBlock] = []
-    for w in missing:
-        block = quota_block(snapshot, w)
-        if block is not None:
+    ahead: list[Workload] = []
+    # in queue order: a target takes the quota those before it leave
+    for w in sorted(targets, key=lambda w: (-w.priority, w.queued_at, w.ref.namespace, w.ref.name)):
+        block = None if w.ref in admitted else quota_block(snapshot, w, ahead)
+        if block is None:
+            ahead.append(w)
+        else:
             blocked.append(block)
             notes.append(f"{w.ref}: nodes cannot help: {block.reason}")
     blocked_refs = {b.workload for b in blocked}
@@ -383,20 +414,31 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
         return _answer(refs, zero, zero, templates, (), baseline, blocked, notes)
     # sized for every target nodes can help, the ones admitted today too: they need room as well
     wanted = [w for w in targets if w.ref not in blocked_refs]
-    units, size_notes = size_units(snapshot, templates, wanted, threads=snapshot.policy.threads)
+    # notes only on targets the cycle leaves waiting today: on the others they are noise
+    units, size_notes = size_units(snapshot, templates, wanted, threads=snapshot.policy.threads,
+                                   noted=frozenset(w.ref for w in missing))
     notes.extend(size_notes)
     chosen = dict(units)
     tried = [dict(chosen)]
     fresh: frozenset[ObjectRef] = frozenset()
+    best: tuple[int, float, dict[str, int], tuple[Node, ...], Plan] | None = None
+    stale = 0
     for round_ in range(max_rounds + 1):
         nodes = added_nodes(snapshot, templates, chosen)
         plan = planner(replace(snapshot, nodes=tuple(sorted(snapshot.nodes + nodes, key=lambda n: n.name))))
         admitted = {a.workload for a in plan.admissions}
         still = [w for w in wanted if w.ref not in admitted]
+        cost = sum(t.cost * chosen.get(t.name, 0) for t in templates)
+        if best is None or len(wanted) - len(still) > best[0] or \
+                (len(wanted) - len(still) == best[0] and cost < best[1]):
+            best, stale = (len(wanted) - len(still), cost, dict(chosen), nodes, plan), 0
+        else:
+            stale += 1
         if not still:
             break
-        if round_ == max_rounds:
-            notes.append(f"stopped after {max_rounds} extra units: {', '.join(str(w.ref) for w in still)} still wait")
+        if round_ == max_rounds or stale >= MAX_STALE_ROUNDS:
+            notes.append(f"stopped after {round_} more tries: {', '.join(str(w.ref) for w in still)} still wait; "
+                         f"the answer is the cheapest tried that admits the most targets")
             break
         waiting = ", ".join(str(w.ref) for w in still)
         # first: the capacity model again, the waiting required-topology targets on new domains
@@ -417,6 +459,8 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
         notes.append(f"the cycle still left {waiting} waiting with {_units_text(chosen)}: added one more {extra}")
         chosen[extra] = chosen.get(extra, 0) + 1
         tried.append(dict(chosen))
+    assert best is not None
+    _, _, chosen, nodes, plan = best
     return _answer(refs, chosen, units, templates, nodes, plan, blocked, notes)
 
 
@@ -539,3 +583,49 @@ def _hosts(assignments: Iterable[PodSetAssignment]) -> list[tuple[str, int]]:
         for values, count in a.domains:
             counts[values[at]] = counts.get(values[at], 0) + count
     return sorted(counts.items())
+
+
+# ---------------------------------------------------------------- the answers as plain data and lines
+
+def capacity_to_dict(answer: CapacityAnswer, templates: Sequence[NodeTemplate]) -> dict[str, object]:
+    return {
+        "addNodes": [
+            {"template": t.name, "per": t.per, "units": answer.units.get(t.name, 0),
+             "nodes": answer.units.get(t.name, 0) * t.hosts, "cost": t.cost * answer.units.get(t.name, 0)}
+            for t in templates],
+        "cost": answer.cost,
+        "capacityModel": dict(answer.milp_units),
+        "addedNodes": list(answer.added_nodes),
+        "targets": [str(r) for r in answer.targets],
+        "admitted": [str(r) for r in answer.admitted],
+        "waiting": [str(r) for r in answer.waiting],
+        "quotaBlocked": [
+            {"workload": str(b.workload), "clusterQueue": b.cluster_queue, "flavor": b.flavor,
+             "resource": b.resource, "need": b.need, "available": b.available, "reason": b.reason}
+            for b in answer.quota_blocked],
+        "notes": list(answer.notes),
+    }
+
+
+def capacity_lines(answer: CapacityAnswer, templates: Sequence[NodeTemplate]) -> list[str]:
+    added = [f"{answer.units[t.name]} x {t.name} ({t.per}, {answer.units[t.name] * t.hosts} nodes, "
+             f"cost {t.cost * answer.units[t.name]:g})" for t in templates if answer.units.get(t.name)]
+    lines = [f"Add nodes: {', '.join(added) if added else 'none'}; total cost {answer.cost:g}",
+             f"Targets: {len(answer.targets)}, admitted with them: {len(answer.admitted)}, "
+             f"still waiting: {len(answer.waiting)}"]
+    lines += [f"  quota, not nodes: {b.workload}: {b.reason}" for b in answer.quota_blocked]
+    lines += [f"  waits: {r}" for r in answer.waiting if r not in {b.workload for b in answer.quota_blocked}]
+    lines += [f"  note: {n}" for n in answer.notes]
+    return lines
+
+
+def drain_to_dict(answer: DrainAnswer) -> dict[str, object]:
+    return {"removedNodes": list(answer.removed_nodes),
+            "displaced": [{"workload": str(d.workload), "outcome": d.outcome} for d in answer.displaced]}
+
+
+def drain_lines(answer: DrainAnswer) -> list[str]:
+    lines = [f"Removed {len(answer.removed_nodes)} nodes: {', '.join(answer.removed_nodes) or 'none'}",
+             f"Displaced: {len(answer.displaced)} running workloads"]
+    lines += [f"  {d.workload}: {d.outcome}" for d in answer.displaced]
+    return lines
