@@ -164,3 +164,32 @@ def test_room_one_target_takes_is_not_counted_twice() -> None:
     assert answer.units == {"rack8": 1, "host4": 0} and answer.cost == 10.0
     assert answer.waiting == ()
     assert any("sized again" in n for n in answer.notes)
+
+
+def test_quota_borrowed_from_the_cohort_is_not_a_block() -> None:
+    # team has no GPU quota of its own, but idle's 16 in the cohort are lendable: the
+    # 5-GPU job waits for nodes, not quota, and one 8-GPU rack (cost 10) lets it run.
+    quotas = {"gpu": {GPU: 0, "cpu": 1000, "memory": "10Ti"}}
+    lender = {"gpu": {GPU: 16, "cpu": 0, "memory": 0}}
+    base = full_cluster(job("team", "j1", cq="team", pods=5, gpu=1, priority=100, topology=required(RACK)))
+    queues = [cq("team", cohort="all", quotas=quotas), cq("idle", cohort="all", quotas=lender)]
+    snap = snapshot(nodes=base.nodes, flavors=list(base.flavors.values()), topologies=[TOPO], cqs=queues,
+                    workloads=[w for w in base.workloads if w.ref.name == "j1"]
+                    + [running_job("team", "busy", cq="idle", nodes={"n1": 4, "n2": 4}, gpu=1,
+                                   priority=1000, flavors="gpu")])
+    answer = plan_additions(snap, [rack_template()], select_targets(snap, 100, []), plan)
+    assert answer.quota_blocked == ()
+    assert answer.units == {"rack8": 1} and answer.cost == 10.0 and answer.waiting == ()
+
+
+def test_targets_that_preemption_admits_need_no_nodes() -> None:
+    # Quota 8, all held by a priority-1000 job; the target (priority 2000) may preempt
+    # lower priorities in its queue: the cycle evicts busy, and no node is added.
+    snap = full_cluster(job("team", "urgent", cq="team", pods=8, gpu=1, priority=2000), gpu_quota=8)
+    queue = cq("team", quotas={"gpu": {GPU: 8, "cpu": 1000, "memory": "10Ti"}}, within="LowerPriority")
+    snap = snapshot(nodes=snap.nodes, flavors=list(snap.flavors.values()), topologies=[TOPO], cqs=[queue],
+                    workloads=snap.workloads)
+    answer = plan_additions(snap, [rack_template()], select_targets(snap, 2000, []), plan)
+    assert answer.units == {"rack8": 0} and answer.added_nodes == () and answer.quota_blocked == ()
+    assert [e.workload.name for e in answer.plan.evictions] == ["busy"]
+    assert answer.notes == ("every target is admitted without new nodes",)
