@@ -28,7 +28,7 @@ import click
 
 from models import Plan, Snapshot
 from planner.errors import InputError, StowplanError, VerificationError
-from planner.output import FORMATS, render
+from planner.output import FORMATS, render, render_what_if
 from planner.terminal import printable, printable_lines
 
 EXIT_CODES_HELP = """\b
@@ -461,6 +461,19 @@ def cli() -> None:
 @click.option("--picture-before", "picture_before", metavar="FILE.svg|FILE.png", show_envvar=True,
               type=click.Path(dir_okay=False),
               help="Also draw the cluster before the plan, the same way (with --picture: a before/after pair).")
+@click.option("--add-nodes", "add_nodes", metavar="SPEC", show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="Capacity what-if: SPEC is a YAML file of node templates (labels, taints, allocatable, "
+                   "a cost each; per: rack for whole racks or blocks). Answers the least-cost units that "
+                   "admit every target, and shows the plan with them.")
+@click.option("--priority", "min_priority", metavar="P", type=int, show_envvar=True,
+              help="With --add-nodes: the targets are the pending workloads at priority P or above "
+                   "(default: every pending workload).")
+@click.option("--workloads", "workload_names", metavar="NAMES", show_envvar=True,
+              help="With --add-nodes: the targets are these pending workloads (comma-separated NAME or NAMESPACE/NAME).")
+@click.option("--remove-nodes", "remove_nodes", metavar="SELECTOR", show_envvar=True,
+              help="Drain what-if: plan without the nodes this label selector matches (k=v,k!=v,k,!k); "
+                   "their running workloads wait again, and the answer says where each goes or why it waits.")
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -478,6 +491,10 @@ def what_if(
     metrics: str | None = None,
     picture: str | None = None,
     picture_before: str | None = None,
+    add_nodes: str | None = None,
+    min_priority: int | None = None,
+    workload_names: str | None = None,
+    remove_nodes: str | None = None,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
@@ -499,6 +516,8 @@ def what_if(
       stowplan what-if snap.yaml
       stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 -o json --out plan.json
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
+      stowplan what-if snap.yaml --add-nodes racks.yaml --priority 100
+      stowplan what-if snap.yaml --remove-nodes example.com/rack=r7
     """
     from planner.cycle import plan_snapshot
     from planner.snapshot import read_snapshot
@@ -516,6 +535,22 @@ def what_if(
         _check_picture(picture)
     if picture_before is not None:
         _check_picture(picture_before, "--picture-before")
+    if add_nodes is not None and remove_nodes is not None:
+        raise InputError("give --add-nodes or --remove-nodes, not both", field="--remove-nodes")
+    if add_nodes is None and (min_priority is not None or workload_names is not None):
+        raise InputError("--priority and --workloads choose the targets of --add-nodes", field="--add-nodes")
+    if min_priority is not None and workload_names is not None:
+        raise InputError("give --priority or --workloads, not both", field="--workloads")
+    templates = None
+    selector = None
+    if add_nodes is not None:
+        from planner.snapshot.node_templates import read_templates
+
+        templates = read_templates(add_nodes)   # a bad SPEC fails before the snapshot is read
+    if remove_nodes is not None:
+        from planner.capacity_plan import parse_selector
+
+        selector = parse_selector(remove_nodes)
     started = time.monotonic()
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
@@ -527,13 +562,39 @@ def what_if(
     say(f"read {snapshot.object_count} objects, {len(snapshot.workloads)} workloads, "
         f"{len(snapshot.nodes)} nodes in {read_seconds:.2f}s; planning with {solver}")
 
+    answer: dict[str, object] | None = None
+    lines: list[str] = []
     with stdout_to_stderr(discard=not verbose):
-        plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+        if templates is None and selector is None:
+            plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+        else:
+            from planner import capacity_plan
+
+            def planner(snap: Snapshot) -> Plan:
+                return plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+
+            if templates is not None:
+                names = [n.strip() for n in (workload_names or "").split(",") if n.strip()]
+                if workload_names is not None and not names:
+                    raise InputError("names no workload", field="--workloads")
+                targets = capacity_plan.select_targets(snapshot, min_priority, names)
+                say(f"sizing {len(templates)} node templates for {len(targets)} target workloads")
+                added = capacity_plan.plan_additions(snapshot, templates, targets, planner)
+                plan = added.plan
+                answer = capacity_plan.capacity_to_dict(added, templates)
+                lines = capacity_plan.capacity_lines(added, templates)
+            else:
+                assert selector is not None
+                drained = capacity_plan.plan_drain(snapshot, selector, planner)
+                plan = drained.plan
+                answer = capacity_plan.drain_to_dict(drained)
+                lines = capacity_plan.drain_lines(drained)
     plan = replace(plan, solver=replace(plan.solver, peak_rss_mib=peak_rss_mib()))
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
-    emit(render(plan, fmt), None if to_stdout else out, say)
+    text = render(plan, fmt) if answer is None else render_what_if(plan, fmt, answer, lines)
+    emit(text, None if to_stdout else out, say)
     from planner.promtext import queues_of
 
     write_metrics(metrics, None, plan, queues_of(snapshot), say)

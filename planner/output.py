@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import yaml
 
@@ -320,6 +320,19 @@ def to_table(plan: Plan) -> str:
         if beside:
             lines += ["", *(printable(line) for line in beside)]
     return "\n".join(lines) + "\n"
+
+
+def render_what_if(plan: Plan, fmt: str, answer: Mapping[str, Any], lines: Sequence[str]) -> str:
+    """A capacity or drain what-if: the plan with the answer (`whatIf`) beside it; in a
+    table, the answer's lines first."""
+    if fmt == "table":
+        return "".join(f"{printable(line)}\n" for line in lines) + "\n" + to_table(plan)
+    data = {**plan_to_dict(plan), "whatIf": _plain(answer)}
+    if fmt == "yaml":
+        return dump_yaml(data)
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
 def render(plan: Plan, fmt: str) -> str:

@@ -16,6 +16,7 @@ forbidden import planted in a temporary copy of the tree makes it fail.
     verify      the independent check: models only, never the code that makes plans
     describe    explain and metrics: why a workload waits, the plan's numbers
     cycle       one planning cycle, in order: greedy -> MILP -> verify -> Plan
+    whatif      questions around the cycle: the nodes to add, what a drain does
     output      Plan -> yaml, json, a table
     cluster     the live cluster: read, lease, apply, the plan file
     cli         the click commands
@@ -45,6 +46,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "verify": ("planner.verify", "planner.verify_stable"),
     "describe": ("planner.explain", "planner.metrics", "planner.vs_kueue"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause"),
+    "whatif": ("planner.capacity_plan",),
     "output": ("planner.output", "planner.promtext", "planner.picture"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
@@ -62,14 +64,15 @@ ALLOWED: dict[str, set[str]] = {
     "verify": {"models"},
     "describe": {"models", "base", "kueue"},
     "cycle": {"models", "base", "kueue", "greedy", "milp", "verify", "describe"},
+    "whatif": {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle"},
     "output": {"models", "base", "describe"},
     "cluster": {"models", "base", "snapshot", "describe", "cycle", "output"},
-    "cli": {"models", "base", "snapshot", "milp", "cycle", "output", "cluster", "tools"},
+    "cli": {"models", "base", "snapshot", "milp", "cycle", "whatif", "output", "cluster", "tools"},
     "tools": {"models", "base", "snapshot", "kueue", "greedy", "milp", "verify", "describe", "cycle", "output"},
 }
 
 # What decides never touches the outside world: these layers import none of this.
-DECIDING = {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle"}
+DECIDING = {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle", "whatif"}
 NO_IO = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib", "requests", "http",
          "pathlib", "shutil", "tempfile"}
 TOOLS_USERS = {"planner.tools.peer_bench"}   # reaches the Kueue peer harness in tools/, lazily, from a checkout
