@@ -186,7 +186,7 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
     quota = _quota_facts(state, cq, w)
     capacity = _capacity_facts(state, cq, w)
     victims = _victim_facts(state, w, [e.workload for e in plan.evictions])
-    changes = _changes(snapshot, plan, cq, w, quota, capacity, replan)
+    changes = _changes(snapshot, plan, cq, w, quota, capacity, replan, _waiting_ahead(snapshot, plan, w))
     return replace(base, quota=tuple(quota), capacity=tuple(capacity), victims=tuple(victims),
                    changes=tuple(changes))
 
@@ -224,6 +224,16 @@ def _positions(snapshot: Snapshot, plan: Plan, w: Workload) -> dict[str, object]
     return {"local_position": (in_lq.index(w.ref) + 1, len(in_lq)),
             "cluster_position": (in_cq.index(w.ref) + 1, len(in_cq)),
             "ahead": tuple(ahead[:MAX_AHEAD_SHOWN])}
+
+
+def _waiting_ahead(snapshot: Snapshot, plan: Plan, w: Workload) -> list[Workload]:
+    """The workloads of its ClusterQueue before it in Kueue's order that the plan leaves waiting:
+    more quota goes to them first."""
+    admitted = {a.workload for a in plan.admissions}
+    mine = queue_order_key(w, snapshot)
+    return [v for v in snapshot.workloads
+            if v.cluster_queue == w.cluster_queue and v.state is WorkloadState.PENDING and v.ref != w.ref
+            and v.ref not in admitted and not v.blocked_reason and queue_order_key(v, snapshot) < mine]
 
 
 def _options(state: ClusterState, cq: ClusterQueue, ps: PodSet) -> list[FlavorOption]:
@@ -309,14 +319,15 @@ def with_more_nodes(snapshot: Snapshot, template: str, count: int) -> Snapshot:
 
 
 def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact],
-             capacity: list[CapacityFact], replan: Planner) -> list[Change]:
+             capacity: list[CapacityFact], replan: Planner, ahead: list[Workload]) -> list[Change]:
     if w.blocked_reason or not cq.active:
         return []
     out = []
     for option in _quota_targets(cq, quota):
         units = {(f.flavor, f.resource): _unit(w, f.resource) for f in option}
-        first = max(1, max(math.ceil(max(0, f.needs - f.available) / units[(f.flavor, f.resource)])
-                           for f in option))
+        # The estimate: what it lacks, plus what the waiting work ahead of it would take first.
+        first = max(1, max(math.ceil((max(0, f.needs - f.available) + _needs_of(ahead, f.resource))
+                                     / units[(f.flavor, f.resource)]) for f in option))
 
         def amounts(k: int, option: list[QuotaFact] = option,
                     units: dict[FlavorResource, int] = units) -> tuple[tuple[str, str, int], ...]:
@@ -326,7 +337,7 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
             return with_more_quota(snapshot, cq.name, amounts(k))
 
         smallest, tried = _search(first, more_quota, w.ref, replan)
-        out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else first),
+        out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
                           amount=smallest, tried=tuple(tried)))
     template = _template(snapshot, plan, cq, w)
     if template is not None:
@@ -340,13 +351,20 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
         smallest, tried = _search(first, more_nodes, w.ref, replan)
         out.append(Change("nodes", cq.name, template=node.name, nodes=smallest or 0, amount=smallest,
                           tried=tuple(tried)))
-        short_quota = tuple((f.flavor, f.resource, f.needs - f.available) for f in quota if f.short)
+        # Both at once: the quota short for it and for the waiting work ahead of it (the largest
+        # amount the quota search planned), and the nodes searched again on top of that.
+        short_quota = max((c.quota for c in out if c.kind == "quota"), key=lambda q: sum(a for _, _, a in q),
+                          default=tuple((f.flavor, f.resource, f.needs - f.available) for f in quota if f.short))
         if smallest is None and short_quota and not any(c.amount is not None for c in out):
             with_quota = with_more_quota(snapshot, cq.name, short_quota)
             smallest, tried = _search(first, lambda k: more_nodes(k, with_quota), w.ref, replan)
             out.append(Change("quota+nodes", cq.name, quota=short_quota, template=node.name,
                               nodes=smallest or 0, amount=smallest, tried=tuple(tried)))
     return out
+
+
+def _needs_of(workloads: list[Workload], resource: str) -> int:
+    return sum(ps.request.get(resource) * ps.minimum for v in workloads for ps in v.pod_sets)
 
 
 def _unit(w: Workload, resource: str) -> int:
