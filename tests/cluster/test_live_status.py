@@ -14,7 +14,7 @@ from planner.cli import cli
 from planner.cluster import Kube, connect
 from planner.cluster.kube import ApiStatus, MERGE_PATCH, path_of
 from test_live_cronjob import NAMESPACE, installed, sa_kubeconfig  # noqa: F401  (fixture)
-from test_live_kit import Env
+from live_kit import Env
 from test_promtext import Gateway, gateway, samples  # noqa: F401  (fixture: a real HTTP server on localhost)
 
 STATUS = path_of("v1", "configmaps", NAMESPACE, "stowplan-status")
