@@ -35,6 +35,7 @@ MAX_CANDIDATES_SHOWN = 10
 MAX_AHEAD_SHOWN = 5
 MAX_DOUBLINGS = 3        # upwards from the estimate: x2, x4, x8
 MAX_QUOTA_TARGETS = 3
+MAX_FINISHING = 64       # running workloads considered for finishing, lowest priority first
 
 
 class UnknownWorkload(InputError):
@@ -93,7 +94,8 @@ class Change:
     kind "quota": `quota` (flavor, resource, amount) more nominal quota in `cluster_queue`, the
     amounts `amount` pods' worth of the workload's request; kind "nodes": `amount` more nodes
     shaped like `template` (its labels and allocatable); kind "quota+nodes": the quota short for
-    the workload added in full and `amount` more nodes. `amount` is the smallest found that
+    the workload added in full and `amount` more nodes; kind "finishing": the first `amount` of
+    the running workloads on flavors it could use, lowest priority first, finish (`finishing`). `amount` is the smallest found that
     admits (None: none tried admits); `tried` maps each amount planned to whether it admitted.
     """
 
@@ -102,6 +104,8 @@ class Change:
     quota: tuple[tuple[str, str, int], ...] = ()
     template: str = ""
     nodes: int = 0
+    finishing: tuple[ObjectRef, ...] = ()
+    quota_tried: tuple[tuple[int, bool], ...] = ()   # quota+nodes: pods' worth of quota tried with the nodes
     amount: int | None = None
     tried: tuple[tuple[int, bool], ...] = ()
 
@@ -323,6 +327,7 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
     if w.blocked_reason or not cq.active:
         return []
     out = []
+    searches: list[tuple[int, Callable[[int], tuple[tuple[str, str, int], ...]]]] = []
     for option in _quota_targets(cq, quota):
         units = {(f.flavor, f.resource): _unit(w, f.resource) for f in option}
         # The estimate: what it lacks, plus what the waiting work ahead of it would take first.
@@ -336,6 +341,7 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
         def more_quota(k: int, amounts: Callable[[int], tuple[tuple[str, str, int], ...]] = amounts) -> Snapshot:
             return with_more_quota(snapshot, cq.name, amounts(k))
 
+        searches.append((first, amounts))
         smallest, tried = _search(first, more_quota, w.ref, replan)
         out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
                           amount=smallest, tried=tuple(tried)))
@@ -358,9 +364,67 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
         if smallest is None and short_quota and not any(c.amount is not None for c in out):
             with_quota = with_more_quota(snapshot, cq.name, short_quota)
             smallest, tried = _search(first, lambda k: more_nodes(k, with_quota), w.ref, replan)
+            quota_tried: list[tuple[int, bool]] = []
+            if smallest is not None and searches:
+                # Then the quota searched again down from its estimate, with those nodes there.
+                estimate, amounts_of = searches[0]
+                with_nodes = more_nodes(smallest)
+                least, quota_tried = _search(estimate, lambda k: with_more_quota(with_nodes, cq.name, amounts_of(k)),
+                                             w.ref, replan)
+                if least is not None and sum(a for _, _, a in amounts_of(least)) < sum(a for _, _, a in short_quota):
+                    short_quota = amounts_of(least)
             out.append(Change("quota+nodes", cq.name, quota=short_quota, template=node.name,
-                              nodes=smallest or 0, amount=smallest, tried=tuple(tried)))
+                              nodes=smallest or 0, amount=smallest, tried=tuple(tried),
+                              quota_tried=tuple(quota_tried)))
+    finishing = _finishing(snapshot, plan, quota)
+    if finishing:
+        gpu_short = max((f.needs - f.available for f in quota if f.short and is_gpu(f.resource)), default=0)
+        freed, first = 0, len(finishing)
+        for k, v in enumerate(finishing, 1):   # the estimate: the first prefix that frees its GPU shortfall
+            freed += sum(quota_of(v).get(f.resource) for f in quota[:1]) if quota else 0
+            if freed >= gpu_short:
+                first = k
+                break
+
+        def gone(k: int) -> Snapshot:
+            return without(snapshot, finishing[:min(k, len(finishing))])
+
+        smallest, tried = _search(first, gone, w.ref, replan)
+        if smallest is not None:
+            smallest = min(smallest, len(finishing))
+        out.append(Change("finishing", cq.name, finishing=tuple(v.ref for v in finishing[:smallest or 0]),
+                          amount=smallest, tried=tuple((k, ok) for k, ok in tried if k <= len(finishing))
+                          or tuple(tried)))
     return out
+
+
+def without(snapshot: Snapshot, finished: Iterable[Workload]) -> Snapshot:
+    """`snapshot` with `finished` gone (as if they had completed)."""
+    gone = {v.ref for v in finished}
+    return replace(snapshot, workloads=tuple(v for v in snapshot.workloads if v.ref not in gone))
+
+
+def quota_of(v: Workload) -> Resources:
+    """What a running workload holds: its pod sets' requests times their assigned counts."""
+    requests = {ps.name: ps.request for ps in v.pod_sets}
+    total = Resources()
+    for psa in v.assignment:
+        request = requests.get(psa.name)
+        if request is not None:
+            total = total + Resources.of({r: a * psa.count for r, a in request.items()})
+    return total
+
+
+def _finishing(snapshot: Snapshot, plan: Plan, quota: list[QuotaFact]) -> list[Workload]:
+    """Running workloads the plan keeps, on a flavor the workload could use, in the order they
+    would best finish for it: lowest priority first, then the most recently admitted."""
+    evicted = {e.workload for e in plan.evictions}
+    flavors = {f.flavor for f in quota}
+    running = [v for v in snapshot.workloads
+               if v.state is WorkloadState.RUNNING and v.ref not in evicted
+               and any(f in flavors for psa in v.assignment for f in psa.flavors.values())]
+    running.sort(key=lambda v: (v.priority, -(v.admitted_at or 0.0), str(v.ref)))
+    return running[:MAX_FINISHING]
 
 
 def _needs_of(workloads: list[Workload], resource: str) -> int:
@@ -507,7 +571,11 @@ def as_dict(e: Explanation) -> dict[str, object]:
         if c.template:
             out["nodesLike"] = c.template
             out["nodes"] = c.nodes
+        if c.finishing:
+            out["finishing"] = [ref(r) for r in c.finishing]
         out["tried"] = [{"amount": k, "admits": ok} for k, ok in c.tried]
+        if c.quota_tried:
+            out["quotaTried"] = [{"podsWorth": k, "admits": ok} for k, ok in c.quota_tried]
         return out
 
     smallest = e.smallest()
@@ -570,9 +638,12 @@ def lines(e: Explanation) -> list[str]:
                    f"{verdict}")
     out.append(f"  changes tried (each planned again by the cycle, time limit {e.search_time_limit:g}s a plan):")
     for ch in e.changes:
-        unit = "nodes" if ch.kind != "quota" else "pods' worth"
+        unit = {"quota": "pods' worth", "finishing": "workloads"}.get(ch.kind, "nodes")
         out.append(f"    {_change_text(ch)}: tried {unit} " + ", ".join(f"{k} {'admits' if ok else 'no'}"
                                                                     for k, ok in ch.tried))
+        if ch.quota_tried:
+            out.append("      then, with those nodes, quota tried in pods' worth "
+                       + ", ".join(f"{k} {'admits' if ok else 'no'}" for k, ok in ch.quota_tried))
     for note in e.notes:
         out.append(f"  note: {note}")
     smallest = e.smallest()
@@ -584,8 +655,14 @@ def lines(e: Explanation) -> list[str]:
 def _change_text(c: Change) -> str:
     parts = []
     if c.quota:
-        parts.append(" and ".join(f"+{amount(r, a)} {r} nominal quota on flavor {f}" for f, r, a in c.quota)
+        upto = "up to " if c.amount is None else ""
+        parts.append(" and ".join(f"{upto}+{amount(r, a)} {r} nominal quota on flavor {f}" for f, r, a in c.quota)
                      + f" in ClusterQueue {c.cluster_queue}")
     if c.template:
         parts.append(f"+{c.nodes if c.amount is not None else '?'} node(s) like {c.template}")
+    if c.kind == "finishing":
+        names = [str(r) for r in c.finishing]
+        shown = ", ".join(names[:4]) + (f" +{len(names) - 4} more" if len(names) > 4 else "")
+        parts.append(f"{len(names)} running workload(s) finishing: {shown}" if names
+                     else "running workloads finishing, lowest priority first")
     return f"[{c.kind}] " + " with ".join(parts)

@@ -60,7 +60,9 @@ def changed(snapshot: Snapshot, change: Change) -> Snapshot:
             name = f"added-{i}"
             nodes.append(Node(name=name, labels={**like.labels, HOSTNAME_LABEL: name},
                               allocatable=like.allocatable, taints=like.taints))
-    return replace(snapshot, cluster_queues=queues, nodes=tuple(nodes))
+    gone = set(change.finishing)
+    workloads = tuple(w for w in snapshot.workloads if w.ref not in gone)
+    return replace(snapshot, cluster_queues=queues, nodes=tuple(nodes), workloads=workloads)
 
 
 def admitted(plan: Plan, ref: object) -> bool:
@@ -90,8 +92,11 @@ def test_explain_answers_and_its_smallest_change_admits(path: Path) -> None:
         if smallest is None:
             continue
         found += 1
-        replanned = plan_snapshot(changed(snapshot, smallest), solver=solver_for(path), time_limit=SEARCH_LIMIT)
-        assert admitted(replanned, e.workload), (name, smallest)
+        # The smallest change; on the small fixtures every change said to admit.
+        checked = [c for c in e.changes if c.amount is not None] if path.suffix == ".yaml" else [smallest]
+        for change in checked:
+            replanned = plan_snapshot(changed(snapshot, change), solver=solver_for(path), time_limit=SEARCH_LIMIT)
+            assert admitted(replanned, e.workload), (name, change)
     assert found, f"{path.name}: no change found for any of {names}"
 
 
