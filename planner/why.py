@@ -116,7 +116,7 @@ class Explanation:
     cluster_queue: str
     local_queue: str
     priority: int
-    state: str                         # admitted | running | evicted | waiting
+    state: str                         # admitted | running | evicted | waiting | external
     reason: str                        # the plan's pending reason ("" when served)
     plan_status: str
     assignment: tuple[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]], ...] = ()
@@ -178,10 +178,13 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
         state=state_name, reason=next((p.reason for p in plan.pending if p.workload == w.ref), ""),
         plan_status=f"{plan.solver.method} {plan.solver.status}", assignment=_assignment(plan, w),
         search_time_limit=search_time_limit)
-    positions = _positions(snapshot, plan, w)
-    base = replace(base, **positions)  # type: ignore[arg-type]
+    local, cluster, ahead = _positions(snapshot, plan, w)
+    base = replace(base, local_position=local, cluster_position=cluster, ahead=ahead)
     if base.served:
         return base
+    if w.state is WorkloadState.EXTERNAL:
+        return replace(base, state="external",
+                       notes=("it was unsuspended outside Stowplan: its pods run unmanaged, no change is proposed",))
     cq = snapshot.cluster_queues.get(w.cluster_queue or "")
     if cq is None:
         return replace(base, notes=("its ClusterQueue is unknown: no change to quota or nodes can admit it",))
@@ -212,7 +215,8 @@ def _assignment(plan: Plan, w: Workload) -> tuple[tuple[str, tuple[tuple[str, st
                  for psa in pod_sets or ())
 
 
-def _positions(snapshot: Snapshot, plan: Plan, w: Workload) -> dict[str, object]:
+def _positions(snapshot: Snapshot, plan: Plan,
+               w: Workload) -> tuple[tuple[int, int], tuple[int, int], tuple[AheadFact, ...]]:
     """Kueue's order among the workloads waiting before the plan (its own LocalQueue, its ClusterQueue)."""
     admitted = {a.workload for a in plan.admissions}
     evicted = {e.workload for e in plan.evictions}
@@ -225,9 +229,8 @@ def _positions(snapshot: Snapshot, plan: Plan, w: Workload) -> dict[str, object]
     in_lq = [v.ref for v in local]
     ahead = [AheadFact(v.ref, v.priority, "admitted" if v.ref in admitted else "waiting")
              for v in waiting[:in_cq.index(w.ref)]]
-    return {"local_position": (in_lq.index(w.ref) + 1, len(in_lq)),
-            "cluster_position": (in_cq.index(w.ref) + 1, len(in_cq)),
-            "ahead": tuple(ahead[:MAX_AHEAD_SHOWN])}
+    return ((in_lq.index(w.ref) + 1, len(in_lq)), (in_cq.index(w.ref) + 1, len(in_cq)),
+            tuple(ahead[:MAX_AHEAD_SHOWN]))
 
 
 def _waiting_ahead(snapshot: Snapshot, plan: Plan, w: Workload) -> list[Workload]:
@@ -615,6 +618,8 @@ def lines(e: Explanation) -> list[str]:
         out.append("  no change needed")
         return out
     out.append(f"  state: {e.state}" + (f": {e.reason}" if e.reason else ""))
+    if e.state == "external":
+        return out + [f"  note: {note}" for note in e.notes]
     out.append(f"  position: {e.local_position[0]} of {e.local_position[1]} in LocalQueue {e.local_queue}, "
                f"{e.cluster_position[0]} of {e.cluster_position[1]} in ClusterQueue {e.cluster_queue} "
                "(Kueue's order: priority, then queue time)")

@@ -136,3 +136,27 @@ def test_json_output_carries_the_numbers() -> None:
     assert data["state"] == "waiting"
     assert any(q["short"] for q in data["quota"])
     assert data["smallestChange"]["admits"] is True
+
+
+def test_a_full_queue_and_node_names_each_change_and_the_protected_victim() -> None:
+    import builders as b
+
+    snap = b.snapshot(
+        nodes=[b.node("n1", gpu=8)], flavors=[b.flavor("gpu")],
+        cqs=[b.cq("cq", quotas={"gpu": {"nvidia.com/gpu": 8, "cpu": 100, "memory": "1Ti"}})],
+        workloads=[b.running_job("t", "low", cq="cq", gpu=8, nodes={"n1": 1}, priority=0),
+                   b.job("t", "high", cq="cq", gpu=8, priority=10)])
+    e = explain_one(snap, "t/high", search_time_limit=SEARCH_LIMIT)
+    assert e.state == "waiting"
+    assert [(v.workload.name, v.allowed, v.why) for v in e.victims] == \
+        [("low", False, "withinClusterQueue is Never")]
+    gpu = next(q for q in e.quota if q.resource == "nvidia.com/gpu")
+    assert (gpu.nominal, gpu.used, gpu.available, gpu.needs) == (8, 8, 0, 8)
+    kinds = {c.kind: c for c in e.changes}
+    assert kinds["quota"].amount is None and kinds["nodes"].amount is None
+    both = kinds["quota+nodes"]
+    assert both.nodes == 1 and both.quota == (("gpu", "nvidia.com/gpu", 8),)
+    assert kinds["finishing"].finishing == (b.running_job("t", "low", cq="cq", gpu=8, nodes={"n1": 1}).ref,)
+    assert e.smallest() is both
+    for change in (both, kinds["finishing"]):
+        assert admitted(plan_snapshot(changed(snap, change), time_limit=SEARCH_LIMIT), e.workload)
