@@ -28,7 +28,7 @@ import click
 
 from models import Plan, Snapshot
 from planner.errors import InputError, StowplanError, VerificationError
-from planner.output import FORMATS, render, render_what_if
+from planner.output import FORMATS, render, render_explanation, render_what_if
 from planner.terminal import printable, printable_lines
 
 EXIT_CODES_HELP = """\b
@@ -833,6 +833,70 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     from planner.promtext import queues_of
 
     write_metrics(metrics, None, plan, queues_of(live.snapshot), say)
+
+
+@cli.command("explain", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@click.argument("workload", metavar="WORKLOAD")
+@click.argument("snapshots", metavar="[SNAPSHOT...]", nargs=-1,
+                type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
+@click.option("--live", is_flag=True, show_envvar=True,
+              help="Read the live cluster (as `stowplan plan` does) instead of SNAPSHOT files.")
+@_cluster_options
+@_solver_options
+@click.option("--search-time-limit", "search_time_limit", metavar="SECONDS", show_envvar=True,
+              type=_time_limit_type(), default=2.0, show_default=True,
+              help="Time limit of each plan of a changed snapshot while searching for the smallest change.")
+@click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
+              help="Planning time (SNAPSHOT files only). Default: the snapshot's.")
+@click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
+              help="Output format. Default: table when stdout is a terminal, else yaml.")
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
+@_exits
+def explain_command(workload: str, snapshots: Sequence[str], live: bool, kubeconfig: str | None,
+                    context: str | None, config: Sequence[str], policy: str | None, solver: str,
+                    time_limit: float | None, gap: float | None, verbose: bool, search_time_limit: float,
+                    now: dt.datetime | None, output: str | None, quiet: bool) -> None:
+    """Why one workload waits, with the numbers, and the smallest change that admits it.
+
+    WORKLOAD is NAMESPACE/NAME or KIND/NAMESPACE/NAME (as plans print it). The
+    snapshot (SNAPSHOT files as for what-if, or --live) is planned as what-if
+    plans it; then for the workload: its state in the plan (admitted where,
+    evicted or waiting, and why), its position in its LocalQueue and ClusterQueue,
+    the quota of each flavor/resource it could use, the room at its required
+    topology level, which running work the preemption rules protect from it and
+    why, and what is ahead of it. The smallest changes are computed: more nominal
+    quota, or more nodes like an eligible one, each amount tried by planning the
+    changed snapshot again (--search-time-limit each).
+
+    \b
+    Examples:
+      stowplan explain team-a/train-42 snap.yaml
+      stowplan explain Job/team-a/train-42 --live -o json
+    """
+    from planner.cycle import explain_one
+
+    say = _progress(quiet)
+    _solver_log(verbose)
+    if live == bool(snapshots):
+        raise InputError("give SNAPSHOT files or --live (one of them)", field="SNAPSHOT")
+    started = time.monotonic()
+    if live:
+        from planner.cluster import read_cluster
+
+        snapshot = read_cluster(_kube(kubeconfig, context), config_files=config, policy_file=policy,
+                                say=say).snapshot
+    else:
+        from planner.snapshot import read_snapshot
+
+        say(f"reading {', '.join(snapshots)}")
+        snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
+    _report_problems(snapshot)
+    say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
+    with stdout_to_stderr(discard=not verbose):
+        explanation = explain_one(snapshot, workload, solver=solver, time_limit=time_limit, gap=gap,
+                                  search_time_limit=search_time_limit, read_seconds=time.monotonic() - started)
+    fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
+    write_stdout(render_explanation(explanation, fmt))
 
 
 @cli.command("apply", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import metrics, tiers, vs_kueue
+from planner import metrics, tiers, vs_kueue, why
 from planner.milp import guarantee
 from planner.assemble import assemble
 from planner.budget import RELAXED_SHARE, Budget
@@ -294,3 +294,18 @@ class Clock:
         out = {k: round(v, 3) for k, v in self.spent.items()}
         out["total"] = round(sum(self.spent.values()), 3)
         return out
+
+
+def explain_one(snapshot: Snapshot, workload: str, *, solver: str = "milp", time_limit: float | None = None,
+                gap: float | None = None, search_time_limit: float = 2.0,
+                read_seconds: float = 0.0) -> "why.Explanation":
+    """`stowplan explain`: plan `snapshot` as what-if does and explain one workload in that plan
+    (planner.why), its changes each planned again by this cycle within `search_time_limit`.
+    Raises why.UnknownWorkload (an input error) when no workload has that name."""
+    w = why.find_workload(snapshot, workload)
+    plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+
+    def replan(changed: Snapshot) -> Plan:
+        return plan_snapshot(changed, solver=solver, time_limit=search_time_limit, gap=gap)
+
+    return why.explain_workload(snapshot, w, plan, replan, search_time_limit)

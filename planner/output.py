@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
-from planner import vs_kueue
+from planner import vs_kueue, why
 from planner.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
@@ -344,3 +344,12 @@ def render(plan: Plan, fmt: str) -> str:
     if fmt == "table":
         return to_table(plan)
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def render_explanation(explanation: "why.Explanation", fmt: str) -> str:
+    """One workload's explanation (planner.why) in one of FORMATS."""
+    if fmt == "yaml":
+        return dump_yaml(why.as_dict(explanation))
+    if fmt == "json":
+        return json.dumps(why.as_dict(explanation), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return "\n".join(printable(line) for line in why.lines(explanation)) + "\n"

@@ -1,0 +1,673 @@
+"""Why one workload waits, with the numbers, and the smallest change that admits it.
+
+`explain_workload` takes the plan of the snapshot (made by planner.cycle as `what-if`
+makes it) and a way to plan a changed snapshot (the same cycle, handed in by the
+caller: this layer does not import the cycle), then reads the state after the plan: the workload's place in the plan, every quota its flavor
+options could charge, the room at its required topology level, the running work it
+could preempt (and what protects the rest), its position in Kueue's queue order.
+
+The changes are computed, not guessed: each candidate change (more nominal quota on
+one flavor/resource of its ClusterQueue; more nodes shaped like an eligible node) is
+applied to a copy of the snapshot and that copy is planned by the same cycle, with a
+short time limit; a search on the amount (the estimate first, then one below it,
+doubling upwards when it does not admit) keeps the smallest amount that admits.
+Pure: no I/O; every decision comes from the snapshot and the cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable
+
+from models import (ClusterQueue, Decisions, Node, ObjectRef, Plan, PodSet, PodSetAssignment, ResourceFlavor,
+                    ResourceGroup, Resources, Snapshot, Workload, WorkloadState, is_gpu)
+from models.plan import HOSTNAME_LABEL
+from planner.errors import InputError, VerificationError
+from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key
+from planner.kueue.state import ClusterState, amount
+from planner.kueue.victims import Preemption
+
+FlavorResource = tuple[str, str]
+Planner = Callable[[Snapshot], Plan]
+
+MAX_CANDIDATES_SHOWN = 10
+MAX_AHEAD_SHOWN = 5
+MAX_DOUBLINGS = 3        # upwards from the estimate: x2, x4, x8
+MAX_QUOTA_TARGETS = 3
+MAX_FINISHING = 64       # running workloads considered for finishing, lowest priority first
+
+
+class UnknownWorkload(InputError):
+    """The asked-for workload is not in the snapshot (exit 2)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, field="WORKLOAD")
+
+
+@dataclass(frozen=True)
+class QuotaFact:
+    flavor: str
+    resource: str
+    nominal: int
+    borrowing_limit: int | None
+    used: int            # by the ClusterQueue after the plan
+    available: int       # what the ClusterQueue could still take (nominal left and borrowable)
+    needs: int           # what the workload would charge (minimum counts)
+
+    @property
+    def short(self) -> bool:
+        return self.needs > self.available
+
+
+@dataclass(frozen=True)
+class CapacityFact:
+    pod_set: str
+    flavors: tuple[str, ...]
+    fits: bool
+    needed: int          # pods
+    room: int            # pods the best place (the best domain at `level`, or all eligible nodes) takes
+    level: str | None    # the required level, when the failure is about one domain
+    reason: str
+
+
+@dataclass(frozen=True)
+class VictimFact:
+    workload: ObjectRef
+    cluster_queue: str
+    priority: int
+    allowed: bool        # the preemption rules allow evicting it for this workload
+    why: str             # what protects it, or "allowed" when it is not protected
+
+
+@dataclass(frozen=True)
+class AheadFact:
+    workload: ObjectRef
+    priority: int
+    state: str           # admitted | waiting
+
+
+@dataclass(frozen=True)
+class Change:
+    """One kind of change and the search on its amount.
+
+    kind "quota": `quota` (flavor, resource, amount) more nominal quota in `cluster_queue`, the
+    amounts `amount` pods' worth of the workload's request; kind "nodes": `amount` more nodes
+    shaped like `template` (its labels and allocatable); kind "quota+nodes": the quota short for
+    the workload added in full and `amount` more nodes; kind "finishing": the first `amount` of
+    the running workloads on flavors it could use, lowest priority first, finish (`finishing`). `amount` is the smallest found that
+    admits (None: none tried admits); `tried` maps each amount planned to whether it admitted.
+    """
+
+    kind: str
+    cluster_queue: str
+    quota: tuple[tuple[str, str, int], ...] = ()
+    template: str = ""
+    nodes: int = 0
+    finishing: tuple[ObjectRef, ...] = ()
+    quota_tried: tuple[tuple[int, bool], ...] = ()   # quota+nodes: pods' worth of quota tried with the nodes
+    amount: int | None = None
+    tried: tuple[tuple[int, bool], ...] = ()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    workload: ObjectRef
+    cluster_queue: str
+    local_queue: str
+    priority: int
+    state: str                         # admitted | running | evicted | waiting | external
+    reason: str                        # the plan's pending reason ("" when served)
+    plan_status: str
+    assignment: tuple[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, int], ...]], ...] = ()
+    local_position: tuple[int, int] = (0, 0)      # 1-based among the LocalQueue's waiting workloads; of how many
+    cluster_position: tuple[int, int] = (0, 0)
+    ahead: tuple[AheadFact, ...] = ()
+    quota: tuple[QuotaFact, ...] = ()
+    capacity: tuple[CapacityFact, ...] = ()
+    victims: tuple[VictimFact, ...] = ()
+    changes: tuple[Change, ...] = ()
+    search_time_limit: float = 0.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def served(self) -> bool:
+        return self.state in ("admitted", "running")
+
+    def smallest(self) -> Change | None:
+        """The first change found that admits the workload (quota, then nodes, then both)."""
+        return next((c for c in self.changes if c.amount is not None), None)
+
+
+# ---------------------------------------------------------------- finding the workload
+
+def find_workload(snapshot: Snapshot, text: str) -> Workload:
+    """`namespace/name` or `Kind/namespace/name` (as ObjectRef prints) -> the workload."""
+    parts = text.split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise UnknownWorkload(f"workload {text!r}: expected NAMESPACE/NAME or KIND/NAMESPACE/NAME")
+    matches = [w for w in snapshot.workloads
+               if (w.ref.namespace, w.ref.name) == tuple(parts[-2:])
+               and (len(parts) == 2 or w.ref.kind.lower() == parts[0].lower())]
+    if not matches:
+        raise UnknownWorkload(f"workload {text} is not in the snapshot")
+    if len(matches) > 1:
+        kinds = ", ".join(sorted(str(w.ref) for w in matches))
+        raise UnknownWorkload(f"workload {text} is ambiguous ({kinds}): name it as KIND/NAMESPACE/NAME")
+    return matches[0]
+
+
+def served(plan: Plan, snapshot: Snapshot, ref: ObjectRef) -> bool:
+    """Admitted by the plan, or running and not evicted by it."""
+    if any(a.workload == ref for a in plan.admissions):
+        return True
+    if any(e.workload == ref for e in plan.evictions):
+        return False
+    return any(w.ref == ref and w.state is WorkloadState.RUNNING for w in snapshot.workloads)
+
+
+# ---------------------------------------------------------------- the explanation
+
+def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planner,
+                     search_time_limit: float = 0.0) -> Explanation:
+    """Explain `w` in `plan` (of `snapshot`); `replan` plans a changed snapshot (the cycle, with
+    the short `search_time_limit` the explanation reports)."""
+    state_name = _state_of(plan, w)
+    base = Explanation(
+        workload=w.ref, cluster_queue=w.cluster_queue or "", local_queue=w.local_queue, priority=w.priority,
+        state=state_name, reason=next((p.reason for p in plan.pending if p.workload == w.ref), ""),
+        plan_status=f"{plan.solver.method} {plan.solver.status}", assignment=_assignment(plan, w),
+        search_time_limit=search_time_limit)
+    local, cluster, ahead = _positions(snapshot, plan, w)
+    base = replace(base, local_position=local, cluster_position=cluster, ahead=ahead)
+    if base.served:
+        return base
+    if w.state is WorkloadState.EXTERNAL:
+        return replace(base, state="external",
+                       notes=("it was unsuspended outside Stowplan: its pods run unmanaged, no change is proposed",))
+    cq = snapshot.cluster_queues.get(w.cluster_queue or "")
+    if cq is None:
+        return replace(base, notes=("its ClusterQueue is unknown: no change to quota or nodes can admit it",))
+    decisions = Decisions(plan.admissions, plan.evictions)
+    state = ClusterState.after(snapshot, decisions)
+    quota = _quota_facts(state, cq, w)
+    capacity = _capacity_facts(state, cq, w)
+    victims = _victim_facts(state, w, [e.workload for e in plan.evictions])
+    changes = _changes(snapshot, plan, cq, w, quota, capacity, replan, _waiting_ahead(snapshot, plan, w))
+    return replace(base, quota=tuple(quota), capacity=tuple(capacity), victims=tuple(victims),
+                   changes=tuple(changes))
+
+
+def _state_of(plan: Plan, w: Workload) -> str:
+    if any(a.workload == w.ref for a in plan.admissions):
+        return "admitted"
+    if any(e.workload == w.ref for e in plan.evictions):
+        return "evicted"
+    return "running" if w.state is WorkloadState.RUNNING else "waiting"
+
+
+def _assignment(plan: Plan, w: Workload) -> tuple[tuple[str, tuple[tuple[str, str], ...],
+                                                        tuple[tuple[str, int], ...]], ...]:
+    pod_sets = next((a.pod_sets for a in plan.admissions if a.workload == w.ref), None)
+    if pod_sets is None and w.state is WorkloadState.RUNNING:
+        pod_sets = w.assignment
+    return tuple((psa.name, tuple(sorted(psa.flavors.items())), tuple(sorted(psa.pods_per_node().items())))
+                 for psa in pod_sets or ())
+
+
+def _positions(snapshot: Snapshot, plan: Plan,
+               w: Workload) -> tuple[tuple[int, int], tuple[int, int], tuple[AheadFact, ...]]:
+    """Kueue's order among the workloads waiting before the plan (its own LocalQueue, its ClusterQueue)."""
+    admitted = {a.workload for a in plan.admissions}
+    evicted = {e.workload for e in plan.evictions}
+    waiting = [v for v in snapshot.workloads
+               if (v.state is WorkloadState.PENDING or v.ref in evicted or v.ref == w.ref)
+               and v.cluster_queue == w.cluster_queue]
+    waiting.sort(key=lambda v: queue_order_key(v, snapshot))
+    local = [v for v in waiting if v.ref.namespace == w.ref.namespace and v.local_queue == w.local_queue]
+    in_cq = [v.ref for v in waiting]
+    in_lq = [v.ref for v in local]
+    ahead = [AheadFact(v.ref, v.priority, "admitted" if v.ref in admitted else "waiting")
+             for v in waiting[:in_cq.index(w.ref)]]
+    return ((in_lq.index(w.ref) + 1, len(in_lq)), (in_cq.index(w.ref) + 1, len(in_cq)),
+            tuple(ahead[:MAX_AHEAD_SHOWN]))
+
+
+def _waiting_ahead(snapshot: Snapshot, plan: Plan, w: Workload) -> list[Workload]:
+    """The workloads of its ClusterQueue before it in Kueue's order that the plan leaves waiting:
+    more quota goes to them first."""
+    admitted = {a.workload for a in plan.admissions}
+    mine = queue_order_key(w, snapshot)
+    return [v for v in snapshot.workloads
+            if v.cluster_queue == w.cluster_queue and v.state is WorkloadState.PENDING and v.ref != w.ref
+            and v.ref not in admitted and not v.blocked_reason and queue_order_key(v, snapshot) < mine]
+
+
+def _options(state: ClusterState, cq: ClusterQueue, ps: PodSet) -> list[FlavorOption]:
+    options = state.options(cq, ps)
+    return [] if isinstance(options, str) else options
+
+
+def _quota_facts(state: ClusterState, cq: ClusterQueue, w: Workload) -> list[QuotaFact]:
+    needs: dict[FlavorResource, int] = {}
+    for ps in w.pod_sets:
+        for option in _options(state, cq, ps):
+            for resource, flavor in option.by_resource.items():
+                per_pod = ps.request.get(resource)
+                if per_pod > 0:
+                    fr = (flavor, resource)
+                    needs[fr] = max(needs.get(fr, 0), per_pod * ps.minimum)
+    facts = []
+    for fr in sorted(needs, key=lambda fr: (not is_gpu(fr[1]), fr)):
+        flavor, resource = fr
+        nominal, borrowing, _ = state.quota.limits(f"cq:{cq.name}", fr)
+        available = max(0, state.available(cq.name, fr)) if state.lists(cq.name, fr) else 0
+        facts.append(QuotaFact(flavor, resource, nominal, borrowing, state.used(cq.name, fr), available, needs[fr]))
+    return facts
+
+
+def _capacity_facts(state: ClusterState, cq: ClusterQueue, w: Workload) -> list[CapacityFact]:
+    facts = []
+    for ps in w.pod_sets:
+        for option in _options(state, cq, ps)[:1]:
+            where = state.place(option, ps, ps.minimum)
+            facts.append(CapacityFact(ps.name, option.flavors, where.ok, where.needed or ps.minimum,
+                                      ps.minimum if where.ok else where.fit, where.level,
+                                      where.reason))
+    return facts
+
+
+def _victim_facts(state: ClusterState, w: Workload, evicted: list[ObjectRef]) -> list[VictimFact]:
+    preemption = Preemption(state, gone=evicted)
+    allowed = [c.workload for c in preemption.candidates(w)]
+    facts = [VictimFact(v.ref, v.cluster_queue or "", v.priority, True, "allowed") for v in allowed]
+    seen = {v.ref for v in allowed}
+    for v in preemption.lower(w):
+        if v.ref not in seen:
+            facts.append(VictimFact(v.ref, v.cluster_queue or "", v.priority, False, preemption.why_not(w, v)))
+    return facts[:MAX_CANDIDATES_SHOWN]
+
+
+# ---------------------------------------------------------------- the changes, by re-planning
+
+def with_more_quota(snapshot: Snapshot, cluster_queue: str,
+                    amounts: Iterable[tuple[str, str, int]]) -> Snapshot:
+    """`snapshot` with more nominal quota in `cluster_queue`: each (flavor, resource, amount)."""
+    cq = snapshot.cluster_queues[cluster_queue]
+    more = {(flavor, resource): amount for flavor, resource, amount in amounts}
+
+    def group(g: ResourceGroup) -> ResourceGroup:
+        return replace(g, flavors=tuple(
+            replace(fq, resources={r: replace(q, nominal=q.nominal + more.get((fq.flavor, r), 0))
+                                   for r, q in fq.resources.items()})
+            for fq in g.flavors))
+
+    changed = replace(cq, resource_groups=tuple(group(g) for g in cq.resource_groups))
+    return replace(snapshot, cluster_queues={**snapshot.cluster_queues, cluster_queue: changed})
+
+
+def with_more_nodes(snapshot: Snapshot, template: str, count: int) -> Snapshot:
+    """`snapshot` with `count` more nodes shaped like `template` (same labels, so the same topology
+    domains, and the same allocatable), named `<template>-more-<i>`."""
+    node = next(n for n in snapshot.nodes if n.name == template)
+    taken = {n.name for n in snapshot.nodes}
+    added: list[Node] = []
+    i = 0
+    while len(added) < count:
+        i += 1
+        name = f"{template}-more-{i}"
+        if name in taken:
+            continue
+        labels = dict(node.labels)
+        if HOSTNAME_LABEL in labels:
+            labels[HOSTNAME_LABEL] = name
+        added.append(Node(name=name, labels=labels, allocatable=node.allocatable, taints=node.taints))
+    return replace(snapshot, nodes=snapshot.nodes + tuple(added))
+
+
+def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact],
+             capacity: list[CapacityFact], replan: Planner, ahead: list[Workload]) -> list[Change]:
+    if w.blocked_reason or not cq.active:
+        return []
+    out = []
+    searches: list[tuple[int, Callable[[int], tuple[tuple[str, str, int], ...]]]] = []
+    for option in _quota_targets(cq, quota):
+        units = {(f.flavor, f.resource): _unit(w, f.resource) for f in option}
+        # The estimate: what it lacks, plus what the waiting work ahead of it would take first.
+        first = max(1, max(math.ceil((max(0, f.needs - f.available) + _needs_of(ahead, f.resource))
+                                     / units[(f.flavor, f.resource)]) for f in option))
+
+        def amounts(k: int, option: list[QuotaFact] = option,
+                    units: dict[FlavorResource, int] = units) -> tuple[tuple[str, str, int], ...]:
+            return tuple((f.flavor, f.resource, k * units[(f.flavor, f.resource)]) for f in option)
+
+        def more_quota(k: int, amounts: Callable[[int], tuple[tuple[str, str, int], ...]] = amounts) -> Snapshot:
+            return with_more_quota(snapshot, cq.name, amounts(k))
+
+        searches.append((first, amounts))
+        smallest, tried = _search(first, more_quota, w.ref, replan)
+        out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
+                          amount=smallest, tried=tuple(tried)))
+    template = _template(snapshot, plan, cq, w)
+    if template is not None:
+        node, per_node = template
+        short = sum(max(0, c.needed - c.room) for c in capacity) or sum(ps.minimum for ps in w.pod_sets)
+        first = max(1, math.ceil(short / max(1, per_node)))
+
+        def more_nodes(k: int, base: Snapshot = snapshot) -> Snapshot:
+            return with_more_nodes(base, node.name, k)
+
+        smallest, tried = _search(first, more_nodes, w.ref, replan)
+        out.append(Change("nodes", cq.name, template=node.name, nodes=smallest or 0, amount=smallest,
+                          tried=tuple(tried)))
+        # Both at once: the quota short for it and for the waiting work ahead of it (the largest
+        # amount the quota search planned), and the nodes searched again on top of that.
+        short_quota = max((c.quota for c in out if c.kind == "quota"), key=lambda q: sum(a for _, _, a in q),
+                          default=tuple((f.flavor, f.resource, f.needs - f.available) for f in quota if f.short))
+        if smallest is None and short_quota and not any(c.amount is not None for c in out):
+            with_quota = with_more_quota(snapshot, cq.name, short_quota)
+            smallest, tried = _search(first, lambda k: more_nodes(k, with_quota), w.ref, replan)
+            quota_tried: list[tuple[int, bool]] = []
+            if smallest is not None and searches:
+                # Then the quota searched again down from its estimate, with those nodes there.
+                estimate, amounts_of = searches[0]
+                with_nodes = more_nodes(smallest)
+                least, quota_tried = _search(estimate, lambda k: with_more_quota(with_nodes, cq.name, amounts_of(k)),
+                                             w.ref, replan)
+                if least is not None and sum(a for _, _, a in amounts_of(least)) < sum(a for _, _, a in short_quota):
+                    short_quota = amounts_of(least)
+            out.append(Change("quota+nodes", cq.name, quota=short_quota, template=node.name,
+                              nodes=smallest or 0, amount=smallest, tried=tuple(tried),
+                              quota_tried=tuple(quota_tried)))
+    finishing = _finishing(snapshot, plan, quota)
+    if finishing:
+        gpu_short = max((f.needs - f.available for f in quota if f.short and is_gpu(f.resource)), default=0)
+        freed, first = 0, len(finishing)
+        for k, v in enumerate(finishing, 1):   # the estimate: the first prefix that frees its GPU shortfall
+            freed += sum(quota_of(v).get(f.resource) for f in quota[:1]) if quota else 0
+            if freed >= gpu_short:
+                first = k
+                break
+
+        def gone(k: int) -> Snapshot:
+            return without(snapshot, finishing[:min(k, len(finishing))])
+
+        smallest, tried = _search(first, gone, w.ref, replan)
+        if smallest is not None:
+            smallest = min(smallest, len(finishing))
+        out.append(Change("finishing", cq.name, finishing=tuple(v.ref for v in finishing[:smallest or 0]),
+                          amount=smallest, tried=tuple((k, ok) for k, ok in tried if k <= len(finishing))
+                          or tuple(tried)))
+    return out
+
+
+def without(snapshot: Snapshot, finished: Iterable[Workload]) -> Snapshot:
+    """`snapshot` with `finished` gone (as if they had completed)."""
+    gone = {v.ref for v in finished}
+    return replace(snapshot, workloads=tuple(v for v in snapshot.workloads if v.ref not in gone))
+
+
+def quota_of(v: Workload) -> Resources:
+    """What a running workload holds: its pod sets' requests times their assigned counts."""
+    requests = {ps.name: ps.request for ps in v.pod_sets}
+    total = Resources()
+    for psa in v.assignment:
+        request = requests.get(psa.name)
+        if request is not None:
+            total = total + Resources.of({r: a * psa.count for r, a in request.items()})
+    return total
+
+
+def _finishing(snapshot: Snapshot, plan: Plan, quota: list[QuotaFact]) -> list[Workload]:
+    """Running workloads the plan keeps, on a flavor the workload could use, in the order they
+    would best finish for it: lowest priority first, then the most recently admitted."""
+    evicted = {e.workload for e in plan.evictions}
+    flavors = {f.flavor for f in quota}
+    running = [v for v in snapshot.workloads
+               if v.state is WorkloadState.RUNNING and v.ref not in evicted
+               and any(f in flavors for psa in v.assignment for f in psa.flavors.values())]
+    running.sort(key=lambda v: (v.priority, -(v.admitted_at or 0.0), str(v.ref)))
+    return running[:MAX_FINISHING]
+
+
+def _needs_of(workloads: list[Workload], resource: str) -> int:
+    return sum(ps.request.get(resource) * ps.minimum for v in workloads for ps in v.pod_sets)
+
+
+def _unit(w: Workload, resource: str) -> int:
+    """The smallest per-pod request of `resource` among the pod sets: the step of a quota search."""
+    return max(1, min((ps.request.get(resource) for ps in w.pod_sets if ps.request.get(resource) > 0), default=1))
+
+
+def _quota_targets(cq: ClusterQueue, quota: list[QuotaFact]) -> list[list[QuotaFact]]:
+    """Per flavor (at most MAX_QUOTA_TARGETS), the flavor/resources worth more quota, listed by the
+    queue: the short ones, else the GPUs."""
+    listed = {(fq.flavor, r) for g in cq.resource_groups for fq in g.flavors for r in fq.resources}
+    mine = [f for f in quota if (f.flavor, f.resource) in listed]
+    wanted = [f for f in mine if f.short] or [f for f in mine if is_gpu(f.resource)]
+    by_flavor: dict[str, list[QuotaFact]] = {}
+    for f in wanted:
+        by_flavor.setdefault(f.flavor, []).append(f)
+    # Short resources of flavors the workload does not use together are still separate options;
+    # a flavor short only in cpu/memory goes with its GPU flavor's change when one is short.
+    return [by_flavor[name] for name in sorted(by_flavor, key=lambda n: (not any(is_gpu(f.resource)
+                                                                              for f in by_flavor[n]), n))
+            ][:MAX_QUOTA_TARGETS]
+
+
+def _search(first: int, change: Callable[[int], Snapshot], ref: ObjectRef,
+            replan: Planner) -> tuple[int | None, list[tuple[int, bool]]]:
+    """The smallest k (of those planned) whose changed snapshot admits `ref`: the estimate `first`,
+    doubled up to MAX_DOUBLINGS times until it admits, then a bisection below it."""
+    tried: dict[int, bool] = {}
+
+    def admits(k: int) -> bool:
+        if k not in tried:
+            changed = change(k)
+            try:
+                tried[k] = served(replan(changed), changed, ref)
+            except VerificationError:   # no plan of the changed snapshot passes the rules: not admitted
+                tried[k] = False
+        return tried[k]
+
+    hi = first
+    for _ in range(MAX_DOUBLINGS + 1):
+        if admits(hi):
+            break
+        hi *= 2
+    else:
+        return None, sorted(tried.items())
+    lo = 0 if hi == first else hi // 2      # lo: known (or assumed, for 0) not to admit
+    if hi == first and first > 1 and not admits(first - 1):
+        lo = first - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if admits(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, sorted(tried.items())
+
+
+def _template(snapshot: Snapshot, plan: Plan, cq: ClusterQueue,
+              w: Workload) -> tuple[Node, int] | None:
+    """An eligible node of the first pod set's first flavor option, in the topology domain (at its
+    required level, if any) with the most free room after the plan; and pods of it a node holds."""
+    state = ClusterState.after(snapshot, Decisions(plan.admissions, plan.evictions))
+    ps = w.pod_sets[0]
+    options = _options(state, cq, ps)
+    if not options:
+        return None
+    flavors = [snapshot.flavors[f] for f in options[0].flavors]
+    eligible = [n for n in snapshot.nodes if node_allows(n, flavors, ps) and _pods_on(n.allocatable, ps) > 0]
+    if not eligible:
+        return None
+    free = _free_pods(snapshot, plan, ps, eligible)
+    levels = _levels_to(snapshot, flavors, ps.topology.level)
+    room: dict[tuple[str, ...], int] = {}
+    for n in eligible:
+        key = tuple(n.labels.get(level, "") for level in levels)
+        room[key] = room.get(key, 0) + free[n.name]
+    best = max(sorted(room), key=lambda key: room[key])
+    node = min((n for n in eligible if tuple(n.labels.get(level, "") for level in levels) == best),
+               key=lambda n: n.name)
+    return node, _pods_on(node.allocatable, ps)
+
+
+def _levels_to(snapshot: Snapshot, flavors: Iterable[ResourceFlavor], level: str | None) -> tuple[str, ...]:
+    if level is None:
+        return ()
+    for flavor in flavors:
+        topology = snapshot.topologies.get(flavor.topology_name or "")
+        if topology is not None and level in topology.levels:
+            return topology.levels[:topology.levels.index(level) + 1]
+    return (level,)
+
+
+def _pods_on(free: Resources, ps: PodSet) -> int:
+    counts = [free.get(r) // v for r, v in ps.request.items() if v > 0]
+    return max(0, min(counts)) if counts else 0
+
+
+def _free_pods(snapshot: Snapshot, plan: Plan, ps: PodSet, nodes: list[Node]) -> dict[str, int]:
+    """Pods of `ps` each node could still take after the plan."""
+    evicted = {e.workload for e in plan.evictions}
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    used: dict[str, dict[str, int]] = {}
+
+    def charge(w: Workload, pod_sets: Iterable[PodSetAssignment]) -> None:
+        requests = {p.name: p.request for p in w.pod_sets}
+        for psa in pod_sets:
+            request = requests.get(psa.name)
+            if request is None:
+                continue
+            for node, n in psa.pods_per_node().items():
+                row = used.setdefault(node, {})
+                for r, v in request.items():
+                    row[r] = row.get(r, 0) + v * n
+
+    for w in snapshot.workloads:
+        if w.state is WorkloadState.RUNNING and w.ref not in evicted:
+            charge(w, w.assignment)
+    for a in plan.admissions:
+        if a.workload in by_ref:
+            charge(by_ref[a.workload], a.pod_sets)
+    out = {}
+    for n in nodes:
+        row = used.get(n.name, {})
+        counts = [(n.free.get(r) - row.get(r, 0)) // v for r, v in ps.request.items() if v > 0]
+        out[n.name] = max(0, min(counts)) if counts else 0
+    return out
+
+
+# ---------------------------------------------------------------- as data and as text
+
+def as_dict(e: Explanation) -> dict[str, object]:
+    """The facts as plain data (for -o yaml|json); integers in Kubernetes' base units."""
+    def ref(r: ObjectRef) -> dict[str, str]:
+        return {"kind": r.kind, "namespace": r.namespace, "name": r.name}
+
+    def change(c: Change) -> dict[str, object]:
+        out: dict[str, object] = {"kind": c.kind, "clusterQueue": c.cluster_queue, "admits": c.amount is not None}
+        if c.quota:
+            out["quota"] = [{"flavor": f, "resource": r, "more": a} for f, r, a in c.quota]
+        if c.template:
+            out["nodesLike"] = c.template
+            out["nodes"] = c.nodes
+        if c.finishing:
+            out["finishing"] = [ref(r) for r in c.finishing]
+        out["tried"] = [{"amount": k, "admits": ok} for k, ok in c.tried]
+        if c.quota_tried:
+            out["quotaTried"] = [{"podsWorth": k, "admits": ok} for k, ok in c.quota_tried]
+        return out
+
+    smallest = e.smallest()
+    return {
+        "workload": ref(e.workload), "clusterQueue": e.cluster_queue, "localQueue": e.local_queue,
+        "priority": e.priority, "state": e.state, "reason": e.reason, "plan": e.plan_status,
+        "assignment": [{"podSet": name, "flavors": dict(flavors), "nodes": dict(nodes)}
+                       for name, flavors, nodes in e.assignment],
+        "position": {"localQueue": list(e.local_position), "clusterQueue": list(e.cluster_position)},
+        "ahead": [{"workload": ref(a.workload), "priority": a.priority, "state": a.state} for a in e.ahead],
+        "quota": [{"flavor": q.flavor, "resource": q.resource, "nominal": q.nominal,
+                   "borrowingLimit": q.borrowing_limit, "usedAfterPlan": q.used, "available": q.available,
+                   "needs": q.needs, "short": q.short} for q in e.quota],
+        "capacity": [{"podSet": c.pod_set, "flavors": list(c.flavors), "fits": c.fits, "neededPods": c.needed,
+                      "bestRoomPods": c.room, "level": c.level, "reason": c.reason} for c in e.capacity],
+        "victims": [{"workload": ref(v.workload), "clusterQueue": v.cluster_queue, "priority": v.priority,
+                     "preemptible": v.allowed, "why": v.why} for v in e.victims],
+        "changes": [change(c) for c in e.changes],
+        "smallestChange": None if smallest is None else change(smallest),
+        "searchTimeLimitSeconds": e.search_time_limit,
+        "notes": list(e.notes),
+    }
+
+
+def lines(e: Explanation) -> list[str]:
+    """The facts for people, one line each."""
+    out = [f"{e.workload} (priority {e.priority}, LocalQueue {e.local_queue}, ClusterQueue {e.cluster_queue or '-'})",
+           f"  plan: {e.plan_status}"]
+    if e.state in ("admitted", "running"):
+        verb = "admitted by this plan" if e.state == "admitted" else "running, and the plan keeps it"
+        out.append(f"  state: {verb}")
+        for name, flavors, nodes in e.assignment:
+            shown = ", ".join(f"{node}×{n}" for node, n in nodes[:4]) + (f" +{len(nodes) - 4} more"
+                                                                        if len(nodes) > 4 else "")
+            out.append(f"    pod set {name}: flavors {', '.join(sorted({f for _, f in flavors})) or '-'}; "
+                       f"nodes {shown}")
+        out.append("  no change needed")
+        return out
+    out.append(f"  state: {e.state}" + (f": {e.reason}" if e.reason else ""))
+    if e.state == "external":
+        return out + [f"  note: {note}" for note in e.notes]
+    out.append(f"  position: {e.local_position[0]} of {e.local_position[1]} in LocalQueue {e.local_queue}, "
+               f"{e.cluster_position[0]} of {e.cluster_position[1]} in ClusterQueue {e.cluster_queue} "
+               "(Kueue's order: priority, then queue time)")
+    for a in e.ahead:
+        out.append(f"    ahead: {a.workload} priority {a.priority} ({a.state})")
+    if e.quota:
+        out.append("  quota (after the plan):")
+        for q in e.quota:
+            limit = "none" if q.borrowing_limit is None else amount(q.resource, q.borrowing_limit)
+            out.append(f"    {q.flavor}/{q.resource}: nominal {amount(q.resource, q.nominal)}, borrowing limit "
+                       f"{limit}, used {amount(q.resource, q.used)}, available {amount(q.resource, q.available)}, "
+                       f"needs {amount(q.resource, q.needs)}" + ("  <- short" if q.short else ""))
+    for c in e.capacity:
+        where = f"in one {c.level}" if c.level else "on eligible nodes"
+        state_text = "fits" if c.fits else f"room for {c.room}" + (f" ({c.reason})" if c.reason else "")
+        out.append(f"  capacity: pod set {c.pod_set} on {'/'.join(c.flavors)} needs {c.needed} pods {where}: "
+                   f"{state_text}")
+    for v in e.victims:
+        verdict = "preemptible (the plan chose not to)" if v.allowed else f"protected: {v.why}"
+        out.append(f"  candidate victim: {v.workload} (ClusterQueue {v.cluster_queue}, priority {v.priority}): "
+                   f"{verdict}")
+    out.append(f"  changes tried (each planned again by the cycle, time limit {e.search_time_limit:g}s a plan):")
+    for ch in e.changes:
+        unit = {"quota": "pods' worth", "finishing": "workloads"}.get(ch.kind, "nodes")
+        out.append(f"    {_change_text(ch)}: tried {unit} " + ", ".join(f"{k} {'admits' if ok else 'no'}"
+                                                                    for k, ok in ch.tried))
+        if ch.quota_tried:
+            out.append("      then, with those nodes, quota tried in pods' worth "
+                       + ", ".join(f"{k} {'admits' if ok else 'no'}" for k, ok in ch.quota_tried))
+    for note in e.notes:
+        out.append(f"  note: {note}")
+    smallest = e.smallest()
+    out.append(f"  smallest change found: {_change_text(smallest)}" if smallest is not None
+               else "  smallest change found: none of those tried admits it")
+    return out
+
+
+def _change_text(c: Change) -> str:
+    parts = []
+    if c.quota:
+        upto = "up to " if c.amount is None else ""
+        parts.append(" and ".join(f"{upto}+{amount(r, a)} {r} nominal quota on flavor {f}" for f, r, a in c.quota)
+                     + f" in ClusterQueue {c.cluster_queue}")
+    if c.template:
+        parts.append(f"+{c.nodes if c.amount is not None else '?'} node(s) like {c.template}")
+    if c.kind == "finishing":
+        names = [str(r) for r in c.finishing]
+        shown = ", ".join(names[:4]) + (f" +{len(names) - 4} more" if len(names) > 4 else "")
+        parts.append(f"{len(names)} running workload(s) finishing: {shown}" if names
+                     else "running workloads finishing, lowest priority first")
+    return f"[{c.kind}] " + " with ".join(parts)
