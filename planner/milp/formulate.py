@@ -150,7 +150,7 @@ class Formulation:
     class_tier: list[int] = field(default_factory=list)     # effective priority of each class
     # False: the model grew past its size cap, and placement (domain, slice and node
     # columns, Hall and node rows) stopped there. Such a model cannot be solved, started
-    # or decoded; its volume, quota and preemption rows still give planner.bound its bound.
+    # or decoded; its volume, quota and preemption rows still give an LP bound.
     complete: bool = True
     max_nonzeros: int | None = None
     # Nonzeros the Hall and node rows will add for the shapes and demands so far (from
