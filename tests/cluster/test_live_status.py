@@ -5,6 +5,7 @@ other ConfigMap."""
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -85,6 +86,21 @@ def test_each_cycle_writes_the_status_configmap_as_the_service_account(installed
             with pytest.raises(ApiStatus) as denied:
                 sa.request(method, path, body=body, content_type=MERGE_PATCH if method == "PATCH" else "application/json")
             assert denied.value.status == 403, (method, path)
+
+        # RBAC cannot limit `create` by name: the admission policy refuses any other name
+        # (a policy just installed takes a moment to be enforced: tried again until then)
+        deadline = time.monotonic() + 60
+        for n in itertools.count():
+            name = f"not-the-status-{n}"
+            try:
+                sa.request("POST", path_of("v1", "configmaps", NAMESPACE),
+                           body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+            except ApiStatus as err:
+                assert err.status == 403 and "stowplan-planner-configmaps" in str(err), err
+                break
+            installed.request("DELETE", path_of("v1", "configmaps", NAMESPACE, name))
+            assert time.monotonic() < deadline, "the policy never refused another ConfigMap"
+            time.sleep(0.5)
     finally:
         env.cleanup()
 
