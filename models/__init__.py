@@ -33,6 +33,8 @@ from models.objects import (
 from models.plan import (
     Admission,
     Eviction,
+    Domain,
+    Migration,
     PendingEntry,
     SolverReport,
     Plan,
@@ -46,5 +48,5 @@ __all__ = [
     "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
     "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",
     "PodSetAssignment", "Workload", "WorkloadState", "Policy", "Snapshot",
-    "Admission", "Eviction", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",
+    "Admission", "Eviction", "Domain", "Migration", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",
 ]

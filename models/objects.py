@@ -276,6 +276,7 @@ class Workload:
     checkpointed_at: float | None = None
     preemption_cost: float | None = None            # stowplan.io/preemption-cost override
     non_preemptible: bool = False
+    movable: bool = False                           # stowplan.io/movable: defragmentation may move it
     resource_version: str = ""
     # Why it cannot be admitted at all (unknown queue, bad request, ...): planned as pending.
     blocked_reason: str | None = None
@@ -311,6 +312,12 @@ class Policy:
     # then improves on Kueue's answer priority by priority instead of trading a lower
     # priority's work for a higher one's. Off by default: REFERENCE §3 puts priority first.
     greedy_floor: bool = False
+    # Defragmentation by planned migration (off by default: plans are then exactly as
+    # without it). A running workload may be moved, at most `max_migrations_per_cycle`
+    # a cycle, if it is marked movable or checkpointed within the window.
+    defragment: bool = False
+    max_migrations_per_cycle: int = 4
+    migration_checkpoint_window_seconds: float = 3600.0
 
 
 @dataclass(frozen=True)

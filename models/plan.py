@@ -26,6 +26,28 @@ class Eviction:
 
 
 @dataclass(frozen=True)
+class Domain:
+    """One topology domain: its level (a node label) and its values, coarse to fine."""
+
+    levels: tuple[str, ...]
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """A running workload moved by defragmentation: evicted from `from_` and admitted
+    at `to` in the same plan (it keeps its quota), to free `frees` for `for_`."""
+
+    workload: ObjectRef
+    cluster_queue: str
+    from_: tuple[PodSetAssignment, ...]
+    to: tuple[PodSetAssignment, ...]
+    frees: tuple[Domain, ...] = ()
+    for_: tuple[ObjectRef, ...] = ()
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
 class PendingEntry:
     workload: ObjectRef
     reason: str
@@ -60,6 +82,7 @@ class Plan:
     admissions: tuple[Admission, ...] = ()
     evictions: tuple[Eviction, ...] = ()
     pending: tuple[PendingEntry, ...] = ()
+    migrations: tuple[Migration, ...] = ()
     summary: Mapping[str, object] = field(default_factory=dict)
 
 
@@ -69,3 +92,4 @@ class Decisions:
 
     admissions: tuple[Admission, ...] = ()
     evictions: tuple[Eviction, ...] = ()
+    migrations: tuple[Migration, ...] = ()

@@ -26,5 +26,6 @@ def assemble(snapshot: Snapshot, decisions: Decisions, report: SolverReport,
         admissions=tuple(sorted(decisions.admissions, key=lambda a: a.workload)),
         evictions=tuple(sorted(decisions.evictions, key=lambda e: e.workload)),
         pending=tuple(pending),
+        migrations=tuple(sorted(decisions.migrations, key=lambda m: m.workload)),
         summary=metrics.summarize(snapshot, decisions),
     )

@@ -24,15 +24,16 @@ def after(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     """The state `decisions` leave: what they admit runs where they place it (admitted
     now, so a minimum runtime protects it as Kueue's does), what they evict is gone
     (requeued: it is the next cycle's, as the verifier's stability rule has it)."""
-    admitted = {a.workload: a for a in decisions.admissions}
+    admitted = {a.workload: a.pod_sets for a in decisions.admissions}
+    admitted.update({m.workload: m.to for m in decisions.migrations})   # moved: running at the new place
     evicted = {e.workload for e in decisions.evictions}
     workloads = []
     for w in snapshot.workloads:
         if w.ref in evicted:
             continue
-        admission = admitted.get(w.ref)
-        if admission is not None:
-            w = replace(w, state=WorkloadState.RUNNING, assignment=admission.pod_sets, admitted_at=snapshot.now)
+        placed = admitted.get(w.ref)
+        if placed is not None:
+            w = replace(w, state=WorkloadState.RUNNING, assignment=placed, admitted_at=snapshot.now)
         workloads.append(w)
     return replace(snapshot, workloads=tuple(workloads))
 
@@ -42,6 +43,8 @@ def continued(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules |
     None when an eviction of `decisions` is left with no admitted workload the rules
     (`rules`: who may evict whom in `snapshot`; None, the model has no victims) allow it for."""
     onward = greedy(after(snapshot, decisions)).decisions
+    if any(e.workload in {m.workload for m in decisions.migrations} for e in onward.evictions):
+        return None     # a moved workload would be evicted at once: not a plan to carry on
     mine = {a.workload for a in decisions.admissions}
     undone = {e.workload for e in onward.evictions if e.workload in mine}   # reclaimed at once: never admitted
     admissions = sorted([a for a in decisions.admissions if a.workload not in undone] + list(onward.admissions),
@@ -58,7 +61,8 @@ def continued(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules |
         if found is None:
             return None
         evictions.append(found)
-    return Decisions(admissions=tuple(admissions), evictions=tuple(sorted(evictions, key=lambda e: e.workload)))
+    return Decisions(admissions=tuple(admissions), evictions=tuple(sorted(evictions, key=lambda e: e.workload)),
+                     migrations=decisions.migrations)
 
 
 def justified(victim: Workload, admissions: list[Admission], by_ref: dict[ObjectRef, Workload],

@@ -24,6 +24,8 @@ Keys, in REFERENCE order (nested mappings sorted by key):
   plan (no unmanaged usage, nothing running, nothing admitted), for every level of
   every Topology plus `kubernetes.io/hostname`. A domain is identified by its values
   at that level and every level above, as Kueue does.
+- `migrated`, `migration_cost` (policy `defragment` on only): workloads the plan
+  moves and the sum of their costs. A moved workload counts where it goes.
 
 GPU resources: names ending in "/gpu" (models.is_gpu) and policy.gpu_resources.
 Numbers are plain ints when whole, else floats rounded to 6 decimals.
@@ -62,7 +64,16 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> dict[str, object]:
         "preemption_cost": _num(sum(e.cost for e in decisions.evictions)),
         "locality": _locality(snapshot, decisions),
         "free_domains": _free_domains(snapshot, placed),
+        **_migrated(snapshot, decisions),
     }
+
+
+def _migrated(snapshot: Snapshot, decisions: Decisions) -> dict[str, object]:
+    """With defragmentation on: how many workloads the plan moves, and what that costs."""
+    if not snapshot.policy.defragment:
+        return {}
+    return {"migrated": len(decisions.migrations),
+            "migration_cost": _num(sum(m.cost for m in decisions.migrations))}
 
 
 def _num(value: float) -> int | float:
@@ -81,10 +92,11 @@ def _pod_sets(workload: Workload) -> dict[str, PodSet]:
 def _placed_after(snapshot: Snapshot, decisions: Decisions) -> Iterator[Placed]:
     """Every pod set running after the plan with its assignment."""
     evicted = {e.workload for e in decisions.evictions}
+    moved = {m.workload: m.to for m in decisions.migrations}
     by_ref = {w.ref: w for w in snapshot.workloads}
     for workload in snapshot.workloads:
         if workload.state is WorkloadState.RUNNING and workload.ref not in evicted:
-            yield from _pairs(workload, workload.assignment)
+            yield from _pairs(workload, moved.get(workload.ref, workload.assignment))
     seen: set[ObjectRef] = set()
     for admission in decisions.admissions:
         admitted = by_ref.get(admission.workload)

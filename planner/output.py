@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
+from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
 from planner import vs_kueue, why
 from planner.terminal import printable
 
@@ -115,22 +115,38 @@ def _eviction_to_dict(eviction: Eviction) -> dict[str, Any]:
     }
 
 
+def _migration_to_dict(migration: Migration) -> dict[str, Any]:
+    return {
+        "workload": ref_to_dict(migration.workload),
+        "clusterQueue": migration.cluster_queue,
+        "from": [pod_set_assignment_to_dict(ps) for ps in migration.from_],
+        "to": [pod_set_assignment_to_dict(ps) for ps in migration.to],
+        "frees": [{"levels": list(d.levels), "values": list(d.values)} for d in migration.frees],
+        "for": [ref_to_dict(ref) for ref in migration.for_],
+        "cost": _number(migration.cost),
+    }
+
+
 def _pending_to_dict(entry: PendingEntry) -> dict[str, Any]:
     return {"workload": ref_to_dict(entry.workload), "reason": entry.reason}
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """The plan as plain data in REFERENCE section 4's shape and key order."""
-    return {
+    """The plan as plain data in REFERENCE section 4's shape and key order; `migrations`
+    (defragmentation) only when the plan moves a workload."""
+    out = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "snapshot": {"source": plan.source, "digest": plan.digest, "objects": int(plan.object_count)},
         "solver": _solver_to_dict(plan.solver),
         "admissions": [_admission_to_dict(a) for a in plan.admissions],
         "evictions": [_eviction_to_dict(e) for e in plan.evictions],
-        "pending": [_pending_to_dict(p) for p in plan.pending],
-        "summary": _plain(plan.summary),
     }
+    if plan.migrations:
+        out["migrations"] = [_migration_to_dict(m) for m in plan.migrations]
+    out["pending"] = [_pending_to_dict(p) for p in plan.pending]
+    out["summary"] = _plain(plan.summary)
+    return out
 
 
 # ---------------------------------------------------------------- YAML and JSON
@@ -311,6 +327,15 @@ def to_table(plan: Plan) -> str:
             for e in plan.evictions
         ],
     )
+    if plan.migrations:
+        lines.append("")
+        lines += _section(
+            "Migrations", len(plan.migrations), ("WORKLOAD", "FROM", "TO", "FREES", "FOR", "COST"),
+            [(str(m.workload), _compressed([_nodes(ps) for ps in m.from_], MAX_NODES_SHOWN),
+              _compressed([_nodes(ps) for ps in m.to], MAX_NODES_SHOWN),
+              _compressed(["/".join(d.values) for d in m.frees], MAX_REFS_SHOWN) or "-",
+              _compressed([str(r) for r in m.for_], MAX_REFS_SHOWN) or "-", _show(_number(m.cost)))
+             for m in plan.migrations])
     lines.append("")
     lines += _section("Pending", len(plan.pending), ("WORKLOAD", "REASON"), [(str(p.workload), p.reason) for p in plan.pending])
     if data["summary"]:

@@ -119,9 +119,12 @@ def cells(snapshot: Snapshot, decisions: Decisions,
                 else:
                     cell.kept[workload.priority] += amount
 
+    moved = {m.workload: m.to for m in decisions.migrations}
     for workload in snapshot.workloads:
         if workload.state is WorkloadState.RUNNING:
-            add(workload, workload.assignment, "evicted" if workload.ref in evicted else "kept")
+            # a moved workload: kept where it goes (after), where it runs (before)
+            where = workload.assignment if before else moved.get(workload.ref, workload.assignment)
+            add(workload, where, "evicted" if workload.ref in evicted else "kept")
     for admission in () if before else decisions.admissions:
         if admission.workload in by_ref:
             add(by_ref[admission.workload], admission.pod_sets, "admitted")

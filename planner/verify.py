@@ -48,6 +48,8 @@ Choices where the contract leaves room:
   Not checked: that a victim uses a flavor/resource or node its preemptor needs,
   and Kueue's "already evicted first" ordering (orderings are the planner's choice).
 - Stability (nominal quota is a guarantee): planner/verify_stable.py, on its own.
+- Migrations (defragmentation): planner/verify_moves.py, on its own; a moved workload
+  then counts as evicted from its old place and admitted at its new one.
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     out: list[str] = []
     admitted = check_admissions(ix, decisions.admissions, out)
     evicted = check_evictions(ix, decisions.evictions, admitted, out)
+    if decisions.migrations:
+        # A move is an eviction and an admission in the same plan (planner/verify_moves.py).
+        from planner.verify_moves import check_migrations
+        moved = check_migrations(ix, decisions.migrations, admitted, evicted, out)
+        admitted, evicted = {**admitted, **moved}, evicted | set(moved)
     _check_node_capacity(ix, admitted, evicted, out)
     _check_quota(ix, admitted, evicted, out)
     from planner.verify_stable import check_stability  # the rule has a module of its own, built on this one
@@ -208,14 +215,14 @@ def check_admissions(ix: SnapshotIndex, admissions: tuple[Admission, ...], out: 
             out.append(f"{ref}: admitted more than once")
             continue
         _check_identity(ix, workload, admission, out)
-        pairs = _check_gang(workload, admission, out)
+        pairs = check_gang(workload, admission, out)
         admitted[ref] = AdmittedEntry(workload, admission, pairs)
         cq = ix.snapshot.cluster_queues.get(admission.cluster_queue)
         for pod_set, psa in pairs:
-            flavors = _check_flavors(ix, cq, workload, pod_set, psa, out)
-            _check_nodes(ix, workload, pod_set, psa, flavors, out)
-            _check_topology(ix, workload, pod_set, psa, flavors, out)
-        _check_groups(ix, workload, pairs, out)
+            flavors = check_flavors(ix, cq, workload, pod_set, psa, out)
+            check_nodes(ix, workload, pod_set, psa, flavors, out)
+            check_topology(ix, workload, pod_set, psa, flavors, out)
+        check_groups(ix, workload, pairs, out)
     return admitted
 
 
@@ -245,7 +252,7 @@ def _check_identity(ix: SnapshotIndex, workload: Workload, admission: Admission,
         out.append(f"{ref}: namespace {ref.namespace} is not allowed by ClusterQueue {cq.name}'s namespaceSelector")
 
 
-def _check_gang(workload: Workload, admission: Admission, out: list[str]) -> list[tuple[PodSet, PodSetAssignment]]:
+def check_gang(workload: Workload, admission: Admission, out: list[str]) -> list[tuple[PodSet, PodSetAssignment]]:
     """One assignment per pod set, with a count the pod set allows, placed in full."""
     ref = workload.ref
     by_name: dict[str, PodSetAssignment] = {}
@@ -279,7 +286,7 @@ def _check_gang(workload: Workload, admission: Admission, out: list[str]) -> lis
     return pairs
 
 
-def _check_flavors(ix: SnapshotIndex, cq: ClusterQueue | None, workload: Workload, pod_set: PodSet,
+def check_flavors(ix: SnapshotIndex, cq: ClusterQueue | None, workload: Workload, pod_set: PodSet,
                    psa: PodSetAssignment, out: list[str]) -> list[ResourceFlavor]:
     """One listed flavor per resource group for every requested covered resource.
 
@@ -326,7 +333,7 @@ def _check_flavors(ix: SnapshotIndex, cq: ClusterQueue | None, workload: Workloa
     return [chosen[n] for n in sorted(chosen)]
 
 
-def _check_nodes(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
+def check_nodes(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
                  flavors: list[ResourceFlavor], out: list[str]) -> None:
     """Every pod on an existing, usable node its flavors and selectors allow."""
     where = f"{workload.ref}: pod set {pod_set.name}"
@@ -373,7 +380,7 @@ def node_problems(ix: SnapshotIndex, node: Node, pod_set: PodSet, flavors: list[
 
 # ---------------------------------------------------------------- topology
 
-def _levels_with(ix: SnapshotIndex, flavors: list[ResourceFlavor], level: str) -> tuple[str, ...] | None:
+def levels_with(ix: SnapshotIndex, flavors: list[ResourceFlavor], level: str) -> tuple[str, ...] | None:
     """The first chosen flavor's topology levels that contain `level` (hostname is always there)."""
     for flavor in flavors:
         levels = ix.flavor_levels(flavor)
@@ -408,13 +415,13 @@ def _pods_by_domain(ix: SnapshotIndex, psa: PodSetAssignment, levels: tuple[str,
     return counts
 
 
-def _check_topology(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
+def check_topology(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa: PodSetAssignment,
                     flavors: list[ResourceFlavor], out: list[str]) -> None:
     """Required level: one domain. Slices: whole groups of `size` per domain."""
     request = pod_set.topology
     where = f"{workload.ref}: pod set {pod_set.name}"
     if request.mode == "required" and request.level:
-        levels = _levels_with(ix, flavors, request.level)
+        levels = levels_with(ix, flavors, request.level)
         if levels is None:
             out.append(f"{where}: requires level {request.level}, which no chosen flavor's topology has")
         else:
@@ -427,7 +434,7 @@ def _check_topology(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa:
             continue
         if psa.count % layer.size:
             out.append(f"{where}: {psa.count} pods are not whole slices of {layer.size} at {layer.level}")
-        levels = _levels_with(ix, flavors, layer.level)
+        levels = levels_with(ix, flavors, layer.level)
         if levels is None:
             out.append(f"{where}: slice level {layer.level} is in no chosen flavor's topology")
             continue
@@ -436,7 +443,7 @@ def _check_topology(ix: SnapshotIndex, workload: Workload, pod_set: PodSet, psa:
                 out.append(f"{where}: {count} pods in {layer.level} {domain[-1]} straddle slices of {layer.size}")
 
 
-def _check_groups(ix: SnapshotIndex, workload: Workload, pairs: list[tuple[PodSet, PodSetAssignment]], out: list[str]) -> None:
+def check_groups(ix: SnapshotIndex, workload: Workload, pairs: list[tuple[PodSet, PodSetAssignment]], out: list[str]) -> None:
     """Pod sets sharing a group name and requiring a level use one domain of it together."""
     groups: dict[str, list[tuple[PodSet, PodSetAssignment]]] = defaultdict(list)
     for pod_set, psa in pairs:
@@ -452,7 +459,7 @@ def _check_groups(ix: SnapshotIndex, workload: Workload, pairs: list[tuple[PodSe
             domains: set[tuple[str | None, ...]] = set()
             for _, psa in members:
                 flavors = [snap_flavors[f] for f in sorted(set(psa.flavors.values())) if f in snap_flavors]
-                levels = _levels_with(ix, flavors, level)
+                levels = levels_with(ix, flavors, level)
                 if levels is not None:
                     domains.update(_pods_by_domain(ix, psa, levels, level))
             if len(domains) > 1:

@@ -70,6 +70,10 @@ def unstable(snapshot: Snapshot, decisions: Decisions) -> list[tuple[ObjectRef, 
     others: list[str] = []
     admitted = check_admissions(ix, decisions.admissions, others)
     evicted = check_evictions(ix, decisions.evictions, admitted, others)
+    if decisions.migrations:
+        from planner.verify_moves import check_migrations
+        moved = check_migrations(ix, decisions.migrations, admitted, evicted, others)
+        admitted, evicted = {**admitted, **moved}, evicted | set(moved)
     found: list[tuple[ObjectRef, str]] = []
     check_stability(ix, admitted, evicted, found)
     return found

@@ -300,7 +300,7 @@ def workload(namespace: str, name: str, queue: str = "lq", *, pod_sets: Sequence
              kind: str = "Job", cq: str | None = None, priority: int = 0,
              created: Time = DEFAULT_CREATED, queued: Time | None = None, uid: str | None = None,
              preemption_cost: float | None = None, non_preemptible: bool = False,
-             checkpointed: Time | None = None) -> Workload:
+             checkpointed: Time | None = None, movable: bool = False) -> Workload:
     """A pending workload with any pod sets, queued through LocalQueue `queue`.
 
     `cq` names the ClusterQueue when the test does not care about LocalQueues:
@@ -314,7 +314,7 @@ def workload(namespace: str, name: str, queue: str = "lq", *, pod_sets: Sequence
         cluster_queue=cq, priority=priority, created_at=at(created),
         queued_at=at(queued if queued is not None else created),
         uid=uid or default_uid(namespace, name, kind), preemption_cost=preemption_cost,
-        non_preemptible=non_preemptible,
+        non_preemptible=non_preemptible, movable=movable,
         checkpointed_at=None if checkpointed is None else at(checkpointed))
 
 

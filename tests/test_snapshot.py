@@ -636,3 +636,26 @@ def test_kubectl_output_reads_cleanly():
     assert w.pod_sets[0].request == Resources.of({"cpu": 1000, "memory": 200 * 2**20, "nvidia.com/gpu": 1, "pods": 1})
     assert snap.cluster_queues["cluster-queue"].active
     assert snap.now == w.created_at            # no snapshot-time: the newest timestamp
+
+
+def test_a_moving_job_holds_its_new_place_and_its_old_pods_count_where_they_are(tmp_path):
+    """Defragmentation: `apply` suspends a moved Job with stowplan.io/migrating-to; until
+    it is admitted again it runs, for planning, at the new place, and its pods still
+    bound at the old place are unmanaged usage there."""
+    objects = base() + [
+        node("n1"), node("n2"),
+        job("moving", suspend=True, parallelism=2, requests={"cpu": "2"},
+            annotations={"stowplan.io/migrating-to": assignment({"n2": 2}), "stowplan.io/movable": "true"}),
+        pod("moving-a", "n1", owner_job="moving", requests={"cpu": "2"}),
+        job("plain", suspend=True, annotations={"stowplan.io/movable": "maybe"}),
+    ]
+    snap = read(tmp_path, objects)
+    moving = workload(snap, "moving")
+    assert moving.state is WorkloadState.RUNNING and moving.movable
+    assert moving.assignment == (PodSetAssignment("main", 2, {"cpu": "default"}, (HOSTNAME_LABEL,), ((("n2",), 2),)),)
+    assert node_named(snap, "n1").unmanaged == Resources.of(cpu=2000, pods=1)
+    assert node_named(snap, "n2").unmanaged == Resources()
+    plain = workload(snap, "plain")
+    assert plain.state is WorkloadState.PENDING and not plain.movable
+    (problem,) = snap.problems
+    assert problem.field == "metadata.annotations[stowplan.io/movable]" and "'maybe'" in problem.message

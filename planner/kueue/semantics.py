@@ -372,6 +372,19 @@ def evictable(workload: Workload, snapshot: Snapshot) -> bool:
     return True
 
 
+def movable(workload: Workload, snapshot: Snapshot) -> bool:
+    """May defragmentation move this running workload (policy.defragment on)? Only what
+    may be evicted at all, and only if marked `stowplan.io/movable: "true"` or
+    checkpointed within the policy's window (little work is lost)."""
+    policy = snapshot.policy
+    if not policy.defragment or not evictable(workload, snapshot):
+        return False
+    if workload.movable:
+        return True
+    checkpoint = workload.checkpointed_at
+    return checkpoint is not None and snapshot.now - checkpoint <= policy.migration_checkpoint_window_seconds
+
+
 def borrowing_queues(snapshot: Snapshot, tree: QuotaTree,
                      usage: Mapping[str, Mapping[FlavorResource, int]]) -> set[str]:
     """ClusterQueues using more than their nominal quota of some flavor/resource now."""

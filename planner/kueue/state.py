@@ -524,10 +524,12 @@ class ClusterState:
 
     @classmethod
     def after(cls, snapshot: Snapshot, decisions: Decisions) -> "ClusterState":
-        """The state a plan leaves: its evictions gone, its admissions in place."""
-        state = cls(snapshot, evicted=[e.workload for e in decisions.evictions])
+        """The state a plan leaves: its evictions gone, its admissions in place, moved
+        workloads at their new place (evicted from the old one, admitted again)."""
+        moves = [Admission(m.workload, m.cluster_queue, m.to) for m in decisions.migrations]
+        state = cls(snapshot, evicted=[e.workload for e in decisions.evictions] + [m.workload for m in moves])
         by_ref = {w.ref: w for w in snapshot.workloads}
-        for a in sorted(decisions.admissions, key=lambda a: a.workload):
+        for a in sorted(list(decisions.admissions) + moves, key=lambda a: a.workload):
             if a.workload in by_ref:
                 state.apply_admission(by_ref[a.workload], a)
         return state

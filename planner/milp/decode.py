@@ -20,7 +20,8 @@ from typing import cast
 
 import numpy as np
 
-from models import HOSTNAME_LABEL, Admission, Decisions, PodSetAssignment
+from models import HOSTNAME_LABEL, Admission, Decisions, Domain, Migration, ObjectRef, PodSetAssignment, Workload
+from planner.kueue import capacity, semantics, topology
 from planner.milp.solution import DecodeError, count, decode_evictions, member_demands
 from planner.milp.model import DemandClass, Formulation, GroupChoice
 from planner.milp.pools import Item, place
@@ -41,8 +42,12 @@ def decode(form: Formulation, values: np.ndarray) -> Decoded:
     demands.update(class_demands(form, values, choice_of, group_of))
     placed, failed = transport(form, values, choice_of, demands)
     admissions, repaired = admissions_of(form, choice_of, placed, failed)
+    refs = form.moved_refs(values)
+    moved = [a for a in admissions if a.workload in refs]
+    admissions = [a for a in admissions if a.workload not in refs]
     evictions = decode_evictions(form, values, admissions)
-    return Decoded(Decisions(tuple(admissions), evictions), repaired)
+    migrations = tuple(migration(form, a, admissions) for a in moved)
+    return Decoded(Decisions(tuple(admissions), evictions, migrations), repaired)
 
 
 def member_choices(form: Formulation, values: np.ndarray) -> tuple[dict[Owner, int], dict[tuple[int, int], list[GroupChoice]]]:
@@ -205,7 +210,7 @@ def transport(form: Formulation, values: np.ndarray, choice_of: dict[Owner, int]
                 placed[owner][node] = placed[owner].get(node, 0) + pods
             else:
                 items[cast(int, where)].append(Item(owner, shape, pods))
-    evicted = {c for c in form.evict_col if values[c] > 0.5}
+    evicted = {c for c in form.evict_col + form.move_col if values[c] > 0.5}
     failed: set[Owner] = set()
     for pool_index, pool_items in sorted(items.items()):
         got, missed = place(pools, pools.pools[pool_index], pool_items, evicted)
@@ -240,3 +245,47 @@ def admissions_of(form: Formulation, choice_of: dict[Owner, int], placed: dict[O
         admissions.append(Admission(workload.ref, workload.cluster_queue or "", tuple(out)))
     admissions.sort(key=lambda a: a.workload)
     return admissions, repaired
+
+
+# ---------------------------------------------------------------- migrations
+
+def migration(form: Formulation, moved: Admission, admissions: list[Admission]) -> Migration:
+    """A mover's re-admission as a Migration: where it was, where it goes, the domains it
+    frees and the admitted work it lets in (freed_for), and its cost."""
+    mover = next(w for w in form.movers if w.ref == moved.workload)
+    by_ref = {m.ref: m for w, members in enumerate(form.members) if w not in form.clones for m in members}
+    frees, for_ = freed_for(form, mover, [(by_ref[a.workload], a) for a in admissions])
+    return Migration(mover.ref, moved.cluster_queue, mover.assignment, moved.pod_sets, frees, for_,
+                     round(semantics.eviction_cost(mover, form.snapshot), 6))
+
+
+def freed_for(form: Formulation, mover: Workload,
+              admitted: list[tuple[Workload, Admission]]) -> tuple[tuple[Domain, ...], tuple[ObjectRef, ...]]:
+    """Domains of a required level, holding a node `mover` ran on, where admitted work of
+    at least its priority now runs; and that work."""
+    snapshot = form.snapshot
+    nodes = {n.name: n for n in snapshot.nodes}
+    mine = [nodes[n] for n in sorted(capacity.node_usage_of(mover)) if n in nodes]
+    domains: set[Domain] = set()
+    refs: set[ObjectRef] = set()
+    for workload, admission in admitted:
+        if workload.priority < mover.priority:
+            continue
+        for pod_set, psa in zip(workload.pod_sets, admission.pod_sets):
+            request = pod_set.topology
+            if request.mode != "required" or not request.level or not psa.domains:
+                continue
+            flavors = [snapshot.flavors[f] for f in sorted(set(psa.flavors.values())) if f in snapshot.flavors]
+            levels = topology.levels_for(snapshot, flavors)
+            depth = topology.level_index(levels, request.level)
+            first = nodes.get(psa.domains[0][0][-1])
+            if depth is None or first is None:
+                continue
+            where = topology.node_path(first, levels)
+            if where is None:
+                continue
+            if any((p := topology.node_path(n, levels)) is not None and p[: depth + 1] == where[: depth + 1]
+                   for n in mine):
+                domains.add(Domain(levels[: depth + 1], where[: depth + 1]))
+                refs.add(workload.ref)
+    return tuple(sorted(domains, key=lambda d: (d.levels, d.values))), tuple(sorted(refs))

@@ -158,6 +158,20 @@ class Formulation:
     deferred_nonzeros: int = 0
     # Nominal quota as a guarantee: the stability rows' columns (planner.milp.guarantee).
     guarantee: "guarantee.Guarantee | None" = None
+    # Defragmentation (policy.defragment): running workloads the plan may move, their
+    # move column m[r], and the class of their re-admission (a pending copy of each).
+    movers: list[Workload] = field(default_factory=list)
+    move_col: list[int] = field(default_factory=list)
+    mover_class: list[int] = field(default_factory=list)
+    clones: set[int] = field(default_factory=set)     # class indexes that re-admit a mover
+
+    def moved_refs(self, values: "np.ndarray") -> set[ObjectRef]:
+        """The movers `values` moves."""
+        return {w.ref for w, m in zip(self.movers, self.move_col) if values[m] > 0.5}
+
+    def own_workloads(self) -> list[Workload]:
+        """The pending classes' representatives, movers' re-admissions left out."""
+        return [w for i, w in enumerate(self.workloads) if i not in self.clones]
 
 
 # ---------------------------------------------------------------- candidates
@@ -248,8 +262,8 @@ def add_preemption_rows(model: Formulation) -> None:
         return
     rules = model.preemption
     assert rules is not None   # victims come with the rules that name them
-    index = {w.ref: i for i, w in enumerate(model.workloads)}
-    classes = rules.classes(model.workloads)
+    index = {w.ref: i for i, w in enumerate(model.workloads) if i not in model.clones}
+    classes = rules.classes(model.own_workloads())
     wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     for key, members in classes.items():
         g = model.arrays.add_binary(f"g[{key}]")
@@ -430,6 +444,8 @@ def queue_usage_terms(model: Formulation) -> dict[str, dict[FlavorResource, list
     the flavor/resources pending work could use. Running usage is the constant on top."""
     new_usage: dict[str, dict[FlavorResource, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
     for choice in model.choices:
+        if choice.workload in model.clones:
+            continue   # a move keeps its quota: evicted and re-admitted under the same flavors
         workload = model.workloads[choice.workload]
         pod_set = workload.pod_sets[choice.pod_set]
         for resource, flavor in choice.option.by_resource.items():
@@ -524,13 +540,17 @@ def add_objectives(model: Formulation) -> None:
     volume: dict[int, list[tuple[int, float]]] = defaultdict(list)
     most: dict[int, float] = defaultdict(float)
     for choice in model.choices:
+        if choice.workload in model.clones:
+            continue   # a moved workload runs before and after: no volume gained or lost
         workload = model.workloads[choice.workload]
         pod_set = workload.pod_sets[choice.pod_set]
         tier = semantics.effective_priority(workload, snapshot)
         per_pod = semantics.pod_volume(workload, pod_set, snapshot)
         if per_pod:     # a GPU job's CPU-only launcher adds no volume
             volume[tier].extend((c, k * per_pod) for c, k in choice.pods)
-    for workload, members in zip(model.workloads, model.members):
+    for w, (workload, members) in enumerate(zip(model.workloads, model.members)):
+        if w in model.clones:
+            continue
         tier = semantics.effective_priority(workload, snapshot)
         most[tier] += len(members) * sum(ps.count * semantics.pod_volume(workload, ps, snapshot) for ps in workload.pod_sets)
     for victim, e in zip(model.victims, model.evict_col):
@@ -538,6 +558,9 @@ def add_objectives(model: Formulation) -> None:
         volume[victim.priority].append((e, -semantics.running_volume(victim, snapshot)))
         most.setdefault(victim.priority, 0.0)
         model.cost_terms.append((e, semantics.eviction_cost(victim, snapshot)))
+    for mover, m in zip(model.movers, model.move_col):
+        # A move throws away what an eviction would: lost work plus the restart cost.
+        model.cost_terms.append((m, semantics.eviction_cost(mover, snapshot)))
     model.class_tier = [semantics.effective_priority(w, snapshot) for w in model.workloads]
     model.tiers = sorted(volume, reverse=True)
     model.tier_volume = dict(volume)
@@ -547,7 +570,7 @@ def add_objectives(model: Formulation) -> None:
 
 def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
     """No needless eviction, fewer domains spanned, older workloads, earlier flavors (minimised)."""
-    terms: list[tuple[int, float]] = [(e, EVICTION_WEIGHT) for e in model.evict_col]
+    terms: list[tuple[int, float]] = [(e, EVICTION_WEIGHT) for e in model.evict_col + model.move_col]
     terms.extend((f, -reward) for f, reward in model.free_domain_cols)
     for choice in model.choices:
         if choice.mode == "preferred":
@@ -559,7 +582,7 @@ def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
     # The oldest workload gets the largest reward; all rewards together stay below
     # AGE_WEIGHT. A class earns its members' mean reward per member admitted (its
     # oldest members are the ones admitted, so this slightly favours large classes).
-    everyone = sorted(((m, w) for w, members in enumerate(model.members) for m in members),
+    everyone = sorted(((m, w) for w, members in enumerate(model.members) if w not in model.clones for m in members),
                       key=lambda pair: semantics.queue_order_key(pair[0], model.snapshot)[1:])
     count = max(1, len(everyone))
     reward: dict[int, list[float]] = defaultdict(list)
@@ -567,7 +590,7 @@ def secondary_terms(model: Formulation) -> list[tuple[int, float]]:
         reward[w].append(AGE_WEIGHT * (count - rank) / (count * count))
     for w, rewards in sorted(reward.items()):
         terms.append((model.admit_col[w], -sum(rewards) / len(rewards)))
-    prefs = [c for c in model.choices if c.option.preference > 0]
+    prefs = [c for c in model.choices if c.option.preference > 0 and c.workload not in model.clones]
     scale = FLAVOR_WEIGHT / (1 + sum(c.option.preference for c in prefs))
     terms.extend((c.use_col, scale * c.option.preference) for c in prefs)
     return terms

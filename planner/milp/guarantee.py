@@ -91,6 +91,8 @@ def add_guarantee_rows(model: Formulation) -> None:
     for choice in model.choices:
         by_class[choice.workload][choice.pod_set].append(choice)
     for w, (workload, members) in enumerate(zip(model.workloads, model.members)):
+        if w in model.clones:
+            continue   # a mover's re-admission: it runs whether it moves or not
         cq = snapshot.cluster_queues[workload.queue_name]
         if not reclaims(cq):
             continue
@@ -257,8 +259,8 @@ class _Builder:
                 presence = [(victims[w.ref], -1.0)] if w.ref in victims else []
                 out[f"cq:{w.cluster_queue}"].append((w, presence))
         if snapshot.policy.minimum_runtime_seconds <= 0:
-            for workload, col in zip(model.workloads, model.admit_col):
-                if not workload.non_preemptible:
+            for index, (workload, col) in enumerate(zip(model.workloads, model.admit_col)):
+                if not workload.non_preemptible and index not in model.clones:
                     out[f"cq:{workload.cluster_queue}"].append((workload, [(col, 1.0)]))
         return out
 

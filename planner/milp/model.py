@@ -33,10 +33,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
-from models import HOSTNAME_LABEL, PodSet, Snapshot, Workload
+from models import HOSTNAME_LABEL, PodSet, Snapshot, Workload, WorkloadState
 from planner.kueue import capacity, semantics, topology
 from planner.milp import guarantee
 from planner.milp.formulate import (
@@ -89,6 +89,7 @@ class Formulation(BaseFormulation):
     choice_class: dict[int, int] = field(default_factory=dict)     # choice index -> demand class (ungrouped)
     groups: list[GroupChoice] = field(default_factory=list)
     eased: int = 0          # stability rows eased for the start (planner.milp.start.ease_rows)
+    clone_demand_classes: set[int] = field(default_factory=set)   # demand classes of movers' re-admissions
     kept_cols: list[tuple[int, float]] = field(default_factory=list)   # w (whole idle nodes kept) and reward
 
 
@@ -103,14 +104,17 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
     )
     pending = candidates(snapshot, model.excluded)
     add_victims(model, pending)
+    add_movers(model, pending)
     room = RoomTable(model.room)
     shape_index: dict[ShapeKey, int] = {}
     classes: dict[tuple[Any, ...], DemandClass] = {}
     for members in workload_classes(snapshot, pending, locality):
         add_workload(model, members, room, shape_index, classes)
+    add_reentries(model, room, shape_index)
     for demand_class in model.demand_classes:
         add_demand_class(model, demand_class)
     add_preemption_rows(model)
+    add_migration_rows(model)
     add_placement(model)
     add_quota_rows(model)
     guarantee.add_guarantee_rows(model)
@@ -122,22 +126,27 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
 # ---------------------------------------------------------------- workloads
 
 def add_workload(model: Formulation, members: list[Workload], room: RoomTable,
-                 shape_index: dict[ShapeKey, int], classes: dict[tuple[Any, ...], DemandClass]) -> None:
+                 shape_index: dict[ShapeKey, int], classes: dict[tuple[Any, ...], DemandClass],
+                 keep: Sequence[Mapping[str, str]] | None = None) -> bool:
     """a[w] for a class, per pod set its flavor options (sum_f u[p,f] = a[w]: gang), and
-    each option's demand: a demand class, its own domains, or anywhere."""
+    each option's demand: a demand class, its own domains, or anywhere. `keep`: per pod
+    set, the only flavors it may take (a mover's, which keeps its quota). False when the
+    class cannot be admitted at all (then `excluded` says why)."""
     snapshot = model.snapshot
     workload = members[0]
     cq = snapshot.cluster_queues[workload.cluster_queue or ""]
     per_pod_set: list[list[tuple[FlavorOption, int]]] = []
-    for pod_set in workload.pod_sets:
+    for p, pod_set in enumerate(workload.pod_sets):
         options = semantics.flavor_options(snapshot, cq, pod_set)
         if isinstance(options, str):
             model.excluded.update({m.ref: options for m in members})
-            return
+            return False
+        if keep is not None:
+            options = [o for o in options if dict(o.by_resource) == dict(keep[p])]
         usable = [(o, s) for o in options if (s := shape_for(model, pod_set, o, room, shape_index)) is not None]
         if not usable:
             model.excluded.update({m.ref: f"no node can take a pod of pod set {pod_set.name}" for m in members})
-            return
+            return False
         per_pod_set.append(usable)
     w = len(model.workloads)
     model.workloads.append(workload)
@@ -159,6 +168,121 @@ def add_workload(model: Formulation, members: list[Workload], room: RoomTable,
     for group in sorted(set(grouped.values())):
         pod_sets = tuple(p for p in sorted(grouped) if grouped[p] == group)
         add_group(model, w, pod_sets, mine, classes)
+    return True
+
+
+# ---------------------------------------------------------------- defragmentation
+
+def add_movers(model: Formulation, pending: list[Workload]) -> None:
+    """m[r] for running workloads defragmentation may move (policy.defragment): movable
+    (semantics.movable), wholly placed, and of a priority some pending workload asking
+    for a required domain reaches. A move frees its nodes as an eviction does."""
+    snapshot = model.snapshot
+    if not snapshot.policy.defragment or snapshot.policy.max_migrations_per_cycle <= 0:
+        return
+    wanting = [w.priority for w in pending if any(ps.topology.mode == "required" and ps.topology.level
+                                                   for ps in w.pod_sets)]
+    if not wanting:
+        return
+    victims = {v.ref for v in model.victims}
+    for workload in sorted(capacity.running(snapshot), key=lambda w: w.ref):
+        if workload.priority > max(wanting) or not semantics.movable(workload, snapshot):
+            continue
+        placed = {a.name: a.count for a in workload.assignment}
+        if any(placed.get(ps.name, 0) <= 0 for ps in workload.pod_sets):
+            continue
+        model.movers.append(workload)
+        model.move_col.append(model.arrays.add_binary(f"m[{workload.ref}]"))
+        if workload.ref in victims:
+            continue    # its room is counted already
+        for node, used in capacity.node_usage_of(workload).items():
+            if node in model.room and node not in model.overcommitted:
+                model.room[node] = model.room[node] + used
+
+
+def reentry(workload: Workload) -> Workload:
+    """A running workload as a pending one that takes exactly the pods it runs now."""
+    placed = {a.name: a.count for a in workload.assignment}
+    pod_sets = tuple(replace(ps, count=placed[ps.name], min_count=None) for ps in workload.pod_sets)
+    return replace(workload, state=WorkloadState.PENDING, pod_sets=pod_sets, assignment=())
+
+
+def add_reentries(model: Formulation, room: RoomTable, shape_index: dict[ShapeKey, int]) -> None:
+    """Each mover's re-admission, a class of its own under its current flavors (demand
+    classes of their own too, so no pending work's domain is ever counted as a move's)."""
+    classes: dict[tuple[Any, ...], DemandClass] = {}
+    for mover, m in zip(model.movers, model.move_col):
+        w = len(model.workloads)
+        keep = [next(dict(a.flavors) for a in mover.assignment if a.name == ps.name) for ps in mover.pod_sets]
+        if add_workload(model, [reentry(mover)], room, shape_index, classes, keep):
+            model.clones.add(w)
+            model.mover_class.append(w)
+        else:
+            model.excluded.pop(mover.ref, None)
+            model.arrays.col_upper[m] = 0.0        # nowhere to go: it stays
+            model.mover_class.append(-1)
+    model.clone_demand_classes = {c.index for c in classes.values()}
+
+
+def add_migration_rows(model: Formulation) -> None:
+    """a[copy of r] = m[r] (a moved workload is re-admitted in the same plan); e[r] + m[r]
+    <= 1; sum m <= the policy's budget; and m[r] <= the members of pending classes of at
+    least r's priority placed in a required domain that holds one of r's nodes (a move
+    only frees room for required-topology work that may claim it)."""
+    if not model.movers:
+        return
+    arrays, snapshot = model.arrays, model.snapshot
+    victims = dict(zip((v.ref for v in model.victims), model.evict_col))
+    for mover, m, w in zip(model.movers, model.move_col, model.mover_class):
+        if w >= 0:
+            arrays.add_row(f"move[{mover.ref}]", [(model.admit_col[w], 1.0), (m, -1.0)], 0.0, 0.0)
+        if mover.ref in victims:
+            arrays.add_row(f"once[{mover.ref}]", [(victims[mover.ref], 1.0), (m, 1.0)], -INF, 1.0)
+    arrays.add_row("budget[migrations]", [(m, 1.0) for m in model.move_col],
+                   -INF, float(snapshot.policy.max_migrations_per_cycle))
+    nodes = {n.name: n for n in snapshot.nodes}
+    claims = required_claims(model)
+    for mover, m in zip(model.movers, model.move_col):
+        mine = set(capacity.node_usage_of(mover))
+        terms: list[tuple[int, float]] = []
+        for priority, levels, depth, path, col in claims:
+            if priority < mover.priority:
+                continue
+            if any((p := topology.node_path(nodes[n], levels)) is not None and p[: depth + 1] == path
+                   for n in mine if n in nodes):
+                terms.append((col, -1.0))
+        arrays.add_row(f"frees[{mover.ref}]", [(m, 1.0)] + terms, -INF, 0.0)
+
+
+def required_claims(model: Formulation) -> list[tuple[int, tuple[str, ...], int, Path, int]]:
+    """(least base priority of the work it places, levels, level index, domain, column) for
+    each column that places pending work in one domain of a required level: the demand
+    classes' X (pending work only) and elastic pod sets' x."""
+    least: dict[int, int] = {}
+    for index, d in model.choice_class.items():
+        priority = model.workloads[model.choices[index].workload].priority
+        least[d] = min(least.get(d, priority), priority)
+    for group in model.groups:
+        priority = model.workloads[group.workload].priority
+        least[group.demand_class] = min(least.get(group.demand_class, priority), priority)
+    out = []
+    for demand_class in model.demand_classes:
+        if demand_class.level is None or demand_class.index in model.clone_demand_classes:
+            continue
+        shape = model.shapes[demand_class.members[0].shape]
+        depth = topology.level_index(shape.levels, demand_class.level)
+        if depth is None or demand_class.index not in least:
+            continue
+        for path, col in sorted(demand_class.domain_cols.items()):
+            out.append((least[demand_class.index], shape.levels, depth, path, col))
+    for choice in model.choices:
+        if choice.workload in model.clones or choice.mode != "required" or not choice.count_cols:
+            continue
+        shape = model.shapes[choice.shape]
+        assert choice.level is not None
+        for path, col in sorted(choice.domain_cols.items()):
+            out.append((model.workloads[choice.workload].priority, shape.levels, choice.level, path, col))
+    return out
 
 
 def grouped_pod_sets(workload: Workload) -> dict[int, str]:
@@ -405,6 +529,7 @@ def add_placement(model: Formulation) -> None:
     node_level = {d.shape for d in model.demands if len(d.path) == len(model.shapes[d.shape].levels)}
     views = [ShapeView(s.request, s.paths, s.fits) for s in model.shapes]
     victims = [Victim(e, capacity.node_usage_of(v)) for v, e in zip(model.victims, model.evict_col)]
+    victims += [Victim(m, capacity.node_usage_of(v)) for v, m in zip(model.movers, model.move_col)]
     model.pools = Pools(views, model.free, victims, model.overcommitted, node_level,
                         model.snapshot.policy.gpu_resources)
     busy = {n for w in capacity.running(model.snapshot) for n in capacity.node_usage_of(w)}

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from models import Decisions, ObjectRef, PodSetAssignment
+from models import Admission, Decisions, ObjectRef, PodSetAssignment
 from planner.milp.formulate import OptionColumns
 from planner.milp.model import Formulation
 from planner.milp.guarantee import Guarantee, fill_guarantee_columns
@@ -43,7 +43,8 @@ def start_from(form: Formulation, decisions: Decisions, ease: bool = False,
     group_of = {(g.workload, p): g for g in form.groups for p in g.pod_sets}
     taken: dict[tuple[int, int], int] = {}             # (workload class, pod set) -> choice index
     pods_of: dict[int, list[dict[str, int]]] = defaultdict(list)   # shape -> pods per node, per pod set placed
-    for admission in decisions.admissions:
+    moves = [Admission(m.workload, m.cluster_queue, m.to) for m in decisions.migrations]
+    for admission in list(decisions.admissions) + moves:
         found = member_of.get(admission.workload)
         if found is None:
             return None
@@ -104,6 +105,11 @@ def start_from(form: Formulation, decisions: Decisions, ease: bool = False,
         if eviction.workload not in victim_index:
             return None
         values[form.evict_col[victim_index[eviction.workload]]] = 1.0
+    mover_index = {w.ref: i for i, w in enumerate(form.movers)}
+    for move in decisions.migrations:
+        if move.workload not in mover_index:
+            return None
+        values[form.move_col[mover_index[move.workload]]] = 1.0
     finish(form, values)
     if ease and form.guarantee is not None and not feasible(form, values):
         ease_rows(form, form.guarantee, values, unstable)
@@ -174,7 +180,7 @@ def place_in_class(form: Formulation, index: int, members: list[tuple[int, PodSe
 
 def finish(form: Formulation, values: np.ndarray) -> None:
     """Columns that follow from the decisions: slots, preemptor classes, quota, guarantee."""
-    evicted = {c for c in form.evict_col if values[c] > 0.5}
+    evicted = {c for c in form.evict_col + form.move_col if values[c] > 0.5}
     slots: dict[int, float] = {}
     assert form.pools is not None
     form.pools.slot_values(evicted, slots)

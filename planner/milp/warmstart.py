@@ -28,7 +28,7 @@ def fill_class_columns(form: Formulation, values: np.ndarray) -> None:
     if form.preemption is None:
         return
     for w, workload in enumerate(form.workloads):
-        if values[form.admit_col[w]] > 0.5:
+        if values[form.admit_col[w]] > 0.5 and w not in form.clones:
             key = (workload.cluster_queue or "", workload.priority, form.preemption.borrows(workload))
             class_col = form.class_cols.get(key)
             if class_col is not None:

@@ -27,6 +27,7 @@ MAX_LOST_HOURS = 100_000.0
 MAX_AGING_PER_HOUR = 1e6
 MAX_SECONDS = 1e9
 MAX_THREADS = 256
+MAX_MIGRATIONS = 10_000            # migrations per cycle
 MAX_SEED = 2**31 - 1               # HiGHS's random_seed is a 32-bit int
 
 
@@ -103,6 +104,10 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "threads": ("threads", _integer(1, MAX_THREADS)),
     "seed": ("seed", _integer(0, MAX_SEED)),
     "greedyFloor": ("greedy_floor", _boolean),
+    "defragment": ("defragment", _boolean),
+    "maxMigrationsPerCycle": ("max_migrations_per_cycle", _integer(0, MAX_MIGRATIONS)),
+    "migrationCheckpointWindowSeconds": ("migration_checkpoint_window_seconds",
+                                         _number(0, strict=False, maximum=MAX_SECONDS)),
 }
 
 

@@ -187,6 +187,7 @@ class _Reader:
         self.local_queues: dict[tuple[str, str], LocalQueue] = {}
         self.bad_local_queues: set[tuple[str, str]] = set()
         self.drafts: dict[ObjectRef, Draft] = {}
+        self.moving: set[ObjectRef] = set()      # Jobs being moved (stowplan.io/migrating-to)
 
     # ------------------------------------------------------------ helpers
 
@@ -556,11 +557,27 @@ class _Reader:
             self.problem(item, f"metadata.annotations[{wl.NON_PREEMPTIBLE}]",
                          f"must be \"true\" or \"false\", got {flag!r}; read as false")
         fields["non_preemptible"] = flag == "true"
+        movable = annotations.get(wl.MOVABLE)
+        if movable is not None and movable not in ("true", "false"):
+            self.problem(item, f"metadata.annotations[{wl.MOVABLE}]",
+                         f"must be \"true\" or \"false\", got {movable!r}; read as false")
+        fields["movable"] = movable == "true"
         # Kueue's webhook suspends a queued Job at creation, so a missing `suspend` reads as true
         suspend = self.attempt(item, boolean, spec.get("suspend"), "spec.suspend", default=True, reasons=reasons)
         if spec.get("suspend") is None:
             suspend = True
-        if suspend:
+        if suspend and wl.MIGRATING_TO in annotations:
+            # Being moved: it holds its new place (and its quota) while its old pods leave;
+            # those count as unmanaged usage until they are gone.
+            target = self.attempt(item, wl.parse_assignment, annotations[wl.MIGRATING_TO], pod_sets, wl.MIGRATING_TO,
+                                  default=None)
+            if target is None:
+                fields["state"] = WorkloadState.PENDING
+            else:
+                fields["state"] = WorkloadState.RUNNING
+                fields["assignment"] = target
+                self.moving.add(item.ref)
+        elif suspend:
             fields["state"] = WorkloadState.PENDING
         elif wl.ASSIGNMENT in annotations:
             assignment = self.attempt(item, wl.parse_assignment, annotations[wl.ASSIGNMENT], pod_sets, default=None)
@@ -622,7 +639,7 @@ class _Reader:
 
     def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], PodsOf]:
         """Unmanaged requests per node, and what the pods of each running workload say."""
-        running = {ref for ref, d in self.drafts.items() if d.fields["state"] is WorkloadState.RUNNING}
+        running = {ref for ref, d in self.drafts.items() if d.fields["state"] is WorkloadState.RUNNING} - self.moving
         unmanaged: dict[str, dict[str, int]] = {}
         seen: PodsOf = {}
         for item in self.buckets["pod"]:

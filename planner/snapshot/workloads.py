@@ -30,6 +30,9 @@ CHECKPOINTED_AT = "stowplan.io/checkpointed-at"
 EVICTED_AT = "stowplan.io/evicted-at"
 PREEMPTION_COST = "stowplan.io/preemption-cost"
 NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
+MOVABLE = "stowplan.io/movable"
+# A Job being moved (defragmentation): suspended, its old pods leaving, its new place held.
+MIGRATING_TO = "stowplan.io/migrating-to"
 MAX_SLICE_LAYERS = 3
 
 NO_TOPOLOGY = TopologyRequest()
@@ -158,9 +161,10 @@ def min_parallelism(annotations: dict[str, str], count: int) -> int | None:
     return None if value == count else value
 
 
-def parse_assignment(text: str, pod_sets: tuple[PodSet, ...]) -> tuple[PodSetAssignment, ...]:
-    """The stowplan.io/assignment annotation: the plan's podSets entries, one per pod set."""
-    field = f"metadata.annotations[{ASSIGNMENT}]"
+def parse_assignment(text: str, pod_sets: tuple[PodSet, ...], key: str = ASSIGNMENT) -> tuple[PodSetAssignment, ...]:
+    """The stowplan.io/assignment annotation (or `key`, of the same form): the plan's
+    podSets entries, one per pod set."""
+    field = f"metadata.annotations[{key}]"
     try:
         entries = json.loads(text)
     except json.JSONDecodeError as err:
