@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from models import Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport, Toleration
+from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport, Toleration
 from planner.cluster.apply import (
-    ASSIGNMENT, GATE, ORIGINAL, Applier, admitted_template_spec, assignment_json, parse_pod_sets,
-    running_assignments,
+    ASSIGNMENT, GATE, MIGRATING_TO, ORIGINAL, Applier, admitted_template_spec, assignment_json, moving_assignments,
+    parse_pod_sets, running_assignments,
 )
 from planner.cluster.cycle import stale_objects
 from planner.cluster.planfile import load_plan, render_saved
@@ -136,6 +136,24 @@ def test_running_assignments_reads_unsuspended_annotated_workloads_only():
                      {**job(), "metadata": {**job()["metadata"], "name": "pending"}},
                      {**job(suspend=False), "metadata": {**job()["metadata"], "name": "external"}}]}
     assert running_assignments(doc) == {REF: [PS]}
+
+
+def test_moving_assignments_reads_suspended_jobs_with_a_new_place_only():
+    doc = {"items": [job(annotations={MIGRATING_TO: assignment_json([PS])}),
+                     {**job(suspend=False, annotations={MIGRATING_TO: assignment_json([PS])}),
+                      "metadata": {**job()["metadata"], "name": "running"}},
+                     {**job(), "metadata": {**job()["metadata"], "name": "pending"}}]}
+    assert moving_assignments(doc) == {REF: Admission(REF, "", (PS,))}
+
+
+def test_saved_plan_keeps_its_migrations(tmp_path):
+    old = PodSetAssignment("main", 3, {"nvidia.com/gpu": "h100"}, (HOST,), ((("n9",), 3),))
+    move = Migration(REF, "cq", (old,), (PS,), (Domain(("rack",), ("r1",)),), (ObjectRef("Job", "team", "big"),), 1.5)
+    plan = Plan("s", "d", 1, SolverReport("milp", "optimal", 0, 0, 0), migrations=(move,))
+    path = tmp_path / "plan.yaml"
+    path.write_text(render_saved(plan, {REF: "7"}, "yaml"))
+    loaded, versions = load_plan(str(path))
+    assert loaded.migrations == (move,) and versions == {REF: "7"}
 
 
 def test_saved_plan_round_trip_and_refusals(tmp_path):

@@ -11,6 +11,17 @@ One cycle, in this order (Kueue's split: deciding is pure, this only issues):
   4. release the gates of the admitted workloads' pods as they appear, each
      pod pinned to a node of the plan (nodeSelector kubernetes.io/hostname).
 
+Migrations (defragmentation) are an eviction then an admission of the same Job:
+  2b. ONE write suspends it and swaps `stowplan.io/assignment` for
+      `stowplan.io/migrating-to` (its new place). From then on the reader takes
+      it as running at the new place (holding those nodes and its quota) while
+      its old pods, still bound, count as used capacity where they are: at no
+      moment does the Job hold neither place.
+  3b. once its old pods are gone (and the job controller has reset its start
+      time), it is admitted at the new place as in 3, the annotation dropped.
+      Within `release_wait`; what is not done by then, step 1b of a later cycle
+      finishes (Jobs still carrying `stowplan.io/migrating-to`).
+
 Why this order is safe after a crash at any point:
   - a Job is never running without its assignment: the unsuspend and the
     assignment are one write;
@@ -42,7 +53,7 @@ from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
+from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
 
 GATE = "stowplan.io/topology"
@@ -50,6 +61,7 @@ ASSIGNMENT = "stowplan.io/assignment"
 ADMITTED_AT = "stowplan.io/admitted-at"
 EVICTED_AT = "stowplan.io/evicted-at"
 EVICTION_REASON = "stowplan.io/eviction-reason"
+MIGRATING_TO = "stowplan.io/migrating-to"
 ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -64,6 +76,8 @@ class ApplyReport:
     dry_run: bool = False
     admitted: list[ObjectRef] = dataclasses.field(default_factory=list)
     evicted: list[ObjectRef] = dataclasses.field(default_factory=list)
+    moved: list[ObjectRef] = dataclasses.field(default_factory=list)      # admitted at their new place
+    moving: list[ObjectRef] = dataclasses.field(default_factory=list)     # suspended, old pods still leaving
     unchanged: list[ObjectRef] = dataclasses.field(default_factory=list)
     conflicts: list[tuple[ObjectRef, str]] = dataclasses.field(default_factory=list)
     released: int = 0            # pods given their node and ungated
@@ -73,7 +87,8 @@ class ApplyReport:
 
     def summary(self) -> str:
         dry = " (dry run: nothing changed)" if self.dry_run else ""
-        return (f"applied{dry}: {len(self.admitted)} admitted, {len(self.evicted)} evicted, "
+        moves = f"{len(self.moved)} moved, {len(self.moving)} moving, " if self.moved or self.moving else ""
+        return (f"applied{dry}: {len(self.admitted)} admitted, {len(self.evicted)} evicted, {moves}"
                 f"{self.released} pods released, {len(self.unchanged)} already in place, "
                 f"{len(self.conflicts)} conflicts, {self.still_gated} pods left gated")
 
@@ -204,19 +219,28 @@ class Applier:
     # ------------------------------------------------------------ the cycle
 
     def run(self, plan: Plan, running: Mapping[ObjectRef, list[PodSetAssignment]], *,
-            release_wait: float = 5.0) -> ApplyReport:
+            release_wait: float = 5.0, moving: Mapping[ObjectRef, Admission] | None = None) -> ApplyReport:
         started = time.monotonic()
         writes_before = self.kube.writes
         self.assignments.update(running)
         if running:
             self.release_gates(set(running))                 # 1. finish the last cycle
+        pending_moves = dict(moving or {})                    # 1b. ... and its moves
+        for eviction in plan.evictions:
+            pending_moves.pop(eviction.workload, None)
         self._each(self.evict, plan.evictions)                # 2. free capacity (all done before 3 starts)
+        started_moves = self._each(self.start_move, plan.migrations)   # 2b. moves: suspended, new place held
+        pending_moves.update({m.workload: Admission(m.workload, m.cluster_queue, m.to)
+                              for m, ok in zip(plan.migrations, started_moves) if ok})
         done = self._each(self.admit, plan.admissions)        # 3. claim it
         admitted = {a.workload for a, ok in zip(plan.admissions, done) if ok}
+        if pending_moves and not self.kube.dry_run:           # 3b. moved, once their old pods are gone
+            admitted |= self.finish_moves(pending_moves, release_wait)
         t_writes = time.monotonic()
         if admitted and not self.kube.dry_run:                # 4. pods, as they appear
             self.release_until_placed(admitted, release_wait)
-        for refs in (self.report.admitted, self.report.evicted, self.report.unchanged):
+        for refs in (self.report.admitted, self.report.evicted, self.report.unchanged, self.report.moved,
+                     self.report.moving):
             refs.sort()
         self.report.conflicts.sort()
         self.report.writes = self.kube.writes - writes_before
@@ -278,6 +302,11 @@ class Applier:
             raise
 
     def admit(self, admission: Admission) -> bool:
+        return self._admit(admission, moving=False)
+
+    def _admit(self, admission: Admission, moving: bool) -> bool:
+        """Step 3 for `admission`; `moving`: the second half of a move (the Job was suspended by
+        this planner with `migrating-to` naming this place, which stands for the plan's version)."""
         ref = admission.workload
         if ref.kind not in API_VERSIONS:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
@@ -295,7 +324,11 @@ class Applier:
                     return True   # its pods may still need releasing
                 self.report.conflicts.append((ref, "it is already running with another assignment"))
                 return False
-            if self._changed(ref, obj):
+            if moving:
+                if not same_assignment(annotations.get(MIGRATING_TO), wanted):
+                    self.report.conflicts.append((ref, "its migrating-to annotation names another place"))
+                    return False
+            elif self._changed(ref, obj):
                 return False
             original = _original_scheduling(ref.kind, obj)
             templates = pod_templates(ref.kind, obj)
@@ -312,13 +345,14 @@ class Applier:
             annotations[ASSIGNMENT] = wanted
             annotations[ADMITTED_AT] = rfc3339(self.clock())
             annotations.pop(EVICTION_REASON, None)
+            annotations.pop(MIGRATING_TO, None)
             obj["spec"]["suspend"] = False
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
                 break
         else:
             return False
-        self.report.admitted.append(ref)
+        (self.report.moved if moving else self.report.admitted).append(ref)
         self.assignments[ref] = list(admission.pod_sets)
         pods = sum(ps.count for ps in admission.pod_sets)
         nodes = sorted({n for ps in admission.pod_sets for n in ps.pods_per_node()})
@@ -338,7 +372,7 @@ class Applier:
             if obj is None:
                 return
             annotations = _annotations(obj)
-            if is_suspended(obj) and ASSIGNMENT not in annotations:
+            if is_suspended(obj) and ASSIGNMENT not in annotations and MIGRATING_TO not in annotations:
                 self.report.unchanged.append(ref)
                 return
             if self._changed(ref, obj):
@@ -346,6 +380,7 @@ class Applier:
             annotations[EVICTED_AT] = rfc3339(self.clock())
             annotations[EVICTION_REASON] = why
             annotations.pop(ASSIGNMENT, None)
+            annotations.pop(MIGRATING_TO, None)
             annotations.pop(ADMITTED_AT, None)
             obj.setdefault("spec", {})["suspend"] = True
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
@@ -355,6 +390,67 @@ class Applier:
             return
         self.report.evicted.append(ref)
         self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")
+
+    def start_move(self, migration: Migration) -> bool:
+        """2b: suspend the Job and hold its new place (`migrating-to`) in one write."""
+        ref = migration.workload
+        if ref.kind != "Job":
+            self.report.conflicts.append((ref, f"moving a {ref.kind} is not supported"))
+            return False
+        wanted = assignment_json(migration.to)
+        for attempt in range(ATTEMPTS):
+            obj = self._read(ref)
+            if obj is None:
+                return False
+            annotations = _annotations(obj)
+            if is_suspended(obj) and same_assignment(annotations.get(MIGRATING_TO), wanted):
+                self.report.unchanged.append(ref)
+                return True     # started by an earlier apply of this plan
+            if self._changed(ref, obj):
+                return False
+            if is_suspended(obj) or ASSIGNMENT not in annotations:
+                self.report.conflicts.append((ref, "it no longer runs under Stowplan"))
+                return False
+            annotations[MIGRATING_TO] = wanted
+            annotations[EVICTED_AT] = rfc3339(self.clock())
+            annotations[EVICTION_REASON] = (f"Migrated to free {', '.join('/'.join(d.values) for d in migration.frees)}"
+                                            f" for {', '.join(str(r) for r in migration.for_)}")
+            annotations.pop(ASSIGNMENT, None)
+            obj.setdefault("spec", {})["suspend"] = True
+            updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
+            if updated is not None:
+                break
+        else:
+            return False
+        self.event(updated, "Migrated", f"Moved by Stowplan: {annotations[EVICTION_REASON]} (cost {migration.cost:g})")
+        return True
+
+    def finish_moves(self, moves: Mapping[ObjectRef, Admission], wait: float) -> set[ObjectRef]:
+        """3b: admit each moving Job at its new place once its old pods are gone, within `wait`
+        seconds; the rest stay moving (their new place held) for a later cycle."""
+        deadline = time.monotonic() + wait
+        left = dict(moves)
+        done: set[ObjectRef] = set()
+        while left:
+            for ref in sorted(left):
+                if self._old_pods_gone(ref):
+                    if self._admit(left[ref], moving=True):
+                        done.add(ref)
+                    del left[ref]
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
+        self.report.moving.extend(sorted(left))
+        return done
+
+    def _old_pods_gone(self, ref: ObjectRef) -> bool:
+        """No pod of the Job is left (terminating ones still hold their node), and the job
+        controller has reset its start time (so the pod template may change again)."""
+        obj = self.kube.get_or_none(workload_path(ref))
+        if obj is None or (obj.get("status") or {}).get("startTime"):
+            return False
+        pods = self.kube.list(path_of("v1", "pods", ref.namespace), label_selector=f"{JOB_NAME_LABEL}={ref.name}")
+        return not [p for p in pods if (p.get("status") or {}).get("phase") not in DONE]
 
     def event(self, obj: dict[str, Any], reason: str, message: str) -> None:
         """A core/v1 Event on the workload; failing to record one never fails the cycle."""
@@ -511,6 +607,24 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
             out[ref] = parse_pod_sets(json.loads(text))
         except (ValueError, KeyError, TypeError):
             continue   # the reader reports an unreadable assignment
+    return out
+
+
+def moving_assignments(document: Mapping[str, Any]) -> dict[ObjectRef, Admission]:
+    """Suspended Jobs carrying stowplan.io/migrating-to in a live List: moves to finish."""
+    out: dict[ObjectRef, Admission] = {}
+    for obj in document.get("items") or ():
+        if obj.get("kind") != "Job" or not is_suspended(obj):
+            continue
+        meta = obj.get("metadata") or {}
+        text = (meta.get("annotations") or {}).get(MIGRATING_TO)
+        if not text:
+            continue
+        ref = ObjectRef("Job", meta.get("namespace", ""), meta.get("name", ""))
+        try:
+            out[ref] = Admission(ref, "", tuple(parse_pod_sets(json.loads(text))))
+        except (ValueError, KeyError, TypeError):
+            continue   # the reader reports an unreadable annotation
     return out
 
 

@@ -12,8 +12,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from models import ObjectRef, Plan
 from planner.cluster.apply import (
-    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
-    running_assignments,
+    ASSIGNMENT, API_VERSIONS, MIGRATING_TO, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
+    running_assignments, moving_assignments,
 )
 from planner.cluster.kube import Kube
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
@@ -66,6 +66,7 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
     prints = prints or {}
     wanted = {a.workload: assignment_json(a.pod_sets) for a in plan.admissions}
     evicted = {e.workload for e in plan.evictions}
+    moved = {m.workload: assignment_json(m.to) for m in plan.migrations}
     out = []
     for ref in touched(plan):
         obj = raw.get(ref)
@@ -80,6 +81,9 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
             continue   # already admitted as planned
         if ref in evicted and is_suspended(obj) and annotation is None:
             continue   # already evicted
+        if ref in moved and same_assignment(annotation, moved[ref]) or ref in moved and is_suspended(obj) \
+                and same_assignment((obj.get("metadata", {}).get("annotations") or {}).get(MIGRATING_TO), moved[ref]):
+            continue   # already moved, or moving there
         out.append(f"{ref} changed (resourceVersion {versions.get(ref)} -> {now})")
     return out
 
@@ -113,7 +117,7 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
             if stale:
                 raise StalePlanError(f"the saved plan {plan_file} is stale, nothing applied: " + "; ".join(stale)
                                      + ". Plan again with `stowplan plan --out FILE`")
-        say(f"{len(plan.admissions)} admissions, {len(plan.evictions)} evictions to apply")
+        say(f"{len(plan.admissions)} admissions, {len(plan.evictions)} evictions, {len(plan.migrations)} migrations to apply")
         if before_apply is not None:
             before_apply(live, plan)
         if lease.held:
@@ -121,7 +125,8 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
                           identity=lease.identity, say=say, fingerprints=prints, workers=workers)
         started = time.monotonic()
-        report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait)
+        report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
+                             moving=moving_assignments(live.document))
         report.seconds["apply"] = round(time.monotonic() - started, 3)
         return plan, report
     finally:

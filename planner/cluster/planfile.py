@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from models import Admission, Eviction, ObjectRef, Plan, SolverReport
+from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, SolverReport
 from planner.cluster.apply import parse_pod_sets
 from planner.errors import InputError
 
 
 def touched(plan: Plan) -> list[ObjectRef]:
-    return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions})
+    return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions}
+                  | {m.workload for m in plan.migrations})
 
 
 def ref_key(ref: ObjectRef) -> str:
@@ -76,6 +77,12 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
                                    float(e.get("cost") or 0.0)) for e in data.get("evictions") or ())
+        migrations = tuple(Migration(_ref(m["workload"]), str(m["clusterQueue"]), tuple(parse_pod_sets(m["from"])),
+                                     tuple(parse_pod_sets(m["to"])),
+                                     tuple(Domain(tuple(map(str, d["levels"])), tuple(map(str, d["values"])))
+                                           for d in m.get("frees") or ()),
+                                     tuple(_ref(r) for r in m.get("for") or ()), float(m.get("cost") or 0.0))
+                           for m in data.get("migrations") or ())
         snapshot = data.get("snapshot") or {}
         solver = data.get("solver") or {}
         plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")),
@@ -83,7 +90,7 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
                     SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
                                  float(solver.get("objective") or 0), float(solver.get("bound") or 0),
                                  float(solver.get("gap") or 0)),
-                    admissions, evictions)
+                    admissions, evictions, migrations=migrations)
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
     missing = [str(ref) for ref in touched(plan) if ref not in versions]

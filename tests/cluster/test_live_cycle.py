@@ -390,3 +390,78 @@ def test_unreachable_cluster_is_exit_4_without_credentials(tmp_path, control_pla
     assert result.exit_code == 4, result.output
     assert "cannot reach the API server" in result.output
     assert control_plane.token not in result.output
+
+
+def test_defragmentation_moves_small_jobs_off_a_rack_in_one_cycle(kube, env_factory, tmp_path):
+    """Kueue #12478 on the control plane: racks r0 (n0, n1) and r1 (n2, n3) of 8-GPU
+    nodes; s1 (4 GPUs) runs on n0, s2 (4 GPUs) on n1, `anchor` (8 GPUs) on n2, n3 is
+    free. A rack job (2 x 8 GPUs, one rack) waits: 16 GPUs are free, but no rack has
+    them. With `defragment: true` one cycle moves s1 and s2 to n3 and admits the rack
+    job on n0 + n1; every pod ends bound where the plan says."""
+    from planner.cluster.apply import MIGRATING_TO
+
+    env = env_factory(nodes=4, gpus=8, per_rack=2)
+    n0, n1, n2, n3 = env.nodes
+
+    def only(node):          # every other node cordoned: the next admission can only go there
+        for name in env.nodes:
+            env.core.patch_node(name, {"spec": {"unschedulable": name != node}})
+
+    for name, node, gpus in (("s1", n0, 4), ("s2", n1, 4), ("anchor", n2, 8)):
+        only(node)
+        env.job(name, pods=1, gpus=gpus)
+        cycle(kube, env)
+        settle(kube, env, {name: 1})
+    for name in env.nodes:
+        env.core.patch_node(name, {"spec": {"unschedulable": False}})
+    assert {n: per_node(env.pods(j)) for j, n in (("s1", n0), ("s2", n1), ("anchor", n2))} == \
+        {n0: {n0: 1}, n1: {n1: 1}, n2: {n2: 1}}
+
+    # s1 and s2 may move; the rack job waits for a whole rack
+    for name in ("s1", "s2"):
+        env.batch.patch_namespaced_job(name, env.namespace, {"metadata": {"annotations": {"stowplan.io/movable": "true"}}})
+    high = env.priority_class("high", 100)
+    env.job("rack", pods=2, gpus=8, priority=high, topology=("required", RACK))
+    off, _ = cycle(kube, env)
+    assert off.migrations == () and off.admissions == ()          # the switch is off by default
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: stowplan.io/v1alpha1\nkind: PlannerPolicy\nmetadata: {name: p}\n"
+                      "spec: {defragment: true, maxMigrationsPerCycle: 2}\n")
+    plan, report = cycle(kube, env, policy_file=str(policy), release_wait=20)
+    assert sorted(m.workload.name for m in plan.migrations) == ["s1", "s2"]
+    for m in plan.migrations:
+        assert m.to[0].pods_per_node() == {n3: 1}
+        assert m.for_ == (ObjectRef("Job", env.namespace, "rack"),)
+        assert [d.values[-1] for d in m.frees] == [f"r-{env.s}-0"]
+    assert [a.workload.name for a in plan.admissions] == ["rack"]
+    assert plan.admissions[0].pod_sets[0].pods_per_node() == {n0: 1, n1: 1}
+    assert plan.evictions == () and report.conflicts == []
+    assert sorted(r.name for r in report.moved + report.moving) == ["s1", "s2"]
+    assert "Migrated" in [e.reason for e in events(env, "s1")]
+
+    # a moving Job is never without a place: suspended, it carries its new one
+    for name in ("s1", "s2"):
+        job = job_obj(env, name)
+        notes = job.metadata.annotations
+        assert (job.spec.suspend is False and json.loads(notes[ASSIGNMENT])[0]["topologyAssignment"]["domains"]
+                == [{"values": [n3], "count": 1}]) or \
+            (job.spec.suspend is True and ASSIGNMENT not in notes and n3 in notes[MIGRATING_TO])
+
+    # later cycles (with the same policy) finish what is left and move nothing more
+    deadline = time.monotonic() + 240
+    while not all(job_obj(env, n).spec.suspend is False for n in ("s1", "s2")):
+        assert time.monotonic() < deadline, "the moves did not finish"
+        time.sleep(2)
+        later, _ = cycle(kube, env, policy_file=str(policy), release_wait=5)
+        assert later.migrations == () and later.evictions == ()
+    settle(kube, env, {"s1": 1, "s2": 1, "rack": 2}, timeout=240)
+    assert per_node(env.wait_bound("s1", 1)) == {n3: 1}
+    assert per_node(env.wait_bound("s2", 1)) == {n3: 1}
+    assert per_node(env.wait_bound("rack", 2, timeout=240)) == {n0: 1, n1: 1}
+    for name in ("s1", "s2"):
+        notes = job_obj(env, name).metadata.annotations
+        assert MIGRATING_TO not in notes and json.loads(notes[ASSIGNMENT])[0]["topologyAssignment"]["domains"] == \
+            [{"values": [n3], "count": 1}]
+    final, _ = cycle(kube, env, policy_file=str(policy))
+    assert final.migrations == () and final.admissions == () and final.evictions == ()
