@@ -393,3 +393,23 @@ def test_committed_fixture_is_what_its_preset_generates(name):
         pytest.skip(f"{path.name} not committed yet")
     assert path.read_text() == g.to_json(g.generate(g.preset(name)))
     assert os.path.getsize(path) < 5 * 2**20
+
+
+def test_the_fragmented_preset_spreads_small_jobs_and_waits_for_racks():
+    """issue 28's benchmark scenario: no rack is free, every pending job requires one."""
+    spec = g.preset("fragmented")
+    spec.validate()
+    doc = g.generate(spec)
+    jobs = [o for o in doc["items"] if o["kind"] in ("Job", "JobSet")]
+    pending = [j for j in jobs if j["spec"].get("suspend")]
+    assert pending and all(
+        j["spec"]["template"]["metadata"]["annotations"].get(g.REQUIRED) == g.RACK for j in pending)
+    racks: dict[str, int] = {}
+    for j in jobs:
+        if j["spec"].get("suspend"):
+            continue
+        for entry in json.loads(j["metadata"]["annotations"][g.ASSIGNMENT]):
+            for domain in entry["topologyAssignment"]["domains"]:
+                rack = domain["values"][-1].rsplit("-", 1)[0]
+                racks[rack] = racks.get(rack, 0) + domain["count"]
+    assert len(racks) == 16     # every rack runs something: none is free for a rack job

@@ -256,6 +256,13 @@ PRESETS: dict[str, dict[str, Any]] = {
                        second_flavor="a100", second_flavor_share=0.5, root_quota_share=0.1,
                        pending=120, running=80, multi_node_share=0.15, running_multi_node_share=0.3,
                        max_job_gpus=512),
+    # Fragmented (issue 28's benchmark): 8-GPU hosts, racks of 8 (64 GPUs), 300 small jobs
+    # spread over every rack, 20 pending jobs that require half a rack or a whole one, all
+    # of one priority (so no preemption frees a rack: only moving running work can).
+    "fragmented": dict(seed=4, fanout=(2, 8, 8), teams=4, pending=20, running=300, multi_node_share=1.0,
+                       multi_node_sizes=((32, 1), (64, 2)), max_job_gpus=64, required_share=1.0,
+                       slice_share=0.0, jobset_share=0.0, running_multi_node_share=0.0, checkpoint_share=0.9,
+                       priorities=(("standard", 100, 1.0),)),
 }
 
 
