@@ -16,6 +16,7 @@ client (prometheus_client), one registry per cycle:
 | `stowplan_gain_over_greedy_gpus` | priority | served_gpus minus Kueue's way (the greedy plan), planner.vs_kueue |
 | `stowplan_evictions_over_greedy` | | evictions minus Kueue's way's |
 | `stowplan_preemption_cost` | | the evictions' summed cost |
+| `stowplan_migrated_workloads_total`, `stowplan_migration_cost` | | workloads this cycle moves and their summed cost (policy `defragment` on only) |
 | `stowplan_apply_conflicts` | | workloads the apply skipped (apply only) |
 | `stowplan_last_cycle_timestamp_seconds` | | when the file or push was made |
 
@@ -108,6 +109,11 @@ def registry_for(plan: Plan, queues: Mapping[ObjectRef, str | None], *, apply_se
                float(block["difference"].get("evicted", 0)))
     single("stowplan_preemption_cost", "Summed cost of the plan's evictions.",
            float(summary.get("preemption_cost") or 0))  # type: ignore[arg-type]
+    if "migrated" in summary:   # defragmentation on
+        Counter("stowplan_migrated_workloads", "Workloads this cycle moves (defragmentation).",
+                registry=registry).inc(len(plan.migrations))
+        single("stowplan_migration_cost", "Summed cost of the plan's migrations.",
+               float(summary.get("migration_cost") or 0))  # type: ignore[arg-type]
     if conflicts is not None:
         single("stowplan_apply_conflicts", "Workloads the apply skipped on a conflict.", float(conflicts))
     single("stowplan_last_cycle_timestamp_seconds", "When this cycle's metrics were made (epoch seconds).",

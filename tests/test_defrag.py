@@ -273,3 +273,18 @@ def test_policy_fields_parse_and_bad_values_name_the_field():
             parse_policy({"spec": spec}, "p.yaml")
         assert field in str(err.value) and "p.yaml" in str(err.value)
 
+
+
+def test_metrics_count_the_moves_only_with_the_switch_on():
+    from prometheus_client.parser import text_string_to_metric_families
+    from planner import promtext
+
+    def metrics(snap):
+        plan = planned(snap)
+        text = promtext.text(promtext.registry_for(plan, promtext.queues_of(snap), now=0.0))
+        return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    on = metrics(cluster(ON))
+    assert on["stowplan_migrated_workloads_total"] == 2.0
+    assert on["stowplan_migration_cost"] == pytest.approx(2 * SMALL_COST)
+    assert "stowplan_migrated_workloads_total" not in metrics(cluster(Policy()))
