@@ -35,8 +35,9 @@ resources counts.
 Only workloads with one pod set are checked: their fit test is exact, so the rule
 never flags a plan Kueue would keep. The MILP enforces the rule for every workload.
 A workload the plan evicts is requeued and left to the next cycle, as Kueue's queue
-would take it again later: a plan cannot move running work, and what it evicts may
-not be admitted in the same plan.
+would take it again later: what it evicts may not be admitted in the same plan. A
+migration (planner/verify_moves.py) is the one move of running work: it counts here
+as running at its new place, admitted by this plan.
 Like planner.verify, this module must not import the code that makes plans.
 """
 
