@@ -286,6 +286,24 @@ class Workload:
     resource_version: str = ""
     # Why it cannot be admitted at all (unknown queue, bad request, ...): planned as pending.
     blocked_reason: str | None = None
+    # waitForPodsReady (planner.podsready). What the snapshot's pods say of a running
+    # workload: pod set -> (pods Ready or Succeeded, pods admitted); None when the
+    # snapshot holds no Pod objects at all (readiness unknown: nothing times out).
+    pods_ready: Mapping[str, tuple[int, int]] | None = None
+    pods_ready_at: float | None = None        # stowplan.io/pods-ready-at: first seen with every pod Ready
+    pods_not_ready_at: float | None = None    # stowplan.io/pods-not-ready-at: first seen not Ready after that
+    requeue_count: int = 0                    # stowplan.io/requeue-count: PodsReadyTimeout evictions so far
+    requeue_at: float | None = None           # stowplan.io/requeue-at: not planned before this time
+    deactivated: str | None = None            # stowplan.io/deactivated: why it is never planned (RequeuingLimitExceeded)
+    eviction_reason: str = ""                 # the first word of stowplan.io/eviction-reason (PodsReadyTimeout, ...)
+
+    @property
+    def all_pods_ready(self) -> bool | None:
+        """Kueue's PodsReady for a running workload: every pod set has as many pods Ready or
+        Succeeded as were admitted. None when the snapshot cannot tell (no pods read)."""
+        if self.pods_ready is None:
+            return None
+        return all(ready >= admitted for ready, admitted in self.pods_ready.values())
 
     @property
     def elastic(self) -> bool:

@@ -113,6 +113,7 @@ class PodsSeen:
 
     per_node: dict[str, int] = dataclasses.field(default_factory=dict)
     succeeded: int = 0
+    ready: int = 0      # alive pods whose Ready condition is True (what a Job's status.ready counts)
 
 
 PodsOf = dict[ObjectRef, dict[str, PodsSeen]]
@@ -560,6 +561,7 @@ class _Reader:
         fields["created_at"] = created or 0.0
         fields["queued_at"] = max(created or 0.0, evicted or 0.0)
         fields["admitted_at"] = self.annotation_time(item, annotations, wl.ADMITTED_AT)
+        self.read_requeue_state(item, annotations, fields)
         fields["checkpointed_at"] = self.annotation_time(item, annotations, wl.CHECKPOINTED_AT)
         if wl.PREEMPTION_COST in annotations:
             cost_field = f"metadata.annotations[{wl.PREEMPTION_COST}]"
@@ -596,6 +598,25 @@ class _Reader:
         else:
             fields["state"] = WorkloadState.EXTERNAL
         self.drafts[item.ref] = Draft(item, fields, reasons, pod_set_of_pod)
+
+    def read_requeue_state(self, item: Item, annotations: dict[str, str], fields: dict[str, Any]) -> None:
+        """waitForPodsReady's record (planner.podsready): when the pods were seen Ready and
+        not, the requeue count and time, deactivation, and the last eviction's reason."""
+        fields["pods_ready_at"] = self.annotation_time(item, annotations, wl.PODS_READY_AT)
+        fields["pods_not_ready_at"] = self.annotation_time(item, annotations, wl.PODS_NOT_READY_AT)
+        fields["requeue_at"] = self.annotation_time(item, annotations, wl.REQUEUE_AT)
+        if wl.REQUEUE_COUNT in annotations:
+            text = annotations[wl.REQUEUE_COUNT].strip()
+            if text.isdigit():
+                fields["requeue_count"] = int(text)
+            else:
+                self.problem(item, f"metadata.annotations[{wl.REQUEUE_COUNT}]",
+                             f"{annotations[wl.REQUEUE_COUNT]!r} is not a count (0, 1, 2, ...); read as 0")
+        deactivated = annotations.get(wl.DEACTIVATED)
+        if deactivated is not None:
+            fields["deactivated"] = deactivated or "Deactivated"
+        reason = annotations.get(wl.EVICTION_REASON, "")
+        fields["eviction_reason"] = reason.split(":", 1)[0].split(" ", 1)[0].strip()
 
     def annotation_time(self, item: Item, annotations: dict[str, str], key: str) -> float | None:
         if key not in annotations:
@@ -664,6 +685,8 @@ class _Reader:
                     pods.succeeded += 1
                 elif phase != "Failed" and node and type(node) is str:
                     pods.per_node[node] = pods.per_node.get(node, 0) + 1
+                    if _pod_ready(item, status):
+                        pods.ready += 1
                 continue
             if not node or phase in TERMINATED or node not in nodes:
                 continue
@@ -685,6 +708,13 @@ class _Reader:
             draft = self.drafts[ref]
             fields, reasons = draft.fields, draft.reasons
             fields["cluster_queue"] = self.resolve_queue(draft)
+            if fields["state"] is WorkloadState.RUNNING and self.buckets["pod"]:
+                # Kueue's PodsReady counts against what was admitted: the annotation's counts
+                pods = seen.get(ref, {})
+                fields["pods_ready"] = {
+                    entry.name: (pods[entry.name].ready + pods[entry.name].succeeded if entry.name in pods else 0,
+                                 entry.count)
+                    for entry in fields["assignment"]}
             if ref in seen:
                 fields["assignment"] = _assignment_from_pods(fields["assignment"], seen[ref], draft.completions)
             if fields.get("assignment"):
@@ -911,6 +941,15 @@ def _pod_owner(item: Item, labels: dict[str, Any]) -> ObjectRef | None:
         if labels.get(key):
             return ObjectRef("Job", namespace, labels[key])
     return None
+
+
+def _pod_ready(item: Item, status: Any) -> bool:
+    """A pod that counts as Ready for Kueue: condition Ready=True, and not being deleted."""
+    if item.metadata.get("deletionTimestamp") or type(status) is not dict:
+        return False
+    conditions = status.get("conditions")
+    return type(conditions) is list and any(
+        type(c) is dict and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _node(item: Item) -> tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]:

@@ -30,6 +30,13 @@ CHECKPOINTED_AT = "stowplan.io/checkpointed-at"
 EVICTED_AT = "stowplan.io/evicted-at"
 PREEMPTION_COST = "stowplan.io/preemption-cost"
 NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
+EVICTION_REASON = "stowplan.io/eviction-reason"
+# waitForPodsReady's record on the object (Kueue keeps it in the Workload's status)
+PODS_READY_AT = "stowplan.io/pods-ready-at"
+PODS_NOT_READY_AT = "stowplan.io/pods-not-ready-at"
+REQUEUE_COUNT = "stowplan.io/requeue-count"
+REQUEUE_AT = "stowplan.io/requeue-at"
+DEACTIVATED = "stowplan.io/deactivated"
 MAX_SLICE_LAYERS = 3
 
 NO_TOPOLOGY = TopologyRequest()
