@@ -231,3 +231,22 @@ def test_judging_is_a_function_of_the_snapshot_not_the_clock():
     later = dataclasses.replace(snap, now=NOW + 3600)
     assert podsready.judge(later).evictions[0].requeue_at == NOW + 3600 + 60
     assert podsready.judge(cluster(waiting())).planning.workloads[0].state is WorkloadState.PENDING
+
+
+def test_from_snapshot_objects_a_policy_turns_it_on_and_the_reader_feeds_the_cycle():
+    """The whole path from Kubernetes objects: a PlannerPolicy's kueueConfiguration, a running
+    Job admitted at T0 with one of its two pods Pending, planned 300 s later."""
+    policy = {"apiVersion": "stowplan.io/v1alpha1", "kind": "PlannerPolicy", "metadata": {"name": "p"},
+              "spec": {"kueueConfiguration": {"waitForPodsReady": {
+                  "timeout": "5m", "requeuingStrategy": {"backoffBaseSeconds": 30, "backoffLimitCount": 3}}}}}
+    objects = ts.base() + [policy, ts.node("n1"), ts.job("j", suspend=False, parallelism=2, annotations={
+        "stowplan.io/assignment": ts.assignment({"n1": 2}), "stowplan.io/admitted-at": "2026-12-01T10:00:00Z",
+        "stowplan.io/requeue-count": "1"})]
+    pods = [ts.pod("j-a", "n1", owner_job="j"), ts.pod("j-b", "n1", owner_job="j", phase="Pending")]
+    pods[0]["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    plan = plan_snapshot(build_snapshot(objects + pods, now=ts.T0_EPOCH + 300))
+    (e,) = plan.evictions
+    assert (e.workload.name, e.reason, e.requeue_count, e.requeue_at) == ("j", "PodsReadyTimeout", 2,
+                                                                         ts.T0_EPOCH + 300 + 60)
+    assert "main 1/2" in e.message
+    assert plan_snapshot(build_snapshot(objects + pods, now=ts.T0_EPOCH + 299)).evictions == ()
