@@ -250,3 +250,15 @@ def test_from_snapshot_objects_a_policy_turns_it_on_and_the_reader_feeds_the_cyc
                                                                          ts.T0_EPOCH + 300 + 60)
     assert "main 1/2" in e.message
     assert plan_snapshot(build_snapshot(objects + pods, now=ts.T0_EPOCH + 299)).evictions == ()
+
+
+def test_a_saved_plan_keeps_the_requeue_for_apply(tmp_path):
+    """`plan --out` then `apply --plan`: the eviction read back carries the same requeue."""
+    from planner.cluster.planfile import load_plan, render_saved
+
+    plan = plan_snapshot(cluster(stuck(admitted_ago=TIMEOUT), waiting()))
+    path = tmp_path / "plan.yaml"
+    path.write_text(render_saved(plan, {REF: "7", ObjectRef("Job", "team-a", "next"): "8"}, "yaml"))
+    loaded, versions = load_plan(str(path))
+    assert loaded.evictions == plan.evictions
+    assert versions[REF] == "7"
