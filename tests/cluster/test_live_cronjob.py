@@ -346,12 +346,13 @@ def test_pods_ready_timeout_and_readiness_record_as_the_service_account(installe
     try:
         env.job("stuck", pods=1, gpus=1)
         plan, report = cycle(release_wait=2, before_apply=lambda live, plan: cordon(True))
-        assert [r.name for r in report.admitted] == ["stuck"] and report.conflicts == []
+        assert [r.name for r in report.admitted if r.namespace == namespace] == ["stuck"] and report.conflicts == []
         admitted = datetime.fromisoformat(notes("stuck")["stowplan.io/admitted-at"].replace("Z", "+00:00"))
         time.sleep(max(0.0, admitted.timestamp() + 9 - time.time()))
         plan, report = cycle(release_wait=0)
-        assert [(e.workload.name, e.reason) for e in plan.evictions] == [("stuck", "PodsReadyTimeout")]
-        assert [r.name for r in report.evicted] == ["stuck"] and report.conflicts == []
+        assert [(e.workload.name, e.reason) for e in plan.evictions if e.workload.namespace == namespace] == [
+            ("stuck", "PodsReadyTimeout")]
+        assert [r.name for r in report.evicted if r.namespace == namespace] == ["stuck"] and report.conflicts == []
         assert notes("stuck")["stowplan.io/requeue-count"] == "1" and "stowplan.io/requeue-at" in notes("stuck")
         cordon(False)
         env.job("fine", pods=1, gpus=1)
@@ -359,7 +360,7 @@ def test_pods_ready_timeout_and_readiness_record_as_the_service_account(installe
         while "stowplan.io/pods-ready-at" not in notes("fine"):
             assert time.monotonic() < deadline, "pods-ready-at never recorded on fine"
             plan, report = cycle(release_wait=2)
-            assert report.conflicts == [] and not plan.evictions
+            assert report.conflicts == [] and not [e for e in plan.evictions if e.workload.namespace == namespace]
             time.sleep(0.5)
         assert "stowplan.io/pods-ready-at" not in notes("stuck")     # in its backoff: suspended, no record
     finally:

@@ -73,10 +73,15 @@ def admit_stuck(kube, env, policy_file):
     env.job("stuck", pods=2, gpus=1)
     plan, report = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=3,
                               before_apply=lambda live, plan: cordon(env, True))
-    assert [a.workload.name for a in plan.admissions] == ["stuck"] and plan.evictions == ()
+    assert [a.workload.name for a in mine(env, plan.admissions)] == ["stuck"] and mine(env, plan.evictions) == []
     pods = wait_for("2 pods of stuck", lambda: env.pods("stuck") if len(env.pods("stuck")) == 2 else None, timeout=30)
     assert all(p.status.phase == "Pending" and not p.spec.node_name for p in pods)
     return epoch(annotations(env, "stuck")[ADMITTED_AT])
+
+
+def mine(env, items):
+    """The plan covers the whole cluster: only this test's namespace counts."""
+    return [i for i in items if i.workload.namespace == env.namespace]
 
 
 def wait_until(moment):
@@ -89,14 +94,14 @@ def test_pods_never_ready_are_evicted_after_the_timeout_and_requeued_with_backof
     # the cycle before the timeout leaves it alone
     plan, _ = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=0)
     if time.time() < admitted + TIMEOUT - 1:
-        assert plan.evictions == ()
+        assert mine(env, plan.evictions) == []
     wait_until(admitted + TIMEOUT + 1)
     plan, report = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=0)
-    (eviction,) = plan.evictions
+    (eviction,) = mine(env, plan.evictions)
     assert (eviction.workload.name, eviction.reason, eviction.for_, eviction.requeue_count) == (
         "stuck", "PodsReadyTimeout", (), 1)
     assert "WaitForStart" in eviction.message and "main 0/2" in eviction.message
-    assert [r.name for r in report.evicted] == ["stuck"]
+    assert [r.name for r in report.evicted if r.namespace == env.namespace] == ["stuck"]
     job = env.batch.read_namespaced_job("stuck", env.namespace)
     notes = job.metadata.annotations
     assert job.spec.suspend is True and ASSIGNMENT not in notes and ADMITTED_AT not in notes
@@ -111,18 +116,18 @@ def test_pods_never_ready_are_evicted_after_the_timeout_and_requeued_with_backof
     cordon(env, False)
     plan, _ = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=0)
     assert time.time() < requeue_at, "the cycle took longer than the backoff: the test proves nothing"
-    assert plan.admissions == ()
-    (entry,) = [p for p in plan.pending if p.workload.name == "stuck"]
+    assert mine(env, plan.admissions) == []
+    (entry,) = [p for p in mine(env, plan.pending) if p.workload.name == "stuck"]
     assert "requeued after PodsReadyTimeout (requeue 1): backoff until" in entry.reason
     # after it, admitted again; its pods run and turn Ready, and a cycle records that
     wait_until(requeue_at + 1)
     plan, report = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=5)
-    assert [a.workload.name for a in plan.admissions] == ["stuck"] and plan.evictions == ()
+    assert [a.workload.name for a in mine(env, plan.admissions)] == ["stuck"] and mine(env, plan.evictions) == []
     env.wait_bound("stuck", 2)
 
     def recorded():
         plan, report = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=2)
-        assert plan.evictions == ()
+        assert mine(env, plan.evictions) == []
         return annotations(env, "stuck").get(PODS_READY_AT)
 
     assert wait_for("pods-ready-at recorded", recorded, timeout=60, interval=1.0)
@@ -134,7 +139,7 @@ def test_past_the_requeue_limit_the_job_is_deactivated_and_never_planned(kube, e
     admitted = admit_stuck(kube, env, policy_file)
     wait_until(admitted + TIMEOUT + 1)
     plan, report = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=0)
-    (eviction,) = plan.evictions
+    (eviction,) = mine(env, plan.evictions)
     assert (eviction.reason, eviction.requeue_count) == ("Deactivated", 0)
     assert eviction.message.startswith("RequeuingLimitExceeded")
     job = env.batch.read_namespaced_job("stuck", env.namespace)
@@ -144,6 +149,6 @@ def test_past_the_requeue_limit_the_job_is_deactivated_and_never_planned(kube, e
     assert "Deactivated" in stowplan_events(env, "stuck")
     cordon(env, False)
     plan, _ = apply_live(kube, policy_file=policy_file, lease_namespace=env.namespace, release_wait=0)
-    assert plan.admissions == ()
-    (entry,) = [p for p in plan.pending if p.workload.name == "stuck"]
+    assert mine(env, plan.admissions) == []
+    (entry,) = [p for p in mine(env, plan.pending) if p.workload.name == "stuck"]
     assert "deactivated (RequeuingLimitExceeded)" in entry.reason
