@@ -147,6 +147,11 @@ def judge(snapshot: Snapshot) -> Readiness:
             elif (config.enabled and config.requeuing_strategy.timestamp == CREATION_TIMESTAMP
                   and w.eviction_reason == PODS_READY_TIMEOUT):
                 w = replace(w, queued_at=w.created_at)
+        elif w.state is WorkloadState.RUNNING and w.deactivated is not None:
+            # Kueue evicts an admitted Workload whose spec.active turns false
+            evictions.append(Eviction(w.ref, DEACTIVATED, (), 0.0, requeue_count=w.requeue_count,
+                                      message=f"{w.deactivated}: the workload is deactivated "
+                                              "(stowplan.io/deactivated)"))
         elif w.state is WorkloadState.RUNNING and config.enabled:
             out = timed_out(w, config, now)
             if out is not None:

@@ -516,6 +516,10 @@ def _check_readiness(snapshot: Snapshot, workload: Workload, eviction: Eviction,
     ref, config, now = workload.ref, snapshot.kueue_config.wait_for_pods_ready, snapshot.now
     if workload.state is not WorkloadState.RUNNING:
         return   # reported by the caller
+    if eviction.reason == "Deactivated" and workload.deactivated is not None:
+        if eviction.for_:
+            out.append(f"{ref}: a Deactivated eviction is for nobody, not for {eviction.for_[0]}")
+        return   # deactivated by hand (stowplan.io/deactivated): evicted whatever its pods do
     if not config.enabled:
         out.append(f"{ref}: evicted for {eviction.reason} but waitForPodsReady is off")
         return

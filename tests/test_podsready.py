@@ -262,3 +262,14 @@ def test_a_saved_plan_keeps_the_requeue_for_apply(tmp_path):
     loaded, versions = load_plan(str(path))
     assert loaded.evictions == plan.evictions
     assert versions[REF] == "7"
+
+
+def test_a_running_workload_deactivated_by_hand_is_evicted_whatever_its_pods_do():
+    """Kueue evicts an admitted Workload whose spec.active turns false; here the annotation."""
+    w = stuck(admitted_ago=10, ready=2, deactivated="ByHand")
+    for kueue in (config(), config(enabled=False)):
+        plan = plan_snapshot(cluster(w, waiting("next", cpu="2"), kueue=kueue))
+        (e,) = plan.evictions
+        assert (e.workload, e.reason, e.for_, e.message.split(":")[0]) == (REF, "Deactivated", (), "ByHand")
+        assert [a.workload.name for a in plan.admissions] == ["next"]
+    assert "for nobody" in verify(cluster(w), Decisions((), (dataclasses.replace(e, for_=(REF,)),)))[-1]
