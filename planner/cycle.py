@@ -33,8 +33,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from models import Decisions, Eviction, Plan, Snapshot, SolverReport
-from planner import metrics, podsready, tiers, vs_kueue, why
+from models import Decisions, Plan, Snapshot, SolverReport
+from planner import metrics, tiers, vs_kueue, why
 from planner.milp import guarantee
 from planner.assemble import assemble
 from planner.budget import RELAXED_SHARE, Budget
@@ -42,6 +42,8 @@ from planner.continuation import continued
 from planner.milp.solution import DecodeError
 from planner.errors import VerificationError
 from planner.gc_pause import cycle_collector
+from models.plan import Eviction
+from planner import podsready
 from planner.greedy import greedy
 from planner.milp import stages
 from planner.milp.decode import decode
