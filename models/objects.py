@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from models.kueue_config import KueueConfig, KueueConfigOverride
 from models.resources import Resources
 
 
@@ -169,6 +170,10 @@ class ClusterQueue:
     when_can_borrow: str = "MayStopSearch"       # flavorFungibility
     when_can_preempt: str = "TryNextFlavor"
     inactive_reason: str | None = None           # set when the queue cannot admit (missing flavor, cohort cycle, ...)
+    # spec.fairSharing.weight (a quantity; 0 allowed: it gets only what nobody else wants)
+    fair_weight: float = 1.0
+    # spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing | NoAdmissionFairSharing | None (not set)
+    admission_mode: str | None = None
 
     @property
     def active(self) -> bool:
@@ -183,6 +188,7 @@ class Cohort:
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
     inactive_reason: str | None = None
+    fair_weight: float = 1.0                     # spec.fairSharing.weight
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,7 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
+    fair_weight: float = 1.0                     # spec.fairSharing.weight (admission fair sharing)
 
 
 @dataclass(frozen=True)
@@ -280,6 +287,24 @@ class Workload:
     resource_version: str = ""
     # Why it cannot be admitted at all (unknown queue, bad request, ...): planned as pending.
     blocked_reason: str | None = None
+    # waitForPodsReady (planner.podsready). What the snapshot's pods say of a running
+    # workload: pod set -> (pods Ready or Succeeded, pods admitted); None when the
+    # snapshot holds no Pod objects at all (readiness unknown: nothing times out).
+    pods_ready: Mapping[str, tuple[int, int]] | None = None
+    pods_ready_at: float | None = None        # stowplan.io/pods-ready-at: first seen with every pod Ready
+    pods_not_ready_at: float | None = None    # stowplan.io/pods-not-ready-at: first seen not Ready after that
+    requeue_count: int = 0                    # stowplan.io/requeue-count: PodsReadyTimeout evictions so far
+    requeue_at: float | None = None           # stowplan.io/requeue-at: not planned before this time
+    deactivated: str | None = None            # stowplan.io/deactivated: why it is never planned (RequeuingLimitExceeded)
+    eviction_reason: str = ""                 # the first word of stowplan.io/eviction-reason (PodsReadyTimeout, ...)
+
+    @property
+    def all_pods_ready(self) -> bool | None:
+        """Kueue's PodsReady for a running workload: every pod set has as many pods Ready or
+        Succeeded as were admitted. None when the snapshot cannot tell (no pods read)."""
+        if self.pods_ready is None:
+            return None
+        return all(ready >= admitted for ready, admitted in self.pods_ready.values())
 
     @property
     def elastic(self) -> bool:
@@ -318,6 +343,8 @@ class Policy:
     defragment: bool = False
     max_migrations_per_cycle: int = 4
     migration_checkpoint_window_seconds: float = 3600.0
+    # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here
+    kueue: KueueConfigOverride = KueueConfigOverride()
 
 
 @dataclass(frozen=True)
@@ -339,3 +366,5 @@ class Snapshot:
     object_count: int = 0
     ignored_kinds: Mapping[str, int] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    # Kueue's Configuration (ConfigMap kueue-system/kueue-manager-config, then the policy's overrides)
+    kueue_config: KueueConfig = KueueConfig()

@@ -20,9 +20,14 @@ class Admission:
 @dataclass(frozen=True)
 class Eviction:
     workload: ObjectRef
-    reason: str                              # Preempted (same queue) | Reclaimed (cohort)
+    reason: str                              # Preempted (same queue) | Reclaimed (cohort) | PodsReadyTimeout | Deactivated
     for_: tuple[ObjectRef, ...] = ()
     cost: float = 0.0
+    # PodsReadyTimeout: the requeue this eviction records (count after it, not planned before `requeue_at`);
+    # Deactivated: `requeue_count` is the count that exceeded the limit. `message` says why, for people.
+    requeue_count: int | None = None
+    requeue_at: float | None = None
+    message: str = ""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,11 @@
   7. verify (the stability rule too) and choose: the MILP's plan, or greedy's with why;
   8. describe: why each waiting workload waits, and the metrics.
 
+Before them (step 0), waitForPodsReady (planner.podsready): running workloads whose pods
+missed their time are evicted (PodsReadyTimeout, or Deactivated past the requeue limit),
+and the steps plan without them; workloads in their backoff wait. Their evictions join
+the plan at the end, verified with it against the snapshot the cycle judged.
+
 The policy's time limit holds the whole cycle (planner.budget); nothing here reads
 the clock to decide what to do.
 
@@ -37,6 +42,8 @@ from planner.continuation import continued
 from planner.milp.solution import DecodeError
 from planner.errors import VerificationError
 from planner.gc_pause import cycle_collector
+from models.plan import Eviction
+from planner import podsready
 from planner.greedy import greedy
 from planner.milp import stages
 from planner.milp.decode import decode
@@ -89,6 +96,9 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
     policy = snapshot.policy
     budget = Budget(policy.time_limit_seconds, spent=read_seconds)
     clock = Clock(read_seconds)
+    # 0. waitForPodsReady: what timed out leaves, what waits out its backoff waits.
+    readiness = podsready.judge(snapshot)
+    snapshot = readiness.planning
     # 1. Kueue's way.
     baseline = greedy(snapshot).decisions
     clock.lap("build")
@@ -96,7 +106,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         violations = verify(snapshot, baseline)
         if violations:
             raise VerificationError(violations)
-        return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock, baseline=baseline)
+        return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock, baseline=baseline,
+                        readiness=readiness)
     # 2. The model, and greedy's plan in its columns where the model allows it.
     form = formulate(snapshot)
     greedy_violations = verify(snapshot, baseline)
@@ -153,7 +164,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
             raise VerificationError(greedy_violations)
         report = replace(greedy_report(snapshot, baseline, clock, status="fallback", message=why,
                                        method=method_of(solver)), model=model_size(form))
-        return finished(snapshot, baseline, report, clock, form, baseline=baseline)
+        return finished(snapshot, baseline, report, clock, form, baseline=baseline, readiness=readiness)
     proven = outcome.status == "optimal" and repaired == 0
     notes = []
     if start is None and baseline.admissions:
@@ -170,7 +181,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         objective=round(volume(snapshot, decisions), 6), bound=round(outcome.bound, 6),
         gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
         stages=tuple(s.as_dict() for s in outcome.stages), model=model_size(form))
-    return finished(snapshot, decisions, report, clock, form, baseline=baseline)
+    return finished(snapshot, decisions, report, clock, form, baseline=baseline, readiness=readiness)
 
 
 def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None, solver: str, budget: Budget,
@@ -248,15 +259,32 @@ def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Ba
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: Clock,
-             form: Formulation | None = None, baseline: Decisions | None = None) -> Plan:
+             form: Formulation | None = None, baseline: Decisions | None = None,
+             readiness: podsready.Readiness | None = None) -> Plan:
     """The Plan, with explaining what waits and the summary counted in the cycle; the
-    summary ends with greedy's (Kueue's way) beside it (planner.vs_kueue)."""
+    summary ends with greedy's (Kueue's way) beside it (planner.vs_kueue).
+
+    With `readiness` evictions, those join the decisions (and greedy's: Kueue makes them
+    too), and the whole is verified against the snapshot the cycle judged."""
+    if readiness is not None and readiness.evictions:
+        same = baseline is decisions
+        decisions = with_evictions(decisions, readiness.evictions)
+        if baseline is not None:
+            baseline = decisions if same else with_evictions(baseline, readiness.evictions)
+        snapshot = readiness.seen
+        violations = verify(snapshot, decisions)
+        if violations:
+            raise VerificationError(violations)
     plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
     if baseline is not None:
         greedy_summary = plan.summary if baseline is decisions else metrics.summarize(snapshot, baseline)
         plan = replace(plan, summary={**plan.summary, vs_kueue.KEY: vs_kueue.compare(plan.summary, greedy_summary)})
     clock.lap("verify")
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
+
+
+def with_evictions(decisions: Decisions, evictions: tuple[Eviction, ...]) -> Decisions:
+    return replace(decisions, evictions=tuple(sorted(decisions.evictions + evictions, key=lambda e: e.workload)))
 
 
 def volume(snapshot: Snapshot, decisions: Decisions) -> float:

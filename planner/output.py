@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import yaml
@@ -107,12 +108,24 @@ def _admission_to_dict(admission: Admission) -> dict[str, Any]:
 
 
 def _eviction_to_dict(eviction: Eviction) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "workload": ref_to_dict(eviction.workload),
         "reason": eviction.reason,
         "for": [ref_to_dict(ref) for ref in eviction.for_],
         "cost": _number(eviction.cost),
     }
+    # waitForPodsReady's evictions (planner.podsready): the requeue they record, and why
+    if eviction.requeue_count is not None:
+        out["requeueCount"] = eviction.requeue_count
+    if eviction.requeue_at is not None:
+        out["requeueAt"] = rfc3339(eviction.requeue_at)
+    if eviction.message:
+        out["message"] = eviction.message
+    return out
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _migration_to_dict(migration: Migration) -> dict[str, Any]:
@@ -323,7 +336,7 @@ def to_table(plan: Plan) -> str:
         ("WORKLOAD", "REASON", "COST", "FOR"),
         [
             (str(e.workload), e.reason, _show(_number(e.cost)),
-             _compressed([str(r) for r in e.for_], MAX_REFS_SHOWN) or "-")
+             _compressed([str(r) for r in e.for_], MAX_REFS_SHOWN) or e.message or "-")
             for e in plan.evictions
         ],
     )

@@ -7,7 +7,7 @@ client (prometheus_client), one registry per cycle:
 |---|---|---|
 | `stowplan_pending_workloads` | cluster_queue | workloads still pending after the plan (Kueue's `pending_workloads`) |
 | `stowplan_admitted_workloads_total` | cluster_queue | workloads this cycle admits (Kueue's `admitted_workloads_total`) |
-| `stowplan_evicted_workloads_total` | cluster_queue, reason | workloads this cycle evicts, reason `Preempted` or `Reclaimed` (Kueue's `evicted_workloads_total`) |
+| `stowplan_evicted_workloads_total` | cluster_queue, reason | workloads this cycle evicts, reason `Preempted` or `Reclaimed` (always present), `PodsReadyTimeout` or `Deactivated` (Kueue's `evicted_workloads_total`) |
 | `stowplan_cycle_seconds` | phase | read, build, solve, verify, total (and apply, when applied) |
 | `stowplan_plan_gap` | | the plan's relative gap (0 when proven optimal) |
 | `stowplan_plan_objective`, `stowplan_plan_bound` | | the objective and its proven bound |

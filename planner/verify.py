@@ -47,6 +47,10 @@ Choices where the contract leaves room:
   maxPriorityThreshold), without asking whether the preemptor itself borrows.
   Not checked: that a victim uses a flavor/resource or node its preemptor needs,
   and Kueue's "already evicted first" ordering (orderings are the planner's choice).
+- waitForPodsReady evictions (PodsReadyTimeout, Deactivated) are for nobody and
+  need no preemption right: only Kueue's condition at the planning time
+  (`_check_readiness`, re-derived here, not planner.podsready's), and the requeue they
+  record must be the next count with its backoff (or a deactivation past the limit).
 - Stability (nominal quota is a guarantee): planner/verify_stable.py, on its own.
 - Migrations (defragmentation): planner/verify_moves.py, on its own; a moved workload
   then counts as evicted from its old place and admitted at its new one.
@@ -66,7 +70,9 @@ from models.objects import tolerated
 HOSTNAME = "kubernetes.io/hostname"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 PODS = "pods"
-EVICTION_REASONS = frozenset({"Preempted", "Reclaimed"})
+PREEMPTION_REASONS = frozenset({"Preempted", "Reclaimed"})
+READINESS_REASONS = frozenset({"PodsReadyTimeout", "Deactivated"})   # waitForPodsReady, for nobody
+EVICTION_REASONS = PREEMPTION_REASONS | READINESS_REASONS
 MAX_NAMED = 5  # workloads named in one aggregate (capacity, quota) message
 
 FR = tuple[str, str]  # (flavor, resource)
@@ -498,9 +504,64 @@ def check_evictions(ix: SnapshotIndex, evictions: tuple[Eviction, ...], admitted
     ix.borrowing_after = _borrowing_with_victims(ix, admitted, evicted)
     for eviction in evictions:
         workload = ix.workloads.get(eviction.workload)
-        if workload is not None:
+        if workload is None:
+            continue
+        if eviction.reason in READINESS_REASONS:
+            _check_readiness(ix.snapshot, workload, eviction, out)
+        else:
             _check_preemption_policy(ix, workload, eviction, admitted, out)
     return evicted
+
+
+def _check_readiness(snapshot: Snapshot, workload: Workload, eviction: Eviction, out: list[str]) -> None:
+    """A waitForPodsReady eviction only where Kueue's condition holds at the planning time:
+    waitForPodsReady on; some pod set with fewer pods Ready or Succeeded than admitted;
+    never seen Ready and `timeout` passed since admission, or seen Ready and then not,
+    and `recoveryTimeout` (default: the timeout; 0: off) passed since. For nobody. The
+    requeue it records is the next count with backoff base*2^(n-1) capped at max; past
+    `backoffLimitCount` it must be Deactivated instead."""
+    ref, config, now = workload.ref, snapshot.kueue_config.wait_for_pods_ready, snapshot.now
+    if workload.state is not WorkloadState.RUNNING:
+        return   # reported by the caller
+    if eviction.reason == "Deactivated" and workload.deactivated is not None:
+        if eviction.for_:
+            out.append(f"{ref}: a Deactivated eviction is for nobody, not for {eviction.for_[0]}")
+        return   # deactivated by hand (stowplan.io/deactivated): evicted whatever its pods do
+    if not config.enabled:
+        out.append(f"{ref}: evicted for {eviction.reason} but waitForPodsReady is off")
+        return
+    if eviction.for_:
+        out.append(f"{ref}: a {eviction.reason} eviction is for nobody, not for {eviction.for_[0]}")
+    counts = workload.pods_ready
+    if counts is None or all(ready >= admitted for ready, admitted in counts.values()):
+        out.append(f"{ref}: evicted for {eviction.reason} but its pods are "
+                   f"{'not known' if counts is None else 'all Ready'}")
+        return
+    if workload.pods_ready_at is None:
+        since, limit = workload.admitted_at, config.timeout_seconds
+    else:
+        since = workload.pods_not_ready_at
+        limit = config.timeout_seconds if config.recovery_timeout_seconds is None else config.recovery_timeout_seconds
+        if limit <= 0:
+            since = None
+    if since is None or now - since < limit:
+        out.append(f"{ref}: evicted for {eviction.reason} before its pods' time ran out "
+                   f"({'no start time' if since is None else f'{now - since:.0f}s of {limit:g}s'})")
+        return
+    strategy = config.requeuing_strategy
+    count = workload.requeue_count + 1
+    if strategy.backoff_limit_count is not None and count > strategy.backoff_limit_count:
+        if eviction.reason != "Deactivated":
+            out.append(f"{ref}: requeue {count} exceeds backoffLimitCount {strategy.backoff_limit_count}: "
+                       f"it must be Deactivated, not {eviction.reason}")
+        return
+    wait = min(strategy.backoff_base_seconds * 2 ** min(count - 1, 62), strategy.backoff_max_seconds)
+    if eviction.reason != "PodsReadyTimeout":
+        out.append(f"{ref}: requeue {count} is within backoffLimitCount: the reason is PodsReadyTimeout, "
+                   f"not {eviction.reason}")
+    elif eviction.requeue_count != count or eviction.requeue_at is None or abs(eviction.requeue_at - (now + wait)) > 1e-6:
+        out.append(f"{ref}: PodsReadyTimeout must record requeue {count} at now + {wait:g}s, not "
+                   f"{eviction.requeue_count} at {eviction.requeue_at}")
 
 
 def _borrowing_with_victims(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry],

@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
-from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
+from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_of
 
 GATE = "stowplan.io/topology"
 ASSIGNMENT = "stowplan.io/assignment"
@@ -62,6 +62,13 @@ ADMITTED_AT = "stowplan.io/admitted-at"
 EVICTED_AT = "stowplan.io/evicted-at"
 EVICTION_REASON = "stowplan.io/eviction-reason"
 MIGRATING_TO = "stowplan.io/migrating-to"
+# waitForPodsReady's record (planner.podsready): written by evictions and `mark`
+PODS_READY_AT = "stowplan.io/pods-ready-at"
+PODS_NOT_READY_AT = "stowplan.io/pods-not-ready-at"
+REQUEUE_COUNT = "stowplan.io/requeue-count"
+REQUEUE_AT = "stowplan.io/requeue-at"
+DEACTIVATED = "stowplan.io/deactivated"
+READINESS = (PODS_READY_AT, PODS_NOT_READY_AT)
 ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -81,6 +88,7 @@ class ApplyReport:
     unchanged: list[ObjectRef] = dataclasses.field(default_factory=list)
     conflicts: list[tuple[ObjectRef, str]] = dataclasses.field(default_factory=list)
     released: int = 0            # pods given their node and ungated
+    marked: list[ObjectRef] = dataclasses.field(default_factory=list)   # readiness recorded (planner.podsready)
     still_gated: int = 0         # gated pods of admitted workloads left for the next cycle
     writes: int = 0
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -90,7 +98,8 @@ class ApplyReport:
         moves = f"{len(self.moved)} moved, {len(self.moving)} moving, " if self.moved or self.moving else ""
         return (f"applied{dry}: {len(self.admitted)} admitted, {len(self.evicted)} evicted, {moves}"
                 f"{self.released} pods released, {len(self.unchanged)} already in place, "
-                f"{len(self.conflicts)} conflicts, {self.still_gated} pods left gated")
+                f"{len(self.conflicts)} conflicts, {self.still_gated} pods left gated"
+                + (f", readiness recorded on {len(self.marked)}" if self.marked else ""))
 
 
 def rfc3339(epoch: float) -> str:
@@ -346,6 +355,8 @@ class Applier:
             annotations[ADMITTED_AT] = rfc3339(self.clock())
             annotations.pop(EVICTION_REASON, None)
             annotations.pop(MIGRATING_TO, None)
+            for key in READINESS:
+                annotations.pop(key, None)
             obj["spec"]["suspend"] = False
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
@@ -366,7 +377,10 @@ class Applier:
         if ref.kind not in API_VERSIONS:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return
-        why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
+        if eviction.message:
+            why = f"{eviction.reason}: {eviction.message}"
+        else:
+            why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
         for attempt in range(ATTEMPTS):
             obj = self._read(ref)
             if obj is None:
@@ -382,6 +396,9 @@ class Applier:
             annotations.pop(ASSIGNMENT, None)
             annotations.pop(MIGRATING_TO, None)
             annotations.pop(ADMITTED_AT, None)
+            for key in READINESS:            # readiness is per admission
+                annotations.pop(key, None)
+            _record_requeue(annotations, eviction)
             obj.setdefault("spec", {})["suspend"] = True
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
@@ -451,6 +468,29 @@ class Applier:
             return False
         pods = self.kube.list(path_of("v1", "pods", ref.namespace), label_selector=f"{JOB_NAME_LABEL}={ref.name}")
         return not [p for p in pods if (p.get("status") or {}).get("phase") not in DONE]
+
+    def mark(self, ref: ObjectRef, changes: Mapping[str, str | None]) -> bool:
+        """Record what this cycle saw of a running workload's readiness (planner.podsready's
+        marks: an annotation set to a time, or removed): one merge patch of `stowplan.io/*`
+        annotations, only while the workload is still running as read. False: skipped."""
+        if ref.kind not in API_VERSIONS or not changes:
+            return False
+        obj = self.kube.get_or_none(workload_path(ref))
+        if obj is None or is_suspended(obj) or self._changed(ref, obj):
+            return False
+        current = _annotations(obj)
+        patch = {k: v for k, v in changes.items() if current.get(k) != v}
+        if not patch:
+            return False
+        body = {"metadata": {"resourceVersion": obj["metadata"].get("resourceVersion"), "annotations": patch}}
+        try:
+            self.kube.write("PATCH", workload_path(ref), body, content_type=MERGE_PATCH)
+        except ApiStatus as err:
+            if err.status in (404, 409):
+                return False   # changed or gone: the next cycle sees it again
+            raise
+        self.report.marked.append(ref)
+        return True
 
     def event(self, obj: dict[str, Any], reason: str, message: str) -> None:
         """A core/v1 Event on the workload; failing to record one never fails the cycle."""
@@ -550,6 +590,19 @@ class Applier:
             raise
         self.report.released += 1
         return True
+
+
+def _record_requeue(annotations: dict[str, str], eviction: Eviction) -> None:
+    """A waitForPodsReady eviction's requeue: the count and time (PodsReadyTimeout), or
+    deactivation, which clears them as Kueue clears a deactivated Workload's requeueState."""
+    if eviction.reason == "Deactivated":
+        annotations[DEACTIVATED] = eviction.message.split(":", 1)[0] or "Deactivated"
+        annotations.pop(REQUEUE_COUNT, None)
+        annotations.pop(REQUEUE_AT, None)
+    elif eviction.requeue_count is not None:
+        annotations[REQUEUE_COUNT] = str(eviction.requeue_count)
+        if eviction.requeue_at is not None:
+            annotations[REQUEUE_AT] = rfc3339(eviction.requeue_at)
 
 
 def _pod_set_of(pod: dict[str, Any], refs: set[ObjectRef] | None) -> tuple[ObjectRef, str] | None:

@@ -127,7 +127,20 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         started = time.monotonic()
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
                              moving=moving_assignments(live.document))
+        record_readiness(applier, plan, live)
         report.seconds["apply"] = round(time.monotonic() - started, 3)
         return plan, report
     finally:
         lease.release()
+
+
+def record_readiness(applier: Applier, plan: Plan, live: LiveSnapshot) -> None:
+    """waitForPodsReady's record: what this cycle saw of each running workload's pods
+    (planner.podsready's marks, at the snapshot's planning time), on every workload the
+    plan leaves running."""
+    from planner.podsready import judge
+
+    evicted = {e.workload for e in plan.evictions}
+    for ref, changes in sorted(judge(live.snapshot).marks.items()):
+        if ref not in evicted:
+            applier.mark(ref, changes)

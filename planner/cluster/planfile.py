@@ -10,6 +10,7 @@ regular file of bounded size, aliases bounded).
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Mapping
 
 from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, SolverReport
@@ -76,7 +77,11 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
         admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
-                                   float(e.get("cost") or 0.0)) for e in data.get("evictions") or ())
+                                   float(e.get("cost") or 0.0),
+                                   requeue_count=None if e.get("requeueCount") is None else int(e["requeueCount"]),
+                                   requeue_at=None if e.get("requeueAt") is None else _epoch(str(e["requeueAt"])),
+                                   message=str(e.get("message") or ""))
+                          for e in data.get("evictions") or ())
         migrations = tuple(Migration(_ref(m["workload"]), str(m["clusterQueue"]), tuple(parse_pod_sets(m["from"])),
                                      tuple(parse_pod_sets(m["to"])),
                                      tuple(Domain(tuple(map(str, d["levels"])), tuple(map(str, d["values"])))
@@ -107,3 +112,8 @@ def _ref(d: Mapping[str, Any]) -> ObjectRef:
 def _ref_of(key: str) -> ObjectRef:
     kind, namespace, name = key.split("/", 2)
     return ObjectRef(kind, namespace, name)
+
+
+def _epoch(text: str) -> float:
+    """An RFC 3339 time of the plan (requeueAt) -> epoch seconds (ValueError if malformed)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

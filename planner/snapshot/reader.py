@@ -18,11 +18,11 @@ from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 from models import (
-    HOSTNAME_LABEL, ClusterQueue, Cohort, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
-    Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
+    HOSTNAME_LABEL, ClusterQueue, Cohort, KueueConfig, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
+    Policy, Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
 )
 from planner.errors import InputError
-from planner.snapshot import kueue, loader, policy as policy_mod, workloads as wl
+from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, workloads as wl
 from planner.snapshot.fields import (
     Bad, boolean, mapping, number, string, string_map, taints, timestamp,
 )
@@ -61,6 +61,8 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("kueue.x-k8s.io", "Topology"): Kind("topology", KUEUE_VERSIONS + ("v1alpha1",), False),
     ("kueue.x-k8s.io", "WorkloadPriorityClass"): Kind("workloadpriorityclass", KUEUE_VERSIONS, False),
     ("stowplan.io", "PlannerPolicy"): Kind("policy", ("v1alpha1",), False),
+    # only kueue-system/kueue-manager-config (Kueue's Configuration); other ConfigMaps are ignored
+    ("", "ConfigMap"): Kind("kueueconfig", ("v1",), True),
 }
 
 
@@ -77,6 +79,7 @@ INVALID_EFFECT = {
     "cohort": "the cohort is inactive, and every ClusterQueue under it",
     "clusterqueue": "the ClusterQueue is inactive (its workloads wait)",
     "localqueue": "the LocalQueue is invalid (its workloads wait)",
+    "kueueconfig": "Kueue's Configuration is not read (Kueue's defaults are used)",
 }
 
 
@@ -110,6 +113,7 @@ class PodsSeen:
 
     per_node: dict[str, int] = dataclasses.field(default_factory=dict)
     succeeded: int = 0
+    ready: int = 0      # alive pods whose Ready condition is True (what a Job's status.ready counts)
 
 
 PodsOf = dict[ObjectRef, dict[str, PodsSeen]]
@@ -213,6 +217,7 @@ class _Reader:
             policy = policy_mod.read_policy_file(policy_file, self.limits)
         else:
             policy = policy_mod.policy_from([(i.file, i.obj) for i in self.buckets["policy"]])
+        config = self.kueue_configuration(policy)
         self.read_namespaces()
         self.read_priority_classes()
         self.read_flavors_and_topologies()
@@ -247,7 +252,22 @@ class _Reader:
             object_count=len(self.loaded.objects),
             ignored_kinds=dict(sorted(self.ignored.items())),
             problems=tuple(sorted(self.problems, key=_problem_key)),
+            kueue_config=config,
         )
+
+    def kueue_configuration(self, policy: Policy) -> KueueConfig:
+        """Kueue's Configuration from its ConfigMap (if the snapshot has it), then the policy's sections."""
+        config = KueueConfig()
+        for item in self.buckets["kueueconfig"]:
+            if item.invalid:
+                continue
+            read = kueue_config.read_config_map(item.obj, item.file)
+            if read is None:
+                self.problem(item, kueue_config.DATA_FIELD, "is missing: Kueue's defaults are used "
+                                                            "(fair sharing and waitForPodsReady off)")
+            else:
+                config = read
+        return policy.kueue.applied(config, "PlannerPolicy")
 
     def sort_objects(self) -> None:
         """Route each object to its kind's bucket; an object twice is an InputError."""
@@ -287,6 +307,9 @@ class _Reader:
                 where = ObjectRef(kind_name, namespace if type(namespace) is str else "", "")
                 self.problems.add(Problem(file, where, "metadata.name", "a name (and, if namespaced, a namespace "
                                                                         "string) is required; object ignored"))
+                continue
+            if kind.bucket == "kueueconfig" and (namespace, name) != (kueue_config.NAMESPACE, kueue_config.NAME):
+                self.ignored[f"{api_version}/{kind_name}"] += 1
                 continue
             key = (group, kind_name, namespace, name)
             if key in seen:
@@ -539,6 +562,7 @@ class _Reader:
         fields["created_at"] = created or 0.0
         fields["queued_at"] = max(created or 0.0, evicted or 0.0)
         fields["admitted_at"] = self.annotation_time(item, annotations, wl.ADMITTED_AT)
+        self.read_requeue_state(item, annotations, fields)
         fields["checkpointed_at"] = self.annotation_time(item, annotations, wl.CHECKPOINTED_AT)
         if wl.PREEMPTION_COST in annotations:
             cost_field = f"metadata.annotations[{wl.PREEMPTION_COST}]"
@@ -591,6 +615,25 @@ class _Reader:
         else:
             fields["state"] = WorkloadState.EXTERNAL
         self.drafts[item.ref] = Draft(item, fields, reasons, pod_set_of_pod)
+
+    def read_requeue_state(self, item: Item, annotations: dict[str, str], fields: dict[str, Any]) -> None:
+        """waitForPodsReady's record (planner.podsready): when the pods were seen Ready and
+        not, the requeue count and time, deactivation, and the last eviction's reason."""
+        fields["pods_ready_at"] = self.annotation_time(item, annotations, wl.PODS_READY_AT)
+        fields["pods_not_ready_at"] = self.annotation_time(item, annotations, wl.PODS_NOT_READY_AT)
+        fields["requeue_at"] = self.annotation_time(item, annotations, wl.REQUEUE_AT)
+        if wl.REQUEUE_COUNT in annotations:
+            text = annotations[wl.REQUEUE_COUNT].strip()
+            if text.isdigit():
+                fields["requeue_count"] = int(text)
+            else:
+                self.problem(item, f"metadata.annotations[{wl.REQUEUE_COUNT}]",
+                             f"{annotations[wl.REQUEUE_COUNT]!r} is not a count (0, 1, 2, ...); read as 0")
+        deactivated = annotations.get(wl.DEACTIVATED)
+        if deactivated is not None:
+            fields["deactivated"] = deactivated or "Deactivated"
+        reason = annotations.get(wl.EVICTION_REASON, "")
+        fields["eviction_reason"] = reason.split(":", 1)[0].split(" ", 1)[0].strip()
 
     def annotation_time(self, item: Item, annotations: dict[str, str], key: str) -> float | None:
         if key not in annotations:
@@ -659,6 +702,8 @@ class _Reader:
                     pods.succeeded += 1
                 elif phase != "Failed" and node and type(node) is str:
                     pods.per_node[node] = pods.per_node.get(node, 0) + 1
+                    if _pod_ready(item, status):
+                        pods.ready += 1
                 continue
             if not node or phase in TERMINATED or node not in nodes:
                 continue
@@ -680,6 +725,13 @@ class _Reader:
             draft = self.drafts[ref]
             fields, reasons = draft.fields, draft.reasons
             fields["cluster_queue"] = self.resolve_queue(draft)
+            if fields["state"] is WorkloadState.RUNNING and self.buckets["pod"]:
+                # Kueue's PodsReady counts against what was admitted: the annotation's counts
+                pods = seen.get(ref, {})
+                fields["pods_ready"] = {
+                    entry.name: (pods[entry.name].ready + pods[entry.name].succeeded if entry.name in pods else 0,
+                                 entry.count)
+                    for entry in fields["assignment"]}
             if ref in seen:
                 fields["assignment"] = _assignment_from_pods(fields["assignment"], seen[ref], draft.completions)
             if fields.get("assignment"):
@@ -906,6 +958,15 @@ def _pod_owner(item: Item, labels: dict[str, Any]) -> ObjectRef | None:
         if labels.get(key):
             return ObjectRef("Job", namespace, labels[key])
     return None
+
+
+def _pod_ready(item: Item, status: Any) -> bool:
+    """A pod that counts as Ready for Kueue: condition Ready=True, and not being deleted."""
+    if item.metadata.get("deletionTimestamp") or type(status) is not dict:
+        return False
+    conditions = status.get("conditions")
+    return type(conditions) is list and any(
+        type(c) is dict and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _node(item: Item) -> tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]:

@@ -33,6 +33,13 @@ NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
 MOVABLE = "stowplan.io/movable"
 # A Job being moved (defragmentation): suspended, its old pods leaving, its new place held.
 MIGRATING_TO = "stowplan.io/migrating-to"
+EVICTION_REASON = "stowplan.io/eviction-reason"
+# waitForPodsReady's record on the object (Kueue keeps it in the Workload's status)
+PODS_READY_AT = "stowplan.io/pods-ready-at"
+PODS_NOT_READY_AT = "stowplan.io/pods-not-ready-at"
+REQUEUE_COUNT = "stowplan.io/requeue-count"
+REQUEUE_AT = "stowplan.io/requeue-at"
+DEACTIVATED = "stowplan.io/deactivated"
 MAX_SLICE_LAYERS = 3
 
 NO_TOPOLOGY = TopologyRequest()

@@ -55,6 +55,8 @@ def installed(control_plane):
     kube = Kube(connect(str(control_plane.kubeconfig)))
     docs = list(manifests())
     assert sorted({d["kind"] for d in docs}) == sorted(PLURALS)
+    # the manifests expect Kueue installed: its namespace holds the Configuration the planner reads
+    create(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
     for doc in docs:
         if doc["kind"] == "CronJob":
             create(kube, doc, dry_run=True)            # exactly as written: the server validates it
@@ -309,5 +311,57 @@ def test_a_jobset_cycle_as_the_service_account(installed, control_plane, api_cli
         assert "1 admitted" in result.output and "0 conflicts" in result.output
         got = env.co.get_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", "js")
         assert got["spec"]["suspend"] is False and "stowplan.io/assignment" in got["metadata"]["annotations"]
+    finally:
+        env.cleanup()
+
+
+# ---------------------------------------------------------------- waitForPodsReady's writes (issue 26)
+
+def test_pods_ready_timeout_and_readiness_record_as_the_service_account(installed, control_plane, api_client,
+                                                                       namespace, tmp_path):
+    """The eviction's requeue record and the readiness record are writes the CronJob's
+    rights (RBAC unchanged) and the admission policy allow: a Job whose node is cordoned
+    after planning times out and is requeued; a Job whose pods run gets pods-ready-at."""
+    from datetime import datetime
+
+    from planner.cluster import apply_live
+
+    env = Env(control_plane, api_client, namespace, nodes=1)
+    sa = Kube(connect(str(sa_kubeconfig(control_plane, installed, tmp_path))))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: stowplan.io/v1alpha1\nkind: PlannerPolicy\nmetadata: {name: default}\n"
+                      "spec:\n  kueueConfiguration:\n    waitForPodsReady: {timeout: 8s, "
+                      "requeuingStrategy: {backoffBaseSeconds: 600}}\n")
+
+    def cycle(**kw):
+        return apply_live(sa, policy_file=str(policy), lease_namespace=NAMESPACE, **kw)
+
+    def cordon(flag):
+        for name in env.nodes:
+            env.core.patch_node(name, {"spec": {"unschedulable": flag}})
+
+    def notes(name):
+        return env.batch.read_namespaced_job(name, env.namespace).metadata.annotations or {}
+
+    try:
+        env.job("stuck", pods=1, gpus=1)
+        plan, report = cycle(release_wait=2, before_apply=lambda live, plan: cordon(True))
+        assert [r.name for r in report.admitted if r.namespace == namespace] == ["stuck"] and report.conflicts == []
+        admitted = datetime.fromisoformat(notes("stuck")["stowplan.io/admitted-at"].replace("Z", "+00:00"))
+        time.sleep(max(0.0, admitted.timestamp() + 9 - time.time()))
+        plan, report = cycle(release_wait=0)
+        assert [(e.workload.name, e.reason) for e in plan.evictions if e.workload.namespace == namespace] == [
+            ("stuck", "PodsReadyTimeout")]
+        assert [r.name for r in report.evicted if r.namespace == namespace] == ["stuck"] and report.conflicts == []
+        assert notes("stuck")["stowplan.io/requeue-count"] == "1" and "stowplan.io/requeue-at" in notes("stuck")
+        cordon(False)
+        env.job("fine", pods=1, gpus=1)
+        deadline = time.monotonic() + 120
+        while "stowplan.io/pods-ready-at" not in notes("fine"):
+            assert time.monotonic() < deadline, "pods-ready-at never recorded on fine"
+            plan, report = cycle(release_wait=2)
+            assert report.conflicts == [] and not [e for e in plan.evictions if e.workload.namespace == namespace]
+            time.sleep(0.5)
+        assert "stowplan.io/pods-ready-at" not in notes("stuck")     # in its backoff: suspended, no record
     finally:
         env.cleanup()
