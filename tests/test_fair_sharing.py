@@ -8,8 +8,9 @@ import dataclasses
 
 import pytest
 
-from models import FairSharingConfig, KueueConfig, Snapshot, WorkloadState
+from models import Decisions, FairSharingConfig, KueueConfig, Snapshot, WorkloadState
 from planner.cycle import plan_snapshot
+from planner.verify import verify
 from planner.kueue.fair_share import Share, shares, targets, water_fill
 from planner.kueue.semantics import QuotaTree
 from tests.builders import GPU, cohort, cq, flavor, job, lq, node, running_job, snapshot
@@ -159,3 +160,16 @@ def test_equal_shares_after_are_allowed_by_final_share():
     plan = plan_snapshot(snap, time_limit=60)
     assert len(plan.admissions) == 2 and len(plan.evictions) == 2
     assert gpus_by_queue(snap, plan) == {"a": 16, "b": 16}
+
+
+def test_the_verifier_refuses_evictions_the_strategy_forbids():
+    # The plan LessThanInitialShare allows (a-big for three of b's jobs), checked against
+    # LessThanOrEqualToFinalShare: a's share after, 750, is above b's after, 250.
+    allowed = contested(("LessThanInitialShare",))
+    plan = plan_snapshot(allowed, time_limit=60)
+    decisions = Decisions(plan.admissions, plan.evictions)
+    assert verify(allowed, decisions) == []
+    strict = contested(("LessThanOrEqualToFinalShare",))
+    problems = verify(strict, decisions)
+    assert len(problems) == 3 and all("against fair sharing" in p and "750.0" in p and "250.0" in p
+                                      for p in problems), problems

@@ -43,7 +43,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "kueue": ("planner.kueue", "planner.kueue.*"),
     "greedy": ("planner.greedy",),
     "milp": ("planner.milp", "planner.milp.*"),
-    "verify": ("planner.verify", "planner.verify_stable"),
+    "verify": ("planner.verify", "planner.verify_stable", "planner.verify_fair"),
     "describe": ("planner.explain", "planner.why", "planner.metrics", "planner.vs_kueue"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause"),
     "whatif": ("planner.capacity_plan",),
