@@ -5,7 +5,7 @@ summary then holds, under `fair_sharing`:
 
     strategies: [LessThanOrEqualToFinalShare, ...]
     queues:
-      team-a: {weight: 1, share: 250, target: 250, resource: nvidia.com/gpu, used: 8, fair: 8, off: 0}
+      team-a: {weight: 1, share: 250, target: 250, resource: nvidia.com/gpu, used: 8, fair: 8, over_fair: 0}
 
 `share` is Kueue's weighted DRS after the plan (planner.kueue.fair_share.shares: per
 mille of the parent's lendable quantity of the dominant resource above the queue's
@@ -13,7 +13,7 @@ nominal, over its weight; `null` for a weight-0 queue that borrows: infinite);
 `target` the share of the fair allocation (planner.kueue.fair_share.targets, over
 what each queue wants: running plus admissible pending work). `used` and `fair` are
 the queue's quota use after the plan and in the fair allocation, of the tree's
-measured resource (its GPUs where it has any), summed over flavors; `off` = used - fair.
+measured resource (its GPUs where it has any), summed over flavors; `over_fair` = used - fair.
 Only ClusterQueues in a cohort are listed.
 """
 
@@ -85,7 +85,7 @@ def report(snapshot: Snapshot, decisions: Decisions) -> dict[str, Any] | None:
             "resource": resource or "",
             "used": _num(used),
             "fair": _num(fair),
-            "off": _num(used - fair),
+            "over_fair": _num(used - fair),
         }
     return {"strategies": list(config.preemption_strategies), "queues": queues}
 
@@ -96,11 +96,11 @@ def table_lines(summary: dict[str, Any], baseline: dict[str, Any] | None) -> lis
     if not isinstance(block, dict):
         return []
     theirs = (baseline or {}).get(KEY, {}) or {}
-    rows = [("QUEUE", "WEIGHT", "SHARE", "TARGET", "USED", "FAIR", "OFF", "KUEUE SHARE")]
+    rows = [("QUEUE", "WEIGHT", "SHARE", "TARGET", "USED", "FAIR", "OVER FAIR", "KUEUE SHARE")]
     for name, q in block["queues"].items():
         kueue = theirs.get(name) if isinstance(theirs, dict) else None
         rows.append((name, _text(q["weight"]), _text(q["share"]), _text(q["target"]), _text(q["used"]),
-                     _text(q["fair"]), _text(q["off"]), "-" if kueue is None else _text(kueue)))
+                     _text(q["fair"]), _text(q["over_fair"]), "-" if kueue is None else _text(kueue)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"Fair sharing (dominant resource share per mille / weight; {', '.join(block['strategies'])}):"]
     for row in rows:
