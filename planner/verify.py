@@ -84,8 +84,9 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     unstable: list[tuple[ObjectRef, str]] = []
     check_stability(ix, admitted, evicted, unstable)
     out.extend(message for _, message in unstable)
-    from planner.verify_fair import check_fair_preemption  # fair sharing's rule, on this module too
+    from planner.verify_fair import check_fair_preemption, check_fair_shares  # fair sharing's rules
     check_fair_preemption(ix, decisions, admitted, evicted, out)
+    check_fair_shares(ix, decisions, admitted, evicted, out)
     return out
 
 

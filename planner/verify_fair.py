@@ -8,10 +8,14 @@ over flavors, x 1000 over what its parent's tree could lend, the largest such ra
 divided by the node's weight; weight 0 while borrowing is above every other share):
 
   LessThanOrEqualToFinalShare   share(P) after the plan <= share(Q) after the plan
-  LessThanInitialShare          share(P) after the plan <  share(Q) before the plan
+  LessThanInitialShare          share(P) after the plan <  share(Q) before this eviction
+                                (after the plan, with this victim back: Kueue removes
+                                victims one at a time, this one possibly the last)
 
-A list of both allows what either allows. Every cross-queue eviction of the plan is
-checked against every preemptor it names in another queue. Like planner.verify, this
+A list of both allows what either allows; a preemptor whose queue borrows nothing
+after the plan preempts regardless (Kueue v0.17's FairSharingPreemptWithinNominal,
+on by default). Every cross-queue eviction of the plan is checked against every
+preemptor it names in another queue. Like planner.verify, this
 module must not import the code that makes plans.
 """
 
@@ -21,7 +25,7 @@ import math
 from collections import defaultdict
 from typing import Mapping, Sequence
 
-from models import Decisions, ObjectRef, PodSet, PodSetAssignment, Snapshot, WorkloadState
+from models import Decisions, ObjectRef, PodSet, PodSetAssignment, Snapshot, Workload, WorkloadState
 from models.kueue_config import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 from planner.verify import FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree
 
@@ -131,7 +135,9 @@ def check_fair_preemption(ix: SnapshotIndex, decisions: Decisions, admitted: Map
         return
     tree = VerifierQuotaTree(ix)
     before_usage, after_usage = usage_before_after(ix, admitted, evicted)
-    before, after = Shares(ix, tree, before_usage), Shares(ix, tree, after_usage)
+    after = Shares(ix, tree, after_usage)
+    del before_usage
+    with_victim: dict[Key, dict[ObjectRef, tuple[float, float]]] = {}
     for eviction in decisions.evictions:
         victim = ix.workloads.get(eviction.workload)
         if victim is None or victim.cluster_queue is None:
@@ -146,16 +152,27 @@ def check_fair_preemption(ix: SnapshotIndex, decisions: Decisions, admitted: Map
             p: Key = ("cq", preemptor.admission.cluster_queue)
             if p == q or p not in tree.parent:
                 continue
-            share_p, final_q, initial_q = after.share(p), after.share(q), before.share(q)
+            share_p, final_q = after.share(p), after.share(q)
+            if share_p[1] == 0:
+                continue     # within its nominal quota: Kueue preempts regardless (FairSharingPreemptWithinNominal)
+            if q not in with_victim:
+                with_victim[q] = {}
+            if eviction.workload not in with_victim[q]:
+                usage: dict[str, dict[FR, int]] = {k: defaultdict(int, t) for k, t in after_usage.items()}
+                by_name = {ps.name: ps for ps in victim.pod_sets}
+                _charged(ix, victim.cluster_queue, [(by_name[a.name], a) for a in victim.assignment
+                                                     if a.name in by_name], usage, 1)
+                with_victim[q][eviction.workload] = Shares(ix, tree, usage).share(q)
+            last_q = with_victim[q][eviction.workload]
             allowed = ((LESS_THAN_OR_EQUAL_TO_FINAL_SHARE in config.preemption_strategies
                         and compare(share_p, final_q) <= 0)
                        or (LESS_THAN_INITIAL_SHARE in config.preemption_strategies
-                           and compare(share_p, initial_q) < 0))
+                           and compare(share_p, last_q) < 0))
             if not allowed:
                 out.append(f"{eviction.workload} evicted for {ref} against fair sharing "
                            f"({', '.join(config.preemption_strategies)}): ClusterQueue {p[1]}'s share after the plan "
                            f"{_shown(share_p)}, ClusterQueue {q[1]}'s {_shown(final_q)} after, "
-                           f"{_shown(initial_q)} before")
+                           f"{_shown(last_q)} before this eviction")
 
 
 def _shown(share: tuple[float, float]) -> str:
@@ -163,3 +180,178 @@ def _shown(share: tuple[float, float]) -> str:
     if ratio == 0:
         return "0"
     return "infinite (weight 0)" if weight == 0 else f"{ratio / weight:.1f}"
+
+
+# ---------------------------------------------------------------- a fair share left unmet
+
+def _free_after(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef]) -> dict[str, dict[str, int]]:
+    """Per node, what is free after the plan (allocatable - unmanaged - running kept - admitted)."""
+    free: dict[str, dict[str, int]] = {}
+    for node in ix.snapshot.nodes:
+        free[node.name] = {r: v for r, v in (node.allocatable - node.unmanaged).items()}
+
+    def take(workload_pod_sets: Mapping[str, PodSet], assignments: Sequence[PodSetAssignment]) -> None:
+        for psa in assignments:
+            pod_set = workload_pod_sets.get(psa.name)
+            if pod_set is None:
+                continue
+            for values, count in psa.domains:
+                if values and values[-1] in free:
+                    table = free[values[-1]]
+                    for resource, amount in pod_set.request.items():
+                        table[resource] = table.get(resource, 0) - amount * count
+
+    for w in ix.snapshot.workloads:
+        if w.state is WorkloadState.RUNNING and w.ref not in evicted:
+            take({ps.name: ps for ps in w.pod_sets}, w.assignment)
+    for entry in admitted.values():
+        take({ps.name: ps for ps, _ in entry.pairs}, [psa for _, psa in entry.pairs])
+    return free
+
+
+def _available(tree: VerifierQuotaTree, shares: Shares, key: Key, fr: FR) -> int:
+    """Kueue's available(): what `key` may still take of `fr` under `shares`' usage."""
+    used = shares.used[fr].get(key, 0)
+    subtree = shares.subtree[fr].get(key, 0)
+    parent = tree.parent.get(key)
+    if parent is None:
+        return subtree - used
+    guaranteed = shares.guaranteed[fr].get(key, 0)
+    local = max(0, guaranteed - used)
+    above = _available(tree, shares, parent, fr)
+    limit = tree.quota(key, fr)[1]
+    if limit is not None:
+        above = min(above, subtree - guaranteed - max(0, used - guaranteed) + limit)
+    return local + max(0, above)
+
+
+def check_fair_shares(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef, AdmittedEntry],
+                      evicted: set[ObjectRef], out: list[str]) -> None:
+    """No workload waits that Kueue's fair-sharing preemption would admit at once: one pod
+    set, no topology request, in a BestEffortFIFO queue of a cohort with reclaimWithinCohort
+    Any or LowerPriority, whose pods fit on nodes already free after the plan (on its
+    queue's first flavors) and whose quota a strategy-allowed eviction of borrowers of
+    other queues would make room for. Narrow on purpose: where the rule speaks, Kueue
+    would act in its next cycle."""
+    snap = ix.snapshot
+    config = snap.kueue_config.fair_sharing
+    if not config.enabled:
+        return
+    tree = VerifierQuotaTree(ix)
+    _, after_usage = usage_before_after(ix, admitted, evicted)
+    free: dict[str, dict[str, int]] | None = None
+    after = Shares(ix, tree, after_usage)
+    for w in sorted(snap.workloads, key=lambda w: w.ref):
+        if w.state is not WorkloadState.PENDING or w.ref in admitted or w.blocked_reason or len(w.pod_sets) != 1:
+            continue
+        cq = snap.cluster_queues.get(w.cluster_queue or "")
+        pod_set = w.pod_sets[0]
+        if (cq is None or cq.inactive_reason is not None or cq.cohort is None or pod_set.topology.mode is not None
+                or pod_set.topology.slices or cq.queueing_strategy != "BestEffortFIFO"
+                or cq.preemption.reclaim_within_cohort == "Never" or ("cq", cq.name) not in tree.parent):
+            continue
+        flavors = {}
+        for group in cq.resource_groups:
+            if group.flavors and any(pod_set.request.get(r) > 0 for r in group.covered_resources):
+                for r in group.covered_resources:
+                    flavors[r] = group.flavors[0].flavor
+        need = {(flavors[r], r): pod_set.request.get(r) * pod_set.count for r in flavors if pod_set.request.get(r) > 0}
+        if not need or any(r not in flavors for r, v in pod_set.request.items() if v > 0 and r != "pods"):
+            continue
+        if free is None:
+            free = _free_after(ix, admitted, evicted)
+        if not _fits_free(ix, free, pod_set, sorted(set(flavors.values()))):
+            continue
+        p: Key = ("cq", cq.name)
+        if all(_available(tree, after, p, fr) >= amount for fr, amount in need.items()):
+            continue      # quota alone would admit it: not a question of fair sharing
+        victims = _fair_victims(ix, tree, after_usage, cq.name, w, need, admitted, evicted)
+        if victims:
+            out.append(f"{w.ref} waits though Kueue's fair sharing would admit it by evicting "
+                       f"{', '.join(str(v) for v in victims)} (ClusterQueue {cq.name} share "
+                       f"{_shown(after.share(p))} after the plan)")
+
+
+def _fits_free(ix: SnapshotIndex, free: Mapping[str, Mapping[str, int]], pod_set: PodSet, flavor_names: list[str]) -> bool:
+    from planner.verify import node_problems
+    flavors = [ix.snapshot.flavors[f] for f in flavor_names if f in ix.snapshot.flavors]
+    if len(flavors) != len(flavor_names):
+        return False
+    pods = 0
+    for node in ix.snapshot.nodes:
+        if node_problems(ix, node, pod_set, flavors):
+            continue
+        table = free.get(node.name, {})
+        fit = min((table.get(r, 0) // v for r, v in pod_set.request.items() if v > 0), default=0)
+        pods += max(0, fit)
+        if pods >= pod_set.count:
+            return True
+    return False
+
+
+def _fair_victims(ix: SnapshotIndex, tree: VerifierQuotaTree, usage: Mapping[str, Mapping[FR, int]], queue: str,
+                  w: Workload, need: Mapping[FR, int], admitted: Mapping[ObjectRef, AdmittedEntry],
+                  evicted: set[ObjectRef]) -> list[ObjectRef]:
+    """Kueue's fair preemption for `w` (candidates in order, each kept only if its strategy
+    allows it), or [] when it does not make room: the victims it would take."""
+    snap = ix.snapshot
+    cq = snap.cluster_queues[queue]
+    config = snap.kueue_config.fair_sharing
+    p: Key = ("cq", queue)
+    root = p
+    while tree.parent.get(root) is not None:
+        root = tree.parent[root]   # type: ignore[assignment]
+    current = {q: defaultdict(int, t) for q, t in usage.items()}
+    with_w = {q: defaultdict(int, t) for q, t in usage.items()}
+    with_w.setdefault(queue, defaultdict(int))
+    for fr, amount in need.items():
+        with_w[queue][fr] += amount
+    candidates = []
+    minimum = snap.policy.minimum_runtime_seconds
+    for v in snap.workloads:
+        if (v.state is not WorkloadState.RUNNING or v.ref in evicted or v.cluster_queue in (None, queue)
+                or v.non_preemptible or (v.admitted_at is not None and snap.now - v.admitted_at < minimum)):
+            continue
+        q: Key = ("cq", v.cluster_queue or "")
+        if q not in tree.parent:
+            continue
+        top = q
+        while tree.parent.get(top) is not None:
+            top = tree.parent[top]   # type: ignore[assignment]
+        if top != root:
+            continue
+        if cq.preemption.reclaim_within_cohort == "LowerPriority" and v.priority >= w.priority:
+            continue
+        uses = {fr for a in v.assignment for r, f in a.flavors.items() for fr in [(f, r)] if fr in need}
+        if uses:
+            candidates.append(v)
+    candidates.sort(key=lambda v: (v.priority, -(v.admitted_at or 0.0), v.uid, v.ref))
+    victims: list[ObjectRef] = []
+    nominal = Shares(ix, tree, with_w).share(p)[1] == 0    # within nominal with w: strategies waived
+    for v in candidates:
+        q = ("cq", v.cluster_queue or "")
+        before = Shares(ix, tree, current)
+        if before.share(q)[1] == 0:
+            continue        # its queue no longer borrows
+        without = {k: defaultdict(int, t) for k, t in current.items()}
+        mine = without.setdefault(v.cluster_queue or "", defaultdict(int))
+        for a in v.assignment:
+            ps = next((s for s in v.pod_sets if s.name == a.name), None)
+            if ps is None:
+                continue
+            for r, f in a.flavors.items():
+                mine[(f, r)] -= ps.request.get(r) * a.count
+        preemptor = Shares(ix, tree, {**without, queue: with_w[queue]}).share(p)
+        final_q = Shares(ix, tree, without).share(q)
+        allowed = (nominal or (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE in config.preemption_strategies
+                               and compare(preemptor, final_q) <= 0)
+                   or (LESS_THAN_INITIAL_SHARE in config.preemption_strategies
+                       and compare(preemptor, before.share(q)) < 0))
+        if not allowed:
+            continue
+        current = without
+        victims.append(v.ref)
+        room = Shares(ix, tree, current)
+        if all(_available(tree, room, p, fr) >= amount for fr, amount in need.items()):
+            return victims
+    return []

@@ -117,10 +117,11 @@ def test_weight_zero_gets_only_what_nobody_else_wants():
 
 
 def contested(strategies: tuple[str, ...]) -> Snapshot:
-    """b borrows the whole pool (4 running 8-GPU jobs); a (reclaimWithinCohort Any) wants one 24-GPU job."""
+    """b (weight 1) borrows the whole pool (4 running 8-GPU jobs); a (weight 2,
+    reclaimWithinCohort Any) wants one 24-GPU job (3 pods x 8)."""
     running = [running_job("b", f"b-{i}", cq="b", nodes={f"n{i}": 1}, gpu=8, cpu=1, memory=0,
                            created=f"2026-12-01T09:0{i}:00Z") for i in range(4)]
-    snap = pool({"a": 1, "b": 1}, {}, extra=running + [job("a", "a-big", cq="a", pods=3, gpu=8, cpu=1, memory=0)])
+    snap = pool({"a": 2, "b": 1}, {}, extra=running + [job("a", "a-big", cq="a", pods=3, gpu=8, cpu=1, memory=0)])
     a = dataclasses.replace(snap.cluster_queues["a"],
                             preemption=dataclasses.replace(snap.cluster_queues["a"].preemption,
                                                            reclaim_within_cohort="Any"))
@@ -128,8 +129,9 @@ def contested(strategies: tuple[str, ...]) -> Snapshot:
 
 
 def test_less_than_or_equal_to_final_share_refuses_what_would_leave_a_above_b():
-    # Targets 16 : 16. Admitting a-big needs 3 of b's 4 jobs: a ends at 24 GPUs (share
-    # 24 x 1000 / 32 = 750), b at 8 (250): 750 <= 250 is false, so no eviction is allowed.
+    # Kueue removes b's jobs one at a time; a with a-big: 24 x 1000 / 32 / 2 = 375. b's
+    # share after each removal: 750, 500, 250. LessThanOrEqualToFinalShare allows the
+    # first two (375 <= 750, 375 <= 500), not the third (375 <= 250): a-big does not fit.
     snap = contested(("LessThanOrEqualToFinalShare",))
     plan = plan_snapshot(snap, time_limit=60)
     assert plan.evictions == () and plan.admissions == ()
@@ -137,14 +139,16 @@ def test_less_than_or_equal_to_final_share_refuses_what_would_leave_a_above_b():
 
 
 def test_less_than_initial_share_allows_it_below_bs_share_before():
-    # a's share with a-big, 750, is below b's share before the plan, 1000: allowed; the
-    # three cheapest of b's jobs go (equal costs: the cost stage takes any three).
+    # LessThanInitialShare compares with b's share before each removal: 375 < 1000,
+    # 375 < 750, 375 < 500: all three go, a-big fits. Listed second, it takes the third
+    # removal the first strategy refused (S2-b). Any three of b's equal jobs.
     for strategies in (("LessThanInitialShare",), ("LessThanOrEqualToFinalShare", "LessThanInitialShare")):
         snap = contested(strategies)
         plan = plan_snapshot(snap, time_limit=60)
         assert [a.workload.name for a in plan.admissions] == ["a-big"]
         assert len(plan.evictions) == 3 and {e.workload.namespace for e in plan.evictions} == {"b"}
         assert gpus_by_queue(snap, plan) == {"a": 24, "b": 8}
+        assert verify(snap, Decisions(plan.admissions, plan.evictions)) == []
 
 
 def test_equal_shares_after_are_allowed_by_final_share():
@@ -164,14 +168,14 @@ def test_equal_shares_after_are_allowed_by_final_share():
 
 def test_the_verifier_refuses_evictions_the_strategy_forbids():
     # The plan LessThanInitialShare allows (a-big for three of b's jobs), checked against
-    # LessThanOrEqualToFinalShare: a's share after, 750, is above b's after, 250.
+    # LessThanOrEqualToFinalShare: a's share after, 375, is above b's after, 250.
     allowed = contested(("LessThanInitialShare",))
     plan = plan_snapshot(allowed, time_limit=60)
     decisions = Decisions(plan.admissions, plan.evictions)
     assert verify(allowed, decisions) == []
     strict = contested(("LessThanOrEqualToFinalShare",))
     problems = verify(strict, decisions)
-    assert len(problems) == 3 and all("against fair sharing" in p and "750.0" in p and "250.0" in p
+    assert len(problems) == 3 and all("against fair sharing" in p and "375.0" in p and "250.0" in p
                                       for p in problems), problems
 
 
@@ -253,3 +257,33 @@ def test_twenty_cycles_of_arrivals_stay_within_one_workload_of_the_fair_share():
     # never back and forth: no pair of queues evicts in both directions
     pairs = set(evicted_from)
     assert not any((b, a) in pairs for a, b in pairs if a != b), pairs
+
+
+def test_the_verifier_refuses_a_plan_leaving_a_fair_share_kueue_would_take():
+    # b borrows the whole quota of 32 (4 running 8-GPU jobs); a fifth node is free but
+    # outside the quota. a's one 8-GPU job: with it a is at 250, b without one job at
+    # 750: Kueue's fair preemption (LessThanOrEqualToFinalShare) would evict one of b's.
+    running = [running_job("b", f"b-{i}", cq="b", nodes={f"n{i}": 1}, gpu=8, cpu=1, memory=0,
+                           created=f"2026-12-01T09:0{i}:00Z") for i in range(4)]
+    snap = pool({"a": 1, "b": 1}, {}, extra=running + [job("a", "a-1", cq="a", pods=1, gpu=8, cpu=1, memory=0)])
+    a = dataclasses.replace(snap.cluster_queues["a"], preemption=dataclasses.replace(
+        snap.cluster_queues["a"].preemption, reclaim_within_cohort="Any"))
+    snap = fair(dataclasses.replace(snap, cluster_queues={**snap.cluster_queues, "a": a},
+                                    nodes=snap.nodes + (node("n4", gpu=8, cpu=64),)),
+                ("LessThanOrEqualToFinalShare",))
+    problems = verify(snap, Decisions())
+    assert len(problems) == 1 and "Job/a/a-1 waits though Kueue's fair sharing would admit it" in problems[0], problems
+    plan = plan_snapshot(snap, time_limit=60)
+    assert plan.solver.method == "milp" and [a.workload.name for a in plan.admissions] == ["a-1"]
+    assert len(plan.evictions) == 1
+    assert verify(snap, Decisions(plan.admissions, plan.evictions)) == []
+    # a 24-GPU job instead, with three free nodes: a would be at 750; b's share after
+    # each removal 750, 500, 250: the strategy stops at the second victim, and Kueue
+    # would not admit it either
+    big = job("a", "a-1", cq="a", pods=3, gpu=8, cpu=1, memory=0)
+    snap = dataclasses.replace(snap, nodes=snap.nodes + (node("n5", gpu=8, cpu=64), node("n6", gpu=8, cpu=64)),
+                               workloads=tuple(w for w in snap.workloads if w.ref.name != "a-1") + (big,))
+    assert verify(snap, Decisions()) == []
+    # nor with LessThanInitialShare: b's share before each removal, 1000 then 750: 750 < 750 fails
+    assert verify(dataclasses.replace(snap, kueue_config=KueueConfig(fair_sharing=FairSharingConfig(
+        True, ("LessThanInitialShare",)))), Decisions()) == []

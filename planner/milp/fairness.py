@@ -25,19 +25,23 @@ target can use. This is two LP-like stages, whatever the number of queues; an ex
 lexicographic max-min would need one stage per queue, and a concave utility only
 approximates the split; the targets make both unnecessary (docs/design.md).
 
-Preemption for fairness follows Kueue's strategies, on the plan's final shares: an
-eviction e[v] of a workload of queue Q while queue P (P != Q, one whose workloads may
-evict v) borrows is allowed only if
+Preemption for fairness follows Kueue's strategies (pkg/scheduler/preemption,
+fairPreemptions), reduced to the plan's final shares: Kueue removes victims one at a
+time, each allowed while the preemptor's share with its workload is at most the
+victim queue's after that removal (LessThanOrEqualToFinalShare) or below it before
+that removal (LessThanInitialShare, S2-b: once per queue); the last removal is the
+hardest, so with S[X] = (usage(X, r) - nominal(X, r)) x 1000 / lendable(r) / weight(X),
+a column per queue on the tree's measured resource r (its GPUs where it has any):
 
-    LessThanOrEqualToFinalShare:  S[P] <= S[Q]                      (both after the plan)
-    LessThanInitialShare:         S[P] <= S0[Q] - epsilon           (Q's share before it)
-    both (in that order):         the second (the first implies it once Q loses v)
+    LessThanOrEqualToFinalShare:            S[P] <= S[Q]
+    LessThanInitialShare (alone or second): S[P] <  S[Q] + d[v]      d[v]: v's own share of Q
 
-as rows S[P] - S[Q] <= M (1 - e[v]), with S[X] = (usage(X, r) - nominal(X, r)) x 1000 /
-lendable(r) / weight(X) a column per queue on the tree's measured resource r (its
-GPUs where it has any). A queue of weight 0 may not borrow while evicting another's
-work; a victim queue of weight 0 that borrows may always lose it (its share is
-infinite). Victims among the allowed ones are still chosen by the cost stages.
+for every eviction e[v] of Q's work while P (P != Q, whose workloads may evict v)
+borrows; a preemptor within its nominal quota preempts regardless (Kueue v0.17's
+FairSharingPreemptWithinNominal, on by default). A queue of weight 0 may preempt
+across queues only within its nominal; a victim queue of weight 0 that borrows may
+always lose work (its share is infinite). Victims among the allowed ones are still
+chosen by the cost stages.
 
 Pure: no I/O.
 """
@@ -79,6 +83,8 @@ class Fairness:
     least: int | None = None          # t
     # (S column, usage terms, constant): S = constant + terms . v
     measured: list[tuple[int, list[tuple[int, float]], float]] = field(default_factory=list)
+    # (beta column, S column): 1 when the queue stays within its nominal quota (S <= 0)
+    within: list[tuple[int, int]] = field(default_factory=list)
     stages: list[FairStage] = field(default_factory=list)
     target_amounts: dict[str, dict[FlavorResource, float]] = field(default_factory=dict)
 
@@ -158,7 +164,17 @@ UsageExpr = Callable[[str, FlavorResource], tuple[list[tuple[int, float]], float
 
 
 def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExpr, units: dict[str, float]) -> None:
-    """S[P] - S[Q] <= M (1 - e[v]) (or S[P] <= S0[Q] - epsilon) for every cross-queue eviction."""
+    """For every cross-queue eviction e[v] (v of queue Q, for queue P), Kueue's strategies on
+    the plan's final shares, waived while P stays within its nominal quota (beta[P]):
+
+        LessThanOrEqualToFinalShare:  S[P] - S[Q] <= M (1 - e[v]) + M beta[P]
+        LessThanInitialShare (alone or second):
+                                      S[P] - S[Q] <= d[v] - eps + M (1 - e[v]) + M beta[P]
+        beta[P] = 1 only if S[P] <= 0
+
+    d[v] is v's own share of Q: Kueue's incremental check removes victims one at a time,
+    the last of them while Q's share is S[Q] + d[v] (S2-b: once), so "S[P] < share of Q
+    before that removal" is S[P] < S[Q] + d[v]; asking it of every victim asks it of the last."""
     if not model.victims or model.preemption is None:
         return
     snapshot = model.snapshot
@@ -169,15 +185,14 @@ def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExp
     classes = rules.classes([m for group in model.members for m in group])
     wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     initial = fair_share.shares(snapshot, tree, capacity.cluster_queue_usage(snapshot))
-    running = capacity.cluster_queue_usage(snapshot)
-    columns: dict[str, tuple[int, float, float]] = {}     # queue -> (S column, scale, bound)
+    columns: dict[str, tuple[int, float, float, str]] = {}     # queue -> (S column, scale, bound, resource)
+    within: dict[str, int] = {}                                # queue -> beta column
     arrays = model.arrays
 
-    def share_col(queue: str) -> tuple[int, float, float] | None:
+    def share_col(queue: str) -> tuple[int, float, float, str] | None:
         if queue in columns:
             return columns[queue]
-        root = tree.root_of(queue)
-        frs = fair_share.tree_frs(tree, root)
+        frs = fair_share.tree_frs(tree, tree.root_of(queue))
         resource = measured_resource(frs)
         if resource is None:
             return None
@@ -201,8 +216,15 @@ def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExp
         arrays.add_row(f"fair_share[{queue}]", [(s, 1.0)] + [(c, -v * scale) for c, v in terms],
                        constant * scale, constant * scale)
         fair.measured.append((s, [(c, v * scale) for c, v in terms], constant * scale))
-        columns[queue] = (s, scale, 2.0 * quota * scale + 1.0)
+        columns[queue] = (s, scale, 2.0 * quota * scale + 1.0, resource)
         return columns[queue]
+
+    def beta(queue: str, s: int, bound: float) -> int:
+        if queue not in within:
+            b = within[queue] = arrays.add_binary(f"fair_within[{queue}]")
+            arrays.add_row(f"fair_within[{queue}]", [(s, 1.0), (b, bound)], -INF, bound)   # b = 1 -> S <= 0
+            fair.within.append((b, s))
+        return within[queue]
 
     for victim, e in zip(model.victims, model.evict_col):
         q_name = victim.cluster_queue or ""
@@ -214,31 +236,28 @@ def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExp
             p = f"cq:{p_name}"
             if p not in tree.parent or tree.root_of(p) != tree.root_of(q):
                 continue
-            sp = share_col(p)
-            if sp is None:
+            sp, sq = share_col(p), share_col(q)
+            if sp is None or sq is None:
                 continue
-            s_p, _, bound_p = sp
+            s_p, _, bound_p, resource = sp
+            s_q, scale_q, bound_q, _ = sq
+            b = beta(p, s_p, bound_p)
             weight_p = fair_share.weight_of(snapshot, p)
             weight_q = fair_share.weight_of(snapshot, q)
             if weight_q == 0 and initial.get(q, fair_share.Share(0.0)).ratio > 0:
                 continue                        # an infinite share may always be preempted
+            big = bound_p + bound_q + 1.0
             if weight_p == 0:
-                # a preemptor of weight 0 may evict only while it does not borrow: S[P] <= 0
-                arrays.add_row(f"fair_strategy[{p},{victim.ref}]", [(s_p, 1.0), (e, bound_p)], -INF, bound_p)
+                # weight 0 borrowing is an infinite share: only within nominal (beta) may it preempt
+                arrays.add_row(f"fair_strategy[{p},{victim.ref}]", [(e, 1.0), (b, -1.0)], -INF, 0.0)
                 continue
-            if final_share:
-                sq = share_col(q)
-                if sq is None:
-                    continue
-                s_q, _, bound_q = sq
-                big = bound_p + bound_q
-                arrays.add_row(f"fair_strategy[{p},{victim.ref}]", [(s_p, 1.0), (s_q, -1.0), (e, big)], -INF, big)
-            else:
-                before = initial.get(q, fair_share.Share(1.0)).weighted
-                limit = before - EPSILON
-                big = bound_p + abs(limit) + 1.0
-                arrays.add_row(f"fair_strategy[{p},{victim.ref}]", [(s_p, 1.0), (e, big)], -INF, limit + big)
-    del running
+            slack = 0.0
+            if not final_share:
+                unit = units.get(resource, 1)
+                own = sum(v for fr, v in capacity.quota_usage_of(victim).items() if fr[1] == resource) / unit
+                slack = own * scale_q - EPSILON
+            arrays.add_row(f"fair_strategy[{p},{victim.ref}]", [(s_p, 1.0), (s_q, -1.0), (e, big), (b, -big)],
+                           -INF, big + slack)
 
 
 def fill_fairness_columns(fair: "Fairness | None", values: np.ndarray) -> None:
@@ -254,3 +273,5 @@ def fill_fairness_columns(fair: "Fairness | None", values: np.ndarray) -> None:
         least = min(least, values[m] / x)
     if fair.least is not None:
         values[fair.least] = max(0.0, least)
+    for b, s in fair.within:
+        values[b] = 1.0 if values[s] <= 1e-9 else 0.0
