@@ -10,8 +10,9 @@ summary then holds, under `fair_sharing`:
 `share` is Kueue's weighted DRS after the plan (planner.kueue.fair_share.shares: per
 mille of the parent's lendable quantity of the dominant resource above the queue's
 nominal, over its weight; `null` for a weight-0 queue that borrows: infinite);
-`target` the share of the fair allocation (planner.kueue.fair_share.targets, over
-what each queue wants: running plus admissible pending work). `used` and `fair` are
+`target` the same share of the fair allocation (planner.kueue.fair_share.targets, over
+what each queue wants: running plus admissible pending work) on the tree's measured
+resource, the one the plan aims at. `used` and `fair` are
 the queue's quota use after the plan and in the fair allocation, of the tree's
 measured resource (its GPUs where it has any), summed over flavors; `over_fair` = used - fair.
 Only ClusterQueues in a cohort are listed.
@@ -69,7 +70,10 @@ def report(snapshot: Snapshot, decisions: Decisions) -> dict[str, Any] | None:
     after = usage_after(snapshot, decisions)
     shares_after = fair_share.shares(snapshot, tree, after)
     goals = fair_share.targets(snapshot, tree, fair_share.demand(snapshot))
-    fair_shares = fair_share.shares(snapshot, tree, {k: v for k, v in goals.items() if k.startswith("cq:")})
+    # the target on the measured resource only: the fair allocation is aimed at on it alone
+    aimed = {k: {fr: v for fr, v in table.items() if fr[1] == measured(fair_share.tree_frs(tree, tree.root_of(k)))}
+             for k, table in goals.items() if k.startswith("cq:")}
+    fair_shares = fair_share.shares(snapshot, tree, aimed)
     queues: dict[str, Any] = {}
     for node in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
         resource = measured(fair_share.tree_frs(tree, tree.root_of(node)))

@@ -287,3 +287,18 @@ def test_the_verifier_refuses_a_plan_leaving_a_fair_share_kueue_would_take():
     # nor with LessThanInitialShare: b's share before each removal, 1000 then 750: 750 < 750 fails
     assert verify(dataclasses.replace(snap, kueue_config=KueueConfig(fair_sharing=FairSharingConfig(
         True, ("LessThanInitialShare",)))), Decisions()) == []
+
+
+def test_targets_keep_a_lending_limit_reserved():
+    # a: nominal 10, lendingLimit 4 (6 reserved for a alone); b: nominal 10; org owns nothing.
+    # Both want 30: each gets its nominal, nothing is left to share. a wants only 5: it
+    # keeps its reserved part, lends 4, and b gets 10 + 4 = 14 (a's 6th reserved GPU idles).
+    snap = snapshot(flavors=[flavor("default")], cohorts=[cohort("org")],
+                    cqs=[cq("a", cohort="org", quotas={"default": {GPU: (10, None, 4)}}),
+                         cq("b", cohort="org", quotas={"default": {GPU: 10}})])
+    tree = QuotaTree(snap)
+    fr = ("default", GPU)
+    both = targets(snap, tree, {"cq:a": {fr: 30.0}, "cq:b": {fr: 30.0}})
+    assert (both["cq:a"][fr], both["cq:b"][fr]) == (10, 10)
+    less = targets(snap, tree, {"cq:a": {fr: 5.0}, "cq:b": {fr: 30.0}})
+    assert (less["cq:a"][fr], less["cq:b"][fr]) == (5, 14)

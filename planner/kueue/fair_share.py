@@ -206,9 +206,11 @@ def water_fill(amount: float, wants: Mapping[str, float], weights: Mapping[str, 
 
 
 def targets(snapshot: Snapshot, tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource, float]]:
-    """Every node's fair allocation (node -> fr -> amount) given what each cq:NAME wants
-    in all (running and pending): roots get their subtree's quota, and each cohort
-    shares its allocation among its children, guarantee first, then by weight."""
+    """Every node's fair allocation (node -> fr -> its usage, as the quota tree counts it)
+    given what each cq:NAME wants in all (running and pending): a root may use its
+    subtree's quota, and each node shares its allocation among its children, guarantee
+    first, then by weight. A child's part reserved by its lendingLimit (guaranteed) is
+    its own and not drawn from the parent, as in Kueue's quota tree."""
     want = node_wants(tree, wanted)
     out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
     for root in tree.nodes():
@@ -221,15 +223,16 @@ def targets(snapshot: Snapshot, tree: QuotaTree, wanted: Usage) -> dict[str, dic
 
 
 def node_wants(tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource, float]]:
-    """What each node wants: a queue its own, a cohort its children's, each child's capped
-    by what it may use (its subtree quota plus borrowingLimit)."""
+    """What each node wants, in the units its own usage is counted in: a queue its own; a
+    cohort what its children want beyond their guaranteed parts; each capped by what the
+    node may use (its subtree quota plus borrowingLimit)."""
     out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
 
     def walk(node: str, fr: FlavorResource) -> float:
         if node.startswith("cq:"):
             value = float(wanted.get(node, {}).get(fr, 0.0))
         else:
-            value = sum(walk(c, fr) for c in tree.children[node])
+            value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
         limit = tree.limits(node, fr)[1]
         if limit is not None and tree.parent[node] is not None:
             value = min(value, float(tree.subtree_quota(node, fr) + limit))
@@ -245,13 +248,16 @@ def node_wants(tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource,
 
 def _share_down(snapshot: Snapshot, tree: QuotaTree, node: str, fr: FlavorResource,
                 want: Mapping[str, Mapping[FlavorResource, float]], out: dict[str, dict[FlavorResource, float]]) -> None:
+    """Share `node`'s allocation among its children: each first what it wants up to its
+    nominal (of which its guaranteed part is its own), then the rest by weight."""
     children = tree.children.get(node, [])
     if not children:
         return
     wants = {c: want.get(c, {}).get(fr, 0.0) for c in children}
-    own = {c: min(wants[c], float(tree.subtree_quota(c, fr))) for c in children}
-    extra = water_fill(out[node][fr] - sum(own.values()), {c: wants[c] - own[c] for c in children},
+    nominal = {c: min(wants[c], float(tree.subtree_quota(c, fr))) for c in children}
+    drawn = {c: max(0.0, nominal[c] - tree.guaranteed(c, fr)) for c in children}   # from this node's pool
+    extra = water_fill(out[node][fr] - sum(drawn.values()), {c: wants[c] - nominal[c] for c in children},
                        {c: weight_of(snapshot, c) for c in children})
     for child in children:
-        out[child][fr] = own[child] + extra[child]
+        out[child][fr] = nominal[child] + extra[child]
         _share_down(snapshot, tree, child, fr, want, out)
