@@ -78,6 +78,16 @@ def lendable(tree: QuotaTree, node: str) -> dict[str, float]:
     return dict(out)
 
 
+def measured_resource(frs: list[FlavorResource]) -> str | None:
+    """The resource fair shares are aimed at and compared on in a tree: its GPUs where it
+    has any (the first GPU resource name), else cpu, else its first resource."""
+    resources = sorted({r for _, r in frs})
+    gpus = [r for r in resources if is_gpu(r)]
+    if gpus:
+        return gpus[0]
+    return "cpu" if "cpu" in resources else (resources[0] if resources else None)
+
+
 def tree_frs(tree: QuotaTree, root: str) -> list[FlavorResource]:
     """Every flavor/resource some node under `root` lists."""
     frs: set[FlavorResource] = set()
@@ -270,10 +280,7 @@ def fairness_score(snapshot: Snapshot, tree: QuotaTree, usage: Usage,
     capped at 1; the MILP's two fairness stages in one number pair, to compare plans."""
     fractions: list[float] = []
     for node in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
-        frs = tree_frs(tree, tree.root_of(node))
-        resources = sorted({r for _, r in frs})
-        gpus = [r for r in resources if is_gpu(r)]
-        measured = gpus[0] if gpus else ("cpu" if "cpu" in resources else None)
+        measured = measured_resource(tree_frs(tree, tree.root_of(node)))
         best: tuple[float, FlavorResource | None, float] = (0.0, None, 0.0)
         for fr, goal in sorted(goals.get(node, {}).items()):
             extra = goal - tree.subtree_quota(node, fr)
