@@ -46,6 +46,7 @@ from planner.kueue import capacity, semantics, topology
 from planner.kueue.victims import PreemptionRules
 from planner.milp import guarantee
 from planner.milp.arrays import INF, ModelArrays
+from planner.milp.fairness import Fairness
 from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
 
 Path = tuple[str, ...]
@@ -164,6 +165,8 @@ class Formulation:
     move_col: list[int] = field(default_factory=list)
     mover_class: list[int] = field(default_factory=list)
     clones: set[int] = field(default_factory=set)     # class indexes that re-admit a mover
+    # Fair sharing's columns and stages, when the Configuration turns it on (planner.milp.fairness).
+    fairness: "Fairness | None" = None
 
     def moved_refs(self, values: "np.ndarray") -> set[ObjectRef]:
         """The movers `values` moves."""
