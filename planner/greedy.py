@@ -20,12 +20,14 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from models import Admission, ClusterQueue, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
-from planner.kueue import assigner
+from planner.kueue import assigner, fairsharing
 from planner.kueue.capacity import cluster_queue_usage, quota_usage_of
-from planner.kueue.semantics import borrowing_queues, eviction_cost, evictable, preemption_reason, queue_order_key
+from planner.kueue.semantics import (
+    borrowing_queues, effective_priority, eviction_cost, evictable, preemption_reason, queue_order_key,
+)
 from planner.kueue.fit import fits_fixed, place_fixed
 from planner.kueue.state import ClusterState, FlavorResource, PodSetChoice, admission_blocker
 
@@ -93,14 +95,14 @@ class _Entry:
     order: tuple[Any, ...]
 
 
-def greedy(snapshot: Snapshot) -> GreedyResult:
+def greedy(snapshot: Snapshot, fair: "fairsharing.FairSharing | None" = None) -> GreedyResult:
     """Kueue's scheduling cycles until nothing changes (planner.kueue.assigner decides
     for each head; KueueCycles runs the cycles), replayed again with more running work
     protected while the end state cannot support an eviction the replay made (see
     KueueCycles: "Stowplan plans the end state")."""
     protected: dict[ObjectRef, str] = {}
     while True:
-        cycles = KueueCycles(snapshot, protected=protected)
+        cycles = KueueCycles(snapshot, protected=protected, fair=fair)
         result = cycles.run()
         more = {ref: kind for ref, kind in cycles.unsupported.items()
                 if protected.get(ref) != kind and protected.get(ref) != ALL}
@@ -168,7 +170,7 @@ class KueueCycles:
     """
 
     def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None,
-                 protected: Mapping[ObjectRef, str] | None = None):
+                 protected: Mapping[ObjectRef, str] | None = None, fair: "fairsharing.FairSharing | None" = None):
         self.kr = assigner
         self.snapshot = snapshot
         self.state = ClusterState(snapshot)
@@ -176,6 +178,9 @@ class KueueCycles:
         self._empty: ClusterState | None = None
         tree = self.state.quota
         self.rules = assigner.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty)
+        # Kueue's fair sharing (fairSharing.enable): heads by the tournament, fair preemption.
+        self.shares = fairsharing.Shares(tree, fair) if fair is not None else None
+        self.rules.fair = self.shares
         self.borrowing_before = borrowing_queues(snapshot, tree, cluster_queue_usage(snapshot))
         self.protected = dict(protected or {})
         self.unsupported: dict[ObjectRef, str] = {}   # set by run(): see the class docstring
@@ -262,7 +267,22 @@ class KueueCycles:
         entries = [self._nominate(p) for p in heads]
         self.rules.steady = False
         entries.sort(key=lambda e: e.order)
+        if self.shares is not None:
+            return self._process(self._tournament(entries))
         return self._process(entries)
+
+    def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
+        """Kueue's fairSharingIterator: each next head is the tournament's winner in
+        its cohort tree, on the state as the heads before it left it. Kueue starts
+        from any queue with a head (a map's order); this takes the first in the
+        classical order, so that the same snapshot gives the same plan."""
+        assert self.shares is not None
+        heads = [fairsharing.Head(e.cq.name, e.assignment.usage, effective_priority(e.pending.workload, self.snapshot),
+                                  e.pending.workload.queued_at, e) for e in entries]
+        while heads:
+            h = fairsharing.tournament_pop(self.state, self.shares, heads, heads[0])
+            assert isinstance(h.item, _Entry)
+            yield h.item
 
     def _nominate(self, p: _Pending) -> _Entry:
         w = p.workload
@@ -274,7 +294,7 @@ class KueueCycles:
         order = (assignment.borrowing,) + p.key
         return _Entry(p, queue.cq, assignment, targets, order)
 
-    def _process(self, entries: list[_Entry]) -> bool:
+    def _process(self, entries: Iterable[_Entry]) -> bool:
         """Step 5 of schedule(), then the cycle's end; whether anything moved."""
         kr, state = self.kr, self.state
         preempted: dict[ObjectRef, "assigner.Admitted"] = {}
@@ -492,7 +512,8 @@ class KueueCycles:
             entry = self.admitted[preemptor_ref][1]
             if preemptor_ref not in borrows:
                 used = before.get(f"cq:{entry.cq}", {})
-                borrows[preemptor_ref] = any(used.get(fr, 0) + v > tree.limits(f"cq:{entry.cq}", fr)[0]
+                # Fair sharing lets a borrowing preemptor reclaim (canPreemptWhileBorrowing).
+                borrows[preemptor_ref] = self.shares is None and any(used.get(fr, 0) + v > tree.limits(f"cq:{entry.cq}", fr)[0]
                                              for fr, v in entry.usage.items())
             return preemption_reason(snap, self._originals[preemptor_ref], victim, tree, borrowing,
                                      borrows[preemptor_ref])
