@@ -20,13 +20,14 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from models import Admission, ClusterQueue, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
 from planner.kueue import assigner, fairsharing
 from planner.kueue.capacity import cluster_queue_usage, quota_usage_of
 from planner.kueue.semantics import (
-    borrowing_queues, effective_priority, eviction_cost, evictable, preemption_reason, queue_order_key,
+    admission_fair_sharing, borrowing_queues, effective_priority, eviction_cost, evictable, kueue_amounts,
+    preemption_reason, queue_order_key,
 )
 from planner.kueue.fit import fits_fixed, place_fixed
 from planner.kueue.state import ClusterState, FlavorResource, PodSetChoice, admission_blocker
@@ -79,6 +80,13 @@ class _Queue:
             if p is not None:
                 return p
         return None
+
+    def rekey(self, key: Callable[[Workload], tuple[Any, ...]]) -> None:
+        """The order keys changed (admission fair sharing's usage moved): re-sort."""
+        for p in list(self.waiting.values()) + list(self.inadmissible.values()):
+            p.key = key(p.workload)
+        self.heap = [(p.key, ref) for ref, p in self.waiting.items()]
+        heapq.heapify(self.heap)
 
     def requeue_inadmissible(self) -> None:
         for p in self.inadmissible.values():
@@ -181,6 +189,10 @@ class KueueCycles:
         # Kueue's fair sharing (fairSharing.enable): heads by the tournament, fair preemption.
         self.shares = fairsharing.Shares(tree, fair) if fair is not None else None
         self.rules.fair = self.shares
+        # Admission fair sharing: what admissions of this plan add to their LocalQueues'
+        # usage (Kueue's entry penalties), on top of the snapshot's decayed usage.
+        self.afs = admission_fair_sharing(snapshot)
+        self.penalty: dict[tuple[str, str], float] = {}
         self.borrowing_before = borrowing_queues(snapshot, tree, cluster_queue_usage(snapshot))
         self.protected = dict(protected or {})
         self.unsupported: dict[ObjectRef, str] = {}   # set by run(): see the class docstring
@@ -204,7 +216,7 @@ class KueueCycles:
             assert name is not None
             if name not in self.queues:
                 self.queues[name] = _Queue(snapshot.cluster_queues[name])
-            p = self.pending[w.ref] = _Pending(w, queue_order_key(w, snapshot))
+            p = self.pending[w.ref] = _Pending(w, self._key(w))
             self.queues[name].push(p)
         self.names = sorted(self.queues)
         # Cohort tree root -> its queues: an eviction requeues what was set aside in all of them.
@@ -225,6 +237,14 @@ class KueueCycles:
         # again, and so on (Kueue's loop thrashes there). A preemptor never evicts the same
         # workload twice: it is set aside instead, and the workload keeps running.
         self.taken_back: set[tuple[ObjectRef, ObjectRef]] = set()
+
+    def _key(self, w: Workload) -> tuple[Any, ...]:
+        """queue_order_key, with this plan's admissions' penalties on the LocalQueue's usage."""
+        key = queue_order_key(w, self.snapshot)
+        extra = self.penalty.get((w.ref.namespace, w.local_queue))
+        if extra and self.afs is not None and w.cluster_queue in self.afs.queues:
+            key = (key[0], key[1] + extra) + key[2:]
+        return key
 
     def empty(self) -> ClusterState:
         """The cluster with nothing admitted (Kueue's SimulateEmpty)."""
@@ -291,7 +311,7 @@ class KueueCycles:
         assignment, targets = self.rules.nominate(w, queue.cq, last, queue.generation)
         if assignment.mode != self.kr.FIT and assignment.reason:
             p.reason = assignment.reason
-        order = (assignment.borrowing,) + p.key
+        order = (assignment.borrowing, p.key[0]) + p.key[2:]   # across queues: no LocalQueue usage
         return _Entry(p, queue.cq, assignment, targets, order)
 
     def _process(self, entries: Iterable[_Entry]) -> bool:
@@ -431,6 +451,12 @@ class KueueCycles:
         self.registry.add(entry)
         self.admitted[w.ref] = (Admission(workload=w.ref, cluster_queue=cq.name, pod_sets=assignment), entry)
         self.pending.pop(w.ref, None)
+        if self.afs is not None and cq.name in self.afs.queues:
+            lq = (w.ref.namespace, w.local_queue)
+            weight = self.afs.local_queue_weights.get(lq, 1.0)
+            penalty = self.afs.entry_penalty(kueue_amounts(w, assignment))
+            self.penalty[lq] = self.penalty.get(lq, 0.0) + (penalty / weight if weight > 0 else penalty)
+            self.queues[cq.name].rekey(self._key)
 
     def _complete(self, victims: Sequence[tuple["assigner.Target", Workload]]) -> None:
         """The evictions complete: the victims leave the cache (already released), their
@@ -447,7 +473,7 @@ class KueueCycles:
                 self.taken_back.add((preemptor.ref, v.ref))
                 del self.admitted[v.ref]
                 original = self._originals[v.ref]
-                p = self.pending[v.ref] = _Pending(original, queue_order_key(original, self.snapshot))
+                p = self.pending[v.ref] = _Pending(original, self._key(original))
                 if queue is not None:
                     queue.push(p)
             else:
