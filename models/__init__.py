@@ -30,6 +30,16 @@ from models.objects import (
     Policy,
     Snapshot,
 )
+from models.kueue_config import (
+    FairSharingConfig,
+    AdmissionFairSharingConfig,
+    RequeuingStrategy,
+    WaitForPodsReadyConfig,
+    KueueConfig,
+    KueueConfigOverride,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    LESS_THAN_INITIAL_SHARE,
+)
 from models.plan import (
     Admission,
     Eviction,
@@ -46,5 +56,7 @@ __all__ = [
     "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
     "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",
     "PodSetAssignment", "Workload", "WorkloadState", "Policy", "Snapshot",
+    "FairSharingConfig", "AdmissionFairSharingConfig", "RequeuingStrategy", "WaitForPodsReadyConfig",
+    "KueueConfig", "KueueConfigOverride", "LESS_THAN_OR_EQUAL_TO_FINAL_SHARE", "LESS_THAN_INITIAL_SHARE",
     "Admission", "Eviction", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",
 ]

@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from models.kueue_config import KueueConfig, KueueConfigOverride
 from models.resources import Resources
 
 
@@ -169,6 +170,10 @@ class ClusterQueue:
     when_can_borrow: str = "MayStopSearch"       # flavorFungibility
     when_can_preempt: str = "TryNextFlavor"
     inactive_reason: str | None = None           # set when the queue cannot admit (missing flavor, cohort cycle, ...)
+    # spec.fairSharing.weight (a quantity; 0 allowed: it gets only what nobody else wants)
+    fair_weight: float = 1.0
+    # spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing | NoAdmissionFairSharing | None (not set)
+    admission_mode: str | None = None
 
     @property
     def active(self) -> bool:
@@ -183,6 +188,7 @@ class Cohort:
     parent: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
     inactive_reason: str | None = None
+    fair_weight: float = 1.0                     # spec.fairSharing.weight
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,7 @@ class LocalQueue:
     namespace: str
     name: str
     cluster_queue: str
+    fair_weight: float = 1.0                     # spec.fairSharing.weight (admission fair sharing)
 
 
 @dataclass(frozen=True)
@@ -311,6 +318,8 @@ class Policy:
     # then improves on Kueue's answer priority by priority instead of trading a lower
     # priority's work for a higher one's. Off by default: REFERENCE §3 puts priority first.
     greedy_floor: bool = False
+    # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here
+    kueue: KueueConfigOverride = KueueConfigOverride()
 
 
 @dataclass(frozen=True)
@@ -332,3 +341,5 @@ class Snapshot:
     object_count: int = 0
     ignored_kinds: Mapping[str, int] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    # Kueue's Configuration (ConfigMap kueue-system/kueue-manager-config, then the policy's overrides)
+    kueue_config: KueueConfig = KueueConfig()

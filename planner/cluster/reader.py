@@ -26,6 +26,8 @@ from models import Snapshot
 from planner.cluster.kube import ApiStatus, Kube, path_of
 
 SNAPSHOT_TIME = "stowplan.io/snapshot-time"
+KUEUE_CONFIG_NAMESPACE = "kueue-system"     # planner.snapshot.kueue_config reads it
+KUEUE_CONFIG_NAME = "kueue-manager-config"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 KUEUE_PLURALS = ("resourceflavors", "topologies", "cohorts", "clusterqueues", "localqueues",
@@ -89,7 +91,13 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
             collect(f"{KUEUE_GROUP}/{kueue}", plural)
     else:
         say("Kueue's API is not served: quota objects come from --config")
+    configuration = kueue_configuration(kube, say)
+    if configuration is not None:
+        items.append(configuration)
+        counts["configmaps"] = 1
     for obj in config_objects:
+        if configuration is not None and _is_kueue_configuration(obj):
+            continue           # the cluster's own Configuration wins
         if obj.get("kind") in KUEUE_KINDS and str(obj.get("apiVersion", "")).startswith(KUEUE_GROUP + "/"):
             if kueue:
                 continue       # the cluster's own objects win
@@ -105,6 +113,35 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
 
 
 PROGRESS_AT = 1000
+KUEUE_CONFIG_PATH = path_of("v1", "configmaps", KUEUE_CONFIG_NAMESPACE, KUEUE_CONFIG_NAME)
+
+
+def kueue_configuration(kube: Kube, say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Kueue's Configuration ConfigMap (kueue-system/kueue-manager-config), or None when the
+    cluster has none. The planner's RBAC gets exactly this one object; without that right
+    (an older install) the cycle goes on with Kueue's defaults and says so."""
+    try:
+        obj = kube.get_or_none(KUEUE_CONFIG_PATH)
+    except ApiStatus as err:
+        if err.status != 403:
+            raise
+        say(f"may not read ConfigMap {KUEUE_CONFIG_NAMESPACE}/{KUEUE_CONFIG_NAME} (Kueue's Configuration): "
+            "planning with Kueue's defaults (fair sharing off); grant get on it (cronjob/rbac.yaml)")
+        return None
+    if not isinstance(obj, dict):
+        return None
+    obj.setdefault("apiVersion", "v1")
+    obj.setdefault("kind", "ConfigMap")
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
+
+
+def _is_kueue_configuration(obj: dict[str, Any]) -> bool:
+    metadata = obj.get("metadata")
+    return (obj.get("kind") == "ConfigMap" and isinstance(metadata, dict)
+            and metadata.get("namespace") == KUEUE_CONFIG_NAMESPACE and metadata.get("name") == KUEUE_CONFIG_NAME)
 
 # What `pruned` keeps: the annotations Stowplan reads (its own, and Kueue's on Jobs and pod
 # templates) and of each container what the effective request and a person need.

@@ -16,7 +16,10 @@ from models import (
 from planner.snapshot.fields import (
     Bad, integer, mapping, required, sequence, string, string_map, taints, tolerations,
 )
+from planner.snapshot.kueue_config import parse_weight
 from planner.snapshot.quantity import QuantityError, parse_quantity
+
+ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
 
 WITHIN_CQ = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 RECLAIM = ("Never", "LowerPriority", "Any")
@@ -126,6 +129,12 @@ def has_limits(groups: tuple[ResourceGroup, ...]) -> bool:
                for g in groups for f in g.flavors for q in f.resources.values())
 
 
+def read_fair_weight(spec: dict[str, Any]) -> float:
+    """spec.fairSharing.weight: 1 when absent (Kueue's default), 0 allowed."""
+    weight = mapping(spec.get("fairSharing"), "spec.fairSharing").get("weight")
+    return 1.0 if weight is None else parse_weight(weight, "spec.fairSharing.weight")
+
+
 def read_cluster_queue(name: str, spec: dict[str, Any]) -> ClusterQueue:
     cohort = string(spec.get("cohortName"), "spec.cohortName") or string(spec.get("cohort"), "spec.cohort")
     selector = spec.get("namespaceSelector")
@@ -156,6 +165,9 @@ def read_cluster_queue(name: str, spec: dict[str, Any]) -> ClusterQueue:
                                 WHEN_CAN_BORROW, "MayStopSearch"),
         when_can_preempt=_choice(fungibility.get("whenCanPreempt"), "spec.flavorFungibility.whenCanPreempt",
                                  WHEN_CAN_PREEMPT, "TryNextFlavor"),
+        fair_weight=read_fair_weight(spec),
+        admission_mode=_choice(mapping(spec.get("admissionScope"), "spec.admissionScope").get("admissionMode"),
+                               "spec.admissionScope.admissionMode", ADMISSION_MODES, "") or None,
     )
 
 
@@ -186,12 +198,13 @@ def _check_selector(selector: dict[str, Any], field: str) -> None:
 
 def read_cohort(name: str, spec: dict[str, Any]) -> Cohort:
     parent = string(spec.get("parentName"), "spec.parentName") or string(spec.get("parent"), "spec.parent")
-    return Cohort(name=name, parent=parent, resource_groups=read_resource_groups(spec.get("resourceGroups")))
+    return Cohort(name=name, parent=parent, resource_groups=read_resource_groups(spec.get("resourceGroups")),
+                  fair_weight=read_fair_weight(spec))
 
 
 def read_local_queue(namespace: str, name: str, spec: dict[str, Any]) -> LocalQueue:
     cq = required(spec.get("clusterQueue"), "spec.clusterQueue")
-    return LocalQueue(namespace, name, cq)
+    return LocalQueue(namespace, name, cq, fair_weight=read_fair_weight(spec))
 
 
 def read_priority_value(obj: dict[str, Any]) -> int:

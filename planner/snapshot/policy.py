@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 from models import ObjectRef, Policy
 from planner.errors import InputError
-from planner.snapshot import loader
+from planner.snapshot import kueue_config, loader
+from planner.snapshot.fields import Bad
 
 KIND = "PlannerPolicy"
 API_VERSION = "stowplan.io/v1alpha1"
@@ -106,6 +107,10 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
 }
 
 
+# Sections of Kueue's Configuration the policy sets or overrides (planner.snapshot.kueue_config)
+KUEUE_CONFIGURATION = "kueueConfiguration"
+
+
 def is_policy(obj: dict[str, Any]) -> bool:
     return obj.get("kind") == KIND and obj.get("apiVersion") == API_VERSION
 
@@ -125,8 +130,14 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
         raise InputError(f"must be a mapping, got {type(spec).__name__}", file=file, ref=ref, field="spec")
     values: dict[str, Any] = {}   # attribute -> its checked value (each of its field's type)
     for key, value in spec.items():
+        if key == KUEUE_CONFIGURATION:
+            try:
+                values["kueue"] = kueue_config.parse_override(value, f"spec.{key}")
+            except Bad as bad:
+                raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
+            continue
         if key not in _FIELDS:
-            known = ", ".join(sorted(_FIELDS))
+            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION]))
             raise InputError(f"unknown field (known: {known})", file=file, ref=ref, field=f"spec.{key}")
         attribute, check = _FIELDS[key]
         result = check(value)

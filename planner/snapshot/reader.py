@@ -18,11 +18,11 @@ from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 from models import (
-    HOSTNAME_LABEL, ClusterQueue, Cohort, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
-    Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
+    HOSTNAME_LABEL, ClusterQueue, Cohort, KueueConfig, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
+    Policy, Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
 )
 from planner.errors import InputError
-from planner.snapshot import kueue, loader, policy as policy_mod, workloads as wl
+from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, workloads as wl
 from planner.snapshot.fields import (
     Bad, boolean, mapping, number, string, string_map, taints, timestamp,
 )
@@ -61,6 +61,8 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("kueue.x-k8s.io", "Topology"): Kind("topology", KUEUE_VERSIONS + ("v1alpha1",), False),
     ("kueue.x-k8s.io", "WorkloadPriorityClass"): Kind("workloadpriorityclass", KUEUE_VERSIONS, False),
     ("stowplan.io", "PlannerPolicy"): Kind("policy", ("v1alpha1",), False),
+    # only kueue-system/kueue-manager-config (Kueue's Configuration); other ConfigMaps are ignored
+    ("", "ConfigMap"): Kind("kueueconfig", ("v1",), True),
 }
 
 
@@ -77,6 +79,7 @@ INVALID_EFFECT = {
     "cohort": "the cohort is inactive, and every ClusterQueue under it",
     "clusterqueue": "the ClusterQueue is inactive (its workloads wait)",
     "localqueue": "the LocalQueue is invalid (its workloads wait)",
+    "kueueconfig": "Kueue's Configuration is not read (Kueue's defaults are used)",
 }
 
 
@@ -212,6 +215,7 @@ class _Reader:
             policy = policy_mod.read_policy_file(policy_file, self.limits)
         else:
             policy = policy_mod.policy_from([(i.file, i.obj) for i in self.buckets["policy"]])
+        config = self.kueue_configuration(policy)
         self.read_namespaces()
         self.read_priority_classes()
         self.read_flavors_and_topologies()
@@ -246,7 +250,22 @@ class _Reader:
             object_count=len(self.loaded.objects),
             ignored_kinds=dict(sorted(self.ignored.items())),
             problems=tuple(sorted(self.problems, key=_problem_key)),
+            kueue_config=config,
         )
+
+    def kueue_configuration(self, policy: Policy) -> KueueConfig:
+        """Kueue's Configuration from its ConfigMap (if the snapshot has it), then the policy's sections."""
+        config = KueueConfig()
+        for item in self.buckets["kueueconfig"]:
+            if item.invalid:
+                continue
+            read = kueue_config.read_config_map(item.obj, item.file)
+            if read is None:
+                self.problem(item, kueue_config.DATA_FIELD, "is missing: Kueue's defaults are used "
+                                                            "(fair sharing and waitForPodsReady off)")
+            else:
+                config = read
+        return policy.kueue.applied(config, "PlannerPolicy")
 
     def sort_objects(self) -> None:
         """Route each object to its kind's bucket; an object twice is an InputError."""
@@ -286,6 +305,9 @@ class _Reader:
                 where = ObjectRef(kind_name, namespace if type(namespace) is str else "", "")
                 self.problems.add(Problem(file, where, "metadata.name", "a name (and, if namespaced, a namespace "
                                                                         "string) is required; object ignored"))
+                continue
+            if kind.bucket == "kueueconfig" and (namespace, name) != (kueue_config.NAMESPACE, kueue_config.NAME):
+                self.ignored[f"{api_version}/{kind_name}"] += 1
                 continue
             key = (group, kind_name, namespace, name)
             if key in seen:

@@ -55,6 +55,8 @@ def installed(control_plane):
     kube = Kube(connect(str(control_plane.kubeconfig)))
     docs = list(manifests())
     assert sorted({d["kind"] for d in docs}) == sorted(PLURALS)
+    # the manifests expect Kueue installed: its namespace holds the Configuration the planner reads
+    create(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
     for doc in docs:
         if doc["kind"] == "CronJob":
             create(kube, doc, dry_run=True)            # exactly as written: the server validates it
