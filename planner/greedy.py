@@ -37,6 +37,8 @@ from planner.kueue.state import ClusterState, FlavorResource, PodSetChoice, admi
 class GreedyResult:
     decisions: Decisions
     reasons: dict[ObjectRef, str]   # pending, not admitted -> why, from greedy's last attempt
+    cycles: int = 0                 # Kueue cycles replayed (the last replay)
+    undone: int = 0                 # admissions of the replay evicted again later (Kueue would start and stop them)
 
 
 # ---------------------------------------------------------------- the cycles
@@ -109,6 +111,8 @@ def greedy(snapshot: Snapshot, fair: "fairsharing.FairSharing | None" = None) ->
     protected while the end state cannot support an eviction the replay made (see
     KueueCycles: "Stowplan plans the end state")."""
     protected: dict[ObjectRef, str] = {}
+    if fair is None:
+        fair = fairsharing.from_snapshot(snapshot)
     while True:
         cycles = KueueCycles(snapshot, protected=protected, fair=fair)
         result = cycles.run()
@@ -230,6 +234,7 @@ class KueueCycles:
         self.evicting: dict[ObjectRef, tuple["assigner.Target", Workload, int]] = {}
         self.eviction_cycles = max(1, eviction_cycles if eviction_cycles is not None else EVICTION_CYCLES)
         self.cycle = 0
+        self.undone = 0
         self.sequence = 0
         # (preemptor, victim) for each eviction of a workload this plan admitted: the victim
         # is pending again and, in a queue that does not borrow as high, comes before the
@@ -470,6 +475,7 @@ class KueueCycles:
             if queue is not None:
                 queue.generation += 1
             if v.planned:
+                self.undone += 1
                 self.taken_back.add((preemptor.ref, v.ref))
                 del self.admitted[v.ref]
                 original = self._originals[v.ref]
@@ -512,7 +518,8 @@ class KueueCycles:
             self.reasons.pop(ref, None)
         decisions = Decisions(admissions=tuple(admissions[r] for r in sorted(admissions)),
                               evictions=tuple(evictions[r] for r in sorted(evictions)))
-        return GreedyResult(decisions=decisions, reasons=dict(sorted(self.reasons.items())))
+        return GreedyResult(decisions=decisions, reasons=dict(sorted(self.reasons.items())), cycles=self.cycle,
+                            undone=self.undone)
 
     def _justified(self, admissions: Mapping[ObjectRef, Admission]) -> dict[ObjectRef, Eviction]:
         """Every eviction, naming an admission of the plan allowed to make it in the end

@@ -571,7 +571,9 @@ def _preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, vi
     before the plan (using more than its nominal quota of some flavor/resource), and
     reclaimWithinCohort Any, or LowerPriority with a lower priority; when the preemptor
     borrows (its admission alone takes its queue above nominal), borrowWithinCohort
-    must also be LowerPriority, with a lower priority at most maxPriorityThreshold.
+    must also be LowerPriority, with a lower priority at most maxPriorityThreshold,
+    unless Kueue's Configuration turns fair sharing on: then a borrowing preemptor may
+    reclaim too (Kueue's canPreemptWhileBorrowing), its shares deciding which victims.
     """
     cq = ix.snapshot.cluster_queues.get(cq_name)
     if cq is None:
@@ -598,7 +600,7 @@ def _preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, vi
     if not (reclaim == "Any" or (reclaim == "LowerPriority" and theirs < mine)):
         tail = f" and priority {theirs} is not below {mine}" if reclaim == "LowerPriority" else ""
         return None, f"reclaimWithinCohort is {reclaim}{tail} (ClusterQueue {cq.name})"
-    if borrows:
+    if borrows and not ix.snapshot.kueue_config.fair_sharing.enabled:
         threshold = policy.borrow_max_priority_threshold
         if borrow != "LowerPriority":
             return None, f"the preemptor borrows and borrowWithinCohort is {borrow} (ClusterQueue {cq.name})"

@@ -523,9 +523,14 @@ def weighted_targets(tree: QuotaTree, weights: FairSharing, frs: Sequence[FR],
 def weights_of(snapshot: "Snapshot") -> FairSharing:
     """Every ClusterQueue's and Cohort's fairSharing.weight, and the Configuration's
     preemption strategies, whether fair sharing is on or not."""
-    return FairSharing()
+    weights = {f"cq:{q.name}": q.fair_weight for q in snapshot.cluster_queues.values() if q.fair_weight != 1.0}
+    weights.update({f"cohort:{c.name}": c.fair_weight for c in snapshot.cohorts.values() if c.fair_weight != 1.0})
+    strategies = tuple(snapshot.kueue_config.fair_sharing.preemption_strategies) or DEFAULT_STRATEGIES
+    return FairSharing(dict(sorted(weights.items())), strategies)
 
 
 def from_snapshot(snapshot: "Snapshot") -> FairSharing | None:
     """Kueue's fair sharing as the snapshot's Configuration sets it; None when off."""
-    return None
+    if not snapshot.kueue_config.fair_sharing.enabled:
+        return None
+    return weights_of(snapshot)

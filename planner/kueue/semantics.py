@@ -263,8 +263,20 @@ def decayed_usage(afs: AdmissionFairSharing, running: Iterable[Workload], now: f
 
 
 def admission_fair_sharing(snapshot: Snapshot) -> AdmissionFairSharing | None:
-    """The snapshot's admission fair sharing settings, or None when off."""
-    return None
+    """The snapshot's admission fair sharing settings (Kueue's Configuration
+    admissionFairSharing, and the ClusterQueues whose admissionScope asks for it), or
+    None when off or no queue asks for it."""
+    config = snapshot.kueue_config.admission_fair_sharing
+    if config is None:
+        return None
+    queues = frozenset(q.name for q in snapshot.cluster_queues.values()
+                       if q.admission_mode == "UsageBasedAdmissionFairSharing")
+    if not queues:
+        return None
+    return AdmissionFairSharing(
+        half_life_seconds=config.usage_half_life_seconds, sampling_seconds=config.usage_sampling_interval_seconds,
+        resource_weights=dict(config.resource_weights), queues=queues,
+        local_queue_weights={key: lq.fair_weight for key, lq in snapshot.local_queues.items() if lq.fair_weight != 1.0})
 
 
 _AFS_MEMO: dict[int, tuple[Snapshot, AdmissionFairSharing | None, dict[tuple[str, str], float]]] = {}

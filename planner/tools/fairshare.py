@@ -1,6 +1,7 @@
 """Each ClusterQueue's share against its weighted max-min target, after a plan.
 
     python -m planner.tools.fairshare SNAPSHOT... [--solver greedy] [--solver milp] [--time-limit S]
+                                      [--fair-sharing as-read|on|off]
 
 For every ClusterQueue of a snapshot: its fairSharing.weight, nominal GPUs, demand
 (GPUs of all its running and pending workloads), and, per solver, the GPUs it holds
@@ -16,13 +17,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from models import Decisions, Snapshot, WorkloadState
 from models.resources import is_gpu
 from planner.cycle import plan_snapshot
-from planner.kueue.fairsharing import FR, Shares, live_usage, weighted_targets, weights_of
+from planner.greedy import greedy
+from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weighted_targets, weights_of
 from planner.kueue.state import ClusterState
 
 
@@ -111,14 +113,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("snapshot", nargs="+")
     parser.add_argument("--solver", action="append", choices=["greedy", "milp"])
     parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--fair-sharing", choices=["as-read", "on", "off"], default="as-read",
+                        help="override the Configuration's fairSharing.enable (weights stay)")
     args = parser.parse_args(argv)
     snapshot = read_snapshot(args.snapshot)
+    if args.fair_sharing != "as-read":
+        config = snapshot.kueue_config
+        fair = replace(config.fair_sharing, enabled=args.fair_sharing == "on")
+        snapshot = replace(snapshot, kueue_config=replace(config, fair_sharing=fair))
     solvers = args.solver or ["greedy"]
     plans = {}
     for solver in solvers:
         plan = plan_snapshot(snapshot, solver=solver, time_limit=args.time_limit)
         plans[solver] = Decisions(admissions=plan.admissions, evictions=plan.evictions)
     print("\n".join(markdown(share_rows(snapshot, plans), solvers)))
+    baseline = greedy(snapshot)
+    print(f"\nfair sharing {'on' if from_snapshot(snapshot) else 'off'}; greedy: {baseline.cycles} Kueue cycles, "
+          f"{len(baseline.decisions.admissions)} admitted, {len(baseline.decisions.evictions)} running evicted, "
+          f"{baseline.undone} admissions evicted again within the replay")
+    for solver, d in plans.items():
+        print(f"{solver}: {len(d.admissions)} admitted, {len(d.evictions)} evicted")
     return 0
 
 
