@@ -12,6 +12,7 @@ LessThanInitialShare).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 from builders import GPU, ago, cohort, cq, flavor, job, node, running_job, snapshot
@@ -20,6 +21,7 @@ from planner.kueue.fairsharing import (
     LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, DRS, FairSharing, Shares, compare,
 )
 from planner.kueue.state import ClusterState
+from planner.verify import verify
 
 RESOURCES = {"cpu": 100_000, "memory": "100Ti"}
 
@@ -160,3 +162,30 @@ def test_cohort_weights_change_the_winner() -> None:
     # left weighted 2: 667 / 2 = 333 < 500, so left's best head (l2's, 8/24 = 333 < 12/24) wins.
     fair = FairSharing({"cohort:left": 2.0})
     assert [a.workload.name for a in greedy(hierarchical(), fair).decisions.admissions] == ["l2-head"]
+
+
+# ---------------------------------------------------------------- from Kueue's Configuration
+
+def fair_on(snap, strategies=None, weights=None):
+    """The snapshot with Kueue's Configuration turning fair sharing on, and weights on its queues."""
+    from models import FairSharingConfig, KueueConfig
+    config = FairSharingConfig(enabled=True, **({"preemption_strategies": strategies} if strategies else {}))
+    cqs = {name: dataclasses.replace(q, fair_weight=(weights or {}).get(name, 1.0))
+           for name, q in snap.cluster_queues.items()}
+    return dataclasses.replace(snap, cluster_queues=cqs, kueue_config=KueueConfig(fair_sharing=config))
+
+
+def test_the_configuration_turns_it_on_and_plans_verify() -> None:
+    snap = fair_on(two_teams(32, 32), weights={"cq-b": 3.0})
+    decisions = greedy(snap).decisions
+    assert per_queue(decisions) == {"cq-a": 8, "cq-b": 24}
+    assert verify(snap, decisions) == []
+
+
+def test_fair_reclaim_by_a_borrowing_preemptor_verifies() -> None:
+    # cq-b borrows (nominal 0) and has no borrowWithinCohort: allowed under fair sharing only.
+    snap = fair_on(strategies_case())
+    decisions = greedy(snap).decisions
+    assert [e.workload.name for e in decisions.evictions] == ["a2"]
+    assert verify(snap, decisions) == []
+    assert verify(strategies_case(), decisions) != []          # classical rules refuse it
