@@ -264,8 +264,12 @@ class KueueCycles:
 
     # -- the loop
 
-    def run(self) -> GreedyResult:
+    def run(self, cycles: int | None = None) -> GreedyResult:
+        """The cycles to the fixed point (or only the first `cycles`, to see where a
+        cluster stands after that many: evictions issued and not complete are left out)."""
         limit = 20 * (len(self.snapshot.workloads) + 10)   # a guard: Kueue's own loop could thrash
+        if cycles is not None:
+            limit = min(limit, cycles)
         swept: int | None = None
         while self.cycle < limit:
             if self.step():

@@ -1,7 +1,7 @@
 """Each ClusterQueue's share against its weighted max-min target, after a plan.
 
     python -m planner.tools.fairshare SNAPSHOT... [--solver greedy] [--solver milp] [--time-limit S]
-                                      [--fair-sharing as-read|on|off]
+                                      [--fair-sharing as-read|on|off] [--cycles N]...
 
 For every ClusterQueue of a snapshot: its fairSharing.weight, nominal GPUs, demand
 (GPUs of all its running and pending workloads), and, per solver, the GPUs it holds
@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from models import Decisions, Snapshot, WorkloadState
 from models.resources import is_gpu
 from planner.cycle import plan_snapshot
-from planner.greedy import greedy
+from planner.greedy import KueueCycles, greedy
 from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weighted_targets, weights_of
 from planner.kueue.state import ClusterState
 
@@ -113,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("snapshot", nargs="+")
     parser.add_argument("--solver", action="append", choices=["greedy", "milp"])
     parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--cycles", type=int, action="append", default=[],
+                        help="also show greedy after only this many Kueue cycles (repeatable)")
     parser.add_argument("--fair-sharing", choices=["as-read", "on", "off"], default="as-read",
                         help="override the Configuration's fairSharing.enable (weights stay)")
     args = parser.parse_args(argv)
@@ -126,7 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for solver in solvers:
         plan = plan_snapshot(snapshot, solver=solver, time_limit=args.time_limit)
         plans[solver] = Decisions(admissions=plan.admissions, evictions=plan.evictions)
-    print("\n".join(markdown(share_rows(snapshot, plans), solvers)))
+    for n in args.cycles:
+        early = KueueCycles(snapshot, fair=from_snapshot(snapshot)).run(cycles=n)
+        plans[f"greedy@{n}"] = early.decisions
+    columns = list(plans)
+    print("\n".join(markdown(share_rows(snapshot, plans), columns)))
     baseline = greedy(snapshot)
     print(f"\nfair sharing {'on' if from_snapshot(snapshot) else 'off'}; greedy: {baseline.cycles} Kueue cycles, "
           f"{len(baseline.decisions.admissions)} admitted, {len(baseline.decisions.evictions)} running evicted, "
