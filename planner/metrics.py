@@ -38,6 +38,8 @@ from models import (
     Decisions, Node, ObjectRef, PodSet, PodSetAssignment, Snapshot, Workload, WorkloadState, is_gpu,
 )
 
+from planner import fair_report
+
 HOSTNAME = "kubernetes.io/hostname"
 CPU = "cpu"
 
@@ -52,7 +54,7 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> dict[str, object]:
     admitted = {a.workload for a in decisions.admissions}
     pending = sum(1 for w in snapshot.workloads
                   if w.state is WorkloadState.PENDING and w.ref not in admitted)
-    return {
+    summary: dict[str, object] = {
         "served_gpus": served,
         "served_cores": cores,
         "utilization": _utilization(snapshot, placed, gpu_names),
@@ -63,6 +65,10 @@ def summarize(snapshot: Snapshot, decisions: Decisions) -> dict[str, object]:
         "locality": _locality(snapshot, decisions),
         "free_domains": _free_domains(snapshot, placed),
     }
+    fair = fair_report.report(snapshot, decisions)   # only with fair sharing on: plans stay as they were without
+    if fair is not None:
+        summary[fair_report.KEY] = fair
+    return summary
 
 
 def _num(value: float) -> int | float:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
-from planner import vs_kueue, why
+from planner import fair_report, vs_kueue, why
 from planner.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
@@ -314,11 +314,15 @@ def to_table(plan: Plan) -> str:
     lines.append("")
     lines += _section("Pending", len(plan.pending), ("WORKLOAD", "REASON"), [(str(p.workload), p.reason) for p in plan.pending])
     if data["summary"]:
-        shown = {k: v for k, v in data["summary"].items() if k != vs_kueue.KEY}
+        shown = {k: v for k, v in data["summary"].items() if k not in (vs_kueue.KEY, fair_report.KEY)}
         lines += ["", "Summary:", *_summary_lines(shown)]
         beside = vs_kueue.table_lines(data["summary"])
         if beside:
             lines += ["", *(printable(line) for line in beside)]
+        block = data["summary"].get(vs_kueue.KEY)
+        fair = fair_report.table_lines(data["summary"], block.get("baseline") if isinstance(block, dict) else None)
+        if fair:
+            lines += ["", *(printable(line) for line in fair)]
     return "\n".join(lines) + "\n"
 
 

@@ -84,6 +84,9 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     unstable: list[tuple[ObjectRef, str]] = []
     check_stability(ix, admitted, evicted, unstable)
     out.extend(message for _, message in unstable)
+    from planner.verify_fair import check_fair_preemption, check_fair_shares  # fair sharing's rules
+    check_fair_preemption(ix, decisions, admitted, evicted, out)
+    check_fair_shares(ix, decisions, admitted, evicted, out)
     return out
 
 
@@ -601,6 +604,7 @@ def _preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, vi
         tail = f" and priority {theirs} is not below {mine}" if reclaim == "LowerPriority" else ""
         return None, f"reclaimWithinCohort is {reclaim}{tail} (ClusterQueue {cq.name})"
     if borrows and not ix.snapshot.kueue_config.fair_sharing.enabled:
+        # (with fair sharing Kueue asks no borrowWithinCohort: its strategies judge, verify_fair)
         threshold = policy.borrow_max_priority_threshold
         if borrow != "LowerPriority":
             return None, f"the preemptor borrows and borrowWithinCohort is {borrow} (ClusterQueue {cq.name})"

@@ -39,6 +39,9 @@ def baseline_of(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
     for key in COUNTS:
         out[key] = _num(float(summary.get(key) or 0))
+    fair = summary.get("fair_sharing")
+    if isinstance(fair, Mapping):   # with fair sharing on: greedy's share per queue
+        out["fair_sharing"] = {name: q.get("share") for name, q in dict(fair.get("queues") or {}).items()}
     return out
 
 

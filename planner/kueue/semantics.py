@@ -525,7 +525,9 @@ def preemption_reason(snapshot: Snapshot, preemptor: Workload, victim: Workload,
     reclaim = policy.reclaim_within_cohort
     if not (reclaim == "Any" or (reclaim == "LowerPriority" and victim.priority < preemptor.priority)):
         return None
-    if preemptor_borrows:
+    if preemptor_borrows and not snapshot.kueue_config.fair_sharing.enabled:
+        # With fair sharing Kueue's findCandidates asks reclaimWithinCohort only; its
+        # strategies then judge each candidate by the shares (planner.milp.fairness).
         threshold = policy.borrow_max_priority_threshold
         if not (policy.borrow_within_cohort == "LowerPriority" and victim.priority < preemptor.priority
                 and (threshold is None or victim.priority <= threshold)):

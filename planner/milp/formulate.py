@@ -46,6 +46,7 @@ from planner.kueue import capacity, semantics, topology
 from planner.kueue.victims import PreemptionRules
 from planner.milp import guarantee
 from planner.milp.arrays import INF, ModelArrays
+from planner.milp.fairness import Fairness
 from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
 
 Path = tuple[str, ...]
@@ -158,6 +159,8 @@ class Formulation:
     deferred_nonzeros: int = 0
     # Nominal quota as a guarantee: the stability rows' columns (planner.milp.guarantee).
     guarantee: "guarantee.Guarantee | None" = None
+    # Fair sharing's columns and stages, when the Configuration turns it on (planner.milp.fairness).
+    fairness: "Fairness | None" = None
 
 
 # ---------------------------------------------------------------- candidates

@@ -38,7 +38,7 @@ from typing import Any
 
 from models import HOSTNAME_LABEL, PodSet, Snapshot, Workload
 from planner.kueue import capacity, semantics, topology
-from planner.milp import guarantee
+from planner.milp import fairness, guarantee
 from planner.milp.formulate import (
     OptionColumns, Demand, Formulation as BaseFormulation, Path, RoomTable, Shape, ShapeKey, add_container, add_objectives,
     add_preemption_rows, add_quota_rows, add_required_domains, add_victims, candidates,
@@ -114,6 +114,7 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
     add_placement(model)
     add_quota_rows(model)
     guarantee.add_guarantee_rows(model)
+    fairness.add_fairness(model)
     add_objectives(model)
     model.secondary += [(w, -reward) for w, reward in model.kept_cols]
     return model

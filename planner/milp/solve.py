@@ -109,6 +109,8 @@ def refine(form: Formulation, start: np.ndarray, backend: Backend, time_limit: f
     """The tie-breaker stage on the full model: every tier's volume and the preemption
     cost held at what `start` achieves, locality, free domains, age and flavor order
     minimised. Never worse than `start`."""
+    for stage in form.fairness.stages if form.fairness is not None else ():
+        backend.add_row(stage.terms, value_of(stage.terms, start) - HOLD_SLACK, INF)
     for tier in form.tiers:
         backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
     if form.cost_terms:

@@ -18,6 +18,7 @@ from planner.milp import neighbourhood
 from planner.budget import Budget
 from planner.milp.formulate import Formulation
 from planner.milp.arrays import INF
+from planner.milp.fairness import FairStage
 from planner.milp.solve import (
     HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, stage_bound,
     value_of,
@@ -43,9 +44,18 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
             backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], incumbent) - HOLD_SLACK, INF)
     tiers = [t for t in form.tiers if form.tier_volume[t]]
     tail_count = int(bool(form.cost_terms)) + int(bool(form.secondary))
+    fair = form.fairness.stages if form.fairness is not None else []
+    for index, stage in enumerate(fair):
+        began = budget.now()
+        deadline = budget.tier_deadline(index, len(fair) + len(tiers))
+        incumbent = fair_stage(stage, backend, incumbent, max(MIN_STAGE, deadline - began), gap, stages, began,
+                               budget, form.arrays.num_cols)
+        if incumbent is None:
+            return Outcome(np.zeros(form.arrays.num_cols), "failed", 0.0, 0.0, stages,
+                           message="no plan the model allows was found within the time limit")
     for index, tier in enumerate(tiers):
         terms = form.tier_volume[tier]
-        deadline = budget.tier_deadline(index, len(tiers))
+        deadline = budget.tier_deadline(len(fair) + index, len(fair) + len(tiers))
         began = budget.now()
         ceiling = form.tier_max[tier]
         outer = relaxed_by_name.get(f"priority {tier}")
@@ -97,3 +107,30 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
     served_bound = sum(s.bound for s in volume)
     proven = all(s.status in ("optimal", "kept") for s in stages)
     return Outcome(incumbent, "optimal" if proven else "feasible", served, max(served_bound, served), stages)
+
+
+def fair_stage(stage: FairStage, backend: Backend, incumbent: np.ndarray | None, seconds: float, gap: float,
+               stages: list[StageResult], began: float, budget: Budget, columns: int) -> np.ndarray | None:
+    """A fair-sharing stage (planner.milp.fairness): maximise its terms from `incumbent`, keep
+    the better answer, and hold what it reached for every stage after it."""
+    if incumbent is not None and value_of(stage.terms, incumbent) >= stage.ceiling - HOLD_SLACK:
+        achieved = value_of(stage.terms, incumbent)
+        stages.append(StageResult(stage.name, "kept", achieved, max(achieved, stage.ceiling), 0.0))
+    else:
+        backend.set_objective(stage.terms, maximize=True)
+        guess = incumbent if incumbent is not None else np.zeros(columns)
+        values, status, bound = backend.run(seconds, gap, guess)
+        if values is not None and (incumbent is None or
+                                   value_of(stage.terms, values) >= value_of(stage.terms, incumbent) - HOLD_SLACK):
+            incumbent = values
+        if incumbent is None:
+            stages.append(StageResult(stage.name, "failed", 0.0, stage.ceiling, budget.now() - began))
+            return None
+        achieved = value_of(stage.terms, incumbent)
+        upper = stage.ceiling if bound is None else min(stage.ceiling, max(achieved, bound))
+        proven = achieved >= upper - PROVEN_TOLERANCE * (1.0 + abs(upper))
+        stages.append(StageResult(stage.name, "optimal" if proven else "feasible", achieved, upper,
+                                  budget.now() - began))
+    backend.add_row(stage.terms, value_of(stage.terms, incumbent) - HOLD_SLACK, INF)
+    return incumbent
+

@@ -13,6 +13,7 @@ import numpy as np
 from models import Decisions, ObjectRef, PodSetAssignment
 from planner.milp.formulate import OptionColumns
 from planner.milp.model import Formulation
+from planner.milp.fairness import fill_fairness_columns
 from planner.milp.guarantee import Guarantee, fill_guarantee_columns
 from planner.milp.warmstart import feasible, fill_class_columns, fill_free_domain_columns, fill_quota_columns, place
 
@@ -184,3 +185,4 @@ def finish(form: Formulation, values: np.ndarray) -> None:
     fill_free_domain_columns(form, values)
     fill_quota_columns(form, values)
     fill_guarantee_columns(form.guarantee, values)
+    fill_fairness_columns(form.fairness, values)

@@ -1,0 +1,263 @@
+"""Kueue's fair sharing arithmetic: dominant resource shares and the weighted max-min targets.
+
+`shares` is Kueue's `dominantResourceShare` (pkg/cache/scheduler/fair_sharing.go): for
+a ClusterQueue or Cohort with a parent, what it uses above its subtree's nominal
+quota, per resource (summed over flavors), over what its parent's tree could lend of
+that resource, times 1000; the largest such ratio (the dominant resource), divided by
+its `fairSharing.weight`. Weight 0 while borrowing: an infinite share (always last).
+
+`targets` is the allocation Stowplan aims at in one cycle: in every cohort, level by
+level, each child first gets what it wants up to its own subtree's nominal quota (the
+guarantee), then what is left of the cohort's allocation is shared by weighted
+water-filling of what the children want beyond it (weighted max-min of the borrowed
+amount; the dominant resource share is that amount over the parent's lendable
+quantity, the same for every child, so max-min of amounts by weight is max-min of
+weighted shares); children of weight 0 share only what the others do not want. It is
+computed per flavor/resource, a workload's demand counted on the first flavor of its
+queue that covers each resource (the flavor Kueue tries first).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Mapping
+
+from models import Snapshot, Workload, WorkloadState
+from planner.kueue import capacity
+from planner.kueue.semantics import FlavorResource, QuotaTree, namespace_allowed
+
+Usage = Mapping[str, Mapping[FlavorResource, float]]     # cq:NAME -> flavor/resource -> amount
+
+
+@dataclass(frozen=True)
+class Share:
+    """A node's dominant resource share (Kueue's DRS)."""
+
+    weight: float
+    ratio: float = 0.0          # unweighted: borrowed x 1000 / lendable, of the dominant resource
+    resource: str = ""          # the dominant resource ("" when not borrowing)
+
+    @property
+    def weighted(self) -> float:
+        """What Kueue compares: 0 when not borrowing, inf for weight 0 while borrowing."""
+        if self.ratio == 0:
+            return 0.0
+        return math.inf if self.weight == 0 else self.ratio / self.weight
+
+
+def weight_of(snapshot: Snapshot, node: str) -> float:
+    kind, _, name = node.partition(":")
+    if kind == "cq":
+        cq = snapshot.cluster_queues.get(name)
+        return cq.fair_weight if cq is not None else 1.0
+    cohort = snapshot.cohorts.get(name)
+    return cohort.fair_weight if cohort is not None else 1.0
+
+
+def potential_available(tree: QuotaTree, node: str, fr: FlavorResource) -> float:
+    """What `node` could use of `fr` were the rest of its tree idle (Kueue's potentialAvailable)."""
+    parent = tree.parent[node]
+    subtree = tree.subtree_quota(node, fr)
+    if parent is None:
+        return float(subtree)
+    available = tree.guaranteed(node, fr) + potential_available(tree, parent, fr)
+    limit = tree.limits(node, fr)[1]
+    return float(min(available, subtree + limit) if limit is not None else available)
+
+
+def lendable(tree: QuotaTree, node: str) -> dict[str, float]:
+    """Per resource, what `node` could lend: Kueue's calculateLendable (summed over flavors)."""
+    root = tree.root_of(node)
+    out: dict[str, float] = defaultdict(float)
+    for fr in tree_frs(tree, root):
+        out[fr[1]] += potential_available(tree, node, fr)
+    return dict(out)
+
+
+def tree_frs(tree: QuotaTree, root: str) -> list[FlavorResource]:
+    """Every flavor/resource some node under `root` lists."""
+    frs: set[FlavorResource] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        frs.update(tree.quota.get(node, {}))
+        stack.extend(tree.children.get(node, []))
+    return sorted(frs)
+
+
+def node_usage(tree: QuotaTree, usage: Usage) -> dict[str, dict[FlavorResource, float]]:
+    """Usage of every node of the tree (a cohort: what its children use beyond their guarantee)."""
+    out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
+
+    def walk(node: str, fr: FlavorResource) -> float:
+        if node.startswith("cq:"):
+            value = float(usage.get(node, {}).get(fr, 0.0))
+        else:
+            value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
+        out[node][fr] = value
+        return value
+
+    for node in tree.nodes():
+        if tree.parent[node] is None:
+            for fr in tree_frs(tree, node):
+                walk(node, fr)
+    return out
+
+
+def shares(snapshot: Snapshot, tree: QuotaTree, usage: Usage) -> dict[str, Share]:
+    """Every node with a parent -> its Share under `usage` (per cq:NAME)."""
+    used = node_usage(tree, usage)
+    out: dict[str, Share] = {}
+    lendables: dict[str, dict[str, float]] = {}
+    for node in tree.nodes():
+        parent = tree.parent[node]
+        if parent is None:
+            continue
+        weight = weight_of(snapshot, node)
+        borrowed: dict[str, float] = defaultdict(float)
+        for fr, amount in used.get(node, {}).items():
+            above = amount - tree.subtree_quota(node, fr)
+            if above > 1e-9:
+                borrowed[fr[1]] += above
+        if parent not in lendables:
+            lendables[parent] = lendable(tree, parent)
+        best, dominant = 0.0, ""
+        for resource in sorted(borrowed):
+            total = lendables[parent].get(resource, 0.0)
+            if total > 0:
+                ratio = borrowed[resource] * 1000.0 / total
+                if ratio > best:
+                    best, dominant = ratio, resource
+        out[node] = Share(weight, best, dominant)
+    return out
+
+
+def first_flavor(snapshot: Snapshot, cq_name: str, resource: str) -> str | None:
+    cq = snapshot.cluster_queues.get(cq_name)
+    if cq is None:
+        return None
+    for group in cq.resource_groups:
+        if resource in group.covered_resources and group.flavors:
+            return group.flavors[0].flavor
+    return None
+
+
+def pending_demand(snapshot: Snapshot, workloads: list[Workload] | None = None) -> dict[str, dict[FlavorResource, float]]:
+    """What pending work asks of each queue's quota (cq:NAME -> fr -> amount), on the
+    first flavor of its queue covering each resource; elastic pod sets at their full count."""
+    out: dict[str, dict[FlavorResource, float]] = defaultdict(lambda: defaultdict(float))
+    pending = workloads if workloads is not None else [w for w in snapshot.workloads
+                                                       if w.state is WorkloadState.PENDING]
+    for workload in pending:
+        cq = snapshot.cluster_queues.get(workload.cluster_queue or "")
+        if (workload.blocked_reason or cq is None or not cq.active
+                or not namespace_allowed(snapshot, cq, workload.ref.namespace)):
+            continue
+        queue = cq.name
+        for pod_set in workload.pod_sets:
+            for resource, amount in pod_set.request.items():
+                flavor = first_flavor(snapshot, queue, resource)
+                if flavor is not None and amount > 0:
+                    out[f"cq:{queue}"][(flavor, resource)] += amount * pod_set.count
+    return out
+
+
+def demand(snapshot: Snapshot, running_usage: Usage | None = None) -> dict[str, dict[FlavorResource, float]]:
+    """Running usage plus pending demand, per cq:NAME."""
+    usage = running_usage if running_usage is not None else capacity.cluster_queue_usage(snapshot)
+    out: dict[str, dict[FlavorResource, float]] = defaultdict(lambda: defaultdict(float))
+    for queue, table in usage.items():
+        for fr, amount in table.items():
+            out[queue][fr] += amount
+    for queue, table in pending_demand(snapshot).items():
+        for fr, amount in table.items():
+            out[queue][fr] += amount
+    return out
+
+
+def water_fill(amount: float, wants: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:
+    """Share `amount` by weighted max-min over what each child wants: each gets
+    min(want, weight x level) for the level that spends it all (or everything it wants);
+    weight-0 children share, equally, only what is left once the others have all they want."""
+    out = {c: 0.0 for c in wants}
+    left = max(0.0, amount)
+    for group in ([c for c in wants if weights[c] > 0], [c for c in wants if weights[c] == 0]):
+        weight = {c: (weights[c] if weights[c] > 0 else 1.0) for c in group}
+        order = sorted((c for c in group if wants[c] > 0), key=lambda c: (wants[c] / weight[c], c))
+        total = sum(weight[c] for c in order)
+        for i, child in enumerate(order):
+            if left <= 0:
+                break
+            level = left / total
+            if wants[child] <= weight[child] * level:
+                out[child] = wants[child]
+                left -= wants[child]
+                total -= weight[child]
+                continue
+            for other in order[i:]:
+                out[other] = weight[other] * level
+            left = 0.0
+            break
+    return out
+
+
+def targets(snapshot: Snapshot, tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource, float]]:
+    """Every node's fair allocation (node -> fr -> its usage, as the quota tree counts it)
+    given what each cq:NAME wants in all (running and pending): a root may use its
+    subtree's quota, and each node shares its allocation among its children, guarantee
+    first, then by weight. A child's part reserved by its lendingLimit (guaranteed) is
+    its own and not drawn from the parent, as in Kueue's quota tree."""
+    want = node_wants(tree, wanted)
+    out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
+    for root in tree.nodes():
+        if tree.parent[root] is not None:
+            continue
+        for fr in tree_frs(tree, root):
+            out[root][fr] = min(want.get(root, {}).get(fr, 0.0), float(tree.subtree_quota(root, fr)))
+            _share_down(snapshot, tree, root, fr, want, out)
+    return out
+
+
+def node_wants(tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource, float]]:
+    """What each node wants, in the units its own usage is counted in: a queue its own; a
+    cohort what its children want beyond their guaranteed parts; each capped by what the
+    node may use (its subtree quota plus borrowingLimit)."""
+    out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
+
+    def walk(node: str, fr: FlavorResource) -> float:
+        if node.startswith("cq:"):
+            value = float(wanted.get(node, {}).get(fr, 0.0))
+        else:
+            value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
+        limit = tree.limits(node, fr)[1]
+        if limit is not None and tree.parent[node] is not None:
+            value = min(value, float(tree.subtree_quota(node, fr) + limit))
+        out[node][fr] = value
+        return value
+
+    for node in tree.nodes():
+        if tree.parent[node] is None:
+            for fr in tree_frs(tree, node):
+                walk(node, fr)
+    return out
+
+
+def _share_down(snapshot: Snapshot, tree: QuotaTree, node: str, fr: FlavorResource,
+                want: Mapping[str, Mapping[FlavorResource, float]], out: dict[str, dict[FlavorResource, float]]) -> None:
+    """Share `node`'s allocation among its children: each first what it wants up to its
+    nominal (of which its guaranteed part is its own), then the rest by weight."""
+    children = tree.children.get(node, [])
+    if not children:
+        return
+    wants = {c: want.get(c, {}).get(fr, 0.0) for c in children}
+    nominal = {c: min(wants[c], float(tree.subtree_quota(c, fr))) for c in children}
+    drawn = {c: max(0.0, nominal[c] - tree.guaranteed(c, fr)) for c in children}   # from this node's pool
+    extra = water_fill(out[node][fr] - sum(drawn.values()), {c: wants[c] - nominal[c] for c in children},
+                       {c: weight_of(snapshot, c) for c in children})
+    for child in children:
+        out[child][fr] = nominal[child] + extra[child]
+        _share_down(snapshot, tree, child, fr, want, out)
