@@ -189,3 +189,26 @@ def test_fair_reclaim_by_a_borrowing_preemptor_verifies() -> None:
     assert [e.workload.name for e in decisions.evictions] == ["a2"]
     assert verify(snap, decisions) == []
     assert verify(strategies_case(), decisions) != []          # classical rules refuse it
+
+
+def test_shares_are_compared_below_the_common_cohort() -> None:
+    """org (32) -> left {l1}, right {r1, r2}; r1 and r2 run three 4-GPU jobs each, l1 8:
+    full. l1 wants 4 more. Kueue compares left (with the job 12/32 = 375) to right
+    (24/32 = 750; without r2's newest job 20/32 = 625): 375 <= 625, r2's newest job goes
+    (r1 and r2 tie at 375; r2's candidate was admitted later). Queue to queue, l1's
+    375 against r2's 250 after would have refused it: the verifier compares as Kueue."""
+    def runs(q, hours):
+        return [running_job(f"team-{q}", f"{q}-{i}", cq=q, gpu=1, nodes={f"{q}n{i}": 4},
+                            admitted=ago(hours=hours - i)) for i in range(3)]
+    nodes = [node(f"{q}n{i}", gpu=4) for q in ("r1", "r2") for i in range(3)] + [node("l1n0", gpu=8), node("free", gpu=4)]
+    l1 = running_job("team-l1", "l1-0", cq="l1", gpu=1, nodes={"l1n0": 8}, admitted=ago(hours=9))
+    want = job("team-l1", "l1-want", cq="l1", pods=4, gpu=1)
+    snap = snapshot(nodes=nodes, flavors=[flavor("default")],
+                    cohorts=[pool("org", 32), cohort("left", parent="org"), cohort("right", parent="org")],
+                    cqs=[queue("l1", "left"), queue("r1", "right"), queue("r2", "right")],
+                    workloads=runs("r1", 8) + runs("r2", 5) + [l1, want])
+    snap = fair_on(snap)
+    decisions = greedy(snap).decisions
+    assert [e.workload.name for e in decisions.evictions] == ["r2-2"]
+    assert [a.workload.name for a in decisions.admissions] == ["l1-want"]
+    assert verify(snap, decisions) == []
