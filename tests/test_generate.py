@@ -393,3 +393,12 @@ def test_committed_fixture_is_what_its_preset_generates(name):
         pytest.skip(f"{path.name} not committed yet")
     assert path.read_text() == g.to_json(g.generate(g.preset(name)))
     assert os.path.getsize(path) < 5 * 2**20
+
+
+def test_fair_preset_turns_fair_sharing_on_with_weights_and_an_idle_team():
+    snap = build_snapshot(g.generate(g.preset("fair"))["items"], source="fair")
+    assert snap.kueue_config.fair_sharing.enabled and not snap.problems
+    weights = {name: q.fair_weight for name, q in sorted(snap.cluster_queues.items())}
+    assert sorted(weights.values()) == [1.0, 1.0, 2.0, 3.0]
+    idle = [name for name in snap.cluster_queues if not any(w.cluster_queue == name for w in snap.workloads)]
+    assert idle == ["team-recsys-cq"]

@@ -212,3 +212,13 @@ def test_shares_are_compared_below_the_common_cohort() -> None:
     assert [e.workload.name for e in decisions.evictions] == ["r2-2"]
     assert [a.workload.name for a in decisions.admissions] == ["l1-want"]
     assert verify(snap, decisions) == []
+
+
+def test_fairshare_table_reports_shares_against_the_weighted_target() -> None:
+    from planner.tools.fairshare import markdown, share_rows
+    snap = fair_on(two_teams(32, 32), weights={"cq-b": 3.0})
+    rows = share_rows(snap, {"greedy": greedy(snap).decisions})
+    got = {r.queue: (r.weight, r.demand, r.target, r.target_drs, r.held["greedy"], r.drs["greedy"]) for r in rows}
+    # 8 and 24 of 32: 250 per mille each, after the weights (24/32 = 750 over 3).
+    assert got == {"cq-a": (1.0, 32, 8.0, 250.0, 8, 250.0), "cq-b": (3.0, 32, 24.0, 250.0, 24, 250.0)}
+    assert markdown(rows, ["greedy"])[2] == "| cq-a | 1 | 0 | 32 | 8.0 | 250 | 8 | 250 |"
