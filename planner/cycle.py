@@ -29,7 +29,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from models import Decisions, Plan, Snapshot, SolverReport
-from planner import metrics, tiers, vs_kueue, why
+from planner import fair_report, metrics, tiers, vs_kueue, why
+from planner.kueue import fair_share
+from planner.kueue.semantics import QuotaTree
 from planner.milp import guarantee
 from planner.assemble import assemble
 from planner.budget import RELAXED_SHARE, Budget
@@ -144,9 +146,12 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         violations = verify(snapshot, decisions)
         if violations:
             why = f"MILP plan failed verification ({violations[0]})"
-        elif (start is not None and not snapshot.kueue_config.fair_sharing.enabled
-              and tiers.compare(tiers.tier_volumes(snapshot, decisions), tiers.tier_volumes(snapshot, baseline)) < 0):
-            # (with fair sharing, the shares come before the priority tiers: greedy's tiers are no floor)
+        elif snapshot.kueue_config.fair_sharing.enabled:
+            # the shares come before the priority tiers: greedy is compared on both, in that order
+            if not greedy_violations and fairer(snapshot, baseline, decisions):
+                why = "MILP plan scored below greedy (fair shares, then priority)"
+        elif start is not None and tiers.compare(tiers.tier_volumes(snapshot, decisions),
+                                                 tiers.tier_volumes(snapshot, baseline)) < 0:
             why = "MILP plan scored below greedy"
     clock.lap("verify")
     if why:
@@ -172,6 +177,20 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
         stages=tuple(s.as_dict() for s in outcome.stages), model=model_size(form))
     return finished(snapshot, decisions, report, clock, form, baseline=baseline)
+
+
+def fairer(snapshot: Snapshot, baseline: Decisions, decisions: Decisions) -> bool:
+    """Does greedy's plan beat `decisions` on the fair shares (least fraction of its
+    target any queue reaches, then their sum), or tie there and serve more by priority?"""
+    tree = QuotaTree(snapshot)
+    goals = fair_share.targets(snapshot, tree, fair_share.demand(snapshot))
+    theirs = fair_share.fairness_score(snapshot, tree, fair_report.usage_after(snapshot, baseline), goals)
+    ours = fair_share.fairness_score(snapshot, tree, fair_report.usage_after(snapshot, decisions), goals)
+    if abs(theirs[0] - ours[0]) > 1e-6:
+        return theirs[0] > ours[0]
+    if abs(theirs[1] - ours[1]) > 1e-6:
+        return theirs[1] > ours[1]
+    return tiers.compare(tiers.tier_volumes(snapshot, decisions), tiers.tier_volumes(snapshot, baseline)) < 0
 
 
 def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None, solver: str, budget: Budget,

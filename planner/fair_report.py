@@ -25,7 +25,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from models import Decisions, Snapshot, is_gpu
+from models import Decisions, Snapshot
 from planner.kueue import capacity, fair_share
 from planner.kueue.semantics import FlavorResource, QuotaTree
 
@@ -55,12 +55,6 @@ def usage_after(snapshot: Snapshot, decisions: Decisions) -> dict[str, dict[Flav
     return out
 
 
-def measured(frs: list[FlavorResource]) -> str | None:
-    resources = sorted({r for _, r in frs})
-    gpus = [r for r in resources if is_gpu(r)]
-    return gpus[0] if gpus else ("cpu" if "cpu" in resources else (resources[0] if resources else None))
-
-
 def report(snapshot: Snapshot, decisions: Decisions) -> dict[str, Any] | None:
     """The `fair_sharing` block, or None when fair sharing is off."""
     config = snapshot.kueue_config.fair_sharing
@@ -71,12 +65,13 @@ def report(snapshot: Snapshot, decisions: Decisions) -> dict[str, Any] | None:
     shares_after = fair_share.shares(snapshot, tree, after)
     goals = fair_share.targets(snapshot, tree, fair_share.demand(snapshot))
     # the target on the measured resource only: the fair allocation is aimed at on it alone
-    aimed = {k: {fr: v for fr, v in table.items() if fr[1] == measured(fair_share.tree_frs(tree, tree.root_of(k)))}
-             for k, table in goals.items() if k.startswith("cq:")}
+    resource_of = {k: fair_share.measured_resource(fair_share.tree_frs(tree, tree.root_of(k)))
+                   for k in goals if k.startswith("cq:")}
+    aimed = {k: {fr: v for fr, v in goals[k].items() if fr[1] == resource} for k, resource in resource_of.items()}
     fair_shares = fair_share.shares(snapshot, tree, aimed)
     queues: dict[str, Any] = {}
     for node in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
-        resource = measured(fair_share.tree_frs(tree, tree.root_of(node)))
+        resource = fair_share.measured_resource(fair_share.tree_frs(tree, tree.root_of(node)))
         unit = 1000.0 if resource == "cpu" else 1.0
         used = sum(v for fr, v in after.get(node, {}).items() if fr[1] == resource) / unit
         fair = sum(v for fr, v in goals.get(node, {}).items() if fr[1] == resource) / unit

@@ -302,3 +302,17 @@ def test_targets_keep_a_lending_limit_reserved():
     assert (both["cq:a"][fr], both["cq:b"][fr]) == (10, 10)
     less = targets(snap, tree, {"cq:a": {fr: 5.0}, "cq:b": {fr: 30.0}})
     assert (less["cq:a"][fr], less["cq:b"][fr]) == (5, 14)
+
+
+def test_greedy_stays_the_fallback_when_it_is_fairer():
+    # The cycle's guard with fair sharing on: shares first (least fraction of its target
+    # any queue reaches, then their sum), then priority. The 8/24 plan against one that
+    # gives a (priority 100) all 32: b reaches 0 of its 24, so the first is fairer.
+    from planner.cycle import fairer
+    snap = pool({"a": 1, "b": 3}, {"a": 32, "b": 32}, priorities={"a": 100})
+    unfair = plan_snapshot(snap, time_limit=60)
+    fair_plan = plan_snapshot(fair(snap), time_limit=60)
+    assert gpus_by_queue(snap, unfair) == {"a": 32} and gpus_by_queue(snap, fair_plan) == {"a": 8, "b": 24}
+    as_decisions = [Decisions(p.admissions, p.evictions) for p in (unfair, fair_plan)]
+    assert fairer(fair(snap), as_decisions[1], as_decisions[0])        # greedy fairer: fall back
+    assert not fairer(fair(snap), as_decisions[0], as_decisions[1])

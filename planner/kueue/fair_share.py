@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Mapping
 
-from models import Snapshot, Workload, WorkloadState
+from models import Snapshot, Workload, WorkloadState, is_gpu
 from planner.kueue import capacity
 from planner.kueue.semantics import FlavorResource, QuotaTree, namespace_allowed
 
@@ -76,6 +76,16 @@ def lendable(tree: QuotaTree, node: str) -> dict[str, float]:
     for fr in tree_frs(tree, root):
         out[fr[1]] += potential_available(tree, node, fr)
     return dict(out)
+
+
+def measured_resource(frs: list[FlavorResource]) -> str | None:
+    """The resource fair shares are aimed at and compared on in a tree: its GPUs where it
+    has any (the first GPU resource name), else cpu, else its first resource."""
+    resources = sorted({r for _, r in frs})
+    gpus = [r for r in resources if is_gpu(r)]
+    if gpus:
+        return gpus[0]
+    return "cpu" if "cpu" in resources else (resources[0] if resources else None)
 
 
 def tree_frs(tree: QuotaTree, root: str) -> list[FlavorResource]:
@@ -261,3 +271,23 @@ def _share_down(snapshot: Snapshot, tree: QuotaTree, node: str, fr: FlavorResour
     for child in children:
         out[child][fr] = nominal[child] + extra[child]
         _share_down(snapshot, tree, child, fr, want, out)
+
+
+def fairness_score(snapshot: Snapshot, tree: QuotaTree, usage: Usage,
+                   goals: Mapping[str, Mapping[FlavorResource, float]]) -> tuple[float, float]:
+    """(least, total) over queues with a target above nominal on their tree's measured
+    resource (GPUs where any): the fraction of that target each reaches under `usage`,
+    capped at 1; the MILP's two fairness stages in one number pair, to compare plans."""
+    fractions: list[float] = []
+    for node in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
+        measured = measured_resource(tree_frs(tree, tree.root_of(node)))
+        best: tuple[float, FlavorResource | None, float] = (0.0, None, 0.0)
+        for fr, goal in sorted(goals.get(node, {}).items()):
+            extra = goal - tree.subtree_quota(node, fr)
+            if fr[1] == measured and extra > 1e-6 and extra > best[0]:
+                best = (extra, fr, extra)
+        if best[1] is None:
+            continue
+        borrowed = float(usage.get(node, {}).get(best[1], 0.0)) - tree.subtree_quota(node, best[1])
+        fractions.append(min(1.0, max(0.0, borrowed / best[2])))
+    return (min(fractions) if fractions else 1.0, sum(fractions))

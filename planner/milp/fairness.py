@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from models import is_gpu
 from models.kueue_config import LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 from planner.kueue import capacity, fair_share
 from planner.kueue.semantics import FlavorResource
@@ -123,7 +122,7 @@ def add_fairness(model: "Formulation") -> None:
     ratios: list[tuple[int, float]] = []
     for queue in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
         lend = fair_share.lendable(tree, tree.parent[queue] or queue)
-        measured = measured_resource(fair_share.tree_frs(tree, tree.root_of(queue)))
+        measured = fair_share.measured_resource(fair_share.tree_frs(tree, tree.root_of(queue)))
         best: tuple[float, FlavorResource | None, float] = (0.0, None, 0.0)
         for goal_fr, goal in sorted(goals.get(queue, {}).items()):
             if goal_fr[1] != measured:
@@ -149,15 +148,6 @@ def add_fairness(model: "Formulation") -> None:
         fair.stages = [FairStage("fair share: least", [(t, 1.0)], 1.0),
                        FairStage("fair share: total", ratios, float(len(ratios)))]
     add_strategy_rows(model, fair, usage_expr, units)
-
-
-def measured_resource(frs: list[FlavorResource]) -> str | None:
-    """The resource shares are compared on in strategy rows: GPUs where the tree has any."""
-    resources = sorted({r for _, r in frs})
-    gpus = [r for r in resources if is_gpu(r)]
-    if gpus:
-        return gpus[0]
-    return "cpu" if "cpu" in resources else (resources[0] if resources else None)
 
 
 UsageExpr = Callable[[str, FlavorResource], tuple[list[tuple[int, float]], float]]
@@ -193,7 +183,7 @@ def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExp
         if queue in columns:
             return columns[queue]
         frs = fair_share.tree_frs(tree, tree.root_of(queue))
-        resource = measured_resource(frs)
+        resource = fair_share.measured_resource(frs)
         if resource is None:
             return None
         lend = fair_share.lendable(tree, tree.parent[queue] or queue).get(resource, 0.0)
