@@ -125,9 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         snapshot = replace(snapshot, kueue_config=replace(config, fair_sharing=fair))
     solvers = args.solver or ["greedy"]
     plans = {}
+    how: dict[str, str] = {}
     for solver in solvers:
         plan = plan_snapshot(snapshot, solver=solver, time_limit=args.time_limit)
         plans[solver] = Decisions(admissions=plan.admissions, evictions=plan.evictions)
+        how[solver] = f" ({plan.solver.method}, {plan.solver.status})"
     for n in args.cycles:
         early = KueueCycles(snapshot, fair=from_snapshot(snapshot)).run(cycles=n)
         plans[f"greedy@{n}"] = early.decisions
@@ -138,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{len(baseline.decisions.admissions)} admitted, {len(baseline.decisions.evictions)} running evicted, "
           f"{baseline.undone} admissions evicted again within the replay")
     for solver, d in plans.items():
-        print(f"{solver}: {len(d.admissions)} admitted, {len(d.evictions)} evicted")
+        print(f"{solver}{how.get(solver, '')}: {len(d.admissions)} admitted, {len(d.evictions)} evicted")
     return 0
 
 
