@@ -1002,7 +1002,7 @@ class Rules:
                     return False
             return nodes_fit() if nodes_fit is not None else True
 
-        found = fairsharing.fair_targets(state, self.fair, cq.name, usage, candidates,
+        found = fairsharing.fair_targets(state, self.fair, cq.name, usage, sorted(frs_need), candidates,
                                          lambda a: self.fair_order(a, cq), fits)
         if not found:
             return [], None

@@ -348,7 +348,8 @@ def strategy_allows(name: str, preemptor_new: DRS, target_old: DRS, target_new: 
 
 
 def fair_targets(state: "ClusterState", shares: Shares, preemptor_cq: str, requests: Mapping[FR, int],
-                 candidates: Sequence["Admitted"], order: Callable[["Admitted"], tuple[object, ...]],
+                 frs_need: Sequence[FR], candidates: Sequence["Admitted"],
+                 order: Callable[["Admitted"], tuple[object, ...]],
                  fits: Callable[[], bool]) -> list[tuple["Admitted", str]] | None:
     """fairPreemptions: the victims (with their reasons) that let `requests` fit in
     `preemptor_cq` (quota, and whatever else `fits()` checks on the state), or None.
@@ -391,8 +392,8 @@ def fair_targets(state: "ClusterState", shares: Shares, preemptor_cq: str, reque
     simulate(+1)
     done = False
     try:
-        need = [fr for fr, _ in charged]
-        within = all(usage(key, fr) <= state.quota.limits(key, fr)[0] for fr in need)
+        # queueWithinNominalInResourcesNeedingPreemption, with the workload's usage added.
+        within = all(usage(key, fr) <= state.quota.limits(key, fr)[0] for fr in frs_need)
         ordering = _Ordering(shares, usage, key, queues_of(candidates), order)
         retry: list["Admitted"] = []
         while not done and (nxt := ordering.iterate()) is not None:
