@@ -219,6 +219,9 @@ def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None
     carried = continued(snapshot, decoded.decisions, form.preemption)
     if carried is None or verify(snapshot, carried):
         return None, reported
+    if snapshot.kueue_config.fair_sharing.enabled:
+        # shares first: a start no less fair than greedy's plan (greedy's tiers are no floor then)
+        return (None if fairer(snapshot, baseline, carried) else start_from(form, carried, ease=True)), reported
     volumes, greedy_volumes = tiers.tier_volumes(snapshot, carried), tiers.tier_volumes(snapshot, baseline)
     if tiers.compare(volumes, greedy_volumes) <= 0:
         return None, reported

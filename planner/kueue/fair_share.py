@@ -275,19 +275,15 @@ def _share_down(snapshot: Snapshot, tree: QuotaTree, node: str, fr: FlavorResour
 
 def fairness_score(snapshot: Snapshot, tree: QuotaTree, usage: Usage,
                    goals: Mapping[str, Mapping[FlavorResource, float]]) -> tuple[float, float]:
-    """(least, total) over queues with a target above nominal on their tree's measured
-    resource (GPUs where any): the fraction of that target each reaches under `usage`,
-    capped at 1; the MILP's two fairness stages in one number pair, to compare plans."""
+    """(least, total) over queues with a fair allocation of their tree's measured resource
+    (GPUs where any): the fraction of it each uses under `usage`, capped at 1; the MILP's
+    two fairness stages (planner.milp.fairness) in one pair, to compare plans."""
     fractions: list[float] = []
     for node in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
         measured = measured_resource(tree_frs(tree, tree.root_of(node)))
-        best: tuple[float, FlavorResource | None, float] = (0.0, None, 0.0)
-        for fr, goal in sorted(goals.get(node, {}).items()):
-            extra = goal - tree.subtree_quota(node, fr)
-            if fr[1] == measured and extra > 1e-6 and extra > best[0]:
-                best = (extra, fr, extra)
-        if best[1] is None:
+        goal = sum(v for fr, v in goals.get(node, {}).items() if fr[1] == measured)
+        if goal <= 1e-6:
             continue
-        borrowed = float(usage.get(node, {}).get(best[1], 0.0)) - tree.subtree_quota(node, best[1])
-        fractions.append(min(1.0, max(0.0, borrowed / best[2])))
+        used = sum(float(v) for fr, v in usage.get(node, {}).items() if fr[1] == measured)
+        fractions.append(min(1.0, max(0.0, used / goal)))
     return (min(fractions) if fractions else 1.0, sum(fractions))

@@ -8,15 +8,19 @@ by level over the cohort tree, on what each queue wants: running plus pending wo
 the model can place). The model then only has to come as close to it as whole
 workloads allow, with two stages ahead of the priority tiers:
 
-    m[q] <= borrowed(q) = usage(q, r_q) - nominal subtree quota(q, r_q)     (continuous)
-    0 <= m[q] <= x[q]      x[q]: q's target above its nominal, on flavor/resource r_q
-    t * x[q] <= m[q]       for every queue with a target above nominal
+    m[q] <= usage(q, r)    its use of the tree's measured resource r, over r's flavors  (continuous)
+    0 <= m[q] <= x[q]      x[q]: q's fair allocation of r (its nominal part first, then its share)
+    t * x[q] <= m[q]       for every queue with a fair allocation
 
-    stage "fair share: least": maximise t         (the least fraction of its target any queue reaches)
+    stage "fair share: least": maximise t         (the least fraction of its fair allocation any queue reaches)
     stage "fair share: total": maximise sum m[q] / x[q], t held
 
-r_q is of the tree's measured resource (its GPUs where it has any, else cpu): the
-flavor of it where q's target lies furthest above its nominal. Targets computed
+Fractions of the whole allocation, not only of the part above nominal: a queue below
+its nominal with pending work (the guarantee) counts as much as one short of its
+borrowed share, so borrowers admitted by the priority tiers cannot take the nodes a
+queue within its nominal needs.
+
+r is the tree's measured resource (its GPUs where it has any, else cpu). Targets computed
 resource by resource would not add up to whole workloads (a queue last on GPUs but
 first on spare cpu would be asked to take cpu it can only use with GPUs); Kueue's DRS
 of GPU work is its GPU share. Each is held (a row) for every stage after it, so the priority tiers then rank the
@@ -118,27 +122,25 @@ def add_fairness(model: "Formulation") -> None:
         constant = (running.get(queue, {}).get(fr, 0) - tree.subtree_quota(queue, fr)) / unit
         return terms, constant
 
-    # the stages: each queue's fraction of its target above nominal
+    # the stages: each queue's fraction of its fair allocation of the measured resource
     ratios: list[tuple[int, float]] = []
     for queue in sorted(n for n in tree.nodes() if n.startswith("cq:") and tree.parent[n] is not None):
-        lend = fair_share.lendable(tree, tree.parent[queue] or queue)
         measured = fair_share.measured_resource(fair_share.tree_frs(tree, tree.root_of(queue)))
-        best: tuple[float, FlavorResource | None, float] = (0.0, None, 0.0)
-        for goal_fr, goal in sorted(goals.get(queue, {}).items()):
-            if goal_fr[1] != measured:
-                continue     # one resource per tree: targets per resource would not add up to workloads
-            extra = goal - tree.subtree_quota(queue, goal_fr)
-            total = lend.get(goal_fr[1], 0.0)
-            if extra > MIN_TARGET and total > 0 and extra / total > best[0]:
-                best = (extra / total, goal_fr, extra)
-        _, dominant, above = best
-        if dominant is None:
+        frs = [fr for fr in sorted(goals.get(queue, {})) if fr[1] == measured]
+        goal = sum(goals[queue][fr] for fr in frs)
+        if goal <= MIN_TARGET:
             continue
-        terms, constant = usage_expr(queue, dominant)
-        x = above / units.get(dominant[1], 1)
+        unit = units.get(measured or "", 1)
+        terms: list[tuple[int, float]] = []
+        constant = 0.0
+        for fr in frs:
+            more, base = usage_expr(queue, fr)
+            terms += more
+            constant += base + tree.subtree_quota(queue, fr) / unit     # its whole use, not only above nominal
+        x = goal / unit
         m = arrays.add_col(f"fair[{queue}]", 0.0, x)
-        # m - usage terms <= constant: m is at most what q borrows
-        arrays.add_row(f"fair_borrowed[{queue}]", [(m, 1.0)] + [(c, -v) for c, v in terms], -INF, constant)
+        # m - usage terms <= constant: m is at most what q uses
+        arrays.add_row(f"fair_used[{queue}]", [(m, 1.0)] + [(c, -v) for c, v in terms], -INF, constant)
         fair.shares.append((m, terms, constant, x))
         ratios.append((m, 1.0 / x))
     if fair.shares:
