@@ -1003,10 +1003,10 @@ class _LazyEpilogCommand(click.Command):
 
 
 @cli.command("generate", cls=_LazyEpilogCommand, context_settings=CONTEXT)
-@click.option("--preset", type=click.Choice(["S", "M", "L", "XL", "meta-like", "nvl72", "four-level", "fragmented"]),
+@click.option("--preset", type=click.Choice(["S", "M", "L", "XL", "meta-like", "nvl72", "four-level", "fragmented", "fair"]),
               default="S", show_default=True, show_envvar=True,
               help="Starting shape: S/M/L/XL (512/4,096/16,384/65,536 nodes, the scale benchmark's) or a "
-                   "topology fixture's (meta-like, nvl72, four-level).")
+                   "topology fixture's (meta-like, nvl72, four-level); fair: four weighted teams with fair sharing on.")
 @click.option("--seed", type=int, show_envvar=True,
               help="Random seed (default: the preset's). The same seed and parameters give the same bytes.")
 @click.option("--nodes", "nodes", metavar="AxBx...", show_envvar=True,

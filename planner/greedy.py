@@ -20,12 +20,15 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from models import Admission, ClusterQueue, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
-from planner.kueue import assigner
+from planner.kueue import assigner, fairsharing
 from planner.kueue.capacity import cluster_queue_usage, quota_usage_of
-from planner.kueue.semantics import borrowing_queues, eviction_cost, evictable, preemption_reason, queue_order_key
+from planner.kueue.semantics import (
+    admission_fair_sharing, borrowing_queues, effective_priority, eviction_cost, evictable, kueue_amounts,
+    preemption_reason, queue_order_key,
+)
 from planner.kueue.fit import fits_fixed, place_fixed
 from planner.kueue.state import ClusterState, FlavorResource, PodSetChoice, admission_blocker
 
@@ -34,6 +37,8 @@ from planner.kueue.state import ClusterState, FlavorResource, PodSetChoice, admi
 class GreedyResult:
     decisions: Decisions
     reasons: dict[ObjectRef, str]   # pending, not admitted -> why, from greedy's last attempt
+    cycles: int = 0                 # Kueue cycles replayed (the last replay)
+    undone: int = 0                 # admissions of the replay evicted again later (Kueue would start and stop them)
 
 
 # ---------------------------------------------------------------- the cycles
@@ -78,6 +83,13 @@ class _Queue:
                 return p
         return None
 
+    def rekey(self, key: Callable[[Workload], tuple[Any, ...]]) -> None:
+        """The order keys changed (admission fair sharing's usage moved): re-sort."""
+        for p in list(self.waiting.values()) + list(self.inadmissible.values()):
+            p.key = key(p.workload)
+        self.heap = [(p.key, ref) for ref, p in self.waiting.items()]
+        heapq.heapify(self.heap)
+
     def requeue_inadmissible(self) -> None:
         for p in self.inadmissible.values():
             self.push(p)
@@ -93,14 +105,16 @@ class _Entry:
     order: tuple[Any, ...]
 
 
-def greedy(snapshot: Snapshot) -> GreedyResult:
+def greedy(snapshot: Snapshot, fair: "fairsharing.FairSharing | None" = None) -> GreedyResult:
     """Kueue's scheduling cycles until nothing changes (planner.kueue.assigner decides
     for each head; KueueCycles runs the cycles), replayed again with more running work
     protected while the end state cannot support an eviction the replay made (see
     KueueCycles: "Stowplan plans the end state")."""
     protected: dict[ObjectRef, str] = {}
+    if fair is None:
+        fair = fairsharing.from_snapshot(snapshot)
     while True:
-        cycles = KueueCycles(snapshot, protected=protected)
+        cycles = KueueCycles(snapshot, protected=protected, fair=fair)
         result = cycles.run()
         more = {ref: kind for ref, kind in cycles.unsupported.items()
                 if protected.get(ref) != kind and protected.get(ref) != ALL}
@@ -168,7 +182,7 @@ class KueueCycles:
     """
 
     def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None,
-                 protected: Mapping[ObjectRef, str] | None = None):
+                 protected: Mapping[ObjectRef, str] | None = None, fair: "fairsharing.FairSharing | None" = None):
         self.kr = assigner
         self.snapshot = snapshot
         self.state = ClusterState(snapshot)
@@ -176,6 +190,13 @@ class KueueCycles:
         self._empty: ClusterState | None = None
         tree = self.state.quota
         self.rules = assigner.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty)
+        # Kueue's fair sharing (fairSharing.enable): heads by the tournament, fair preemption.
+        self.shares = fairsharing.Shares(tree, fair) if fair is not None else None
+        self.rules.fair = self.shares
+        # Admission fair sharing: what admissions of this plan add to their LocalQueues'
+        # usage (Kueue's entry penalties), on top of the snapshot's decayed usage.
+        self.afs = admission_fair_sharing(snapshot)
+        self.penalty: dict[tuple[str, str], float] = {}
         self.borrowing_before = borrowing_queues(snapshot, tree, cluster_queue_usage(snapshot))
         self.protected = dict(protected or {})
         self.unsupported: dict[ObjectRef, str] = {}   # set by run(): see the class docstring
@@ -199,7 +220,7 @@ class KueueCycles:
             assert name is not None
             if name not in self.queues:
                 self.queues[name] = _Queue(snapshot.cluster_queues[name])
-            p = self.pending[w.ref] = _Pending(w, queue_order_key(w, snapshot))
+            p = self.pending[w.ref] = _Pending(w, self._key(w))
             self.queues[name].push(p)
         self.names = sorted(self.queues)
         # Cohort tree root -> its queues: an eviction requeues what was set aside in all of them.
@@ -213,6 +234,7 @@ class KueueCycles:
         self.evicting: dict[ObjectRef, tuple["assigner.Target", Workload, int]] = {}
         self.eviction_cycles = max(1, eviction_cycles if eviction_cycles is not None else EVICTION_CYCLES)
         self.cycle = 0
+        self.undone = 0
         self.sequence = 0
         # (preemptor, victim) for each eviction of a workload this plan admitted: the victim
         # is pending again and, in a queue that does not borrow as high, comes before the
@@ -220,6 +242,14 @@ class KueueCycles:
         # again, and so on (Kueue's loop thrashes there). A preemptor never evicts the same
         # workload twice: it is set aside instead, and the workload keeps running.
         self.taken_back: set[tuple[ObjectRef, ObjectRef]] = set()
+
+    def _key(self, w: Workload) -> tuple[Any, ...]:
+        """queue_order_key, with this plan's admissions' penalties on the LocalQueue's usage."""
+        key = queue_order_key(w, self.snapshot)
+        extra = self.penalty.get((w.ref.namespace, w.local_queue))
+        if extra and self.afs is not None and w.cluster_queue in self.afs.queues:
+            key = (key[0], key[1] + extra) + key[2:]
+        return key
 
     def empty(self) -> ClusterState:
         """The cluster with nothing admitted (Kueue's SimulateEmpty)."""
@@ -234,8 +264,12 @@ class KueueCycles:
 
     # -- the loop
 
-    def run(self) -> GreedyResult:
+    def run(self, cycles: int | None = None) -> GreedyResult:
+        """The cycles to the fixed point (or only the first `cycles`, to see where a
+        cluster stands after that many: evictions issued and not complete are left out)."""
         limit = 20 * (len(self.snapshot.workloads) + 10)   # a guard: Kueue's own loop could thrash
+        if cycles is not None:
+            limit = min(limit, cycles)
         swept: int | None = None
         while self.cycle < limit:
             if self.step():
@@ -262,7 +296,22 @@ class KueueCycles:
         entries = [self._nominate(p) for p in heads]
         self.rules.steady = False
         entries.sort(key=lambda e: e.order)
+        if self.shares is not None:
+            return self._process(self._tournament(entries))
         return self._process(entries)
+
+    def _tournament(self, entries: list[_Entry]) -> Iterator[_Entry]:
+        """Kueue's fairSharingIterator: each next head is the tournament's winner in
+        its cohort tree, on the state as the heads before it left it. Kueue starts
+        from any queue with a head (a map's order); this takes the first in the
+        classical order, so that the same snapshot gives the same plan."""
+        assert self.shares is not None
+        heads = [fairsharing.Head(e.cq.name, e.assignment.usage, effective_priority(e.pending.workload, self.snapshot),
+                                  e.pending.workload.queued_at, e) for e in entries]
+        while heads:
+            h = fairsharing.tournament_pop(self.state, self.shares, heads, heads[0])
+            assert isinstance(h.item, _Entry)
+            yield h.item
 
     def _nominate(self, p: _Pending) -> _Entry:
         w = p.workload
@@ -271,10 +320,10 @@ class KueueCycles:
         assignment, targets = self.rules.nominate(w, queue.cq, last, queue.generation)
         if assignment.mode != self.kr.FIT and assignment.reason:
             p.reason = assignment.reason
-        order = (assignment.borrowing,) + p.key
+        order = (assignment.borrowing, p.key[0]) + p.key[2:]   # across queues: no LocalQueue usage
         return _Entry(p, queue.cq, assignment, targets, order)
 
-    def _process(self, entries: list[_Entry]) -> bool:
+    def _process(self, entries: Iterable[_Entry]) -> bool:
         """Step 5 of schedule(), then the cycle's end; whether anything moved."""
         kr, state = self.kr, self.state
         preempted: dict[ObjectRef, "assigner.Admitted"] = {}
@@ -411,6 +460,12 @@ class KueueCycles:
         self.registry.add(entry)
         self.admitted[w.ref] = (Admission(workload=w.ref, cluster_queue=cq.name, pod_sets=assignment), entry)
         self.pending.pop(w.ref, None)
+        if self.afs is not None and cq.name in self.afs.queues:
+            lq = (w.ref.namespace, w.local_queue)
+            weight = self.afs.local_queue_weights.get(lq, 1.0)
+            penalty = self.afs.entry_penalty(kueue_amounts(w, assignment))
+            self.penalty[lq] = self.penalty.get(lq, 0.0) + (penalty / weight if weight > 0 else penalty)
+            self.queues[cq.name].rekey(self._key)
 
     def _complete(self, victims: Sequence[tuple["assigner.Target", Workload]]) -> None:
         """The evictions complete: the victims leave the cache (already released), their
@@ -424,10 +479,11 @@ class KueueCycles:
             if queue is not None:
                 queue.generation += 1
             if v.planned:
+                self.undone += 1
                 self.taken_back.add((preemptor.ref, v.ref))
                 del self.admitted[v.ref]
                 original = self._originals[v.ref]
-                p = self.pending[v.ref] = _Pending(original, queue_order_key(original, self.snapshot))
+                p = self.pending[v.ref] = _Pending(original, self._key(original))
                 if queue is not None:
                     queue.push(p)
             else:
@@ -466,7 +522,8 @@ class KueueCycles:
             self.reasons.pop(ref, None)
         decisions = Decisions(admissions=tuple(admissions[r] for r in sorted(admissions)),
                               evictions=tuple(evictions[r] for r in sorted(evictions)))
-        return GreedyResult(decisions=decisions, reasons=dict(sorted(self.reasons.items())))
+        return GreedyResult(decisions=decisions, reasons=dict(sorted(self.reasons.items())), cycles=self.cycle,
+                            undone=self.undone)
 
     def _justified(self, admissions: Mapping[ObjectRef, Admission]) -> dict[ObjectRef, Eviction]:
         """Every eviction, naming an admission of the plan allowed to make it in the end
@@ -492,7 +549,8 @@ class KueueCycles:
             entry = self.admitted[preemptor_ref][1]
             if preemptor_ref not in borrows:
                 used = before.get(f"cq:{entry.cq}", {})
-                borrows[preemptor_ref] = any(used.get(fr, 0) + v > tree.limits(f"cq:{entry.cq}", fr)[0]
+                # Fair sharing lets a borrowing preemptor reclaim (canPreemptWhileBorrowing).
+                borrows[preemptor_ref] = self.shares is None and any(used.get(fr, 0) + v > tree.limits(f"cq:{entry.cq}", fr)[0]
                                              for fr, v in entry.usage.items())
             return preemption_reason(snap, self._originals[preemptor_ref], victim, tree, borrowing,
                                      borrows[preemptor_ref])

@@ -642,7 +642,9 @@ def _preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, vi
     before the plan (using more than its nominal quota of some flavor/resource), and
     reclaimWithinCohort Any, or LowerPriority with a lower priority; when the preemptor
     borrows (its admission alone takes its queue above nominal), borrowWithinCohort
-    must also be LowerPriority, with a lower priority at most maxPriorityThreshold.
+    must also be LowerPriority, with a lower priority at most maxPriorityThreshold,
+    unless Kueue's Configuration turns fair sharing on: then a borrowing preemptor may
+    reclaim too (Kueue's canPreemptWhileBorrowing), its shares deciding which victims.
     """
     cq = ix.snapshot.cluster_queues.get(cq_name)
     if cq is None:

@@ -137,7 +137,7 @@ def check_fair_preemption(ix: SnapshotIndex, decisions: Decisions, admitted: Map
     before_usage, after_usage = usage_before_after(ix, admitted, evicted)
     after = Shares(ix, tree, after_usage)
     del before_usage
-    with_victim: dict[Key, dict[ObjectRef, tuple[float, float]]] = {}
+    with_victim: dict[tuple[Key, Key], dict[ObjectRef, tuple[float, float]]] = {}
     for eviction in decisions.evictions:
         victim = ix.workloads.get(eviction.workload)
         if victim is None or victim.cluster_queue is None:
@@ -152,27 +152,56 @@ def check_fair_preemption(ix: SnapshotIndex, decisions: Decisions, admitted: Map
             p: Key = ("cq", preemptor.admission.cluster_queue)
             if p == q or p not in tree.parent:
                 continue
-            share_p, final_q = after.share(p), after.share(q)
-            if share_p[1] == 0:
+            if after.share(p)[1] == 0:
                 continue     # within its nominal quota: Kueue preempts regardless (FairSharingPreemptWithinNominal)
-            if q not in with_victim:
-                with_victim[q] = {}
-            if eviction.workload not in with_victim[q]:
+            # Kueue compares the two nodes just below the cohort the queues share (their
+            # almost-least-common ancestors), not the queues themselves.
+            p_node, q_node = _almost_lcas(tree, p, q)
+            if p_node is None or q_node is None:
+                continue
+            share_p, final_q = after.share(p_node), after.share(q_node)
+            q_key = (q, q_node)
+            if q_key not in with_victim:
+                with_victim[q_key] = {}
+            if eviction.workload not in with_victim[q_key]:
                 usage: dict[str, dict[FR, int]] = {k: defaultdict(int, t) for k, t in after_usage.items()}
                 by_name = {ps.name: ps for ps in victim.pod_sets}
                 _charged(ix, victim.cluster_queue, [(by_name[a.name], a) for a in victim.assignment
                                                      if a.name in by_name], usage, 1)
-                with_victim[q][eviction.workload] = Shares(ix, tree, usage).share(q)
-            last_q = with_victim[q][eviction.workload]
+                with_victim[q_key][eviction.workload] = Shares(ix, tree, usage).share(q_node)
+            last_q = with_victim[q_key][eviction.workload]
             allowed = ((LESS_THAN_OR_EQUAL_TO_FINAL_SHARE in config.preemption_strategies
                         and compare(share_p, final_q) <= 0)
                        or (LESS_THAN_INITIAL_SHARE in config.preemption_strategies
                            and compare(share_p, last_q) < 0))
             if not allowed:
                 out.append(f"{eviction.workload} evicted for {ref} against fair sharing "
-                           f"({', '.join(config.preemption_strategies)}): ClusterQueue {p[1]}'s share after the plan "
-                           f"{_shown(share_p)}, ClusterQueue {q[1]}'s {_shown(final_q)} after, "
+                           f"({', '.join(config.preemption_strategies)}): {_named(p_node)}'s share after the plan "
+                           f"{_shown(share_p)}, {_named(q_node)}'s {_shown(final_q)} after, "
                            f"{_shown(last_q)} before this eviction")
+
+
+def _named(key: Key) -> str:
+    return f"{'ClusterQueue' if key[0] == 'cq' else 'Cohort'} {key[1]}"
+
+
+def _path(tree: VerifierQuotaTree, key: Key) -> list[Key]:
+    out = [key]
+    seen = {key}
+    while (up := tree.parent.get(out[-1])) is not None and up not in seen:
+        out.append(up)
+        seen.add(up)
+    return out
+
+
+def _almost_lcas(tree: VerifierQuotaTree, p: Key, q: Key) -> tuple[Key | None, Key | None]:
+    """The nodes just below the lowest cohort above both `p` and `q` (Kueue's getAlmostLCAs)."""
+    p_path, q_path = _path(tree, p), _path(tree, q)
+    mine = set(p_path[1:])
+    lca = next((a for a in q_path[1:] if a in mine), None)
+    if lca is None:
+        return None, None
+    return p_path[p_path.index(lca) - 1], q_path[q_path.index(lca) - 1]
 
 
 def _shown(share: tuple[float, float]) -> str:

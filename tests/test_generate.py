@@ -413,3 +413,10 @@ def test_the_fragmented_preset_spreads_small_jobs_and_waits_for_racks():
                 rack = domain["values"][-1].rsplit("-", 1)[0]
                 racks[rack] = racks.get(rack, 0) + domain["count"]
     assert len(racks) == 16     # every rack runs something: none is free for a rack job
+def test_fair_preset_turns_fair_sharing_on_with_weights_and_an_idle_team():
+    snap = build_snapshot(g.generate(g.preset("fair"))["items"], source="fair")
+    assert snap.kueue_config.fair_sharing.enabled and not snap.problems
+    weights = {name: q.fair_weight for name, q in sorted(snap.cluster_queues.items())}
+    assert sorted(weights.values()) == [1.0, 1.0, 2.0, 3.0]
+    idle = [name for name in snap.cluster_queues if not any(w.cluster_queue == name for w in snap.workloads)]
+    assert idle == ["team-recsys-cq"]

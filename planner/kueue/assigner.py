@@ -35,6 +35,7 @@ import numpy as np
 from models import ClusterQueue, ObjectRef, PodSet, ResourceFlavor, Snapshot, Workload
 from models.objects import tolerated
 from models.resources import PODS
+from planner.kueue import fairsharing
 from planner.kueue.semantics import FlavorOption, QuotaTree
 from planner.kueue.topology import levels_for
 
@@ -459,6 +460,9 @@ class Rules:
         # make it (nothing held): what depends on the state alone is then kept until one
         # comes or goes (Registry.epoch), not just for one nomination.
         self.steady = False
+        # Kueue's fair sharing (Configuration fairSharing.enable): set by the caller; then
+        # preemption is fairPreemptions and a borrowing preemptor may reclaim.
+        self.fair: fairsharing.Shares | None = None
         self._wanted_frs: dict[tuple[str, int], tuple[Workload, frozenset[FR]]] = {}
         self._mismatches: dict[tuple[Any, ...], str | None] = {}
         self._views: dict[str, tuple[int, QueueView]] = {}
@@ -713,7 +717,10 @@ class Rules:
             return G_FIT, borrow, None
         why = (cq.name, fr, request, available - assumed)
         policy = cq.preemption
-        if val <= state.nominal(cq.name, fr) or may_reclaim or policy.borrow_within_cohort != "Never":
+        # canPreemptWhileBorrowing: borrowWithinCohort, or fair sharing with reclaim.
+        while_borrowing = policy.borrow_within_cohort != "Never" or (
+            self.fair is not None and policy.reclaim_within_cohort != "Never")
+        if val <= state.nominal(cq.name, fr) or may_reclaim or while_borrowing:
             if alone and pending is not None:
                 pending.append((fr, val))       # see Assignment.pending
                 return G_PREEMPT, 0, why
@@ -728,6 +735,8 @@ class Rules:
         up to the one that takes that queue to nominal (a search stops there). Any search
         asking for more finds no targets, so it need not run. The same all through one
         nomination (kept for it: searches change the state only to put it back)."""
+        if self.fair is not None:
+            return {}      # fair preemption takes from any borrowing queue: no bound kept
         state = self.state
         equal = cq.preemption.within_cluster_queue == "LowerOrNewerEqualPriority"
         key = (cq.name, w.priority, w.queued_at if equal else None, self._wanted(w, cq))
@@ -919,6 +928,8 @@ class Rules:
         quota with the victims gone."""
         if not frs_need:
             return [], None
+        if self.fair is not None:
+            return self.fair_targets(w, cq, frs_need, usage, nodes_fit)
         ctx = _Context(self, w, cq, frs_need, usage)
         if not (ctx.same or ctx.hierarchy or ctx.priority):
             return [], None
@@ -934,6 +945,74 @@ class Rules:
             if found is not None:
                 return found
         return [], None
+
+    # -- fair-sharing preemption
+
+    def fair_candidates(self, w: Workload, cq: ClusterQueue, frs_need: set[FR]) -> list[Admitted]:
+        """findCandidates: the preemptor's queue's workloads its withinClusterQueue allows,
+        and, with reclaimWithinCohort, those of every queue of its cohort tree borrowing
+        a flavor/resource that needs preemption; each using one of those. Kueue's
+        candidate order: being evicted first, other queues first, lower priority first,
+        most recently admitted first, then UID."""
+        out: list[Admitted] = []
+        key = f"cq:{cq.name}"
+        tree = self.quota.tree
+
+        def allowed(policy: str, a: Admitted) -> bool:
+            if policy == "LowerPriority":
+                return a.priority < w.priority
+            if policy == "LowerOrNewerEqualPriority":
+                return a.priority < w.priority or (a.priority == w.priority and w.queued_at < a.view.queued_at)
+            return policy == "Any"
+
+        def uses(a: Admitted) -> bool:
+            return a.evictable and bool(a.frs & frs_need)
+
+        if cq.preemption.within_cluster_queue != "Never":
+            out += [a for a in self.registry.by_cq.get(cq.name, [])
+                    if uses(a) and allowed(cq.preemption.within_cluster_queue, a)]
+        reclaim = cq.preemption.reclaim_within_cohort
+        if tree.parent.get(key) is not None and reclaim != "Never":
+            root = tree.root_of(key)
+            for node in tree.nodes():
+                name = node[3:]
+                if not node.startswith("cq:") or node == key or tree.root_of(node) != root:
+                    continue
+                if not any(self.state.used(name, fr) > self.state.nominal(name, fr) for fr in frs_need):
+                    continue
+                out += [a for a in self.registry.by_cq.get(name, [])
+                        if uses(a) and a.reclaimable and allowed(reclaim, a)]
+        out.sort(key=lambda a: self.fair_order(a, cq))
+        return out
+
+    def fair_order(self, a: Admitted, cq: ClusterQueue) -> tuple[bool, bool, int, float, int]:
+        return (not a.evicting, a.cq == cq.name, a.priority, -a.admitted_at, self.tie.get(a.ref, 0))
+
+    def fair_targets(self, w: Workload, cq: ClusterQueue, frs_need: set[FR], usage: Mapping[FR, int],
+                     nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay | None]:
+        """fairPreemptions (planner.kueue.fairsharing) over this state: the victims, and
+        the quota with them gone (for the oracle's borrowing height)."""
+        assert self.fair is not None
+        state = self.state
+        candidates = self.fair_candidates(w, cq, frs_need)
+
+        def fits() -> bool:
+            for fr, v in usage.items():
+                if v > max(0, state.available(cq.name, fr)):
+                    return False
+            return nodes_fit() if nodes_fit is not None else True
+
+        found = fairsharing.fair_targets(state, self.fair, cq.name, usage, sorted(frs_need), candidates,
+                                         lambda a: self.fair_order(a, cq), fits)
+        if not found:
+            return [], None
+        victims = [a.view for a, _ in found]
+        state.release_many(victims)
+        try:
+            overlay = Overlay(state, set(usage) | frs_need)
+        finally:
+            state.release_many(victims, sign=-1)
+        return [Target(a, PREEMPTED if reason == fairsharing.PREEMPTED else RECLAIMED) for a, reason in found], overlay
 
 
 def _preferred(a: tuple[int, int], b: tuple[int, int]) -> bool:

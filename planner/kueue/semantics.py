@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence, cast
 
 from models import (
     ClusterQueue, Node, PodSet, PodSetAssignment, ResourceFlavor, ResourceGroup, Snapshot, Workload, dominant_units,
 )
 from models.objects import tolerated
-from models.resources import PODS, is_gpu
+from models.resources import CPU, PODS, is_gpu
 
 FlavorResource = tuple[str, str]   # (flavor, resource)
 
@@ -188,9 +188,121 @@ def pod_volume(workload: Workload, pod_set: PodSet, snapshot: Snapshot) -> float
     return dominant_units(pod_set.request)
 
 
-def queue_order_key(workload: Workload, snapshot: Snapshot) -> tuple[int, float, str, str]:
-    """Kueue's order within a queue: effective priority desc, then queue time, then UID."""
-    return (-effective_priority(workload, snapshot), workload.queued_at, workload.uid, str(workload.ref))
+def queue_order_key(workload: Workload, snapshot: Snapshot) -> tuple[int, float, float, str, str]:
+    """The order within a ClusterQueue: effective priority desc, then (admission fair
+    sharing) the LocalQueue's decayed usage, least first, then queue time, then UID.
+    Greedy and the MILP both take their in-queue order from here."""
+    usage = local_queue_usage(snapshot).get((workload.ref.namespace, workload.local_queue), 0.0) \
+        if workload.cluster_queue in _afs_queues(snapshot) else 0.0
+    return (-effective_priority(workload, snapshot), usage, workload.queued_at, workload.uid, str(workload.ref))
+
+
+# ---------------------------------------------------------------- admission fair sharing
+
+@dataclass(frozen=True)
+class AdmissionFairSharing:
+    """Kueue's Configuration admissionFairSharing, and where it applies.
+
+    `queues`: the ClusterQueues with `admissionScope.admissionMode:
+    UsageBasedAdmissionFairSharing`; `local_queue_weights`: LocalQueues'
+    `fairSharing.weight` (1 when not given)."""
+
+    half_life_seconds: float
+    sampling_seconds: float = 300.0
+    resource_weights: Mapping[str, float] = field(default_factory=dict)
+    queues: frozenset[str] = frozenset()
+    local_queue_weights: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+    def entry_penalty(self, amounts: Mapping[str, float]) -> float:
+        """CalculateEntryPenalty, weighted: what one admission adds to its LocalQueue's
+        usage until the next sample (alpha = 1 - 0.5^(sampling / half-life))."""
+        if self.half_life_seconds <= 0:
+            return 0.0
+        alpha: float = 1.0 - 0.5 ** (self.sampling_seconds / self.half_life_seconds)
+        return alpha * self.weighted(amounts)
+
+    def weighted(self, amounts: Mapping[str, float]) -> float:
+        return float(sum(float(self.resource_weights.get(r, 1.0)) * v for r, v in sorted(amounts.items())))
+
+
+def kueue_amounts(workload: Workload, assignments: Iterable[PodSetAssignment]) -> dict[str, float]:
+    """A workload's quota usage per resource in Kueue's units (cpu in cores): what an
+    admitted workload adds to its LocalQueue's usage."""
+    out: dict[str, float] = {}
+    for a in assignments:
+        pod_set = next((ps for ps in workload.pod_sets if ps.name == a.name), None)
+        if pod_set is None:
+            continue
+        for resource in a.flavors:
+            value = a.count * pod_set.request.get(resource)
+            out[resource] = out.get(resource, 0.0) + (value / 1000.0 if resource == CPU else float(value))
+    return out
+
+
+def decayed_usage(afs: AdmissionFairSharing, running: Iterable[Workload], now: float) -> dict[tuple[str, str], float]:
+    """Each LocalQueue's consumed resources at `now`, weighted and divided by the
+    LocalQueue's weight (CalcFSUsageFromResources), from its running workloads and
+    their start times: Kueue samples admitted usage into an exponential moving average
+    with the configured half-life; a workload of usage r running since s has added
+    r x (1 - 0.5^((now - s) / half-life)) (the average's continuous form, Kueue's with
+    its first sample at the start). Half-life 0: usage is reset, 0."""
+    out: dict[tuple[str, str], float] = {}
+    if afs.half_life_seconds <= 0:
+        return out
+    for w in sorted(running, key=lambda w: w.ref):
+        if w.cluster_queue not in afs.queues or not w.assignment:
+            continue
+        since = w.admitted_at if w.admitted_at is not None else w.created_at
+        share: float = 1.0 - 0.5 ** (max(0.0, now - since) / afs.half_life_seconds)
+        key = (w.ref.namespace, w.local_queue)
+        out[key] = out.get(key, 0.0) + share * afs.weighted(kueue_amounts(w, w.assignment))
+    for key in out:
+        weight = afs.local_queue_weights.get(key, 1.0)
+        out[key] = out[key] / weight if weight > 0 else math.inf
+    return out
+
+
+def admission_fair_sharing(snapshot: Snapshot) -> AdmissionFairSharing | None:
+    """The snapshot's admission fair sharing settings (Kueue's Configuration
+    admissionFairSharing, and the ClusterQueues whose admissionScope asks for it), or
+    None when off or no queue asks for it."""
+    config = snapshot.kueue_config.admission_fair_sharing
+    if config is None:
+        return None
+    queues = frozenset(q.name for q in snapshot.cluster_queues.values()
+                       if q.admission_mode == "UsageBasedAdmissionFairSharing")
+    if not queues:
+        return None
+    return AdmissionFairSharing(
+        half_life_seconds=config.usage_half_life_seconds, sampling_seconds=config.usage_sampling_interval_seconds,
+        resource_weights=dict(config.resource_weights), queues=queues,
+        local_queue_weights={key: lq.fair_weight for key, lq in snapshot.local_queues.items() if lq.fair_weight != 1.0})
+
+
+_AFS_MEMO: dict[int, tuple[Snapshot, AdmissionFairSharing | None, dict[tuple[str, str], float]]] = {}
+
+
+def _afs_entry(snapshot: Snapshot) -> tuple[AdmissionFairSharing | None, dict[tuple[str, str], float]]:
+    found = _AFS_MEMO.get(id(snapshot))
+    if found is None or found[0] is not snapshot:
+        afs = admission_fair_sharing(snapshot)
+        table = decayed_usage(afs, (w for w in snapshot.workloads if w.state.value == "running"), snapshot.now) \
+            if afs is not None else {}
+        if len(_AFS_MEMO) > 8:
+            _AFS_MEMO.clear()
+        found = _AFS_MEMO[id(snapshot)] = (snapshot, afs, table)
+    return found[1], found[2]
+
+
+def _afs_queues(snapshot: Snapshot) -> frozenset[str]:
+    afs = _afs_entry(snapshot)[0]
+    return afs.queues if afs is not None else frozenset()
+
+
+def local_queue_usage(snapshot: Snapshot) -> dict[tuple[str, str], float]:
+    """(namespace, LocalQueue) -> its decayed usage at the snapshot's planning time
+    (admission fair sharing; empty when off). Computed once per snapshot."""
+    return _afs_entry(snapshot)[1]
 
 
 # ---------------------------------------------------------------- quota tree

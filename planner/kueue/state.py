@@ -242,6 +242,10 @@ class ClusterState:
             self._tree_usage[fr] = self.quota.tree_usage(self.cq_usage, fr)
         return self._tree_usage[fr]
 
+    def tree_usage(self, fr: FlavorResource) -> Mapping[str, int]:
+        """Usage of `fr` by every node of the cohort tree ("cq:NAME" | "cohort:NAME"), live."""
+        return self._usage(fr)
+
     def available(self, cq: str, fr: FlavorResource) -> int:
         known = self._available.get(fr)
         if known is None:

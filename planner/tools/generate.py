@@ -157,6 +157,11 @@ class GeneratorSpec:
     checkpoint_share: float = _f(0.6, "running jobs with stowplan.io/checkpointed-at (multi-node: 0.9)")
     non_preemptible_share: float = _f(0.02, "running jobs with stowplan.io/non-preemptible: true")
     now: str = _f("2026-12-01T12:00:00Z", "planning time, written as stowplan.io/snapshot-time")
+    fair_sharing: bool = _f(False, "write Kueue's Configuration (ConfigMap kueue-system/kueue-manager-config) "
+                                   "with fairSharing on, both preemption strategies")
+    fair_weights: str = _f("", "ClusterQueues' spec.fairSharing.weight, comma-separated, cycled over the "
+                               "teams ('': none set, weight 1)")
+    idle_teams: int = _f(0, "the last N teams have quota but no work (their nominal is lendable)")
 
     @property
     def nodes(self) -> int:
@@ -181,6 +186,11 @@ class GeneratorSpec:
             raise ValueError("a second flavor needs at least 2 top-level domains")
         if self.second_flavor == self.flavor:
             raise ValueError("second_flavor must differ from flavor")
+        if not 0 <= self.idle_teams < self.teams:
+            raise ValueError("0 <= idle_teams < teams")
+        for text in filter(None, (v.strip() for v in self.fair_weights.split(","))):
+            if not 0.0 <= float(text) <= 1e6:
+                raise ValueError("fair_weights: numbers from 0 to 1,000,000")
         if self.pending < 0 or self.running < 0:
             raise ValueError("pending and running must be >= 0")
         if not self.priorities or not self.small_sizes or not self.multi_node_sizes:
@@ -250,6 +260,12 @@ PRESETS: dict[str, dict[str, Any]] = {
                   multi_node_share=0.2, multi_node_sizes=((16, 20), (32, 20), (64, 15), (72, 25), (144, 12),
                                                           (288, 8)),
                   required_share=0.7, slice_share=0.6, max_job_gpus=288),
+    # Fair sharing: 4 teams weighted 1/3/2/1 in a two-level cohort tree whose root holds half
+    # the quota (the pool they share), the last team idle; 128 nodes, 1,024 GPUs.
+    "fair": dict(seed=4, fanout=(2, 8, 8), teams=4, cohort_groups=2, root_quota_share=0.5,
+                 borrowing_share=0.0, lending_share=0.0, pending=400, running=120, multi_node_share=0.05,
+                 running_multi_node_share=0.1, max_job_gpus=64, fair_sharing=True, fair_weights="1,3,2,1",
+                 idle_teams=1),
     # Four levels: datacenter / block / rack / host, 192 nodes, A100s in the second datacenter,
     # queues in a two-level cohort tree with quota at the root.
     "four-level": dict(seed=3, levels=STANDARD_LEVELS[4], fanout=(2, 2, 4, 12), teams=6, cohort_groups=2,
@@ -499,6 +515,8 @@ class _Generator:
         items += self.namespaces()
         items += self.nodes()
         items += self.kueue_objects()
+        if spec.fair_sharing:
+            items.append(self.kueue_configuration())
         running = self.running_jobs()
         pending = [self.draw_job(self.pick_team(), running=False) for _ in range(spec.pending)]
         for job in running:
@@ -651,6 +669,7 @@ class _Generator:
             out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": self.meta(f"org-{g + 1}", created),
                         "spec": {"parentName": "org"}})
         middle = sorted(value for _, value, _ in spec.priorities)[(len(spec.priorities) - 1) // 2]
+        weights = [v.strip() for v in spec.fair_weights.split(",") if v.strip()]
         for t, team in enumerate(self.team_names):
             flavors = [{"name": f, "resources": self.resources_entry(self.nominal[t][f], True, self.borrowing[t],
                                                                      self.lending[t])}
@@ -667,7 +686,8 @@ class _Generator:
                                                 "withinClusterQueue": "LowerPriority"},
                                  "queueingStrategy": "BestEffortFIFO",
                                  "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
-                                 "stopPolicy": "None"}})
+                                 "stopPolicy": "None",
+                                 **({"fairSharing": {"weight": weights[t % len(weights)]}} if weights else {})}})
         for team in self.team_names:
             out.append({"apiVersion": KUEUE, "kind": "LocalQueue",
                         "metadata": self.meta(f"{team}-queue", created, namespace=team),
@@ -677,10 +697,20 @@ class _Generator:
                         "metadata": self.meta(name, created), "value": value})
         return out
 
+    def kueue_configuration(self) -> dict[str, Any]:
+        """Kueue's Configuration as its manager reads it, fair sharing on (v1beta2: the
+        section present is on)."""
+        config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+                  "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
+        return {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": self.meta("kueue-manager-config", self.now - 30 * 86400, namespace="kueue-system"),
+                "data": {"controller_manager_config.yaml": json.dumps(config, indent=2, sort_keys=True) + "\n"}}
+
     # ------------------------------------------------------------ drawing jobs
 
     def pick_team(self) -> int:
-        team: int = _weighted(self.rng, list(enumerate(self.team_weights)))
+        busy = len(self.team_weights) - self.spec.idle_teams
+        team: int = _weighted(self.rng, list(enumerate(self.team_weights))[:busy])
         return team
 
     def next_name(self, team: int, word: str) -> str:
@@ -797,11 +827,12 @@ class _Generator:
         while len(placed) < spec.running and failures < 50:
             team = self.pick_team()
             job = self.draw_small(team, _weighted(rng, spec.small_sizes), running=True)
-            for attempt in range(len(self.team_names)):
+            busy = len(self.team_names) - spec.idle_teams
+            for attempt in range(busy):
                 if self.place(job, None):
                     placed.append(job)
                     break
-                job.team = (job.team + 1) % len(self.team_names)
+                job.team = (job.team + 1) % busy
             else:
                 failures += 1
         return placed

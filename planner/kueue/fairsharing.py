@@ -1,0 +1,537 @@
+"""Kueue v0.17's fair sharing: dominant resource shares, the admission tournament and
+fair-sharing preemption, over the shared `ClusterState`.
+
+When Kueue's Configuration sets `fairSharing` (enable), its scheduler orders a cycle's
+heads by a tournament over each cohort tree (pkg/scheduler/fair_sharing_iterator.go)
+instead of the classical sort, and its preemptor picks victims by their queues'
+shares (pkg/scheduler/preemption/preemption.go fairPreemptions, with
+pkg/scheduler/preemption/fairsharing). The share of a ClusterQueue or Cohort is its
+dominant resource share (pkg/cache/scheduler/fair_sharing.go): for each resource, what
+the node uses above its subtree quota, summed over flavors, per mille of what its
+parent could lend it (potentialAvailable, summed over flavors); the largest of these,
+divided by the node's `fairSharing.weight` (a zero weight that borrows is always last).
+
+This module only computes: every change a search makes to the state is undone
+before it returns. The cycle that asks (planner.greedy) and the flavor assigner
+(planner.kueue.assigner) call it; it imports neither.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from planner.kueue.semantics import QuotaTree
+
+if TYPE_CHECKING:
+    from models import Snapshot
+    from planner.kueue.assigner import Admitted
+    from planner.kueue.state import ClusterState
+
+FR = tuple[str, str]
+
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
+DEFAULT_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
+
+
+@dataclass(frozen=True)
+class FairSharing:
+    """What the greedy needs of Kueue's fair-sharing settings: each tree node's weight
+    ("cq:NAME" | "cohort:NAME"; 1 when not given) and the preemption strategies in order."""
+
+    weights: Mapping[str, float] = field(default_factory=dict)
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+
+    def weight(self, node: str) -> float:
+        return float(self.weights.get(node, 1.0))
+
+
+# ---------------------------------------------------------------- the share
+
+@dataclass(frozen=True)
+class DRS:
+    """A node's dominant resource share (schdcache.DRS)."""
+
+    weight: float
+    ratio: float = 0.0                       # unweighted, per mille of the lendable
+    resource: str = ""
+    borrowing: bool = False
+    borrowed: tuple[FR, ...] = ()
+
+    def is_zero(self) -> bool:
+        return self.ratio == 0
+
+    def weighted(self) -> float:
+        """PreciseWeightedShare."""
+        if self.is_zero():
+            return 0.0
+        if self.weight == 0:
+            return math.inf
+        return self.ratio / self.weight
+
+    def zero_weight_borrows(self) -> bool:
+        return self.weight == 0 and not self.is_zero()
+
+    def borrowing_on(self, requested: Mapping[FR, int]) -> bool:
+        """IsBorrowingOn: borrows some flavor/resource the workload asks for."""
+        return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
+
+
+NEGATIVE = DRS(weight=1.0, ratio=-1.0)
+
+
+def compare(a: DRS, b: DRS) -> int:
+    """CompareDRS: -1 when `a` should be preferred for admission (and `b` for preemption)."""
+    if a.zero_weight_borrows() and b.zero_weight_borrows():
+        return (a.ratio > b.ratio) - (a.ratio < b.ratio)
+    if a.zero_weight_borrows():
+        return 1
+    if b.zero_weight_borrows():
+        return -1
+    x, y = a.weighted(), b.weighted()
+    return (x > y) - (x < y)
+
+
+Usage = Callable[[str, FR], int]
+
+
+class Shares:
+    """Dominant resource shares over one quota tree; the tree's numbers are cached
+    (quotas do not change during a run), usage is asked of the caller."""
+
+    def __init__(self, tree: QuotaTree, fair: FairSharing):
+        self.tree = tree
+        self.fair = fair
+        self._frs: dict[str, frozenset[FR]] = {}
+        self._lendable: dict[str, dict[str, int]] = {}
+        self._potential: dict[tuple[str, FR], int] = {}
+
+    def frs(self, node: str) -> frozenset[FR]:
+        """The flavor/resources of the node's SubtreeQuota: its own and its subtree's."""
+        found = self._frs.get(node)
+        if found is None:
+            mine = set(self.tree.quota.get(node, {}))
+            for child in self.tree.children.get(node, []):
+                mine |= self.frs(child)
+            found = self._frs[node] = frozenset(mine)
+        return found
+
+    def potential(self, node: str, fr: FR) -> int:
+        """potentialAvailable: the most the node could take, all else empty."""
+        key = (node, fr)
+        found = self._potential.get(key)
+        if found is None:
+            parent = self.tree.parent.get(node)
+            if parent is None:
+                found = self.tree.subtree_quota(node, fr)
+            else:
+                found = self.tree.guaranteed(node, fr) + self.potential(parent, fr)
+                limit = self.tree.limits(node, fr)[1]
+                if limit is not None:
+                    found = min(self.tree.subtree_quota(node, fr) + limit, found)
+            self._potential[key] = found
+        return found
+
+    def lendable(self, parent: str) -> dict[str, int]:
+        """calculateLendable: per resource, summed over the root's flavors."""
+        found = self._lendable.get(parent)
+        if found is None:
+            found = {}
+            for fr in sorted(self.frs(self.tree.root_of(parent))):
+                found[fr[1]] = found.get(fr[1], 0) + self.potential(parent, fr)
+            self._lendable[parent] = found
+        return found
+
+    def drs(self, node: str, usage: Usage) -> DRS:
+        """dominantResourceShare of a ClusterQueue ("cq:NAME") or Cohort ("cohort:NAME")."""
+        weight = self.fair.weight(node)
+        parent = self.tree.parent.get(node)
+        if parent is None:
+            return DRS(weight)
+        borrowed: dict[str, int] = {}
+        frs: list[FR] = []
+        for fr in sorted(self.frs(node)):
+            over = usage(node, fr) - self.tree.subtree_quota(node, fr)
+            if over > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+                frs.append(fr)
+        if not borrowed:
+            return DRS(weight)
+        lendable = self.lendable(parent)
+        ratio, dominant = 0.0, ""
+        for resource, amount in sorted(borrowed.items()):
+            lr = lendable.get(resource, 0)
+            if lr > 0:
+                r = amount * 1000.0 / lr
+                if r > ratio:
+                    ratio, dominant = r, resource
+        return DRS(weight, ratio, dominant, True, tuple(frs))
+
+
+def live_usage(state: "ClusterState") -> Usage:
+    """Usage of every tree node as the state has it now (it follows every charge)."""
+
+    def usage(node: str, fr: FR) -> int:
+        return state.tree_usage(fr).get(node, 0)
+    return usage
+
+
+# ---------------------------------------------------------------- the admission tournament
+
+@dataclass(eq=False)
+class Head:
+    """What the tournament reads of a cycle's entry."""
+
+    cq: str                        # ClusterQueue name
+    usage: Mapping[FR, int]        # the assignment's quota usage
+    priority: int                  # effective priority
+    queued_at: float               # queue order timestamp
+    item: object = None            # the caller's entry
+
+
+def tournament_pop(state: "ClusterState", shares: Shares, heads: list[Head], pick: Head) -> Head:
+    """fairSharingIterator.pop: the head to process next, chosen in `pick`'s cohort tree
+    (Kueue takes any queue with a head: `pick` is the caller's deterministic choice).
+    A queue without a cohort gives its own head. Removes the winner from `heads`."""
+    tree = state.quota
+    key = f"cq:{pick.cq}"
+    if tree.parent.get(key) is None:
+        heads.remove(pick)
+        return pick
+    root = tree.root_of(key)
+    mine = {h.cq: h for h in heads if f"cq:{h.cq}" in tree.parent and tree.root_of(f"cq:{h.cq}") == root}
+    values: dict[tuple[str, int], DRS] = {}
+    usage = live_usage(state)
+    for h in mine.values():
+        charged = [(fr, v) for fr, v in sorted(h.usage.items()) if v]
+        for fr, v in charged:
+            state.charge(h.cq, fr, v)
+        try:
+            node = f"cq:{h.cq}"
+            share = shares.drs(node, usage)
+            for ancestor in tree.path(node)[1:]:
+                values[(ancestor, id(h))] = share
+                share = shares.drs(ancestor, usage)
+        finally:
+            for fr, v in charged:
+                state.charge(h.cq, fr, -v)
+
+    def less(a: Head, b: Head, parent: str) -> bool:
+        da, db = values[(parent, id(a))], values[(parent, id(b))]
+        ab, bb = da.borrowing_on(a.usage), db.borrowing_on(b.usage)
+        if ab != bb:                       # FairSharingPrioritizeNonBorrowing (on in v0.17)
+            return not ab
+        c = compare(da, db)
+        if c != 0:
+            return c < 0
+        if a.priority != b.priority:       # PrioritySortingWithinCohort (on)
+            return a.priority > b.priority
+        return a.queued_at < b.queued_at
+
+    def run(cohort: str) -> Head | None:
+        candidates: list[Head] = []
+        kids = tree.children.get(cohort, [])
+        for child in kids:
+            if child.startswith("cohort:"):
+                found = run(child)
+                if found is not None:
+                    candidates.append(found)
+        for child in kids:
+            if child.startswith("cq:") and child[3:] in mine:
+                candidates.append(mine[child[3:]])
+        if not candidates:
+            return None
+        best = candidates[0]
+        for current in candidates[1:]:
+            if less(current, best, cohort):
+                best = current
+        return best
+
+    winner = run(root)
+    assert winner is not None
+    heads.remove(winner)
+    return winner
+
+
+# ---------------------------------------------------------------- fair-sharing preemption
+
+PREEMPTED, RECLAIMED = "Preempted", "Reclaimed"
+
+
+@dataclass(eq=False)
+class _Ordering:
+    """TargetClusterQueueOrdering: the queue to take the next victim from, walking down
+    from the root to the child with the highest share."""
+
+    shares: Shares
+    usage: Usage
+    preemptor: str                               # "cq:NAME"
+    queues: dict[str, list["Admitted"]]          # "cq:NAME" -> its candidates, in order
+    order: Callable[["Admitted"], tuple[object, ...]]
+    pruned: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.ancestors = set(self.shares.tree.path(self.preemptor)[1:])
+
+    def has(self, cq: str) -> bool:
+        return bool(self.queues.get(cq))
+
+    def pop(self, cq: str) -> "Admitted":
+        return self.queues[cq].pop(0)
+
+    def iterate(self) -> "list[str] | None":
+        """The next target queue (a list of one), or None when the root is pruned."""
+        tree = self.shares.tree
+        parent = tree.parent.get(self.preemptor)
+        if parent is None:
+            return [self.preemptor] if self.has(self.preemptor) else None
+        root = tree.root_of(self.preemptor)
+        while root not in self.pruned:
+            found = self._next(root)
+            if found is not None:
+                return [found]
+        return None
+
+    def _next(self, cohort: str) -> str | None:
+        tree = self.shares.tree
+        best_cq: str | None = None
+        best_cq_drs = NEGATIVE
+        for child in tree.children.get(cohort, []):
+            if not child.startswith("cq:") or child in self.pruned:
+                continue
+            d = self.shares.drs(child, self.usage)
+            if (not d.borrowing and child != self.preemptor) or not self.has(child):
+                self.pruned.add(child)
+            elif best_cq is not None and compare(d, best_cq_drs) == 0:
+                if self.order(self.queues[child][0]) < self.order(self.queues[best_cq][0]):
+                    best_cq = child
+            elif compare(d, best_cq_drs) == 1:
+                best_cq, best_cq_drs = child, d
+        best_cohort: str | None = None
+        best_cohort_drs = NEGATIVE
+        for child in tree.children.get(cohort, []):
+            if not child.startswith("cohort:") or child in self.pruned:
+                continue
+            d = self.shares.drs(child, self.usage)
+            if not d.borrowing and child not in self.ancestors:
+                self.pruned.add(child)
+            elif compare(d, best_cohort_drs) >= 0:
+                best_cohort, best_cohort_drs = child, d
+        if best_cohort is None and best_cq is None:
+            self.pruned.add(cohort)
+            return None
+        if best_cohort is not None and compare(best_cohort_drs, best_cq_drs) >= 0:
+            return self._next(best_cohort)
+        return best_cq
+
+    def almost_lcas(self, target: str) -> tuple[str, str]:
+        """(the preemptor's, the target's) node just below their lowest common cohort."""
+        tree = self.shares.tree
+        lca = next(a for a in tree.path(target)[1:] if a in self.ancestors)
+
+        def below(node: str) -> str:
+            last = node
+            for a in tree.path(node)[1:]:
+                if a == lca:
+                    return last
+                last = a
+            raise AssertionError("no almost-LCA")
+        return below(self.preemptor), below(target)
+
+
+def strategy_allows(name: str, preemptor_new: DRS, target_old: DRS, target_new: DRS) -> bool:
+    if name == LESS_THAN_INITIAL_SHARE:
+        return compare(preemptor_new, target_old) < 0
+    return compare(preemptor_new, target_new) <= 0
+
+
+def fair_targets(state: "ClusterState", shares: Shares, preemptor_cq: str, requests: Mapping[FR, int],
+                 frs_need: Sequence[FR], candidates: Sequence["Admitted"],
+                 order: Callable[["Admitted"], tuple[object, ...]],
+                 fits: Callable[[], bool]) -> list[tuple["Admitted", str]] | None:
+    """fairPreemptions: the victims (with their reasons) that let `requests` fit in
+    `preemptor_cq` (quota, and whatever else `fits()` checks on the state), or None.
+
+    `candidates` are those findCandidates gives (the preemptor's queue under
+    withinClusterQueue, borrowing queues of its cohort tree under
+    reclaimWithinCohort, each using a flavor/resource that needs preemption), in
+    Kueue's candidate order. `fits()` reads the state with the chosen victims
+    released and without the preemptor's own usage. The state is left as found.
+    """
+    if not candidates:
+        return None
+    strategies = shares.fair.strategies or DEFAULT_STRATEGIES
+    usage = live_usage(state)
+    key = f"cq:{preemptor_cq}"
+    removed: list[tuple["Admitted", str]] = []
+    charged = [(fr, v) for fr, v in sorted(requests.items()) if v]
+
+    def simulate(sign: int) -> None:
+        for fr, v in charged:
+            state.charge(preemptor_cq, fr, sign * v)
+
+    def take(a: "Admitted", reason: str) -> None:
+        state.release(a.view)
+        removed.append((a, reason))
+
+    def fits_without_me() -> bool:
+        simulate(-1)
+        try:
+            return fits()
+        finally:
+            simulate(+1)
+
+    def queues_of(members: Sequence["Admitted"]) -> dict[str, list["Admitted"]]:
+        out: dict[str, list["Admitted"]] = {}
+        for a in members:
+            out.setdefault(f"cq:{a.cq}", []).append(a)
+        return out
+
+    simulate(+1)
+    done = False
+    try:
+        # queueWithinNominalInResourcesNeedingPreemption, with the workload's usage added.
+        within = all(usage(key, fr) <= state.quota.limits(key, fr)[0] for fr in frs_need)
+        ordering = _Ordering(shares, usage, key, queues_of(candidates), order)
+        retry: list["Admitted"] = []
+        while not done and (nxt := ordering.iterate()) is not None:
+            target = nxt[0]
+            if target == key:
+                take(ordering.pop(target), PREEMPTED)
+                done = fits_without_me()
+                continue
+            if within:
+                take(ordering.pop(target), RECLAIMED)
+                done = fits_without_me()
+                continue
+            mine, theirs = ordering.almost_lcas(target)
+            preemptor_new, target_old = shares.drs(mine, usage), shares.drs(theirs, usage)
+            while ordering.has(target):
+                a = ordering.pop(target)
+                state.release(a.view)
+                target_new = shares.drs(theirs, usage)
+                state.release(a.view, sign=-1)
+                if strategy_allows(strategies[0], preemptor_new, target_old, target_new):
+                    take(a, RECLAIMED)
+                    done = fits_without_me()
+                    break
+                retry.append(a)
+        if not done and len(strategies) > 1 and retry:
+            second = _Ordering(shares, usage, key, queues_of(sorted(retry, key=order)), order)
+            while not done and (nxt := second.iterate()) is not None:
+                target = nxt[0]
+                mine, theirs = second.almost_lcas(target)
+                if compare(shares.drs(mine, usage), shares.drs(theirs, usage)) < 0:
+                    take(second.pop(target), RECLAIMED)
+                    done = fits_without_me()
+                second.pruned.add(target)
+    finally:
+        simulate(-1)
+    if not done:
+        for a, _ in reversed(removed):
+            state.release(a.view, sign=-1)
+        return None
+    # fillBackWorkloads: add back, last removed but one first, what it fits without.
+    kept = list(removed)
+    for i in range(len(kept) - 2, -1, -1):
+        a, _ = kept[i]
+        state.release(a.view, sign=-1)
+        if fits():
+            kept[i] = kept[-1]
+            kept.pop()
+        else:
+            state.release(a.view)
+    for a, _ in kept:
+        state.release(a.view, sign=-1)
+    return kept
+
+
+# ---------------------------------------------------------------- the weighted max-min target
+
+def water_fill(amount: float, wants: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:
+    """Share `amount` among `wants` by weighted max-min: each gets min(want, L x weight)
+    for the largest level L the amount allows; weight-0 wants get only what is left
+    once every other want is met (Kueue: a zero weight that borrows is always last)."""
+    out = {k: 0.0 for k in wants}
+    left = max(0.0, amount)
+    for zero in (False, True):
+        group = {k: v for k, v in wants.items() if v > 0 and (weights.get(k, 1.0) == 0) == zero}
+        if zero:
+            for k in sorted(group):             # leftovers, in name order (no share decides)
+                out[k] = min(group[k], left)
+                left -= out[k]
+            break
+        while group and left > 1e-9:
+            total_w = sum(weights.get(k, 1.0) for k in group)
+            level = left / total_w
+            full = {k for k, v in group.items() if v - out[k] <= level * weights.get(k, 1.0) + 1e-12}
+            if not full:
+                for k in group:
+                    out[k] += level * weights.get(k, 1.0)
+                left = 0.0
+                break
+            for k in sorted(full):
+                left -= group[k] - out[k]
+                out[k] = group[k]
+                del group[k]
+    return out
+
+
+def weighted_targets(tree: QuotaTree, weights: FairSharing, frs: Sequence[FR],
+                     demand: Mapping[str, float]) -> dict[str, float]:
+    """Each tree node's fair allocation of `frs` (summed; e.g. every flavor's GPUs):
+    the root gives what its quota covers of its subtree's demand; a cohort gives each
+    child its own quota first (up to its demand: the nominal guarantee), then shares
+    the rest by weighted max-min of what the children want beyond their quota, each
+    level by its children's weights (as Kueue's tournament compares siblings by their
+    borrowing per weight). `demand`: per ClusterQueue ("cq:NAME"), everything it
+    would run. Lending and borrowing limits are not modelled."""
+    def quota(node: str) -> float:
+        return float(sum(tree.subtree_quota(node, fr) for fr in frs))
+
+    wanted: dict[str, float] = {}
+
+    def total(node: str) -> float:
+        if node.startswith("cq:"):
+            wanted[node] = float(demand.get(node, 0.0))
+        else:
+            wanted[node] = sum(total(c) for c in tree.children.get(node, []))
+        return wanted[node]
+
+    out: dict[str, float] = {}
+
+    def give(node: str, amount: float) -> None:
+        out[node] = amount
+        kids = tree.children.get(node, [])
+        if not kids:
+            return
+        own = {c: min(wanted[c], quota(c)) for c in kids}
+        rest = amount - sum(own.values())
+        extra = water_fill(rest, {c: max(0.0, wanted[c] - quota(c)) for c in kids},
+                           {c: weights.weight(c) for c in kids})
+        for c in kids:
+            give(c, own[c] + extra[c])
+
+    for node in tree.nodes():
+        if tree.parent[node] is None:
+            total(node)
+            give(node, min(wanted[node], quota(node)))
+    return out
+
+
+def weights_of(snapshot: "Snapshot") -> FairSharing:
+    """Every ClusterQueue's and Cohort's fairSharing.weight, and the Configuration's
+    preemption strategies, whether fair sharing is on or not."""
+    weights = {f"cq:{q.name}": q.fair_weight for q in snapshot.cluster_queues.values() if q.fair_weight != 1.0}
+    weights.update({f"cohort:{c.name}": c.fair_weight for c in snapshot.cohorts.values() if c.fair_weight != 1.0})
+    strategies = tuple(snapshot.kueue_config.fair_sharing.preemption_strategies) or DEFAULT_STRATEGIES
+    return FairSharing(dict(sorted(weights.items())), strategies)
+
+
+def from_snapshot(snapshot: "Snapshot") -> FairSharing | None:
+    """Kueue's fair sharing as the snapshot's Configuration sets it; None when off."""
+    if not snapshot.kueue_config.fair_sharing.enabled:
+        return None
+    return weights_of(snapshot)
