@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: dict[str, tuple[str, ...]] = {
     "models": ("models", "models.*"),
     "base": ("planner", "planner.errors", "planner.terminal", "planner.budget"),
-    "snapshot": ("planner.snapshot", "planner.snapshot.*"),
+    "snapshot": ("planner.snapshot", "planner.snapshot.*", "planner.kinds", "planner.kinds.*"),
     "kueue": ("planner.kueue", "planner.kueue.*"),
     "greedy": ("planner.greedy",),
     "milp": ("planner.milp", "planner.milp.*"),
