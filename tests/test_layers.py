@@ -8,7 +8,9 @@ forbidden import planted in a temporary copy of the tree makes it fail.
 
     models      the vocabulary: stdlib only, nothing of planner
     base        errors, terminal-safe text and the cycle's time budget
-    snapshot    reading: Kubernetes objects (files) -> models.Snapshot
+    snapshot    reading: Kubernetes objects (files) -> models.Snapshot; and the
+                workload kinds' adapters (planner/kinds: pod sets out of an object,
+                the pure edits that admit and evict it, which cluster issues)
     kueue       Kueue's rules and the cluster state every decider shares (greedy,
                 the MILP and the explainer all import it; it imports none of them)
     greedy      Kueue's cycle replayed (the baseline and the MIP start)

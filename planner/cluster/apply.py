@@ -43,7 +43,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
+from planner import kinds
 from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
+from planner.kinds import SCHEDULING_FIELDS
 
 GATE = "stowplan.io/topology"
 ASSIGNMENT = "stowplan.io/assignment"
@@ -51,10 +53,6 @@ ADMITTED_AT = "stowplan.io/admitted-at"
 EVICTED_AT = "stowplan.io/evicted-at"
 EVICTION_REASON = "stowplan.io/eviction-reason"
 ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-API_VERSIONS = {"Job": ("batch/v1", "jobs"), "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets")}
 DONE = ("Succeeded", "Failed")
 ATTEMPTS = 3   # a PUT that conflicts is re-read and retried while only status changed (the job controller)
 
@@ -83,8 +81,14 @@ def rfc3339(epoch: float) -> str:
 
 
 def workload_path(ref: ObjectRef) -> str:
-    api_version, plural = API_VERSIONS[ref.kind]
-    return path_of(api_version, plural, ref.namespace, ref.name)
+    adapter = kinds.by_kind(ref.kind)
+    assert adapter is not None, ref
+    return path_of(adapter.api_version, adapter.plural, ref.namespace, ref.name)
+
+
+def planned_kind(obj: Mapping[str, Any]) -> bool:
+    """Is `obj` of a kind Stowplan plans (has an adapter)?"""
+    return kinds.by_kind(obj.get("kind")) is not None
 
 
 def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
@@ -120,24 +124,12 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
 
 
 def is_suspended(obj: dict[str, Any]) -> bool:
-    return bool((obj.get("spec") or {}).get("suspend", True))
+    """Suspended, by its kind's own mechanism (absent reads as suspended, as Kueue's webhook sets it)."""
+    adapter = kinds.by_kind(obj.get("kind"))
+    return adapter.suspended(obj) if adapter is not None else True
 
 
-def pod_templates(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Pod set name -> the pod template inside `obj` (the same dict, to edit in place)."""
-    spec = obj.get("spec") or {}
-    if kind == "Job":
-        return {"main": spec.setdefault("template", {})}
-    out = {}
-    for rj in spec.get("replicatedJobs") or ():
-        out[str(rj.get("name"))] = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
-    return out
-
-
-SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
-
-
-def _original_scheduling(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _original_scheduling(adapter: kinds.Adapter, obj: dict[str, Any], lookup: kinds.Lookup) -> dict[str, dict[str, Any]]:
     """The templates' own scheduling fields: recorded at the first admission, the base of every later one."""
     recorded = _annotations(obj).get(ORIGINAL)
     if recorded:
@@ -147,11 +139,7 @@ def _original_scheduling(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, 
                 return value
         except ValueError:
             pass
-    out = {}
-    for name, template in pod_templates(kind, obj).items():
-        spec = template.get("spec") or {}
-        out[name] = {key: copy.deepcopy(spec[key]) for key in SCHEDULING_FIELDS if spec.get(key)}
-    return out
+    return adapter.original_scheduling(obj, lookup)
 
 
 def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
@@ -193,13 +181,21 @@ class Applier:
     def __init__(self, kube: Kube, *, flavors: Mapping[str, ResourceFlavor],
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
-                 fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8):
+                 fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8,
+                 objects: Iterable[Mapping[str, Any]] = ()):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        # objects read beside the workloads (a TrainJob's runtime), for kinds whose templates live there
+        self.beside = {(str(o.get("kind")), str((o.get("metadata") or {}).get("namespace") or ""),
+                        str((o.get("metadata") or {}).get("name"))): o for o in objects}
         self.workers = workers
         self.fingerprints = fingerprints or {}
         self.identity, self.say, self.clock = identity, say, clock
         self.report = ApplyReport(dry_run=kube.dry_run)
         self.assignments: dict[ObjectRef, list[PodSetAssignment]] = {}   # for gate release
+
+    def lookup(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self.beside.get((kind, namespace, name))
+        return dict(found) if found is not None else None
 
     # ------------------------------------------------------------ the cycle
 
@@ -279,7 +275,8 @@ class Applier:
 
     def admit(self, admission: Admission) -> bool:
         ref = admission.workload
-        if ref.kind not in API_VERSIONS:
+        adapter = kinds.by_kind(ref.kind)
+        if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return False
         wanted = assignment_json(admission.pod_sets)
@@ -297,22 +294,17 @@ class Applier:
                 return False
             if self._changed(ref, obj):
                 return False
-            original = _original_scheduling(ref.kind, obj)
-            templates = pod_templates(ref.kind, obj)
-            for pod_set in admission.pod_sets:
-                template = templates.get(pod_set.name)
-                if template is None:
-                    self.report.conflicts.append((ref, f"it has no pod set {pod_set.name}"))
-                    return False
-                spec = template.setdefault("spec", {})
-                for key in SCHEDULING_FIELDS:
-                    spec.pop(key, None)
-                spec.update(admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors))
+            original = _original_scheduling(adapter, obj, self.lookup)
+            specs = {pod_set.name: admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors)
+                     for pod_set in admission.pod_sets}
+            refused = adapter.write_admission(obj, specs)   # the fields, and unsuspend
+            if refused:
+                self.report.conflicts.append((ref, refused))
+                return False
             annotations[ORIGINAL] = json.dumps(original, separators=(",", ":"), sort_keys=True)
             annotations[ASSIGNMENT] = wanted
             annotations[ADMITTED_AT] = rfc3339(self.clock())
             annotations.pop(EVICTION_REASON, None)
-            obj["spec"]["suspend"] = False
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
                 break
@@ -329,7 +321,8 @@ class Applier:
 
     def evict(self, eviction: Eviction) -> None:
         ref = eviction.workload
-        if ref.kind not in API_VERSIONS:
+        adapter = kinds.by_kind(ref.kind)
+        if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return
         why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
@@ -347,7 +340,7 @@ class Applier:
             annotations[EVICTION_REASON] = why
             annotations.pop(ASSIGNMENT, None)
             annotations.pop(ADMITTED_AT, None)
-            obj.setdefault("spec", {})["suspend"] = True
+            adapter.write_eviction(obj)
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
                 break
@@ -398,8 +391,16 @@ class Applier:
         placed: dict[tuple[ObjectRef, str], dict[str, int]] = {}
         gated: dict[tuple[ObjectRef, str], list[dict[str, Any]]] = {}
         namespaces = sorted({r.namespace for r in refs})
+        selectors = sorted({a.pod_selector for a in map(kinds.by_kind, {r.kind for r in refs}) if a is not None})
         for namespace in namespaces:
-            for pod in self.kube.list(path_of("v1", "pods", namespace), label_selector=JOB_NAME_LABEL):
+            listed: set[str] = set()
+            pods = (pod for selector in selectors
+                    for pod in self.kube.list(path_of("v1", "pods", namespace), label_selector=selector or None))
+            for pod in pods:
+                name = str((pod.get("metadata") or {}).get("name"))
+                if name in listed:
+                    continue   # listed by two selectors
+                listed.add(name)
                 key = _pod_set_of(pod, refs)
                 if key is None or (pod.get("status") or {}).get("phase") in DONE \
                         or pod.get("metadata", {}).get("deletionTimestamp"):
@@ -457,35 +458,24 @@ class Applier:
 
 
 def _pod_set_of(pod: dict[str, Any], refs: set[ObjectRef] | None) -> tuple[ObjectRef, str] | None:
-    """(workload, pod set) of a Job's or JobSet's pod, if the workload is in `refs` (None: any)."""
+    """(workload, pod set) of a planned workload's pod, if the workload is in `refs` (None: the most specific)."""
     meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    namespace = meta.get("namespace", "")
-    jobset = labels.get(JOBSET_NAME_LABEL)
-    if jobset:
-        ref = ObjectRef("JobSet", namespace, jobset)
-        return (ref, str(labels.get(REPLICATED_JOB_LABEL, ""))) if refs is None or ref in refs else None
-    job = labels.get(JOB_NAME_LABEL)
-    for owner in meta.get("ownerReferences") or ():
-        if owner.get("kind") == "Job":
-            job = owner.get("name")
-    if not job:
-        return None
-    ref = ObjectRef("Job", namespace, str(job))
-    return (ref, "main") if refs is None or ref in refs else None
+    owners = kinds.pod_owners(str(meta.get("namespace", "")), meta, meta.get("labels") or {})
+    return next((owner for owner in owners if refs is None or owner[0] in refs), None)
 
 
 def gated_owners(document: Mapping[str, Any]) -> set[ObjectRef]:
-    """Workloads with pods still behind Stowplan's gate, in a live List."""
-    out = set()
+    """Workloads with pods still behind Stowplan's gate, in a live List (every kind a pod may
+    belong to: a TrainJob's pods name its JobSet too)."""
+    out: set[ObjectRef] = set()
     for obj in document.get("items") or ():
         if obj.get("kind") != "Pod":
             continue
         gates = (obj.get("spec") or {}).get("schedulingGates") or ()
         if any(g.get("name") == GATE for g in gates):
-            owner = _pod_set_of(obj, None)
-            if owner is not None:
-                out.add(owner[0])
+            meta = obj.get("metadata") or {}
+            out.update(ref for ref, _ in kinds.pod_owners(str(meta.get("namespace", "")), meta,
+                                                          meta.get("labels") or {}))
     return out
 
 
@@ -498,7 +488,7 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
     wanted = gated_owners(document) if only_gated else None
     for obj in document.get("items") or ():
         kind = obj.get("kind")
-        if kind not in API_VERSIONS or is_suspended(obj):
+        if not planned_kind(obj) or is_suspended(obj):
             continue
         meta = obj.get("metadata") or {}
         text = (meta.get("annotations") or {}).get(ASSIGNMENT)

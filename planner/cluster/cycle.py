@@ -12,9 +12,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from models import ObjectRef, Plan
 from planner.cluster.apply import (
-    ASSIGNMENT, API_VERSIONS, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
-    running_assignments,
+    ASSIGNMENT, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
+    planned_kind, running_assignments,
 )
+from planner import kinds
 from planner.cluster.kube import Kube
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
@@ -47,7 +48,13 @@ def resource_versions(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
 def raw_workloads(live: LiveSnapshot) -> dict[ObjectRef, dict[str, Any]]:
     return {ObjectRef(o.get("kind", ""), o.get("metadata", {}).get("namespace", ""),
                       o.get("metadata", {}).get("name", "")): o
-            for o in live.document.get("items") or () if o.get("kind") in API_VERSIONS}
+            for o in live.document.get("items") or () if planned_kind(o)}
+
+
+def needed_objects(live: LiveSnapshot) -> list[dict[str, Any]]:
+    """The objects adapters read beside the workloads (planner.kinds.needed_kinds), from the live read."""
+    wanted = kinds.needed_kinds()
+    return [o for o in live.document.get("items") or () if o.get("kind") in wanted]
 
 
 def fingerprints(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
@@ -119,7 +126,8 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         if lease.held:
             lease.acquire()   # renew after a long solve; if it lapsed and another planner took it: no writes
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
-                          identity=lease.identity, say=say, fingerprints=prints, workers=workers)
+                          identity=lease.identity, say=say, fingerprints=prints, workers=workers,
+                          objects=needed_objects(live))
         started = time.monotonic()
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait)
         report.seconds["apply"] = round(time.monotonic() - started, 3)

@@ -1,0 +1,44 @@
+"""The workload kinds Stowplan plans, one adapter module each (see planner.kinds.base).
+
+A new kind is one module with an `Adapter` subclass, added to `ADAPTERS` below, plus
+its tests. Order matters where a pod could belong to more than one kind (a JobSet's
+pod also names its child Job): the more specific kind comes first. Everything else
+that carries Kueue's queue-name label is counted and reported as not planned.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from models import ObjectRef
+from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
+from planner.kinds.job import JobAdapter
+from planner.kinds.jobset import JobSetAdapter
+
+ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), JobAdapter())
+
+_BY_KIND = {a.kind: a for a in ADAPTERS}
+assert len(_BY_KIND) == len(ADAPTERS), "two adapters for one kind"
+
+
+def by_kind(kind: object) -> Adapter | None:
+    """The adapter of a planned kind (kind names are unique among them), else None."""
+    return _BY_KIND.get(kind) if isinstance(kind, str) else None
+
+
+def needed_kinds() -> set[str]:
+    """Kinds read beside the workloads (a TrainJob's runtimes): what an apply must be able to look up."""
+    return {kind for a in ADAPTERS for _, _, kind, _, _ in a.needs}
+
+
+def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str, Any]) -> list[tuple[ObjectRef, str]]:
+    """Every (workload, pod set) a pod may belong to, most specific kind first."""
+    out = []
+    for adapter in ADAPTERS:
+        owner = adapter.pod_owner(namespace, metadata, labels)
+        if owner is not None:
+            out.append(owner)
+    return out
+
+
+__all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "by_kind", "needed_kinds", "pod_owners"]
