@@ -249,3 +249,39 @@ def test_gate() -> None:
     assert pods.is_gated({"schedulingGates": [{"name": pods.GATE}]})
     assert not pods.is_gated({"schedulingGates": [{"name": "other"}]})
     assert not pods.is_gated({})
+
+
+# ---------------------------------------------------------------- pods: placement and the admission patch
+
+def test_pod_workload_refs_and_pod_sets() -> None:
+    assert pods.workload_of("ns", "p", {pods.GROUP_NAME_LABEL: "g"}) == pods.ObjectRef("PodGroup", "ns", "g")
+    assert pods.workload_of("ns", "p", {}) == pods.ObjectRef("Pod", "ns", "p")
+    assert pods.pod_set_of(pods.ObjectRef("Pod", "ns", "p"), {pods.ROLE_HASH: "x"}) == "main"
+    assert pods.pod_set_of(pods.ObjectRef("PodGroup", "ns", "g"), {pods.ROLE_HASH: "x"}) == "x"
+    assert pods.pod_set_of(pods.ObjectRef("PodGroup", "ns", "g"), {pods.ROLE_HASH: "x", pods.ROLE: "y"}) == "y"
+
+
+def test_placement_keeps_placed_pods_and_fills_by_name() -> None:
+    # role w: 2 on n1, 1 on n2; "w-b" already sits on n1, so n1 has one place left
+    got = pods.placement([("w-c", None, "w"), ("w-a", None, "w"), ("w-b", "n1", "w"), ("d", None, "d"),
+                          ("w-d", None, "w")], {"w": {"n2": 1, "n1": 2}, "d": {"n3": 1}})
+    assert got == {"w-a": "n1", "w-c": "n2", "d": "n3"}    # "w-d" (last by name) has no place left
+
+
+def test_admission_patch_pins_adds_tolerations_annotations_and_removes_the_gate() -> None:
+    pod = {"metadata": {"name": "p", "resourceVersion": "7", "annotations": {"a": "b"}},
+           "spec": {"schedulingGates": [{"name": "other"}, {"name": pods.GATE}], "nodeSelector": {"disk": "ssd"}}}
+    ops = pods.admission_patch(pod, "n1", [{"key": "gpu", "operator": "Exists"}], {"stowplan.io/assignment": "[]"})
+    assert ops == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1hostname", "value": "n1"},
+        {"op": "add", "path": "/spec/tolerations", "value": [{"key": "gpu", "operator": "Exists"}]},
+        {"op": "add", "path": "/metadata/annotations/stowplan.io~1assignment", "value": "[]"},
+        {"op": "remove", "path": "/spec/schedulingGates/1"},
+    ]
+    bare = {"metadata": {"resourceVersion": "1"}, "spec": {"schedulingGates": [{"name": pods.GATE}],
+                                                           "tolerations": [{"key": "gpu", "operator": "Exists"}]}}
+    ops = pods.admission_patch(bare, "n2", [{"key": "gpu", "operator": "Exists"}], {"k": "v"})
+    assert ops[1:] == [{"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/hostname": "n2"}},
+                       {"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
+                       {"op": "remove", "path": "/spec/schedulingGates/0"}]

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
 from planner import kinds
+from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
 from planner.kinds import SCHEDULING_FIELDS
 
@@ -275,6 +276,8 @@ class Applier:
 
     def admit(self, admission: Admission) -> bool:
         ref = admission.workload
+        if ref.kind in pod_writes.KINDS:
+            return self.admit_pods(admission)
         adapter = kinds.by_kind(ref.kind)
         if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
@@ -321,6 +324,8 @@ class Applier:
 
     def evict(self, eviction: Eviction) -> None:
         ref = eviction.workload
+        if ref.kind in pod_writes.KINDS:
+            return self.evict_pods(eviction)
         adapter = kinds.by_kind(ref.kind)
         if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
@@ -348,6 +353,42 @@ class Applier:
             return
         self.report.evicted.append(ref)
         self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")
+
+    def admit_pods(self, admission: Admission) -> bool:
+        """A pod or pod group (Kueue's pod integration): its gated pods pinned and ungated (planner.cluster.pods)."""
+        ref = admission.workload
+        wanted = assignment_json(admission.pod_sets)
+        notes = {ASSIGNMENT: wanted, ADMITTED_AT: rfc3339(self.clock())}
+        outcome, why = pod_writes.admit(self.kube, admission, self.flavors, notes, wanted, self._each)
+        if outcome == "conflict":
+            self.report.conflicts.append((ref, why or "conflict"))
+            return False
+        if outcome == "unchanged":
+            self.report.unchanged.append(ref)
+            return True
+        self.report.admitted.append(ref)
+        self.report.released += sum(ps.count for ps in admission.pod_sets)
+        pod = self.kube.get_or_none(path_of("v1", "pods", ref.namespace, ref.name)) if ref.kind == "Pod" else \
+            next(iter(pod_writes.members(self.kube, ref)), None)
+        if pod is not None:
+            pod = {**pod, "apiVersion": "v1", "kind": "Pod"}   # a listed item carries neither
+            nodes = sorted({n for ps in admission.pod_sets for n in ps.pods_per_node()})
+            self.event(pod, "Admitted", f"Admitted by Stowplan into ClusterQueue {admission.cluster_queue}: "
+                                        f"{ref} on {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+        return True
+
+    def evict_pods(self, eviction: Eviction) -> None:
+        """A pod or pod group: its pods deleted, as Kueue's pod integration stops them."""
+        ref = eviction.workload
+        pods = pod_writes.members(self.kube, ref)
+        if not pods:
+            self.report.unchanged.append(ref)
+            return
+        why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
+        self.event({**pods[0], "apiVersion": "v1", "kind": "Pod"}, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g}); "
+                                             f"{ref}'s pods are deleted")
+        pod_writes.evict(self.kube, eviction)
+        self.report.evicted.append(ref)
 
     def event(self, obj: dict[str, Any], reason: str, message: str) -> None:
         """A core/v1 Event on the workload; failing to record one never fails the cycle."""

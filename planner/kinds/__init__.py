@@ -14,11 +14,17 @@ from models import ObjectRef
 from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.job import JobAdapter
 from planner.kinds.jobset import JobSetAdapter
+from planner.kinds.pods import POD_ADAPTERS
+from planner.kinds.ray import RayClusterAdapter, RayJobAdapter
 
-ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), JobAdapter())
+# A RayJob's submitter pod also names its Job: the RayJob comes first.
+ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), RayJobAdapter(), RayClusterAdapter(), JobAdapter())
 
-_BY_KIND = {a.kind: a for a in ADAPTERS}
-assert len(_BY_KIND) == len(ADAPTERS), "two adapters for one kind"
+# Plain pods and pod groups (Kueue's pod integration) are read from the pods every
+# snapshot has (planner.snapshot.reader.read_pod_workloads), so they are not among the
+# kinds listed and read as objects; they are adapters for apply and for their pods.
+_BY_KIND: dict[str, Adapter] = {a.kind: a for a in ADAPTERS + POD_ADAPTERS}
+assert len(_BY_KIND) == len(ADAPTERS) + len(POD_ADAPTERS), "two adapters for one kind"
 
 
 def by_kind(kind: object) -> Adapter | None:
@@ -34,7 +40,7 @@ def needed_kinds() -> set[str]:
 def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str, Any]) -> list[tuple[ObjectRef, str]]:
     """Every (workload, pod set) a pod may belong to, most specific kind first."""
     out = []
-    for adapter in ADAPTERS:
+    for adapter in ADAPTERS + POD_ADAPTERS:
         owner = adapter.pod_owner(namespace, metadata, labels)
         if owner is not None:
             out.append(owner)

@@ -83,6 +83,10 @@ class Adapter:
         """An object another planned workload owns (a JobSet's Job): not a workload of its own."""
         return False
 
+    def skip(self, obj: Mapping[str, Any]) -> bool:
+        """An object Kueue's integration leaves alone (its JobWithSkip: a RayJob on an existing cluster)."""
+        return False
+
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:
         """Kueue's pod sets of the object. Faults go through `attempt` (reported, the workload waits)."""

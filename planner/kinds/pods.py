@@ -24,15 +24,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
+from models import HOSTNAME_LABEL as HOSTNAME, ObjectRef, PodSet
+from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
 from planner.snapshot.fields import Bad, mapping, sequence
+from planner.snapshot.workloads import QUEUE_LABEL, build_pod_set
 
 GATE = "kueue.x-k8s.io/admission"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH = "kueue.x-k8s.io/role-hash"
+ROLE = "stowplan.io/role"
 SINGLE_POD_SET = "main"
 MAX_ROLES = 8
 SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "priority",
@@ -79,7 +83,8 @@ def role_hash(spec: dict[str, Any]) -> str:
 
 
 def role_of(member: Member) -> str:
-    return member.annotations.get(ROLE_HASH) or role_hash(member.spec)
+    """Stowplan's recorded role, else Kueue's role-hash annotation, else the spec's hash."""
+    return member.annotations.get(ROLE) or member.annotations.get(ROLE_HASH) or role_hash(member.spec)
 
 
 def total_count(annotations: dict[str, str], field: str) -> int:
@@ -120,3 +125,137 @@ def group_entries(members: list[Member]) -> tuple[list[Entry], int, int]:
                      member_field(pods[0].name))
                for role, pods in sorted(roles.items())]
     return entries, active, total
+
+
+# ---------------------------------------------------------------- workloads of pods
+
+POD_KIND = "Pod"
+GROUP_KIND = "PodGroup"   # Stowplan's name for a pod group's workload (Kueue's Workload is named after the group)
+
+
+def workload_of(namespace: str, name: str, labels: dict[str, Any]) -> ObjectRef:
+    """The workload a queued pod is part of: its group, else itself."""
+    group = labels.get(GROUP_NAME_LABEL)
+    return ObjectRef(GROUP_KIND, namespace, str(group)) if group else ObjectRef(POD_KIND, namespace, name)
+
+
+def pod_set_of(ref: ObjectRef, annotations: dict[str, Any]) -> str:
+    """The pod set of an admitted pod: `main` alone, else the role Stowplan wrote at admission
+    (`stowplan.io/role`: a pod's spec changes when it is pinned, its role must not)."""
+    if ref.kind == POD_KIND:
+        return SINGLE_POD_SET
+    return str(annotations.get(ROLE) or annotations.get(ROLE_HASH) or "")
+
+
+def placement(pods: list[tuple[str, str | None, str]], assignment: dict[str, dict[str, int]]) -> dict[str, str]:
+    """Pod name -> its node, for the pods still to place.
+
+    `pods`: (name, node it is already on or pinned to, or None; its pod set), `assignment`:
+    pod set -> planned pods per node. Pods already on a node keep it and use up that
+    node's share; the others, by name, take the remaining places node by node (sorted).
+    Pods beyond the plan's places are left out (not planned: they stay gated)."""
+    left = {ps: dict(sorted(nodes.items())) for ps, nodes in assignment.items()}
+    for _, node, ps in pods:
+        if node is not None and ps in left and left[ps].get(node, 0) > 0:
+            left[ps][node] -= 1
+    out: dict[str, str] = {}
+    for name, node, ps in sorted(pods):
+        if node is not None or ps not in left:
+            continue
+        free = next((n for n, c in left[ps].items() if c > 0), None)
+        if free is None:
+            continue
+        left[ps][free] -= 1
+        out[name] = free
+    return out
+
+
+def admission_patch(pod: dict[str, Any], node: str, tolerations: list[dict[str, str]],
+                    annotations: dict[str, str]) -> list[dict[str, Any]]:
+    """JSON patch admitting one gated pod: pin it to `node` (nodeSelector
+    kubernetes.io/hostname: the node implies the flavor's labels), add the flavor's
+    tolerations and Stowplan's annotations, remove Kueue's admission gate. A pod may
+    gain a node selector only while gated, so all of it is one patch, guarded by the
+    resourceVersion read."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion",
+                                  "value": meta.get("resourceVersion")}]
+    if isinstance(spec.get("nodeSelector"), dict):
+        ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(HOSTNAME)}", "value": node})
+    else:
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME: node}})
+    present = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
+    new = [t for t in tolerations if t not in present]
+    if new and "tolerations" in spec:
+        ops += [{"op": "add", "path": "/spec/tolerations/-", "value": t} for t in new]
+    elif new:
+        ops.append({"op": "add", "path": "/spec/tolerations", "value": new})
+    if isinstance(meta.get("annotations"), dict):
+        ops += [{"op": "add", "path": f"/metadata/annotations/{_escape(k)}", "value": v}
+                for k, v in sorted(annotations.items())]
+    else:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": dict(sorted(annotations.items()))})
+    gates = spec.get("schedulingGates") or []
+    index = next(i for i, g in enumerate(gates) if isinstance(g, dict) and g.get("name") == GATE)
+    ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+    return ops
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+# ---------------------------------------------------------------- the adapters
+
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"   # an LWS's pods: its groups are its workloads
+
+
+def build(entry: Entry) -> PodSet:
+    """The pod set of an entry; a single pod's fields are named from the pod (spec...)."""
+    try:
+        return build_pod_set(entry.name, entry.size, entry.template, entry.field)
+    except Bad as bad:
+        raise Bad(bad.field.lstrip("."), bad.message) from None
+
+
+class PodAdapter(Adapter):
+    """A queued Pod of its own. Not listed as a kind of its own (pods are always read):
+    the reader finds these among the pods (planner.snapshot.reader.read_pod_workloads)."""
+
+    group = ""
+    version = "v1"
+    kind = POD_KIND
+    plural = "pods"
+    builtin = True
+    pod_selector = QUEUE_LABEL
+
+    def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
+                 lookup: Lookup, namespace: str) -> list[PodSetSource]:
+        return []   # built from the pods themselves (group_entries)
+
+    def read_suspended(self, obj: Mapping[str, Any]) -> bool:
+        """Waiting while any of its pods is behind Kueue's admission gate (Kueue's IsSuspended)."""
+        spec = obj.get("spec")
+        return is_gated(spec) if isinstance(spec, dict) else True
+
+    suspended = read_suspended
+
+    def pod_owner(self, namespace: str, metadata: Mapping[str, Any],
+                  labels: Mapping[str, Any]) -> tuple[ObjectRef, str] | None:
+        if not labels.get(QUEUE_LABEL) or labels.get(LWS_NAME_LABEL):
+            return None
+        ref = workload_of(namespace, str(metadata.get("name", "")), dict(labels))
+        if ref.kind != self.kind:
+            return None
+        annotations = metadata.get("annotations")
+        return ref, pod_set_of(ref, dict(annotations) if isinstance(annotations, dict) else {})
+
+    def templates(self, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {}
+
+
+class PodGroupAdapter(PodAdapter):
+    kind = GROUP_KIND
+
+
+POD_ADAPTERS: tuple[PodAdapter, ...] = (PodAdapter(), PodGroupAdapter())

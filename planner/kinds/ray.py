@@ -17,13 +17,24 @@ sizes a slice. Kueue's webhook also refuses: more than 7 worker groups, a group 
 an existing one (`clusterSelector`) beside its own `rayClusterSpec`. A RayJob with
 only a `clusterSelector` runs on someone else's cluster: Kueue skips it (None here).
 
-Pure: no I/O. Field errors raise `Bad` with the field's path.
+Pods point back by KubeRay's label `ray.io/cluster` (a RayJob's cluster is named
+`RAYJOB-xxxxx`, five random characters), `ray.io/node-type` (`head`) and `ray.io/group`;
+a RayJob's submitter pod by its Job's name (the RayJob's). The RayCluster a RayJob
+creates, and its submitter Job, are the RayJob's (children, not workloads).
+
+Admission writes each pod template's scheduling fields (flavor node labels and
+tolerations, node affinity to the planned nodes, Stowplan's gate) and
+`spec.suspend: false`; eviction sets `spec.suspend: true` (KubeRay then deletes the
+cluster's pods). Pure: no I/O. Field errors raise `Bad` with the field's path.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
+from models import ObjectRef
+from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
+from planner.kinds.job import owned_by
 from planner.snapshot.fields import Bad, boolean, integer, mapping, required, sequence, string, string_map
 
 HEAD = "head"
@@ -31,6 +42,7 @@ SUBMITTER = "submitter"
 MAX_WORKER_GROUPS = 7          # Kueue: 8 pod sets at most, the head among them
 K8S_JOB_MODE = "K8sJobMode"    # KubeRay's default submissionMode
 ELASTIC = "kueue.x-k8s.io/elastic-job"
+STOWPLAN_GATE = "stowplan.io/topology"   # planner.cluster.apply.GATE (a layer above)
 
 # KubeRay's default submitter pod, as Kueue's rayjob.getSubmitterTemplate copies it
 DEFAULT_SUBMITTER: dict[str, Any] = {
@@ -131,3 +143,103 @@ def template_paths(kind: str, spec: dict[str, Any]) -> dict[str, tuple[str, ...]
     if kind == "RayJob" and spec.get("submitterPodTemplate") is not None:
         out[SUBMITTER] = ("spec", "submitterPodTemplate")
     return out
+
+
+# ---------------------------------------------------------------- the adapters
+
+CLUSTER_LABEL = "ray.io/cluster"
+NODE_TYPE_LABEL = "ray.io/node-type"
+GROUP_LABEL = "ray.io/group"
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+SUFFIX = 6   # KubeRay names a RayJob's cluster NAME-xxxxx (utils.GenerateRayClusterName)
+
+
+def _sources(entries: list[Entry] | None) -> list[PodSetSource]:
+    return [PodSetSource(e.name, e.size, e.template, e.field) for e in entries or ()]
+
+
+def _templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Pod set -> its template inside `obj` (the same dicts), for those present."""
+    out: dict[str, dict[str, Any]] = {}
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    for name, path in template_paths(str(obj.get("kind")), spec).items():
+        node: Any = obj
+        for key in path:
+            node = node[int(key)] if isinstance(node, list) else node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            out[name] = node
+    return out
+
+
+def _pod_set_of_ray_pod(labels: Mapping[str, Any]) -> str:
+    return HEAD if labels.get(NODE_TYPE_LABEL) == "head" else str(labels.get(GROUP_LABEL, "")).lower()
+
+
+class RayClusterAdapter(Adapter):
+    group = "ray.io"
+    version = "v1"
+    kind = "RayCluster"
+    plural = "rayclusters"
+    pod_selector = CLUSTER_LABEL
+
+    def is_child(self, metadata: Mapping[str, Any]) -> bool:
+        return owned_by(metadata, ("RayJob",))
+
+    def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
+                 lookup: Lookup, namespace: str) -> list[PodSetSource]:
+        entries: list[Entry] = attempt(ray_cluster_entries, spec, annotations, default=[])
+        return _sources(entries)
+
+    def pod_owner(self, namespace: str, metadata: Mapping[str, Any],
+                  labels: Mapping[str, Any]) -> tuple[ObjectRef, str] | None:
+        cluster = labels.get(CLUSTER_LABEL)
+        return (ObjectRef(self.kind, namespace, str(cluster)), _pod_set_of_ray_pod(labels)) if cluster else None
+
+    def templates(self, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return _templates(obj)
+
+
+class RayJobAdapter(Adapter):
+    group = "ray.io"
+    version = "v1"
+    kind = "RayJob"
+    plural = "rayjobs"
+    pod_selector = CLUSTER_LABEL
+
+    def skip(self, obj: Mapping[str, Any]) -> bool:
+        """Kueue's RayJob.Skip: a RayJob naming an existing cluster (and no cluster of its own) is not Kueue's."""
+        spec = obj.get("spec")
+        return (isinstance(spec, dict) and isinstance(spec.get("clusterSelector"), dict)
+                and bool(spec["clusterSelector"]) and spec.get("rayClusterSpec") is None)
+
+    def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
+                 lookup: Lookup, namespace: str) -> list[PodSetSource]:
+        none: list[Entry] | None = []
+        entries = attempt(ray_job_entries, spec, annotations, default=none)
+        return _sources(entries)
+
+    def pod_owner(self, namespace: str, metadata: Mapping[str, Any],
+                  labels: Mapping[str, Any]) -> tuple[ObjectRef, str] | None:
+        cluster = labels.get(CLUSTER_LABEL)
+        if cluster and len(str(cluster)) > SUFFIX and str(cluster)[-SUFFIX] == "-":
+            return ObjectRef(self.kind, namespace, str(cluster)[:-SUFFIX]), _pod_set_of_ray_pod(labels)
+        job = next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
+        return (ObjectRef(self.kind, namespace, str(job)), SUBMITTER) if job else None
+
+    def templates(self, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return _templates(obj)
+
+    def write_admission(self, obj: dict[str, Any], specs: Mapping[str, Mapping[str, Any]]) -> str | None:
+        """As every kind, but KubeRay's default submitter has no template to write (Kueue drops
+        its placement too), and the submitter's one pod needs no gate: the node affinity to
+        its one planned node already pins it (KubeRay's submitter pods are not listed for release)."""
+        templates = self.templates(obj)
+        wanted = {name: dict(fields) for name, fields in specs.items() if name != SUBMITTER or name in templates}
+        if SUBMITTER in wanted:
+            gates = [g for g in wanted[SUBMITTER].get("schedulingGates") or () if g.get("name") != STOWPLAN_GATE]
+            wanted[SUBMITTER] = {k: v for k, v in wanted[SUBMITTER].items() if k != "schedulingGates"}
+            if gates:
+                wanted[SUBMITTER]["schedulingGates"] = gates
+        return super().write_admission(obj, wanted)

@@ -23,7 +23,9 @@ from models import (
 )
 from planner import kinds as kinds_mod
 from planner.errors import InputError
-from planner.kinds import Adapter
+from planner.kinds import Adapter, PodSetSource
+from planner.kinds import pods as pods_kind
+from planner.kinds.ray import Entry
 from planner.snapshot import kueue, loader, policy as policy_mod, workloads as wl
 from planner.snapshot.fields import (
     Bad, boolean, mapping, number, string, string_map, taints, timestamp,
@@ -224,6 +226,7 @@ class _Reader:
         for adapter in kinds_mod.ADAPTERS:
             for item in self.buckets[adapter.bucket]:
                 self.read_workload(adapter, item)
+        self.read_pod_workloads()
         self.report_unplanned()
         nodes = self.read_nodes()
         unmanaged, seen = self.read_pods(nodes)
@@ -477,8 +480,8 @@ class _Reader:
 
     def read_workload(self, adapter: Adapter, item: Item) -> None:
         """One object of a planned kind -> a Draft, with the pod sets its adapter finds."""
-        if adapter.is_child(item.metadata):
-            return   # e.g. a JobSet's child Job: the JobSet is the workload
+        if adapter.is_child(item.metadata) or adapter.skip(item.obj):
+            return   # e.g. a JobSet's child Job (the JobSet is the workload), a RayJob on an existing cluster
         head = self.queued(item)
         if head is None:
             return
@@ -498,6 +501,82 @@ class _Reader:
         draft = self.drafts[item.ref]
         draft.templates = {s.name: s.field for s in sources}
         draft.completions = adapter.completions(spec)
+
+    def read_pod_workloads(self) -> None:
+        """Queued pods that no planned kind owns: Kueue's pod integration (planner.kinds.pods),
+        a pod of its own or, by `kueue.x-k8s.io/pod-group-name`, a group."""
+        groups: dict[ObjectRef, list[Item]] = {}
+        for item in self.buckets["pod"]:
+            labels = item.metadata.get("labels")
+            if item.invalid or type(labels) is not dict or not labels.get(wl.QUEUE_LABEL):
+                continue
+            if labels.get(pods_kind.LWS_NAME_LABEL) or _owned_by_planned(item, labels):
+                continue
+            groups.setdefault(pods_kind.workload_of(item.namespace, item.name, labels), []).append(item)
+        for ref, items in sorted(groups.items()):
+            self.read_pod_workload(ref, sorted(items, key=lambda i: i.name))
+
+    def read_pod_workload(self, ref: ObjectRef, items: list[Item]) -> None:
+        first = items[0]
+        item = first if ref.kind == pods_kind.POD_KIND else Item(first.file, ref.kind, ref.namespace, ref.name,
+                                                                 first.metadata, first.obj)
+        reasons: list[str] = []
+        members = []
+        for member in items:
+            annotations: dict[str, str] = self.attempt(member, string_map, member.metadata.get("annotations"),
+                                       "metadata.annotations", default={}, reasons=reasons)
+            spec: dict[str, Any] = self.attempt(member, mapping, member.obj.get("spec"), "spec", default={},
+                                                reasons=reasons)
+            status = member.obj.get("status")
+            phase = status.get("phase") if type(status) is dict else None
+            members.append(pods_kind.Member(member.name, annotations, spec, str(phase or ""),
+                                            bool(member.metadata.get("deletionTimestamp"))))
+        queues = sorted({str(i.metadata["labels"][wl.QUEUE_LABEL]) for i in items})
+        if len(queues) > 1:
+            self.problem(item, f"metadata.labels[{wl.QUEUE_LABEL}]", f"the group's pods name different queues "
+                                                                     f"({', '.join(queues)}); the group waits")
+            reasons.append(f"the group's pods name different queues ({', '.join(queues)})")
+        if ref.kind == pods_kind.POD_KIND:
+            entries = [Entry(pods_kind.SINGLE_POD_SET, 1, first.obj, "")]
+        else:
+            nothing: tuple[list[Entry], int, int] = ([], 0, 0)
+            grouped = self.attempt(item, pods_kind.group_entries, members, default=nothing, reasons=reasons)
+            entries, active, total = grouped
+            if entries and active < total:
+                reasons.append(f"waits for its pods: {active} of {total} pods of the group exist "
+                               "(Kueue admits a pod group once all its pods exist)")
+            elif entries and active > total:
+                reasons.append(f"{active} pods for a group of {total} "
+                               f"({pods_kind.TOTAL_COUNT}); Kueue deletes the excess first")
+        pod_sets = []
+        for entry in entries:
+            try:
+                pod_sets.append(pods_kind.build(entry))
+            except Bad as bad:
+                self.problem(item, bad.field, bad.message)
+                reasons.append(f"invalid {bad.field}: {bad.message}")
+                pod_sets.append(PodSet(entry.name, entry.size, Resources.of(pods=1)))
+        if not pod_sets:
+            pod_sets.append(PodSet(pods_kind.SINGLE_POD_SET, 1, Resources.of(pods=1)))
+        # the group as one object: the earliest creation, the annotations of a pod Stowplan admitted,
+        # waiting while any pod is gated, and every pod's resourceVersion
+        admitted = next((m for m in members if wl.ASSIGNMENT in m.annotations), members[0])
+        created = min((str(i.metadata.get("creationTimestamp") or "") for i in items), default="")
+        metadata = {**first.metadata, "annotations": admitted.annotations, "creationTimestamp": created or None,
+                    "resourceVersion": ",".join(f"{i.name}={i.metadata.get('resourceVersion', '')}" for i in items)
+                    if ref.kind == pods_kind.GROUP_KIND else first.metadata.get("resourceVersion")}
+        gated = any(pods_kind.is_gated(m.spec) for m in members if pods_kind.runnable(m))
+        synthetic = Item(item.file, ref.kind, ref.namespace, ref.name, metadata,
+                         {"kind": ref.kind, "metadata": metadata,
+                          "spec": {"schedulingGates": [{"name": pods_kind.GATE}]} if gated else {}})
+        adapter = kinds_mod.by_kind(ref.kind)
+        assert adapter is not None
+        labels = {k: str(v) for k, v in first.metadata["labels"].items()}
+        sources = [PodSetSource(e.name, e.size, e.template, e.field) for e in entries]
+        pc_name, pc_field = adapter.priority_class({}, sources)
+        self.draft(adapter, synthetic, labels, admitted.annotations, {}, tuple(sorted(pod_sets, key=lambda p: p.name)),
+                   pc_name, pc_field.lstrip("."), reasons)
+        self.drafts[ref].templates = {e.name: e.field or "spec" for e in entries}
 
     def lookup(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """An object an adapter reads beside its own (a TrainJob's runtime), by kind, namespace and name."""
@@ -870,6 +949,12 @@ def _cohort_cycles(parent: dict[str, str | None]) -> dict[str, str]:
                 cycles[name] = text
         done.update(path)
     return cycles
+
+
+def _owned_by_planned(item: Item, labels: dict[str, Any]) -> bool:
+    """A pod of a workload of a planned kind (a Job's, a RayCluster's): not a pod workload."""
+    return any(ref.kind not in (pods_kind.POD_KIND, pods_kind.GROUP_KIND)
+               for ref, _ in kinds_mod.pod_owners(item.namespace, item.metadata, labels))
 
 
 def _queued(obj: dict[str, Any]) -> bool:
