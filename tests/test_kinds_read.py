@@ -122,3 +122,40 @@ def test_an_admitted_pod_group_reads_as_running_where_its_pods_are() -> None:
     assert w.assignment[0].pods_per_node() == {"n2": 2}
     n2 = next(n for n in snap.nodes if n.name == "n2")
     assert n2.unmanaged.get(GPU) == 0          # its pods are the workload's, not unmanaged usage
+
+
+# ---------------------------------------------------------------- LeaderWorkerSet: a workload per group
+
+def lws(name: str, *, gated: bool = True, groups: dict[str, Any] | None = None) -> dict[str, Any]:
+    worker, leader = tmpl(2), tmpl(0, "2")
+    if gated:
+        for t in (worker, leader):
+            t["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    notes = {"stowplan.io/group-assignments": json.dumps(groups)} if groups else {}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": NS, "labels": Q, "annotations": notes, "creationTimestamp": T},
+            "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "leaderTemplate": leader,
+                                                             "workerTemplate": worker}}}
+
+
+def test_each_group_of_a_leaderworkerset_is_a_workload() -> None:
+    admitted = {"podSets": [
+        {"name": "leader", "count": 1, "flavors": {"cpu": "f"}, "topologyAssignment": {
+            "levels": ["kubernetes.io/hostname"], "domains": [{"values": ["n1"], "count": 1}]}},
+        {"name": "worker", "count": 2, "flavors": {"cpu": "f", GPU: "f"}, "topologyAssignment": {
+            "levels": ["kubernetes.io/hostname"], "domains": [{"values": ["n1"], "count": 2}]}}],
+        "admittedAt": T}
+    snap = build_snapshot([{"apiVersion": "v1", "kind": "List", "items": world(
+        lws("serve", groups={"0": admitted}), lws("free", gated=False))}], source="test")
+    by_ref = {str(w.ref): w for w in snap.workloads}
+    assert sorted(by_ref) == [f"LeaderWorkerSet/{NS}/free-0", f"LeaderWorkerSet/{NS}/free-1",
+                              f"LeaderWorkerSet/{NS}/serve-0", f"LeaderWorkerSet/{NS}/serve-1"]
+    s0, s1 = by_ref[f"LeaderWorkerSet/{NS}/serve-0"], by_ref[f"LeaderWorkerSet/{NS}/serve-1"]
+    assert [(p.name, p.count, p.request.get(GPU)) for p in s1.pod_sets] == [("leader", 1, 0), ("worker", 2, 2)]
+    assert s0.state is WorkloadState.RUNNING and s0.assignment[1].pods_per_node() == {"n1": 2}
+    assert s1.state is WorkloadState.PENDING
+    # templates that hold no pods: the groups run outside Stowplan, and that is said
+    assert by_ref[f"LeaderWorkerSet/{NS}/free-0"].state is WorkloadState.EXTERNAL
+    assert any("runs outside Stowplan" in p.message for p in snap.problems)
+    plan = plan_snapshot(snap, time_limit=10)
+    assert [str(a.workload) for a in plan.admissions] == [f"LeaderWorkerSet/{NS}/serve-1"]

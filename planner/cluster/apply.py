@@ -44,11 +44,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
 from planner import kinds
+from planner.cluster import lws as lws_writes
 from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
 from planner.kinds import SCHEDULING_FIELDS
 
 GATE = "stowplan.io/topology"
+# A pod held back for admission: Stowplan's gate, or Kueue's (an LWS's pods made before their group was admitted)
+HOLD_GATES = (GATE, "kueue.x-k8s.io/admission")
 ASSIGNMENT = "stowplan.io/assignment"
 ADMITTED_AT = "stowplan.io/admitted-at"
 EVICTED_AT = "stowplan.io/evicted-at"
@@ -192,6 +195,7 @@ class Applier:
         self.fingerprints = fingerprints or {}
         self.identity, self.say, self.clock = identity, say, clock
         self.report = ApplyReport(dry_run=kube.dry_run)
+        self.groups = lws_writes.Groups(kube, planned_versions)   # LeaderWorkerSet writes, one lock per object
         self.assignments: dict[ObjectRef, list[PodSetAssignment]] = {}   # for gate release
 
     def lookup(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -278,6 +282,8 @@ class Applier:
         ref = admission.workload
         if ref.kind in pod_writes.KINDS:
             return self.admit_pods(admission)
+        if ref.kind == lws_writes.KIND:
+            return self.admit_group(admission)
         adapter = kinds.by_kind(ref.kind)
         if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
@@ -326,6 +332,8 @@ class Applier:
         ref = eviction.workload
         if ref.kind in pod_writes.KINDS:
             return self.evict_pods(eviction)
+        if ref.kind == lws_writes.KIND:
+            return self.evict_group(eviction)
         adapter = kinds.by_kind(ref.kind)
         if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
@@ -353,6 +361,43 @@ class Applier:
             return
         self.report.evicted.append(ref)
         self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")
+
+    def admit_group(self, admission: Admission) -> bool:
+        """A LeaderWorkerSet's group (planner.cluster.lws): its entry and the shared templates, one write."""
+        ref = admission.workload
+        adapter = kinds.by_kind(ref.kind)
+        assert adapter is not None
+        obj, outcome = lws_writes.admit(
+            self.groups, admission, self.flavors, assignment_json(admission.pod_sets), rfc3339(self.clock()),
+            lambda o: _original_scheduling(adapter, o, self.lookup),
+            lambda base, ps: admitted_template_spec(base, ps, self.flavors), ORIGINAL)
+        if outcome == "unchanged":
+            self.report.unchanged.append(ref)
+            self.assignments[ref] = list(admission.pod_sets)
+            return True
+        if outcome or obj is None:
+            self.report.conflicts.append((ref, outcome or "conflict"))
+            return False
+        self.report.admitted.append(ref)
+        self.assignments[ref] = list(admission.pod_sets)
+        nodes = sorted({n for ps in admission.pod_sets for n in ps.pods_per_node()})
+        self.event(obj, "Admitted", f"Admitted by Stowplan into ClusterQueue {admission.cluster_queue}: group "
+                                    f"{ref.name} on {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+        return True
+
+    def evict_group(self, eviction: Eviction) -> None:
+        ref = eviction.workload
+        obj, outcome = lws_writes.evict(self.groups, eviction)
+        if outcome == "unchanged":
+            self.report.unchanged.append(ref)
+            return
+        if outcome or obj is None:
+            self.report.conflicts.append((ref, outcome or "conflict"))
+            return
+        why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
+        self.report.evicted.append(ref)
+        self.event(obj, eviction.reason, f"Evicted by Stowplan: group {ref.name}, {why} (cost {eviction.cost:g}); "
+                                         "its pods are deleted")
 
     def admit_pods(self, admission: Admission) -> bool:
         """A pod or pod group (Kueue's pod integration): its gated pods pinned and ungated (planner.cluster.pods)."""
@@ -448,12 +493,12 @@ class Applier:
                     continue
                 spec = pod.get("spec") or {}
                 node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
-                if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()) and not node:
+                if any(g.get("name") in HOLD_GATES for g in spec.get("schedulingGates") or ()) and not node:
                     gated.setdefault(key, []).append(pod)
                 elif node:
                     per_node = placed.setdefault(key, {})
                     per_node[node] = per_node.get(node, 0) + 1
-                    if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()):
+                    if any(g.get("name") in HOLD_GATES for g in spec.get("schedulingGates") or ()):
                         gated.setdefault(key, []).append(pod)   # pinned but still gated: ungate only
         missing = 0
         releases: list[tuple[dict[str, Any], str, bool]] = []
@@ -477,7 +522,7 @@ class Applier:
     def release_pod(self, pod: dict[str, Any], node: str, pin: bool) -> bool:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         gates = spec.get("schedulingGates") or []
-        index = next(i for i, g in enumerate(gates) if g.get("name") == GATE)
+        held = [i for i, g in enumerate(gates) if g.get("name") in HOLD_GATES]
         ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion",
                                       "value": meta.get("resourceVersion")}]
         if pin:
@@ -486,7 +531,7 @@ class Applier:
                             .replace("/", "~1"), "value": node})
             else:
                 ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: node}})
-        ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+        ops += [{"op": "remove", "path": f"/spec/schedulingGates/{i}"} for i in reversed(held)]
         try:
             self.kube.write("PATCH", path_of("v1", "pods", meta["namespace"], meta["name"]), ops,
                             content_type=JSON_PATCH)
@@ -513,7 +558,7 @@ def gated_owners(document: Mapping[str, Any]) -> set[ObjectRef]:
         if obj.get("kind") != "Pod":
             continue
         gates = (obj.get("spec") or {}).get("schedulingGates") or ()
-        if any(g.get("name") == GATE for g in gates):
+        if any(g.get("name") in HOLD_GATES for g in gates):
             meta = obj.get("metadata") or {}
             out.update(ref for ref, _ in kinds.pod_owners(str(meta.get("namespace", "")), meta,
                                                           meta.get("labels") or {}))
@@ -529,6 +574,9 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
     wanted = gated_owners(document) if only_gated else None
     for obj in document.get("items") or ():
         kind = obj.get("kind")
+        if kind == lws_writes.KIND:     # its admitted groups, each a workload
+            out.update((ref, sets) for ref, sets in lws_writes.running(obj).items() if wanted is None or ref in wanted)
+            continue
         if not planned_kind(obj) or is_suspended(obj):
             continue
         meta = obj.get("metadata") or {}

@@ -14,11 +14,13 @@ from models import ObjectRef
 from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.job import JobAdapter
 from planner.kinds.jobset import JobSetAdapter
+from planner.kinds.leaderworkerset import LeaderWorkerSetAdapter
 from planner.kinds.pods import POD_ADAPTERS
 from planner.kinds.ray import RayClusterAdapter, RayJobAdapter
 
 # A RayJob's submitter pod also names its Job: the RayJob comes first.
-ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), RayJobAdapter(), RayClusterAdapter(), JobAdapter())
+ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), RayJobAdapter(), RayClusterAdapter(), LeaderWorkerSetAdapter(),
+                                 JobAdapter())
 
 # Plain pods and pod groups (Kueue's pod integration) are read from the pods every
 # snapshot has (planner.snapshot.reader.read_pod_workloads), so they are not among the

@@ -62,6 +62,7 @@ class Adapter:
     builtin: bool = False                   # served by every API server (no discovery needed)
     pod_selector: str = ""                  # a label key every pod of this kind carries
     suspend_path: tuple[str, ...] = ("spec", "suspend")
+    grouped: bool = False                   # one workload per group of the object (LeaderWorkerSet)
     # other kinds read to build the pod sets: (group, version, kind, plural, namespaced)
     needs: tuple[tuple[str, str, str, str, bool], ...] = ()
 

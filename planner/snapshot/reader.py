@@ -11,6 +11,7 @@ cannot run without raises InputError. Everything is sorted for determinism.
 from __future__ import annotations
 
 import contextlib
+import json
 import dataclasses
 import gc
 import os
@@ -24,6 +25,7 @@ from models import (
 from planner import kinds as kinds_mod
 from planner.errors import InputError
 from planner.kinds import Adapter, PodSetSource
+from planner.kinds import leaderworkerset as lws_kind
 from planner.kinds import pods as pods_kind
 from planner.kinds.ray import Entry
 from planner.snapshot import kueue, loader, policy as policy_mod, workloads as wl
@@ -225,7 +227,10 @@ class _Reader:
         self.read_local_queues()
         for adapter in kinds_mod.ADAPTERS:
             for item in self.buckets[adapter.bucket]:
-                self.read_workload(adapter, item)
+                if adapter.grouped:
+                    self.read_groups(adapter, item)
+                else:
+                    self.read_workload(adapter, item)
         self.read_pod_workloads()
         self.report_unplanned()
         nodes = self.read_nodes()
@@ -501,6 +506,49 @@ class _Reader:
         draft = self.drafts[item.ref]
         draft.templates = {s.name: s.field for s in sources}
         draft.completions = adapter.completions(spec)
+
+    def read_groups(self, adapter: Adapter, item: Item) -> None:
+        """A LeaderWorkerSet: one workload per group (planner.kinds.leaderworkerset), each as if
+        it were an object of its own: the groups Stowplan admitted run, the others wait while
+        the templates hold their pods."""
+        head = self.queued(item)
+        if head is None:
+            return
+        labels, spec, annotations, reasons = head
+
+        def attempt(fn: Callable[..., T], *args: Any, default: T) -> T:
+            return self.attempt(item, fn, *args, default=default, reasons=reasons)
+
+        sources = adapter.pod_sets(spec, annotations, attempt, self.lookup, item.namespace)
+        count = attempt(lws_kind.groups, spec, default=0)
+        none: dict[str, dict[str, Any]] = {}
+        admitted = attempt(lws_kind.group_assignments, annotations, default=none)
+        held = lws_kind.held(spec)
+        pc_name, pc_field = adapter.priority_class(spec, sources)
+        own = {k: v for k, v in annotations.items() if k not in (lws_kind.GROUPS, wl.ASSIGNMENT, wl.ADMITTED_AT)}
+        for index in range(count):
+            ref = lws_kind.group_ref(item.namespace, item.name, index)
+            group_reasons = list(reasons)
+            pod_sets = [self.pod_set(item, s.name, s.count, dict(s.template), s.field, s.min_count, group_reasons)
+                        for s in sources] or [PodSet("main", 1, Resources.of(pods=1))]
+            entry = admitted.get(str(index))
+            notes = dict(own)
+            if entry is not None:
+                notes[wl.ASSIGNMENT] = json.dumps(entry.get("podSets"))
+                if isinstance(entry.get("admittedAt"), str):
+                    notes[wl.ADMITTED_AT] = entry["admittedAt"]
+            metadata = {**item.metadata, "annotations": notes}
+            group = Item(item.file, ref.kind, ref.namespace, ref.name, metadata,
+                         {"kind": ref.kind, "metadata": metadata, "spec": {"suspend": entry is None and held}})
+            group.invalid = item.invalid
+            self.draft(adapter, group, labels, notes, spec, tuple(sorted(pod_sets, key=lambda p: p.name)),
+                       pc_name, pc_field, group_reasons)
+            draft = self.drafts[ref]
+            draft.templates = {s.name: s.field for s in sources}
+            if entry is None and not held:
+                self.problem(item, "spec.leaderWorkerTemplate.workerTemplate.spec.schedulingGates",
+                             f"group {index} runs outside Stowplan: the templates hold no pods (add the "
+                             f"scheduling gate {lws_kind.HOLD_GATES[0]} to both templates)")
 
     def read_pod_workloads(self) -> None:
         """Queued pods that no planned kind owns: Kueue's pod integration (planner.kinds.pods),
