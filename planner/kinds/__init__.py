@@ -14,8 +14,13 @@ from models import ObjectRef
 from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.job import JobAdapter
 from planner.kinds.jobset import JobSetAdapter
+from planner.kinds.mpijob import MPIJobAdapter
+from planner.kinds.pytorchjob import PyTorchJobAdapter
+from planner.kinds.trainjob import TrainJobAdapter
 
-ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), JobAdapter())
+# more specific first: a TrainJob's pods name its JobSet, an MPIJob launcher's its Job
+ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), TrainJobAdapter(), PyTorchJobAdapter(), MPIJobAdapter(),
+                                 JobAdapter())
 
 _BY_KIND = {a.kind: a for a in ADAPTERS}
 assert len(_BY_KIND) == len(ADAPTERS), "two adapters for one kind"
@@ -31,6 +36,11 @@ def needed_kinds() -> set[str]:
     return {kind for a in ADAPTERS for _, _, kind, _, _ in a.needs}
 
 
+def needing(kind: object) -> Adapter | None:
+    """The adapter that reads objects of `kind` beside its own (a TrainJob's runtimes), else None."""
+    return next((a for a in ADAPTERS if any(k == kind for _, _, k, _, _ in a.needs)), None)
+
+
 def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str, Any]) -> list[tuple[ObjectRef, str]]:
     """Every (workload, pod set) a pod may belong to, most specific kind first."""
     out = []
@@ -41,4 +51,4 @@ def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str,
     return out
 
 
-__all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "by_kind", "needed_kinds", "pod_owners"]
+__all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "by_kind", "needed_kinds", "needing", "pod_owners"]
