@@ -118,7 +118,7 @@ def test_queued_objects_of_unplanned_kinds_are_counted_and_reported_once_per_kin
                           source="snap.yaml")
     reported = [p for p in snap.problems if "not planned" in p.message]
     assert len(reported) == 1
-    assert reported[0].message.startswith("kind XGBoostJob is not planned (kubeflow.org/v1/XGBoostJob): 2 object(s)")
+    assert reported[0].message.startswith("kind XGBoostJob is not planned (kubeflow.org/v1): 2 object(s)")
     assert reported[0].file == "snap.yaml"
     assert snap.ignored_kinds == {"kubeflow.org/v1/XGBoostJob": 2, "apps/v1/Deployment": 1}
     assert snap.workloads == ()
@@ -132,3 +132,146 @@ def test_a_job_reads_through_its_adapter_into_a_workload() -> None:
     (w,) = snap.workloads
     assert w.ref == ObjectRef("Job", "ns", "j")
     assert [(p.name, p.count, p.request) for p in w.pod_sets] == [("main", 2, Resources.of(cpu=2000, pods=1))]
+
+
+# ---------------------------------------------------------------- Kubeflow kinds
+
+from planner.kinds.mpijob import MPIJobAdapter  # noqa: E402
+from planner.kinds.pytorchjob import PyTorchJobAdapter  # noqa: E402
+from planner.kinds.trainjob import MANAGER, TrainJobAdapter  # noqa: E402
+
+
+def replica(replicas: int | None, gpu: int = 0, pcn: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container("4", gpu)]}
+    if pcn:
+        spec["priorityClassName"] = pcn
+    out: dict[str, Any] = {"template": {"spec": spec}}
+    if replicas is not None:
+        out["replicas"] = replicas
+    return out
+
+
+def test_pytorchjob_pod_sets_are_master_then_worker_in_lower_case_as_kueue_names_them() -> None:
+    spec = {"pytorchReplicaSpecs": {"Worker": replica(3, gpu=8), "Master": replica(None, gpu=8)}}
+    sources = PyTorchJobAdapter().pod_sets(spec, {}, attempt, no_lookup, "ns")
+    assert [(s.name, s.count, s.field) for s in sources] == [
+        ("master", 1, "spec.pytorchReplicaSpecs.Master.template"),
+        ("worker", 3, "spec.pytorchReplicaSpecs.Worker.template")]
+
+
+def test_kubeflow_priority_class_comes_from_the_run_policy_first() -> None:
+    spec: dict[str, Any] = {"runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
+                            "pytorchReplicaSpecs": {"Master": replica(1, pcn="low")}}
+    adapter = PyTorchJobAdapter()
+    sources = adapter.pod_sets(spec, {}, attempt, no_lookup, "ns")
+    assert adapter.priority_class(spec, sources) == ("high", "spec.runPolicy.schedulingPolicy.priorityClass")
+    del spec["runPolicy"]
+    assert adapter.priority_class(spec, sources) == (
+        "low", "spec.pytorchReplicaSpecs.Master.template.spec.priorityClassName")
+
+
+def test_pytorchjob_admission_edits_each_replica_template_and_run_policy_suspend() -> None:
+    obj: dict[str, Any] = {"kind": "PyTorchJob", "spec": {"runPolicy": {"suspend": True},
+                           "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(2)}}}
+    adapter = PyTorchJobAdapter()
+    assert adapter.suspended(obj)
+    assert adapter.write_admission(obj, {"master": {"nodeSelector": {"a": "1"}},
+                                         "worker": {"nodeSelector": {"b": "2"}}}) is None
+    specs = obj["spec"]["pytorchReplicaSpecs"]
+    assert specs["Master"]["template"]["spec"]["nodeSelector"] == {"a": "1"}
+    assert specs["Worker"]["template"]["spec"]["nodeSelector"] == {"b": "2"}
+    assert obj["spec"]["runPolicy"]["suspend"] is False and "suspend" not in obj["spec"]
+    adapter.write_eviction(obj)
+    assert obj["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_pytorchjob_pods_point_back_by_name_and_replica_type() -> None:
+    labels = {"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker",
+              "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+    assert kinds.pod_owners("ns", {}, labels) == [(ObjectRef("PyTorchJob", "ns", "bert"), "worker")]
+
+
+def test_mpijob_pod_sets_are_launcher_then_worker_and_its_launcher_job_is_not_a_workload() -> None:
+    spec = {"mpiReplicaSpecs": {"Worker": replica(2, gpu=4), "Launcher": replica(1)}}
+    sources = MPIJobAdapter().pod_sets(spec, {}, attempt, no_lookup, "ns")
+    assert [(s.name, s.count) for s in sources] == [("launcher", 1), ("worker", 2)]
+    assert JobAdapter().is_child({"ownerReferences": [{"kind": "MPIJob", "name": "mpi"}]})
+    launcher_pod = {"ownerReferences": [{"kind": "Job", "name": "mpi-launcher"}]}
+    labels = {"training.kubeflow.org/job-name": "mpi", "training.kubeflow.org/job-role": "launcher",
+              "batch.kubernetes.io/job-name": "mpi-launcher"}
+    assert kinds.pod_owners("ns", launcher_pod, labels)[0] == (ObjectRef("MPIJob", "ns", "mpi"), "launcher")
+
+
+RUNTIME = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+           "metadata": {"name": "torch"},
+           "spec": {"mlPolicy": {"numNodes": 3, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+               {"name": "dataset-initializer", "template": {
+                   "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}},
+                   "spec": {"template": {"spec": {"containers": [container("2")]}}}}},
+               {"name": "node", "template": {
+                   "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                   "spec": {"template": {"spec": {
+                       "containers": [{"name": "node", "resources": {"requests": {"cpu": "1"}}}],
+                       "tolerations": [{"key": "gpu", "operator": "Exists"}]}}}}}]}}}}
+
+
+def runtime_lookup(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    return copy.deepcopy(RUNTIME) if (kind, namespace, name) == ("ClusterTrainingRuntime", "", "torch") else None
+
+
+def test_trainjob_pod_sets_are_its_runtimes_replicated_jobs_with_the_trainers_size() -> None:
+    adapter = TrainJobAdapter()
+    spec: dict[str, Any] = {"runtimeRef": {"name": "torch"}}
+    sources = adapter.pod_sets(spec, {}, attempt, runtime_lookup, "ns")
+    # the runtime's mlPolicy.numNodes sizes the trainer; the initializer runs its parallelism (1)
+    assert [(s.name, s.count) for s in sources] == [("dataset-initializer", 1), ("node", 3)]
+    spec["trainer"] = {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "64", "nvidia.com/gpu": "8"}}}
+    sources = adapter.pod_sets(spec, {}, attempt, runtime_lookup, "ns")
+    assert [(s.name, s.count) for s in sources] == [("dataset-initializer", 1), ("node", 2)]
+    node = sources[1].template["spec"]["containers"][0]
+    assert node["resources"] == {"requests": {"cpu": "64", "nvidia.com/gpu": "8"}}
+    assert RUNTIME["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"][
+        "containers"][0]["resources"] == {"requests": {"cpu": "1"}}   # the runtime read is left alone
+
+
+def test_a_trainjob_whose_runtime_is_missing_waits_with_that_reason() -> None:
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "t", "namespace": "ns", "labels": {QUEUE: "lq"}},
+           "spec": {"runtimeRef": {"name": "absent"}, "suspend": True}}
+    snap = build_snapshot([{"apiVersion": "v1", "kind": "List", "items": _objects([job])}], source="s")
+    (w,) = snap.workloads
+    assert "ClusterTrainingRuntime absent does not exist" in (w.blocked_reason or "")
+    assert any(p.field == "spec.runtimeRef" and p.ref == ObjectRef("TrainJob", "ns", "t") for p in snap.problems)
+
+
+def test_a_trainjob_reads_its_cluster_runtime_from_the_snapshot() -> None:
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "t", "namespace": "ns", "labels": {QUEUE: "lq"}},
+           "spec": {"runtimeRef": {"name": "torch", "kind": "ClusterTrainingRuntime"}, "suspend": True,
+                    "trainer": {"numNodes": 2}}}
+    snap = build_snapshot([{"apiVersion": "v1", "kind": "List", "items": _objects([job, RUNTIME])}], source="s")
+    (w,) = snap.workloads
+    assert [(p.name, p.count) for p in w.pod_sets] == [("dataset-initializer", 1), ("node", 2)]
+    assert w.blocked_reason is None
+
+
+def test_trainjob_admission_writes_its_own_runtime_patch_and_eviction_removes_it() -> None:
+    adapter = TrainJobAdapter()
+    other = {"manager": "someone-else", "trainingRuntimeSpec": {}}
+    obj: dict[str, Any] = {"kind": "TrainJob", "metadata": {"namespace": "ns"},
+                           "spec": {"suspend": True, "runtimeRef": {"name": "torch"}, "runtimePatches": [other]}}
+    original = adapter.original_scheduling(obj, runtime_lookup)
+    assert original == {"dataset-initializer": {}, "node": {"tolerations": [{"key": "gpu", "operator": "Exists"}]}}
+    fields = {"nodeSelector": {"pool": "h100"}, "schedulingGates": [{"name": "stowplan.io/topology"}]}
+    assert adapter.write_admission(obj, {"node": fields}) is None
+    assert obj["spec"]["suspend"] is False
+    assert obj["spec"]["runtimePatches"] == [other, {"manager": MANAGER, "trainingRuntimeSpec": {"template": {
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": fields}}}}]}}}}]
+    adapter.write_eviction(obj)
+    assert obj["spec"]["suspend"] is True and obj["spec"]["runtimePatches"] == [other]
+
+
+def test_a_trainjobs_pods_are_its_jobsets_and_that_jobset_is_not_a_workload() -> None:
+    labels = {"jobset.sigs.k8s.io/jobset-name": "t", "jobset.sigs.k8s.io/replicatedjob-name": "node"}
+    assert (ObjectRef("TrainJob", "ns", "t"), "node") in kinds.pod_owners("ns", {}, labels)
+    assert JobSetAdapter().is_child({"ownerReferences": [{"kind": "TrainJob", "name": "t"}]})

@@ -177,6 +177,9 @@ def _pruned_object(obj: Any) -> Any:
     adapter = kinds.by_kind(obj.get("kind"))
     if adapter is not None:
         return adapter.prune(out, _pruned_template, _pruned_metadata)
+    needing = kinds.needing(obj.get("kind"))
+    if needing is not None:
+        return needing.prune_needed(out, _pruned_template, _pruned_metadata)
     return out
 
 

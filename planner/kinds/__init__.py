@@ -15,11 +15,16 @@ from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodS
 from planner.kinds.job import JobAdapter
 from planner.kinds.jobset import JobSetAdapter
 from planner.kinds.leaderworkerset import LeaderWorkerSetAdapter
+from planner.kinds.mpijob import MPIJobAdapter
 from planner.kinds.pods import POD_ADAPTERS
+from planner.kinds.pytorchjob import PyTorchJobAdapter
 from planner.kinds.ray import RayClusterAdapter, RayJobAdapter
+from planner.kinds.trainjob import TrainJobAdapter
 
-# A RayJob's submitter pod also names its Job: the RayJob comes first.
-ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), RayJobAdapter(), RayClusterAdapter(), LeaderWorkerSetAdapter(),
+# more specific first: a TrainJob's pods name its JobSet, an MPIJob launcher's its Job, a
+# RayJob's submitter its Job
+ADAPTERS: tuple[Adapter, ...] = (JobSetAdapter(), TrainJobAdapter(), PyTorchJobAdapter(), MPIJobAdapter(),
+                                 RayJobAdapter(), RayClusterAdapter(), LeaderWorkerSetAdapter(),
                                  JobAdapter())
 
 # Plain pods and pod groups (Kueue's pod integration) are read from the pods every
@@ -39,6 +44,11 @@ def needed_kinds() -> set[str]:
     return {kind for a in ADAPTERS for _, _, kind, _, _ in a.needs}
 
 
+def needing(kind: object) -> Adapter | None:
+    """The adapter that reads objects of `kind` beside its own (a TrainJob's runtimes), else None."""
+    return next((a for a in ADAPTERS if any(k == kind for _, _, k, _, _ in a.needs)), None)
+
+
 def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str, Any]) -> list[tuple[ObjectRef, str]]:
     """Every (workload, pod set) a pod may belong to, most specific kind first."""
     out = []
@@ -49,4 +59,4 @@ def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str,
     return out
 
 
-__all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "by_kind", "needed_kinds", "pod_owners"]
+__all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "by_kind", "needed_kinds", "needing", "pod_owners"]

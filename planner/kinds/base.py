@@ -190,6 +190,11 @@ class Adapter:
             template.update(pruned)
         return out
 
+    def prune_needed(self, obj: dict[str, Any], prune_template: Callable[[Any], Any],
+                     prune_metadata: Callable[[Any], Any]) -> dict[str, Any]:
+        """An object of a kind this adapter `needs`, pruned as its own pod templates are."""
+        return obj
+
 
 def template_at(parent: Mapping[str, Any], key: str, field: str) -> dict[str, Any]:
     """A pod template mapping under `parent[key]` (absent: empty)."""

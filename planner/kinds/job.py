@@ -16,7 +16,7 @@ from planner.snapshot.fields import mapping
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 # Kinds whose child Jobs are theirs (the child is not a workload of its own)
-PARENT_KINDS = ("JobSet", "RayJob")   # a RayJob's submitter Job is the RayJob's
+PARENT_KINDS = ("JobSet", "MPIJob", "RayJob")   # a RayJob's submitter Job is the RayJob's
 
 
 def owned_by(metadata: Mapping[str, Any], kinds: tuple[str, ...]) -> bool:

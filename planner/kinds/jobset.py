@@ -36,6 +36,11 @@ class JobSetAdapter(Adapter):
     plural = "jobsets"
     pod_selector = "batch.kubernetes.io/job-name"   # JobSet's pods are its Jobs' pods
 
+    def is_child(self, metadata: Mapping[str, Any]) -> bool:
+        """A TrainJob's JobSet is the TrainJob's."""
+        owners = metadata.get("ownerReferences")
+        return type(owners) is list and any(type(o) is dict and o.get("kind") == "TrainJob" for o in owners)
+
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:
         entries: list[tuple[str, int, dict[str, Any], str]] = attempt(wl.jobset_pod_sets, spec, default=[])

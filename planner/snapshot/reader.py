@@ -636,9 +636,9 @@ class _Reader:
     def report_unplanned(self) -> None:
         """Queued objects of kinds Stowplan does not plan: one problem per kind, never dropped silently."""
         for key, (file, count) in sorted(self.unplanned.items()):
-            kind = key.rpartition("/")[2]
-            self.problem(None, "kind", f"kind {kind} is not planned ({key}): {count} object(s) with label "
-                                       f"{wl.QUEUE_LABEL} are ignored by Stowplan", file)
+            api_version, _, kind = key.rpartition("/")
+            self.problem(None, "", f"kind {kind} is not planned ({api_version}): {count} object(s) with label "
+                                   f"{wl.QUEUE_LABEL} wait outside Stowplan", file)
 
     def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
                 min_count: int | None, reasons: list[str]) -> PodSet:
