@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from models import ObjectRef, Plan
+from models import ObjectRef, Plan, WorkloadState
 from planner.cluster.apply import (
     ASSIGNMENT, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
     planned_kind, running_assignments,
@@ -74,8 +74,18 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
     wanted = {a.workload: assignment_json(a.pod_sets) for a in plan.admissions}
     evicted = {e.workload for e in plan.evictions}
     out = []
+    workloads = {w.ref: w for w in live.snapshot.workloads}
     for ref in touched(plan):
         obj = raw.get(ref)
+        if obj is None and ref in workloads:
+            # a workload that is not one object (a pod group, a LeaderWorkerSet's group): its
+            # version is its pods' (its LWS's); done as planned counts as fresh
+            w = workloads[ref]
+            done = (ref in wanted and w.state is WorkloadState.RUNNING) or \
+                (ref in evicted and w.state is not WorkloadState.RUNNING)
+            if w.resource_version != versions.get(ref) and not done:
+                out.append(f"{ref} changed (resourceVersion {versions.get(ref)} -> {w.resource_version})")
+            continue
         if obj is None:
             out.append(f"{ref} no longer exists")
             continue

@@ -311,3 +311,52 @@ def test_a_jobset_cycle_as_the_service_account(installed, control_plane, api_cli
         assert got["spec"]["suspend"] is False and "stowplan.io/assignment" in got["metadata"]["annotations"]
     finally:
         env.cleanup()
+
+
+def test_a_raycluster_and_a_queued_pod_cycle_as_the_service_account(installed, control_plane, api_client, namespace,
+                                                                     tmp_path):
+    """The rights rbac.yaml grows for Ray (update RayClusters) and Kueue's pod integration (the
+    admission policy lets the token pin a queued pod, remove Kueue's gate, annotate it) are enough;
+    and the policy refuses the same token a RayCluster's image or hostNetwork."""
+    env = Env(control_plane, api_client, namespace, nodes=2)
+    try:
+        queue = {"kueue.x-k8s.io/queue-name": env.lq}
+        pod_spec = {"containers": [{"name": "w", "image": "registry.invalid/w:1",
+                                    "resources": {"requests": {"nvidia.com/gpu": "2", "cpu": "1"},
+                                                  "limits": {"nvidia.com/gpu": "2"}}}]}
+        env.co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc", "namespace": namespace,
+                                                                        "labels": queue},
+            "spec": {"suspend": True, "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec}},
+                     "workerGroupSpecs": [{"groupName": "w", "replicas": 1, "minReplicas": 0, "maxReplicas": 1,
+                                           "rayStartParams": {}, "template": {"spec": pod_spec}}]}})
+        env.core.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "namespace": namespace, "labels": queue},
+            "spec": {**pod_spec, "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}})
+        kubeconfig = sa_kubeconfig(control_plane, installed, tmp_path)
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(installed.get(path_of("v1", "configmaps", NAMESPACE, "stowplan-config"))["data"]["policy.yaml"])
+        result = CliRunner().invoke(cli, ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE,
+                                          "--policy", str(policy), "--release-wait", "0", "-q"])
+        assert result.exit_code == 0, result.output
+        assert "2 admitted" in result.output and "0 conflicts" in result.output
+        got = env.co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", "rc")
+        assert got["spec"]["suspend"] is False and "stowplan.io/assignment" in got["metadata"]["annotations"]
+        solo = env.core.read_namespaced_pod("solo", namespace)
+        assert not solo.spec.scheduling_gates and "kubernetes.io/hostname" in solo.spec.node_selector
+        # the policy holds the same token to a RayCluster's scheduling fields
+        sa = Kube(connect(str(kubeconfig)))
+        rc_path = path_of("ray.io/v1", "rayclusters", namespace, "rc")
+
+        def put_rc(change):
+            def write(n):
+                obj = installed.get(rc_path)
+                change(obj["spec"]["workerGroupSpecs"][0]["template"]["spec"], n)
+                sa.request("PUT", rc_path, body=obj)
+            return write
+
+        denied_by_policy(put_rc(lambda pod, n: pod["containers"][0].update(image=f"registry.invalid/evil:{n}")))
+        denied_by_policy(put_rc(lambda pod, n: pod.update(hostNetwork=not pod.get("hostNetwork", False))))
+        allowed(put_rc(lambda pod, n: pod.update(nodeSelector={"pool": f"a{n}"})))
+    finally:
+        env.cleanup()
