@@ -110,3 +110,39 @@ def test_each_group_is_admitted_and_its_pods_land_where_planned(kube, env):
     assert per_node(pods) == want
     for p in pods:
         assert p.spec.node_selector[HOSTNAME] == p.spec.node_name and not p.spec.scheduling_gates
+
+
+def test_an_evicted_group_loses_its_entry_and_its_pods(kube, control_plane, api_client, namespace):
+    small = Env(control_plane, api_client, namespace, nodes=1, gpus=8, quota=8,
+                preemption={"withinClusterQueue": "LowerPriority"})
+    try:
+        low, high = small.priority_class("low", 10), small.priority_class("high", 1000)
+        small.co.create_namespaced_custom_object(GROUP, "v1", namespace, "leaderworkersets", {
+            "apiVersion": f"{GROUP}/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve", "namespace": namespace,
+                         "labels": {"kueue.x-k8s.io/queue-name": small.lq, "kueue.x-k8s.io/priority-class": low}},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 2, "leaderTemplate": template("1"),
+                                                              "workerTemplate": template("2", 8)}}})
+        plan, _ = cycle(kube, small)
+        assert [a.workload.name for a in plan.admissions] == ["serve-0"]
+        names = [lws_pod(small, read(small, "serve"), 0, w) for w in range(2)]
+        small.batch.create_namespaced_job(namespace, {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "urgent", "namespace": namespace,
+                         "labels": {"kueue.x-k8s.io/queue-name": small.lq, "kueue.x-k8s.io/priority-class": high}},
+            "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+                {"name": "c", "image": "registry.invalid/c:1",
+                 "resources": {"requests": {GPU: "8", "cpu": "1"}, "limits": {GPU: "8"}}}]}}}})
+        plan, report = cycle(kube, small)
+        assert [e.workload.name for e in plan.evictions] == ["serve-0"] and [r.name for r in report.evicted] == ["serve-0"]
+        obj = read(small, "serve")
+        assert json.loads(obj["metadata"]["annotations"]["stowplan.io/group-assignments"]) == {}
+
+        def gone() -> bool:
+            left = {p.metadata.name for p in small.core.list_namespaced_pod(namespace).items
+                    if not p.metadata.deletion_timestamp}
+            return not left & set(names)
+
+        wait_for("the group's pods deleted", gone, 60)
+    finally:
+        small.cleanup()
