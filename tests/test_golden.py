@@ -114,6 +114,8 @@ def test_many_kinds_matches_the_hand_derived_expectations():
             "LeaderWorkerSet/team-research/llm-serve-1", "Pod/team-research/notebook",
             "PodGroup/team-research/ensemble"} == set(admitted)
     assert not plan.evictions
+    # the scavenger-priority notebook waits: research-cq has 4 GPUs of nominal left, it asks for 8
+    assert [str(p.workload) for p in plan.pending] == ["Pod/team-research/big-notebook"]
     pod_sets = {(k, ps.name): ps for k, a in admitted.items() for ps in a.pod_sets}
     counts = {key: ps.count for key, ps in pod_sets.items() if not key[0].startswith(("Job/", "JobSet/"))}
     assert counts == {("PyTorchJob/team-train/bert-pretrain", "master"): 1,
