@@ -302,3 +302,25 @@ def test_a_snapshot_file_keeps_no_env_or_command_of_a_trainjob_or_its_runtime() 
     assert patch_spec == {"nodeSelector": {"a": "b"}}
     kept_node = kept_runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
     assert kept_node["tolerations"] == node["tolerations"]
+
+
+def test_under_an_mpi_policy_the_trainjobs_size_goes_to_the_node_job_less_the_launcher() -> None:
+    runtime = copy.deepcopy(RUNTIME)
+    runtime["spec"]["mlPolicy"] = {"numNodes": 1, "mpi": {"runLauncherAsNode": True}}
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[0]["name"] = "launcher"
+    jobs[0]["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] = "trainer"
+    jobs[1]["name"] = "node"
+    del jobs[1]["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"]
+    jobs[0]["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "node"
+
+    def lookup(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(runtime) if name == "torch" else None
+
+    spec = {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 4, "resourcesPerNode": {
+        "requests": {"nvidia.com/gpu": "8"}}}}
+    sources = TrainJobAdapter().pod_sets(spec, {}, attempt, lookup, "ns")
+    # Trainer v2.2.0: the launcher keeps mlPolicy.numNodes (1); `node` runs numNodes - 1 = 3
+    assert [(s.name, s.count) for s in sources] == [("launcher", 1), ("node", 3)]
+    for source in sources:   # both run the trainer's resources (launcher: trainer job; node: launcher-as-node)
+        assert source.template["spec"]["containers"][0]["resources"] == {"requests": {"nvidia.com/gpu": "8"}}
