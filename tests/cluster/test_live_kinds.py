@@ -259,3 +259,23 @@ def test_a_planned_write_is_checked_by_a_server_side_dry_run_too(kube, env):
     bert = env.co.get_namespaced_custom_object(*KF[:2], env.namespace, KF[2], "bert")
     assert bert["spec"]["runPolicy"]["suspend"] is True and ASSIGNMENT not in (bert["metadata"].get("annotations") or {})
     time.sleep(0)   # nothing to wait for: a dry run changes nothing
+
+
+def test_the_live_read_and_its_snapshot_file_give_the_kinds_pod_sets(kube, env):
+    """What the cluster reader lists for the Kubeflow kinds (and the TrainJob's runtime),
+    and the pruned List `stowplan snapshot` writes, plan the same workloads."""
+    from planner.cluster.reader import pruned, read_cluster
+    from planner.snapshot import build_snapshot
+
+    create_kinds(env, f"read-{env.s}")
+    live = read_cluster(kube)
+    ns = env.namespace
+    mine = {w.ref: w for w in live.snapshot.workloads if w.ref.namespace == ns}
+    counts = {(ref.kind, p.name): (p.count, p.request.get(GPU)) for ref, w in mine.items() for p in w.pod_sets}
+    assert counts == {("PyTorchJob", "master"): (1, 4), ("PyTorchJob", "worker"): (1, 4),
+                      ("MPIJob", "launcher"): (1, 0), ("MPIJob", "worker"): (2, 2),
+                      ("TrainJob", "node"): (2, 4)}
+    assert all(w.blocked_reason is None for w in mine.values()), [w.blocked_reason for w in mine.values()]
+    again = build_snapshot([pruned(live.document)], source="snapshot file")
+    assert {w.ref: w.pod_sets for w in again.workloads if w.ref.namespace == ns} == \
+        {ref: w.pod_sets for ref, w in mine.items()}
