@@ -275,3 +275,52 @@ def test_a_trainjobs_pods_are_its_jobsets_and_that_jobset_is_not_a_workload() ->
     labels = {"jobset.sigs.k8s.io/jobset-name": "t", "jobset.sigs.k8s.io/replicatedjob-name": "node"}
     assert (ObjectRef("TrainJob", "ns", "t"), "node") in kinds.pod_owners("ns", {}, labels)
     assert JobSetAdapter().is_child({"ownerReferences": [{"kind": "TrainJob", "name": "t"}]})
+
+
+def test_a_snapshot_file_keeps_no_env_or_command_of_a_trainjob_or_its_runtime() -> None:
+    from planner.cluster.reader import pruned
+
+    runtime = copy.deepcopy(RUNTIME)
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    node["containers"][0].update(env=[{"name": "TOKEN", "value": "secret"}], command=["torchrun"])
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "t"},
+           "spec": {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 2, "image": "x", "env": [
+               {"name": "TOKEN", "value": "secret"}]}, "runtimePatches": [
+               {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                   {"name": "node", "template": {"spec": {"template": {"spec": {
+                       "nodeSelector": {"a": "b"}, "containers": [{"name": "node", "env": [
+                           {"name": "TOKEN", "value": "secret"}]}]}}}}}]}}}}]}}
+    document = {"apiVersion": "v1", "kind": "List", "items": [job, runtime]}
+    before = copy.deepcopy(document)
+    out = pruned(document)
+    assert document == before
+    assert "secret" not in repr(out) and "torchrun" not in repr(out)
+    kept_job, kept_runtime = out["items"]
+    assert kept_job["spec"]["trainer"] == {"numNodes": 2}
+    patch_spec = kept_job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert patch_spec == {"nodeSelector": {"a": "b"}}
+    kept_node = kept_runtime["spec"]["template"]["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]
+    assert kept_node["tolerations"] == node["tolerations"]
+
+
+def test_under_an_mpi_policy_the_trainjobs_size_goes_to_the_node_job_less_the_launcher() -> None:
+    runtime = copy.deepcopy(RUNTIME)
+    runtime["spec"]["mlPolicy"] = {"numNodes": 1, "mpi": {"runLauncherAsNode": True}}
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[0]["name"] = "launcher"
+    jobs[0]["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"] = "trainer"
+    jobs[1]["name"] = "node"
+    del jobs[1]["template"]["metadata"]["labels"]["trainer.kubeflow.org/trainjob-ancestor-step"]
+    jobs[0]["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "node"
+
+    def lookup(kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(runtime) if name == "torch" else None
+
+    spec = {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 4, "resourcesPerNode": {
+        "requests": {"nvidia.com/gpu": "8"}}}}
+    sources = TrainJobAdapter().pod_sets(spec, {}, attempt, lookup, "ns")
+    # Trainer v2.2.0: the launcher keeps mlPolicy.numNodes (1); `node` runs numNodes - 1 = 3
+    assert [(s.name, s.count) for s in sources] == [("launcher", 1), ("node", 3)]
+    for source in sources:   # both run the trainer's resources (launcher: trainer job; node: launcher-as-node)
+        assert source.template["spec"]["containers"][0]["resources"] == {"requests": {"nvidia.com/gpu": "8"}}

@@ -7,6 +7,9 @@ its namespace): one pod set per replicated job of the runtime's
 `trainer.kubeflow.org/trainjob-ancestor-step: trainer`) runs `spec.trainer.numNodes`
 pods (else the runtime's `mlPolicy.numNodes`, else 1) and its `node` container asks
 for `spec.trainer.resourcesPerNode` when set; every other one runs its parallelism.
+Under an MPI policy (`mlPolicy.mpi`) the trainer's `numNodes` sizes the replicated job
+named `node` instead (one less with `runLauncherAsNode`, which also gives that job
+`resourcesPerNode`), as the Trainer's MPI plugin does.
 
 Suspended by `spec.suspend`. Admission writes, as Kueue does, a `spec.runtimePatches`
 entry of its own manager (`stowplan.io/planner`) with each replicated job's pod
@@ -82,6 +85,8 @@ class TrainJobAdapter(Adapter):
             mapping(resources, "spec.trainer.resourcesPerNode")
         runtime_spec = mapping(runtime.get("spec"), f"{where} spec")
         ml_policy = runtime_spec.get("mlPolicy")
+        mpi = ml_policy.get("mpi") if isinstance(ml_policy, dict) else None
+        launcher_as_node = isinstance(mpi, dict) and mpi.get("runLauncherAsNode") is True
         out = []
         for i, item in enumerate(_replicated_jobs(runtime, where)):
             rj_field = f"{where} spec.template.spec.replicatedJobs[{i}]"
@@ -95,14 +100,16 @@ class TrainJobAdapter(Adapter):
             template = mapping(job_spec.get("template"), f"{rj_field}.template.spec.template")
             count = integer(job_spec.get("parallelism"), f"{rj_field}.template.spec.parallelism", default=1,
                             minimum=1)
-            if labels.get(ANCESTOR_LABEL) == TRAINER:
-                if isinstance(ml_policy, dict):
-                    count = integer(ml_policy.get("numNodes"), f"{where} spec.mlPolicy.numNodes", default=1,
-                                    minimum=1)
-                if num_nodes is not None:
-                    count = num_nodes
-                if resources is not None:
-                    template = _with_node_resources(template, resources)
+            trainer_job = labels.get(ANCESTOR_LABEL) == TRAINER
+            if trainer_job and isinstance(ml_policy, dict):
+                count = integer(ml_policy.get("numNodes"), f"{where} spec.mlPolicy.numNodes", default=1, minimum=1)
+            if num_nodes is not None:
+                if mpi is None and trainer_job:
+                    count = num_nodes            # the torch, plain, JAX and XGBoost policies
+                elif mpi is not None and rj_name == NODE_CONTAINER:
+                    count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes   # the MPI policy
+            if resources is not None and (trainer_job or (launcher_as_node and rj_name == NODE_CONTAINER)):
+                template = _with_node_resources(template, resources)
             out.append(PodSetSource(rj_name, replicas * count, template,
                                     f"{rj_field}.template.spec.template"))
         return out
