@@ -64,7 +64,7 @@ def test_a_jobset_pod_belongs_to_the_jobset_before_its_child_job() -> None:
     meta = {"ownerReferences": [{"kind": "Job", "name": "js-workers-0"}]}
     labels = {"jobset.sigs.k8s.io/jobset-name": "js", "jobset.sigs.k8s.io/replicatedjob-name": "workers",
               "batch.kubernetes.io/job-name": "js-workers-0"}
-    owners = kinds.pod_owners("ns", meta, labels)
+    owners = list(kinds.pod_owners("ns", meta, labels))
     assert owners[0] == (ObjectRef("JobSet", "ns", "js"), "workers")
     assert (ObjectRef("Job", "ns", "js-workers-0"), "main") in owners
 
@@ -188,7 +188,7 @@ def test_pytorchjob_admission_edits_each_replica_template_and_run_policy_suspend
 def test_pytorchjob_pods_point_back_by_name_and_replica_type() -> None:
     labels = {"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker",
               "training.kubeflow.org/operator-name": "pytorchjob-controller"}
-    assert kinds.pod_owners("ns", {}, labels) == [(ObjectRef("PyTorchJob", "ns", "bert"), "worker")]
+    assert list(kinds.pod_owners("ns", {}, labels)) == [(ObjectRef("PyTorchJob", "ns", "bert"), "worker")]
 
 
 def test_mpijob_pod_sets_are_launcher_then_worker_and_its_launcher_job_is_not_a_workload() -> None:
@@ -199,7 +199,7 @@ def test_mpijob_pod_sets_are_launcher_then_worker_and_its_launcher_job_is_not_a_
     launcher_pod = {"ownerReferences": [{"kind": "Job", "name": "mpi-launcher"}]}
     labels = {"training.kubeflow.org/job-name": "mpi", "training.kubeflow.org/job-role": "launcher",
               "batch.kubernetes.io/job-name": "mpi-launcher"}
-    assert kinds.pod_owners("ns", launcher_pod, labels)[0] == (ObjectRef("MPIJob", "ns", "mpi"), "launcher")
+    assert next(kinds.pod_owners("ns", launcher_pod, labels)) == (ObjectRef("MPIJob", "ns", "mpi"), "launcher")
 
 
 RUNTIME = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
@@ -273,7 +273,7 @@ def test_trainjob_admission_writes_its_own_runtime_patch_and_eviction_removes_it
 
 def test_a_trainjobs_pods_are_its_jobsets_and_that_jobset_is_not_a_workload() -> None:
     labels = {"jobset.sigs.k8s.io/jobset-name": "t", "jobset.sigs.k8s.io/replicatedjob-name": "node"}
-    assert (ObjectRef("TrainJob", "ns", "t"), "node") in kinds.pod_owners("ns", {}, labels)
+    assert (ObjectRef("TrainJob", "ns", "t"), "node") in list(kinds.pod_owners("ns", {}, labels))
     assert JobSetAdapter().is_child({"ownerReferences": [{"kind": "TrainJob", "name": "t"}]})
 
 

@@ -8,7 +8,7 @@ that carries Kueue's queue-name label is counted and reported as not planned.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from models import ObjectRef
 from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
@@ -49,14 +49,18 @@ def needing(kind: object) -> Adapter | None:
     return next((a for a in ADAPTERS if any(k == kind for _, _, k, _, _ in a.needs)), None)
 
 
-def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str, Any]) -> list[tuple[ObjectRef, str]]:
-    """Every (workload, pod set) a pod may belong to, most specific kind first."""
-    out = []
-    for adapter in ADAPTERS + POD_ADAPTERS:
+def pod_owners(namespace: str, metadata: Mapping[str, Any], labels: Mapping[str, Any]) -> Iterator[tuple[ObjectRef, str]]:
+    """Every (workload, pod set) a pod may belong to, most specific kind first (lazily: a
+    reader looking at millions of pods stops at the first owner it knows)."""
+    for adapter, label in _OWNER_CHECKS:
+        if label and label not in labels:
+            continue
         owner = adapter.pod_owner(namespace, metadata, labels)
         if owner is not None:
-            out.append(owner)
-    return out
+            yield owner
+
+
+_OWNER_CHECKS = tuple((a, a.owner_label) for a in ADAPTERS + POD_ADAPTERS)
 
 
 __all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "by_kind", "needed_kinds", "needing", "pod_owners"]

@@ -60,7 +60,8 @@ class Adapter:
     kind: str = ""
     plural: str = ""
     builtin: bool = False                   # served by every API server (no discovery needed)
-    pod_selector: str = ""                  # a label key every pod of this kind carries
+    pod_selector: str = ""                  # a label key every pod of this kind carries (to list them)
+    owner_label: str = ""                   # a label key `pod_owner` needs: pods without it are not asked
     suspend_path: tuple[str, ...] = ("spec", "suspend")
     grouped: bool = False                   # one workload per group of the object (LeaderWorkerSet)
     # other kinds read to build the pod sets: (group, version, kind, plural, namespaced)

@@ -34,6 +34,7 @@ class JobSetAdapter(Adapter):
     version = "v1alpha2"
     kind = "JobSet"
     plural = "jobsets"
+    owner_label = JOBSET_NAME_LABEL
     pod_selector = "batch.kubernetes.io/job-name"   # JobSet's pods are its Jobs' pods
 
     def is_child(self, metadata: Mapping[str, Any]) -> bool:

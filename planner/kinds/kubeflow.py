@@ -24,6 +24,7 @@ class ReplicaSpecAdapter(Adapter):
     """A kind whose pod templates are `spec.<replica_specs>[<Type>].template`."""
 
     group = "kubeflow.org"
+    owner_label = JOB_NAME_LABEL
     pod_selector = JOB_NAME_LABEL
     suspend_path = ("spec", "runPolicy", "suspend")
     replica_specs = ""                       # e.g. pytorchReplicaSpecs

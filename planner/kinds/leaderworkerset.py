@@ -139,6 +139,7 @@ class LeaderWorkerSetAdapter(Adapter):
     kind = KIND
     plural = "leaderworkersets"
     pod_selector = NAME_LABEL
+    owner_label = NAME_LABEL
     grouped = True
 
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,

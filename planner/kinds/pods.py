@@ -228,6 +228,7 @@ class PodAdapter(Adapter):
     plural = "pods"
     builtin = True
     pod_selector = QUEUE_LABEL
+    owner_label = QUEUE_LABEL
 
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:

@@ -183,6 +183,7 @@ class RayClusterAdapter(Adapter):
     kind = "RayCluster"
     plural = "rayclusters"
     pod_selector = CLUSTER_LABEL
+    owner_label = CLUSTER_LABEL
 
     def is_child(self, metadata: Mapping[str, Any]) -> bool:
         return owned_by(metadata, ("RayJob",))

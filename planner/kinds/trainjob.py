@@ -67,6 +67,7 @@ class TrainJobAdapter(Adapter):
     version = VERSION
     kind = "TrainJob"
     plural = "trainjobs"
+    owner_label = JOBSET_NAME_LABEL
     pod_selector = "batch.kubernetes.io/job-name"   # the pods of the JobSet's Jobs
     needs = ((GROUP, VERSION, CLUSTER_RUNTIME, "clustertrainingruntimes", False),
              (GROUP, VERSION, RUNTIME, "trainingruntimes", True))
