@@ -67,6 +67,8 @@ def _may_not_move(ix: SnapshotIndex, workload: Workload) -> str | None:
     snap, policy = ix.snapshot, ix.snapshot.policy
     if workload.state is not WorkloadState.RUNNING or not workload.assignment:
         return f"it is {workload.state.value}, not running under Stowplan"
+    if workload.ref.kind != "Job":
+        return f"it is a {workload.ref.kind}: only Jobs are moved"
     if workload.non_preemptible:
         return "it is non-preemptible"
     if (policy.minimum_runtime_seconds > 0 and workload.admitted_at is not None

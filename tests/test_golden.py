@@ -96,6 +96,49 @@ def test_hierarchical_cohorts_matches_the_hand_derived_expectations():
     assert names(plan.pending) == {"recommendations/reco-feature-ablation"}
 
 
+def test_many_kinds_matches_the_hand_derived_expectations():
+    plan = plan_fixture(FIXTURES / "many-kinds.yaml")
+    admitted = {f"{a.workload.kind}/{a.workload.namespace}/{a.workload.name}": a for a in plan.admissions}
+    assert {"Job/team-research/eval-harness", "JobSet/team-research/hp-sweep",
+            "PyTorchJob/team-train/bert-pretrain", "MPIJob/team-train/allreduce-bench",
+            "TrainJob/team-train/llama-finetune", "RayCluster/team-research/ray-tune",
+            "RayJob/team-research/ray-batch", "LeaderWorkerSet/team-research/llm-serve-0",
+            "LeaderWorkerSet/team-research/llm-serve-1", "Pod/team-research/notebook",
+            "PodGroup/team-research/ensemble"} == set(admitted)
+    assert names(plan.pending) == {"team-train/ablation"}
+    assert not plan.evictions
+    pod_sets = {(k, ps.name): ps for k, a in admitted.items() for ps in a.pod_sets}
+    counts = {key: ps.count for key, ps in pod_sets.items() if not key[0].startswith(("Job/", "JobSet/"))}
+    assert counts == {("PyTorchJob/team-train/bert-pretrain", "master"): 1,
+                      ("PyTorchJob/team-train/bert-pretrain", "worker"): 1,
+                      ("MPIJob/team-train/allreduce-bench", "launcher"): 1,
+                      ("MPIJob/team-train/allreduce-bench", "worker"): 2,
+                      ("TrainJob/team-train/llama-finetune", "node"): 2,
+                      ("RayCluster/team-research/ray-tune", "head"): 1,
+                      ("RayCluster/team-research/ray-tune", "gpu-workers"): 2,
+                      ("RayJob/team-research/ray-batch", "head"): 1,
+                      ("RayJob/team-research/ray-batch", "gpu"): 1,
+                      ("RayJob/team-research/ray-batch", "submitter"): 1,
+                      ("LeaderWorkerSet/team-research/llm-serve-0", "leader"): 1,
+                      ("LeaderWorkerSet/team-research/llm-serve-0", "worker"): 1,
+                      ("LeaderWorkerSet/team-research/llm-serve-1", "leader"): 1,
+                      ("LeaderWorkerSet/team-research/llm-serve-1", "worker"): 1,
+                      ("Pod/team-research/notebook", "main"): 1,
+                      **{("PodGroup/team-research/ensemble", name): 3 for (k, name) in pod_sets
+                         if k == "PodGroup/team-research/ensemble"}}
+    snapshot = read_snapshot([str(FIXTURES / "many-kinds.yaml")])
+    rack = {n.name: n.labels["cloud.provider.com/topology-rack"] for n in snapshot.nodes}
+    bert = [v[-1] for name in ("master", "worker")
+            for v, _ in pod_sets[("PyTorchJob/team-train/bert-pretrain", name)].domains]
+    assert len({rack[n] for n in bert}) == 1 and len(set(bert)) == 2
+    trainer = [v[-1] for v, c in pod_sets[("TrainJob/team-train/llama-finetune", "node")].domains if c == 1]
+    assert len(trainer) == 2   # one 8-GPU pod on each of two nodes
+    gpus = sum(ps.count * p.request.get("nvidia.com/gpu") for w in snapshot.workloads
+               for p in w.pod_sets for (k, name), ps in pod_sets.items()
+               if k == f"{w.ref.kind}/{w.ref.namespace}/{w.ref.name}" and name == p.name)
+    assert gpus == 60   # train-cq 40 (its nominal), research-cq 6 + 4 + 2 + 4 + 1 + 3 = 20
+
+
 def golden_path(path: Path) -> Path:
     return path.with_name(path.stem + ".plan.yaml")
 

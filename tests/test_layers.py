@@ -8,7 +8,9 @@ forbidden import planted in a temporary copy of the tree makes it fail.
 
     models      the vocabulary: stdlib only, nothing of planner
     base        errors, terminal-safe text and the cycle's time budget
-    snapshot    reading: Kubernetes objects (files) -> models.Snapshot
+    snapshot    reading: Kubernetes objects (files) -> models.Snapshot; and the
+                workload kinds' adapters (planner/kinds: pod sets out of an object,
+                the pure edits that admit and evict it, which cluster issues)
     kueue       Kueue's rules and the cluster state every decider shares (greedy,
                 the MILP and the explainer all import it; it imports none of them)
     greedy      Kueue's cycle replayed (the baseline and the MIP start)
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: dict[str, tuple[str, ...]] = {
     "models": ("models", "models.*"),
     "base": ("planner", "planner.errors", "planner.terminal", "planner.budget"),
-    "snapshot": ("planner.snapshot", "planner.snapshot.*"),
+    "snapshot": ("planner.snapshot", "planner.snapshot.*", "planner.kinds", "planner.kinds.*"),
     "kueue": ("planner.kueue", "planner.kueue.*"),
     "greedy": ("planner.greedy",),
     "milp": ("planner.milp", "planner.milp.*"),

@@ -54,9 +54,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
+from planner import kinds
+from planner.cluster import lws as lws_writes
+from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_of
+from planner.kinds import SCHEDULING_FIELDS
+from planner.kinds.job import JOB_NAME_LABELS
 
 GATE = "stowplan.io/topology"
+# A pod held back for admission: Stowplan's gate, or Kueue's (an LWS's pods made before their group was admitted)
+HOLD_GATES = (GATE, "kueue.x-k8s.io/admission")
 ASSIGNMENT = "stowplan.io/assignment"
 ADMITTED_AT = "stowplan.io/admitted-at"
 EVICTED_AT = "stowplan.io/evicted-at"
@@ -70,10 +77,6 @@ REQUEUE_AT = "stowplan.io/requeue-at"
 DEACTIVATED = "stowplan.io/deactivated"
 READINESS = (PODS_READY_AT, PODS_NOT_READY_AT)
 ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-API_VERSIONS = {"Job": ("batch/v1", "jobs"), "JobSet": ("jobset.x-k8s.io/v1alpha2", "jobsets")}
 DONE = ("Succeeded", "Failed")
 ATTEMPTS = 3   # a PUT that conflicts is re-read and retried while only status changed (the job controller)
 
@@ -107,8 +110,14 @@ def rfc3339(epoch: float) -> str:
 
 
 def workload_path(ref: ObjectRef) -> str:
-    api_version, plural = API_VERSIONS[ref.kind]
-    return path_of(api_version, plural, ref.namespace, ref.name)
+    adapter = kinds.by_kind(ref.kind)
+    assert adapter is not None, ref
+    return path_of(adapter.api_version, adapter.plural, ref.namespace, ref.name)
+
+
+def planned_kind(obj: Mapping[str, Any]) -> bool:
+    """Is `obj` of a kind Stowplan plans (has an adapter)?"""
+    return kinds.by_kind(obj.get("kind")) is not None
 
 
 def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
@@ -144,24 +153,12 @@ def _annotations(obj: dict[str, Any]) -> dict[str, str]:
 
 
 def is_suspended(obj: dict[str, Any]) -> bool:
-    return bool((obj.get("spec") or {}).get("suspend", True))
+    """Suspended, by its kind's own mechanism (absent reads as suspended, as Kueue's webhook sets it)."""
+    adapter = kinds.by_kind(obj.get("kind"))
+    return adapter.suspended(obj) if adapter is not None else True
 
 
-def pod_templates(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Pod set name -> the pod template inside `obj` (the same dict, to edit in place)."""
-    spec = obj.get("spec") or {}
-    if kind == "Job":
-        return {"main": spec.setdefault("template", {})}
-    out = {}
-    for rj in spec.get("replicatedJobs") or ():
-        out[str(rj.get("name"))] = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
-    return out
-
-
-SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "affinity", "schedulingGates")
-
-
-def _original_scheduling(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _original_scheduling(adapter: kinds.Adapter, obj: dict[str, Any], lookup: kinds.Lookup) -> dict[str, dict[str, Any]]:
     """The templates' own scheduling fields: recorded at the first admission, the base of every later one."""
     recorded = _annotations(obj).get(ORIGINAL)
     if recorded:
@@ -171,11 +168,7 @@ def _original_scheduling(kind: str, obj: dict[str, Any]) -> dict[str, dict[str, 
                 return value
         except ValueError:
             pass
-    out = {}
-    for name, template in pod_templates(kind, obj).items():
-        spec = template.get("spec") or {}
-        out[name] = {key: copy.deepcopy(spec[key]) for key in SCHEDULING_FIELDS if spec.get(key)}
-    return out
+    return adapter.original_scheduling(obj, lookup)
 
 
 def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
@@ -217,13 +210,22 @@ class Applier:
     def __init__(self, kube: Kube, *, flavors: Mapping[str, ResourceFlavor],
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
-                 fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8):
+                 fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8,
+                 objects: Iterable[Mapping[str, Any]] = ()):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        # objects read beside the workloads (a TrainJob's runtime), for kinds whose templates live there
+        self.beside = {(str(o.get("kind")), str((o.get("metadata") or {}).get("namespace") or ""),
+                        str((o.get("metadata") or {}).get("name"))): o for o in objects}
         self.workers = workers
         self.fingerprints = fingerprints or {}
         self.identity, self.say, self.clock = identity, say, clock
         self.report = ApplyReport(dry_run=kube.dry_run)
+        self.groups = lws_writes.Groups(kube, planned_versions)   # LeaderWorkerSet writes, one lock per object
         self.assignments: dict[ObjectRef, list[PodSetAssignment]] = {}   # for gate release
+
+    def lookup(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = self.beside.get((kind, namespace, name))
+        return dict(found) if found is not None else None
 
     # ------------------------------------------------------------ the cycle
 
@@ -317,7 +319,12 @@ class Applier:
         """Step 3 for `admission`; `moving`: the second half of a move (the Job was suspended by
         this planner with `migrating-to` naming this place, which stands for the plan's version)."""
         ref = admission.workload
-        if ref.kind not in API_VERSIONS:
+        if ref.kind in pod_writes.KINDS:
+            return self.admit_pods(admission)
+        if ref.kind == lws_writes.KIND:
+            return self.admit_group(admission)
+        adapter = kinds.by_kind(ref.kind)
+        if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return False
         wanted = assignment_json(admission.pod_sets)
@@ -339,17 +346,13 @@ class Applier:
                     return False
             elif self._changed(ref, obj):
                 return False
-            original = _original_scheduling(ref.kind, obj)
-            templates = pod_templates(ref.kind, obj)
-            for pod_set in admission.pod_sets:
-                template = templates.get(pod_set.name)
-                if template is None:
-                    self.report.conflicts.append((ref, f"it has no pod set {pod_set.name}"))
-                    return False
-                spec = template.setdefault("spec", {})
-                for key in SCHEDULING_FIELDS:
-                    spec.pop(key, None)
-                spec.update(admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors))
+            original = _original_scheduling(adapter, obj, self.lookup)
+            specs = {pod_set.name: admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors)
+                     for pod_set in admission.pod_sets}
+            refused = adapter.write_admission(obj, specs)   # the fields, and unsuspend
+            if refused:
+                self.report.conflicts.append((ref, refused))
+                return False
             annotations[ORIGINAL] = json.dumps(original, separators=(",", ":"), sort_keys=True)
             annotations[ASSIGNMENT] = wanted
             annotations[ADMITTED_AT] = rfc3339(self.clock())
@@ -357,7 +360,6 @@ class Applier:
             annotations.pop(MIGRATING_TO, None)
             for key in READINESS:
                 annotations.pop(key, None)
-            obj["spec"]["suspend"] = False
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
                 break
@@ -374,7 +376,12 @@ class Applier:
 
     def evict(self, eviction: Eviction) -> None:
         ref = eviction.workload
-        if ref.kind not in API_VERSIONS:
+        if ref.kind in pod_writes.KINDS:
+            return self.evict_pods(eviction)
+        if ref.kind == lws_writes.KIND:
+            return self.evict_group(eviction)
+        adapter = kinds.by_kind(ref.kind)
+        if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return
         if eviction.message:
@@ -399,7 +406,7 @@ class Applier:
             for key in READINESS:            # readiness is per admission
                 annotations.pop(key, None)
             _record_requeue(annotations, eviction)
-            obj.setdefault("spec", {})["suspend"] = True
+            adapter.write_eviction(obj)
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
                 break
@@ -466,14 +473,15 @@ class Applier:
         obj = self.kube.get_or_none(workload_path(ref))
         if obj is None or (obj.get("status") or {}).get("startTime"):
             return False
-        pods = self.kube.list(path_of("v1", "pods", ref.namespace), label_selector=f"{JOB_NAME_LABEL}={ref.name}")
+        pods = self.kube.list(path_of("v1", "pods", ref.namespace), label_selector=f"{JOB_NAME_LABELS[0]}={ref.name}")
         return not [p for p in pods if (p.get("status") or {}).get("phase") not in DONE]
 
     def mark(self, ref: ObjectRef, changes: Mapping[str, str | None]) -> bool:
         """Record what this cycle saw of a running workload's readiness (planner.podsready's
         marks: an annotation set to a time, or removed): one merge patch of `stowplan.io/*`
         annotations, only while the workload is still running as read. False: skipped."""
-        if ref.kind not in API_VERSIONS or not changes:
+        # one object per workload: not a pod group's pods or an LWS group (their readiness is not recorded)
+        if kinds.by_kind(ref.kind) is None or ref.kind in pod_writes.KINDS or ref.kind == lws_writes.KIND or not changes:
             return False
         obj = self.kube.get_or_none(workload_path(ref))
         if obj is None or is_suspended(obj) or self._changed(ref, obj):
@@ -491,6 +499,79 @@ class Applier:
             raise
         self.report.marked.append(ref)
         return True
+
+    def admit_group(self, admission: Admission) -> bool:
+        """A LeaderWorkerSet's group (planner.cluster.lws): its entry and the shared templates, one write."""
+        ref = admission.workload
+        adapter = kinds.by_kind(ref.kind)
+        assert adapter is not None
+        obj, outcome = lws_writes.admit(
+            self.groups, admission, self.flavors, assignment_json(admission.pod_sets), rfc3339(self.clock()),
+            lambda o: _original_scheduling(adapter, o, self.lookup),
+            lambda base, ps: admitted_template_spec(base, ps, self.flavors), ORIGINAL)
+        if outcome == "unchanged":
+            self.report.unchanged.append(ref)
+            self.assignments[ref] = list(admission.pod_sets)
+            return True
+        if outcome or obj is None:
+            self.report.conflicts.append((ref, outcome or "conflict"))
+            return False
+        self.report.admitted.append(ref)
+        self.assignments[ref] = list(admission.pod_sets)
+        nodes = sorted({n for ps in admission.pod_sets for n in ps.pods_per_node()})
+        self.event(obj, "Admitted", f"Admitted by Stowplan into ClusterQueue {admission.cluster_queue}: group "
+                                    f"{ref.name} on {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+        return True
+
+    def evict_group(self, eviction: Eviction) -> None:
+        ref = eviction.workload
+        obj, outcome = lws_writes.evict(self.groups, eviction)
+        if outcome == "unchanged":
+            self.report.unchanged.append(ref)
+            return
+        if outcome or obj is None:
+            self.report.conflicts.append((ref, outcome or "conflict"))
+            return
+        why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
+        self.report.evicted.append(ref)
+        self.event(obj, eviction.reason, f"Evicted by Stowplan: group {ref.name}, {why} (cost {eviction.cost:g}); "
+                                         "its pods are deleted")
+
+    def admit_pods(self, admission: Admission) -> bool:
+        """A pod or pod group (Kueue's pod integration): its gated pods pinned and ungated (planner.cluster.pods)."""
+        ref = admission.workload
+        wanted = assignment_json(admission.pod_sets)
+        notes = {ASSIGNMENT: wanted, ADMITTED_AT: rfc3339(self.clock())}
+        outcome, why = pod_writes.admit(self.kube, admission, self.flavors, notes, wanted, self._each)
+        if outcome == "conflict":
+            self.report.conflicts.append((ref, why or "conflict"))
+            return False
+        if outcome == "unchanged":
+            self.report.unchanged.append(ref)
+            return True
+        self.report.admitted.append(ref)
+        self.report.released += sum(ps.count for ps in admission.pod_sets)
+        pod = self.kube.get_or_none(path_of("v1", "pods", ref.namespace, ref.name)) if ref.kind == "Pod" else \
+            next(iter(pod_writes.members(self.kube, ref)), None)
+        if pod is not None:
+            pod = {**pod, "apiVersion": "v1", "kind": "Pod"}   # a listed item carries neither
+            nodes = sorted({n for ps in admission.pod_sets for n in ps.pods_per_node()})
+            self.event(pod, "Admitted", f"Admitted by Stowplan into ClusterQueue {admission.cluster_queue}: "
+                                        f"{ref} on {', '.join(nodes[:5])}{' ...' if len(nodes) > 5 else ''}")
+        return True
+
+    def evict_pods(self, eviction: Eviction) -> None:
+        """A pod or pod group: its pods deleted, as Kueue's pod integration stops them."""
+        ref = eviction.workload
+        pods = pod_writes.members(self.kube, ref)
+        if not pods:
+            self.report.unchanged.append(ref)
+            return
+        why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
+        self.event({**pods[0], "apiVersion": "v1", "kind": "Pod"}, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g}); "
+                                             f"{ref}'s pods are deleted")
+        pod_writes.evict(self.kube, eviction)
+        self.report.evicted.append(ref)
 
     def event(self, obj: dict[str, Any], reason: str, message: str) -> None:
         """A core/v1 Event on the workload; failing to record one never fails the cycle."""
@@ -534,20 +615,28 @@ class Applier:
         placed: dict[tuple[ObjectRef, str], dict[str, int]] = {}
         gated: dict[tuple[ObjectRef, str], list[dict[str, Any]]] = {}
         namespaces = sorted({r.namespace for r in refs})
+        selectors = sorted({a.pod_selector for a in map(kinds.by_kind, {r.kind for r in refs}) if a is not None})
         for namespace in namespaces:
-            for pod in self.kube.list(path_of("v1", "pods", namespace), label_selector=JOB_NAME_LABEL):
+            listed: set[str] = set()
+            pods = (pod for selector in selectors
+                    for pod in self.kube.list(path_of("v1", "pods", namespace), label_selector=selector or None))
+            for pod in pods:
+                name = str((pod.get("metadata") or {}).get("name"))
+                if name in listed:
+                    continue   # listed by two selectors
+                listed.add(name)
                 key = _pod_set_of(pod, refs)
                 if key is None or (pod.get("status") or {}).get("phase") in DONE \
                         or pod.get("metadata", {}).get("deletionTimestamp"):
                     continue
                 spec = pod.get("spec") or {}
                 node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
-                if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()) and not node:
+                if any(g.get("name") in HOLD_GATES for g in spec.get("schedulingGates") or ()) and not node:
                     gated.setdefault(key, []).append(pod)
                 elif node:
                     per_node = placed.setdefault(key, {})
                     per_node[node] = per_node.get(node, 0) + 1
-                    if any(g.get("name") == GATE for g in spec.get("schedulingGates") or ()):
+                    if any(g.get("name") in HOLD_GATES for g in spec.get("schedulingGates") or ()):
                         gated.setdefault(key, []).append(pod)   # pinned but still gated: ungate only
         missing = 0
         releases: list[tuple[dict[str, Any], str, bool]] = []
@@ -571,7 +660,7 @@ class Applier:
     def release_pod(self, pod: dict[str, Any], node: str, pin: bool) -> bool:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         gates = spec.get("schedulingGates") or []
-        index = next(i for i, g in enumerate(gates) if g.get("name") == GATE)
+        held = [i for i, g in enumerate(gates) if g.get("name") in HOLD_GATES]
         ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion",
                                       "value": meta.get("resourceVersion")}]
         if pin:
@@ -580,7 +669,7 @@ class Applier:
                             .replace("/", "~1"), "value": node})
             else:
                 ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: node}})
-        ops.append({"op": "remove", "path": f"/spec/schedulingGates/{index}"})
+        ops += [{"op": "remove", "path": f"/spec/schedulingGates/{i}"} for i in reversed(held)]
         try:
             self.kube.write("PATCH", path_of("v1", "pods", meta["namespace"], meta["name"]), ops,
                             content_type=JSON_PATCH)
@@ -606,35 +695,24 @@ def _record_requeue(annotations: dict[str, str], eviction: Eviction) -> None:
 
 
 def _pod_set_of(pod: dict[str, Any], refs: set[ObjectRef] | None) -> tuple[ObjectRef, str] | None:
-    """(workload, pod set) of a Job's or JobSet's pod, if the workload is in `refs` (None: any)."""
+    """(workload, pod set) of a planned workload's pod, if the workload is in `refs` (None: the most specific)."""
     meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    namespace = meta.get("namespace", "")
-    jobset = labels.get(JOBSET_NAME_LABEL)
-    if jobset:
-        ref = ObjectRef("JobSet", namespace, jobset)
-        return (ref, str(labels.get(REPLICATED_JOB_LABEL, ""))) if refs is None or ref in refs else None
-    job = labels.get(JOB_NAME_LABEL)
-    for owner in meta.get("ownerReferences") or ():
-        if owner.get("kind") == "Job":
-            job = owner.get("name")
-    if not job:
-        return None
-    ref = ObjectRef("Job", namespace, str(job))
-    return (ref, "main") if refs is None or ref in refs else None
+    owners = kinds.pod_owners(str(meta.get("namespace", "")), meta, meta.get("labels") or {})
+    return next((owner for owner in owners if refs is None or owner[0] in refs), None)
 
 
 def gated_owners(document: Mapping[str, Any]) -> set[ObjectRef]:
-    """Workloads with pods still behind Stowplan's gate, in a live List."""
-    out = set()
+    """Workloads with pods still behind Stowplan's gate, in a live List (every kind a pod may
+    belong to: a TrainJob's pods name its JobSet too)."""
+    out: set[ObjectRef] = set()
     for obj in document.get("items") or ():
         if obj.get("kind") != "Pod":
             continue
         gates = (obj.get("spec") or {}).get("schedulingGates") or ()
-        if any(g.get("name") == GATE for g in gates):
-            owner = _pod_set_of(obj, None)
-            if owner is not None:
-                out.add(owner[0])
+        if any(g.get("name") in HOLD_GATES for g in gates):
+            meta = obj.get("metadata") or {}
+            out.update(ref for ref, _ in kinds.pod_owners(str(meta.get("namespace", "")), meta,
+                                                          meta.get("labels") or {}))
     return out
 
 
@@ -647,7 +725,10 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
     wanted = gated_owners(document) if only_gated else None
     for obj in document.get("items") or ():
         kind = obj.get("kind")
-        if kind not in API_VERSIONS or is_suspended(obj):
+        if kind == lws_writes.KIND:     # its admitted groups, each a workload
+            out.update((ref, sets) for ref, sets in lws_writes.running(obj).items() if wanted is None or ref in wanted)
+            continue
+        if not planned_kind(obj) or is_suspended(obj):
             continue
         meta = obj.get("metadata") or {}
         text = (meta.get("annotations") or {}).get(ASSIGNMENT)

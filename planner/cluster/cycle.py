@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from models import ObjectRef, Plan
+from models import ObjectRef, Plan, WorkloadState
 from planner.cluster.apply import (
-    ASSIGNMENT, API_VERSIONS, MIGRATING_TO, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
-    running_assignments, moving_assignments,
+    ASSIGNMENT, MIGRATING_TO, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
+    planned_kind, running_assignments, moving_assignments,
 )
+from planner import kinds
 from planner.cluster.kube import Kube
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
@@ -47,7 +48,13 @@ def resource_versions(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
 def raw_workloads(live: LiveSnapshot) -> dict[ObjectRef, dict[str, Any]]:
     return {ObjectRef(o.get("kind", ""), o.get("metadata", {}).get("namespace", ""),
                       o.get("metadata", {}).get("name", "")): o
-            for o in live.document.get("items") or () if o.get("kind") in API_VERSIONS}
+            for o in live.document.get("items") or () if planned_kind(o)}
+
+
+def needed_objects(live: LiveSnapshot) -> list[dict[str, Any]]:
+    """The objects adapters read beside the workloads (planner.kinds.needed_kinds), from the live read."""
+    wanted = kinds.needed_kinds()
+    return [o for o in live.document.get("items") or () if o.get("kind") in wanted]
 
 
 def fingerprints(plan: Plan, live: LiveSnapshot) -> dict[ObjectRef, str]:
@@ -68,8 +75,18 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
     evicted = {e.workload for e in plan.evictions}
     moved = {m.workload: assignment_json(m.to) for m in plan.migrations}
     out = []
+    workloads = {w.ref: w for w in getattr(live.snapshot, "workloads", ())}   # (tests build a live read without one)
     for ref in touched(plan):
         obj = raw.get(ref)
+        if obj is None and ref in workloads:
+            # a workload that is not one object (a pod group, a LeaderWorkerSet's group): its
+            # version is its pods' (its LWS's); done as planned counts as fresh
+            w = workloads[ref]
+            done = (ref in wanted and w.state is WorkloadState.RUNNING) or \
+                (ref in evicted and w.state is not WorkloadState.RUNNING)
+            if w.resource_version != versions.get(ref) and not done:
+                out.append(f"{ref} changed (resourceVersion {versions.get(ref)} -> {w.resource_version})")
+            continue
         if obj is None:
             out.append(f"{ref} no longer exists")
             continue
@@ -123,7 +140,8 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         if lease.held:
             lease.acquire()   # renew after a long solve; if it lapsed and another planner took it: no writes
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
-                          identity=lease.identity, say=say, fingerprints=prints, workers=workers)
+                          identity=lease.identity, say=say, fingerprints=prints, workers=workers,
+                          objects=needed_objects(live))
         started = time.monotonic()
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
                              moving=moving_assignments(live.document))

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
 from models import Snapshot
+from planner import kinds
 from planner.cluster.kube import ApiStatus, Kube, path_of
 
 SNAPSHOT_TIME = "stowplan.io/snapshot-time"
@@ -33,11 +34,9 @@ KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 KUEUE_PLURALS = ("resourceflavors", "topologies", "cohorts", "clusterqueues", "localqueues",
                  "workloadpriorityclasses")
 KUEUE_KINDS = ("ResourceFlavor", "Topology", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
-JOBSET_GROUP = "jobset.x-k8s.io"
-JOBSET_VERSION = "v1alpha2"
-# (apiVersion, plural) always listed; Kueue's and JobSet's depend on discovery
-CORE_KINDS = (("v1", "namespaces"), ("v1", "nodes"), ("scheduling.k8s.io/v1", "priorityclasses"),
-              ("batch/v1", "jobs"), ("v1", "pods"))
+# (apiVersion, plural) always listed, then the built-in workload kinds (Jobs), then pods;
+# Kueue's and the other workload kinds' (planner.kinds) depend on discovery
+CORE_KINDS = (("v1", "namespaces"), ("v1", "nodes"), ("scheduling.k8s.io/v1", "priorityclasses"))
 
 
 @dataclasses.dataclass
@@ -105,10 +104,18 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
             counts[obj["kind"]] = counts.get(obj["kind"], 0) + 1
         else:
             items.append(obj)  # PlannerPolicy
-    for api_version, plural in CORE_KINDS:
+    builtin = [(a.api_version, a.plural) for a in kinds.ADAPTERS if a.builtin]
+    for api_version, plural in CORE_KINDS + tuple(builtin) + (("v1", "pods"),):
         collect(api_version, plural)
-    if served_version(kube, JOBSET_GROUP, (JOBSET_VERSION,)):
-        collect(f"{JOBSET_GROUP}/{JOBSET_VERSION}", "jobsets")
+    listed = set(builtin)
+    for adapter in kinds.ADAPTERS:
+        wanted = [(adapter.group, adapter.version, adapter.plural)] if not adapter.builtin else []
+        wanted += [(group, version, plural) for group, version, _, plural, _ in adapter.needs]
+        for group, version, plural in wanted:
+            api_version = f"{group}/{version}"
+            if (api_version, plural) not in listed and served_version(kube, group, (version,)):
+                listed.add((api_version, plural))
+                collect(api_version, plural)
     return items, kueue, counts
 
 
@@ -195,14 +202,6 @@ def _pruned_template(template: Any) -> Any:
     return _with(_with(template, "metadata", _pruned_metadata), "spec", _pruned_pod_spec)
 
 
-def _pruned_job_template(template: Any) -> Any:
-    """A JobSet's replicated job template: metadata, and its Job spec's pod template."""
-    if not isinstance(template, dict):
-        return template
-    return _with(_with(template, "metadata", _pruned_metadata), "spec",
-                 lambda spec: _with(spec, "template", _pruned_template) if isinstance(spec, dict) else spec)
-
-
 def _pruned_object(obj: Any) -> Any:
     if not isinstance(obj, dict):
         return obj
@@ -210,15 +209,14 @@ def _pruned_object(obj: Any) -> Any:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return out
-    kind = obj.get("kind")
-    if kind == "Pod":
-        out = {**out, "spec": _pruned_pod_spec(spec)}
-    elif kind == "Job":
-        out = {**out, "spec": _with(spec, "template", _pruned_template)}
-    elif kind == "JobSet" and isinstance(spec.get("replicatedJobs"), list):
-        jobs = [_with(rj, "template", _pruned_job_template) if isinstance(rj, dict) else rj
-                for rj in spec["replicatedJobs"]]
-        out = {**out, "spec": {**spec, "replicatedJobs": jobs}}
+    if obj.get("kind") == "Pod":
+        return {**out, "spec": _pruned_pod_spec(spec)}
+    adapter = kinds.by_kind(obj.get("kind"))
+    if adapter is not None:
+        return adapter.prune(out, _pruned_template, _pruned_metadata)
+    needing = kinds.needing(obj.get("kind"))
+    if needing is not None:
+        return needing.prune_needed(out, _pruned_template, _pruned_metadata)
     return out
 
 

@@ -484,12 +484,17 @@ def evictable(workload: Workload, snapshot: Snapshot) -> bool:
     return True
 
 
+MOVABLE_KIND = "Job"
+
+
 def movable(workload: Workload, snapshot: Snapshot) -> bool:
     """May defragmentation move this running workload (policy.defragment on)? Only what
     may be evicted at all, and only if marked `stowplan.io/movable: "true"` or
-    checkpointed within the policy's window (little work is lost)."""
+    checkpointed within the policy's window (little work is lost). Only Jobs: a move is
+    carried out as suspend + re-admit of one object whose pods the job controller
+    removes (planner.cluster.apply.start_move); other kinds are not moved yet."""
     policy = snapshot.policy
-    if not policy.defragment or not evictable(workload, snapshot):
+    if workload.ref.kind != MOVABLE_KIND or not policy.defragment or not evictable(workload, snapshot):
         return False
     if workload.movable:
         return True

@@ -11,6 +11,7 @@ cannot run without raises InputError. Everything is sorted for determinism.
 from __future__ import annotations
 
 import contextlib
+import json
 import dataclasses
 import gc
 import os
@@ -21,7 +22,12 @@ from models import (
     HOSTNAME_LABEL, ClusterQueue, Cohort, KueueConfig, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
     Policy, Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
 )
+from planner import kinds as kinds_mod
 from planner.errors import InputError
+from planner.kinds import Adapter, PodSetSource
+from planner.kinds import leaderworkerset as lws_kind
+from planner.kinds import pods as pods_kind
+from planner.kinds.ray import Entry
 from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, workloads as wl
 from planner.snapshot.fields import (
     Bad, boolean, mapping, number, string, string_map, taints, timestamp,
@@ -33,9 +39,6 @@ T = TypeVar("T")
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_MAX_PODS = 110
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 TERMINATED = ("Succeeded", "Failed")
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 
@@ -51,8 +54,6 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("", "Node"): Kind("node", ("v1",), False),
     ("", "Pod"): Kind("pod", ("v1",), True),
     ("", "Namespace"): Kind("namespace", ("v1",), False),
-    ("batch", "Job"): Kind("job", ("v1",), True),
-    ("jobset.x-k8s.io", "JobSet"): Kind("jobset", ("v1alpha2",), True),
     ("scheduling.k8s.io", "PriorityClass"): Kind("priorityclass", ("v1",), False),
     ("kueue.x-k8s.io", "ResourceFlavor"): Kind("flavor", KUEUE_VERSIONS, False),
     ("kueue.x-k8s.io", "ClusterQueue"): Kind("clusterqueue", KUEUE_VERSIONS, False),
@@ -64,6 +65,12 @@ KINDS: dict[tuple[str, str], Kind] = {
     # only kueue-system/kueue-manager-config (Kueue's Configuration); other ConfigMaps are ignored
     ("", "ConfigMap"): Kind("kueueconfig", ("v1",), True),
 }
+# every planned workload kind (planner.kinds), and what its adapter reads beside it
+for _adapter in kinds_mod.ADAPTERS:
+    KINDS[(_adapter.group, _adapter.kind)] = Kind(_adapter.bucket, _adapter.accepted_versions, True)
+    for _group, _version, _kind, _plural, _namespaced in _adapter.needs:
+        KINDS.setdefault((_group, _kind), Kind(_kind.lower(), (_version,), _namespaced))
+WORKLOAD_BUCKETS = {a.bucket for a in kinds_mod.ADAPTERS}
 
 
 # What an object the API server would have refused (a key given twice) becomes, by bucket
@@ -71,7 +78,7 @@ INVALID_EFFECT = {
     "node": "the node is ignored (it takes no pods)",
     "pod": "the pod is ignored (its requests are not counted)",
     "namespace": "the namespace is ignored (no labels for namespaceSelector)",
-    "job": "the workload waits", "jobset": "the workload waits",
+    **{bucket: "the workload waits" for bucket in WORKLOAD_BUCKETS},
     "priorityclass": "the class is invalid (its workloads wait)",
     "workloadpriorityclass": "the class is invalid (its workloads wait)",
     "flavor": "the flavor is invalid (queues naming it are inactive)",
@@ -126,7 +133,6 @@ class Draft:
     item: Item
     fields: dict[str, Any]
     reasons: list[str]
-    pod_set_of_pod: Callable[[dict[str, str]], str]
     completions: int | None = None     # a Job's spec.completions: how many pods must succeed in all
     templates: dict[str, str] = dataclasses.field(default_factory=dict)   # pod set -> its template's field
 
@@ -192,6 +198,7 @@ class _Reader:
         self.bad_local_queues: set[tuple[str, str]] = set()
         self.drafts: dict[ObjectRef, Draft] = {}
         self.moving: set[ObjectRef] = set()      # Jobs being moved (stowplan.io/migrating-to)
+        self.unplanned: dict[str, tuple[str, int]] = {}   # queued objects of kinds not planned: first file, count
 
     # ------------------------------------------------------------ helpers
 
@@ -224,10 +231,14 @@ class _Reader:
         self.read_cohorts()
         self.read_cluster_queues()
         self.read_local_queues()
-        for item in self.buckets["job"]:
-            self.read_job(item)
-        for item in self.buckets["jobset"]:
-            self.read_jobset(item)
+        for adapter in kinds_mod.ADAPTERS:
+            for item in self.buckets[adapter.bucket]:
+                if adapter.grouped:
+                    self.read_groups(adapter, item)
+                else:
+                    self.read_workload(adapter, item)
+        self.read_pod_workloads()
+        self.report_unplanned()
         nodes = self.read_nodes()
         unmanaged, seen = self.read_pods(nodes)
         workloads = self.finish_workloads(seen, nodes)
@@ -283,6 +294,10 @@ class _Reader:
             kind = kinds.get((group, kind_name))
             if kind is None or version not in kind.versions:
                 self.ignored[f"{api_version}/{kind_name}"] += 1
+                if kind is None and _queued(obj):
+                    unplanned = f"{api_version}/{kind_name}"
+                    first, count = self.unplanned.get(unplanned, (file, 0))
+                    self.unplanned[unplanned] = (first, count + 1)
                 if kind is not None and kind.bucket == "policy":
                     raise InputError(f"PlannerPolicy version {api_version} is not supported (expected "
                                      f"{policy_mod.API_VERSION})", file=file, field="apiVersion")
@@ -492,46 +507,162 @@ class _Reader:
                                                    "metadata.annotations", default={}, reasons=reasons)
         return labels, spec, annotations, reasons
 
-    def read_job(self, item: Item) -> None:
-        if _owned_by(item.metadata, "JobSet"):
-            return   # a JobSet's child Job: the JobSet is the workload
+    def read_workload(self, adapter: Adapter, item: Item) -> None:
+        """One object of a planned kind -> a Draft, with the pod sets its adapter finds."""
+        if adapter.is_child(item.metadata) or adapter.skip(item.obj):
+            return   # e.g. a JobSet's child Job (the JobSet is the workload), a RayJob on an existing cluster
         head = self.queued(item)
         if head is None:
             return
         labels, spec, annotations, reasons = head
-        count = self.attempt(item, wl.job_count, spec, "spec", default=1, reasons=reasons)
-        min_count = self.attempt(item, wl.min_parallelism, annotations, count, default=None, reasons=reasons)
-        template: dict[str, Any] = self.attempt(item, mapping, spec.get("template"), "spec.template", default={},
-                                                reasons=reasons)
-        pod_set = self.pod_set(item, wl.JOB_POD_SET, count, template, "spec.template", min_count, reasons)
-        pod_spec = template.get("spec")
-        pc_name = pod_spec.get("priorityClassName") if type(pod_spec) is dict else None
-        self.draft(item, labels, annotations, spec, (pod_set,), pc_name, "spec.template.spec.priorityClassName",
-                   reasons, lambda pod_labels: wl.JOB_POD_SET)
-        self.drafts[item.ref].templates = {wl.JOB_POD_SET: "spec.template"}
-        completions = spec.get("completions")
-        if type(completions) is int:
-            self.drafts[item.ref].completions = completions
 
-    def read_jobset(self, item: Item) -> None:
-        head = self.queued(item)
-        if head is None:
-            return
-        labels, spec, annotations, reasons = head
-        entries: list[tuple[str, int, dict[str, Any], str]] = self.attempt(
-            item, wl.jobset_pod_sets, spec, default=[], reasons=reasons)
-        pod_sets = []
-        pc_name, pc_field = None, ""
-        for name, count, template, field in entries:
-            pod_sets.append(self.pod_set(item, name, count, template, field, None, reasons))
-            pod_spec = template.get("spec")
-            if pc_name is None and type(pod_spec) is dict and pod_spec.get("priorityClassName") is not None:
-                pc_name, pc_field = pod_spec["priorityClassName"], f"{field}.spec.priorityClassName"
+        def attempt(fn: Callable[..., T], *args: Any, default: T) -> T:
+            return self.attempt(item, fn, *args, default=default, reasons=reasons)
+
+        sources = adapter.pod_sets(spec, annotations, attempt, self.lookup, item.namespace)
+        pod_sets = [self.pod_set(item, s.name, s.count, dict(s.template), s.field, s.min_count, reasons)
+                    for s in sources]
         if not pod_sets:
             pod_sets.append(PodSet("main", 1, Resources.of(pods=1)))
-        self.draft(item, labels, annotations, spec, tuple(sorted(pod_sets, key=lambda p: p.name)), pc_name,
-                   pc_field, reasons, lambda pod_labels: pod_labels.get(REPLICATED_JOB_LABEL, ""))
-        self.drafts[item.ref].templates = {name: field for name, _, _, field in entries}
+        pc_name, pc_field = adapter.priority_class(spec, sources)
+        self.draft(adapter, item, labels, annotations, spec, tuple(sorted(pod_sets, key=lambda p: p.name)),
+                   pc_name, pc_field, reasons)
+        draft = self.drafts[item.ref]
+        draft.templates = {s.name: s.field for s in sources}
+        draft.completions = adapter.completions(spec)
+
+    def read_groups(self, adapter: Adapter, item: Item) -> None:
+        """A LeaderWorkerSet: one workload per group (planner.kinds.leaderworkerset), each as if
+        it were an object of its own: the groups Stowplan admitted run, the others wait while
+        the templates hold their pods."""
+        head = self.queued(item)
+        if head is None:
+            return
+        labels, spec, annotations, reasons = head
+
+        def attempt(fn: Callable[..., T], *args: Any, default: T) -> T:
+            return self.attempt(item, fn, *args, default=default, reasons=reasons)
+
+        sources = adapter.pod_sets(spec, annotations, attempt, self.lookup, item.namespace)
+        count = attempt(lws_kind.groups, spec, default=0)
+        none: dict[str, dict[str, Any]] = {}
+        admitted = attempt(lws_kind.group_assignments, annotations, default=none)
+        held = lws_kind.held(spec)
+        pc_name, pc_field = adapter.priority_class(spec, sources)
+        own = {k: v for k, v in annotations.items() if k not in (lws_kind.GROUPS, wl.ASSIGNMENT, wl.ADMITTED_AT)}
+        for index in range(count):
+            ref = lws_kind.group_ref(item.namespace, item.name, index)
+            group_reasons = list(reasons)
+            pod_sets = [self.pod_set(item, s.name, s.count, dict(s.template), s.field, s.min_count, group_reasons)
+                        for s in sources] or [PodSet("main", 1, Resources.of(pods=1))]
+            entry = admitted.get(str(index))
+            notes = dict(own)
+            if entry is not None:
+                notes[wl.ASSIGNMENT] = json.dumps(entry.get("podSets"))
+                if isinstance(entry.get("admittedAt"), str):
+                    notes[wl.ADMITTED_AT] = entry["admittedAt"]
+            metadata = {**item.metadata, "annotations": notes}
+            group = Item(item.file, ref.kind, ref.namespace, ref.name, metadata,
+                         {"kind": ref.kind, "metadata": metadata, "spec": {"suspend": entry is None and held}})
+            group.invalid = item.invalid
+            self.draft(adapter, group, labels, notes, spec, tuple(sorted(pod_sets, key=lambda p: p.name)),
+                       pc_name, pc_field, group_reasons)
+            draft = self.drafts[ref]
+            draft.templates = {s.name: s.field for s in sources}
+            if entry is None and not held:
+                self.problem(item, "spec.leaderWorkerTemplate.workerTemplate.spec.schedulingGates",
+                             f"group {index} runs outside Stowplan: the templates hold no pods (add the "
+                             f"scheduling gate {lws_kind.HOLD_GATES[0]} to both templates)")
+
+    def read_pod_workloads(self) -> None:
+        """Queued pods that no planned kind owns: Kueue's pod integration (planner.kinds.pods),
+        a pod of its own or, by `kueue.x-k8s.io/pod-group-name`, a group."""
+        groups: dict[ObjectRef, list[Item]] = {}
+        for item in self.buckets["pod"]:
+            labels = item.metadata.get("labels")
+            if item.invalid or type(labels) is not dict or not labels.get(wl.QUEUE_LABEL):
+                continue
+            if labels.get(pods_kind.LWS_NAME_LABEL) or _owned_by_planned(item, labels):
+                continue
+            groups.setdefault(pods_kind.workload_of(item.namespace, item.name, labels), []).append(item)
+        for ref, items in sorted(groups.items()):
+            self.read_pod_workload(ref, sorted(items, key=lambda i: i.name))
+
+    def read_pod_workload(self, ref: ObjectRef, items: list[Item]) -> None:
+        first = items[0]
+        item = first if ref.kind == pods_kind.POD_KIND else Item(first.file, ref.kind, ref.namespace, ref.name,
+                                                                 first.metadata, first.obj)
+        reasons: list[str] = []
+        members = []
+        for member in items:
+            annotations: dict[str, str] = self.attempt(member, string_map, member.metadata.get("annotations"),
+                                       "metadata.annotations", default={}, reasons=reasons)
+            spec: dict[str, Any] = self.attempt(member, mapping, member.obj.get("spec"), "spec", default={},
+                                                reasons=reasons)
+            status = member.obj.get("status")
+            phase = status.get("phase") if type(status) is dict else None
+            members.append(pods_kind.Member(member.name, annotations, spec, str(phase or ""),
+                                            bool(member.metadata.get("deletionTimestamp"))))
+        queues = sorted({str(i.metadata["labels"][wl.QUEUE_LABEL]) for i in items})
+        if len(queues) > 1:
+            self.problem(item, f"metadata.labels[{wl.QUEUE_LABEL}]", f"the group's pods name different queues "
+                                                                     f"({', '.join(queues)}); the group waits")
+            reasons.append(f"the group's pods name different queues ({', '.join(queues)})")
+        if ref.kind == pods_kind.POD_KIND:
+            entries = [Entry(pods_kind.SINGLE_POD_SET, 1, first.obj, "")]
+        else:
+            nothing: tuple[list[Entry], int, int] = ([], 0, 0)
+            grouped = self.attempt(item, pods_kind.group_entries, members, default=nothing, reasons=reasons)
+            entries, active, total = grouped
+            if entries and active < total:
+                reasons.append(f"waits for its pods: {active} of {total} pods of the group exist "
+                               "(Kueue admits a pod group once all its pods exist)")
+            elif entries and active > total:
+                reasons.append(f"{active} pods for a group of {total} "
+                               f"({pods_kind.TOTAL_COUNT}); Kueue deletes the excess first")
+        pod_sets = []
+        for entry in entries:
+            try:
+                pod_sets.append(pods_kind.build(entry))
+            except Bad as bad:
+                self.problem(item, bad.field, bad.message)
+                reasons.append(f"invalid {bad.field}: {bad.message}")
+                pod_sets.append(PodSet(entry.name, entry.size, Resources.of(pods=1)))
+        if not pod_sets:
+            pod_sets.append(PodSet(pods_kind.SINGLE_POD_SET, 1, Resources.of(pods=1)))
+        # the group as one object: the earliest creation, the annotations of a pod Stowplan admitted,
+        # waiting while any pod is gated, and every pod's resourceVersion
+        admitted = next((m for m in members if wl.ASSIGNMENT in m.annotations), members[0])
+        created = min((str(i.metadata.get("creationTimestamp") or "") for i in items), default="")
+        metadata = {**first.metadata, "annotations": admitted.annotations, "creationTimestamp": created or None,
+                    "resourceVersion": ",".join(f"{i.name}={i.metadata.get('resourceVersion', '')}" for i in items)
+                    if ref.kind == pods_kind.GROUP_KIND else first.metadata.get("resourceVersion")}
+        gated = any(pods_kind.is_gated(m.spec) for m in members if pods_kind.runnable(m))
+        synthetic = Item(item.file, ref.kind, ref.namespace, ref.name, metadata,
+                         {"kind": ref.kind, "metadata": metadata,
+                          "spec": {"schedulingGates": [{"name": pods_kind.GATE}]} if gated else {}})
+        adapter = kinds_mod.by_kind(ref.kind)
+        assert adapter is not None
+        labels = {k: str(v) for k, v in first.metadata["labels"].items()}
+        sources = [PodSetSource(e.name, e.size, e.template, e.field) for e in entries]
+        pc_name, pc_field = adapter.priority_class({}, sources)
+        self.draft(adapter, synthetic, labels, admitted.annotations, {}, tuple(sorted(pod_sets, key=lambda p: p.name)),
+                   pc_name, pc_field.lstrip("."), reasons)
+        self.drafts[ref].templates = {e.name: e.field or "spec" for e in entries}
+
+    def lookup(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An object an adapter reads beside its own (a TrainJob's runtime), by kind, namespace and name."""
+        for item in self.buckets.get(kind.lower(), ()):
+            if item.kind == kind and item.namespace == namespace and item.name == name and not item.invalid:
+                return item.obj
+        return None
+
+    def report_unplanned(self) -> None:
+        """Queued objects of kinds Stowplan does not plan: one problem per kind, never dropped silently."""
+        for key, (file, count) in sorted(self.unplanned.items()):
+            api_version, _, kind = key.rpartition("/")
+            self.problem(None, "", f"kind {kind} is not planned ({api_version}): {count} object(s) with label "
+                                   f"{wl.QUEUE_LABEL} wait outside Stowplan", file)
 
     def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
                 min_count: int | None, reasons: list[str]) -> PodSet:
@@ -542,9 +673,9 @@ class _Reader:
             reasons.append(f"invalid {bad.field}: {bad.message}")
             return PodSet(name, count, Resources.of(pods=1), min_count)
 
-    def draft(self, item: Item, labels: dict[str, str], annotations: dict[str, str], spec: dict[str, Any],
-              pod_sets: tuple[PodSet, ...], pc_name: object, pc_field: str, reasons: list[str],
-              pod_set_of_pod: Callable[[dict[str, str]], str]) -> None:
+    def draft(self, adapter: Adapter, item: Item, labels: dict[str, str], annotations: dict[str, str],
+              spec: dict[str, Any], pod_sets: tuple[PodSet, ...], pc_name: object, pc_field: str,
+              reasons: list[str]) -> None:
         meta = item.metadata
         uid = meta.get("uid")
         version = meta.get("resourceVersion")
@@ -587,9 +718,7 @@ class _Reader:
                          f"must be \"true\" or \"false\", got {movable!r}; read as false")
         fields["movable"] = movable == "true"
         # Kueue's webhook suspends a queued Job at creation, so a missing `suspend` reads as true
-        suspend = self.attempt(item, boolean, spec.get("suspend"), "spec.suspend", default=True, reasons=reasons)
-        if spec.get("suspend") is None:
-            suspend = True
+        suspend = self.attempt(item, adapter.read_suspended, item.obj, default=True, reasons=reasons)
         if suspend and wl.MIGRATING_TO in annotations:
             # Being moved: it holds its new place (and its quota) while its old pods leave;
             # those count as unmanaged usage until they are gone.
@@ -614,7 +743,7 @@ class _Reader:
                 fields["assignment"] = assignment
         else:
             fields["state"] = WorkloadState.EXTERNAL
-        self.drafts[item.ref] = Draft(item, fields, reasons, pod_set_of_pod)
+        self.drafts[item.ref] = Draft(item, fields, reasons)
 
     def read_requeue_state(self, item: Item, annotations: dict[str, str], fields: dict[str, Any]) -> None:
         """waitForPodsReady's record (planner.podsready): when the pods were seen Ready and
@@ -695,9 +824,10 @@ class _Reader:
             labels = item.metadata.get("labels")
             if type(labels) is not dict:
                 labels = {}
-            owner = _pod_owner(item, labels)
-            if owner is not None and owner in running:
-                pods = seen.setdefault(owner, {}).setdefault(self.drafts[owner].pod_set_of_pod(labels), PodsSeen())
+            owner = next(((ref, pod_set) for ref, pod_set in kinds_mod.pod_owners(item.namespace, item.metadata, labels)
+                          if ref in running), None)
+            if owner is not None:
+                pods = seen.setdefault(owner[0], {}).setdefault(owner[1], PodsSeen())
                 if phase == "Succeeded":
                     pods.succeeded += 1
                 elif phase != "Failed" and node and type(node) is str:
@@ -938,26 +1068,17 @@ def _cohort_cycles(parent: dict[str, str | None]) -> dict[str, str]:
     return cycles
 
 
-def _owned_by(metadata: dict[str, Any], kind: str) -> bool:
-    owners = metadata.get("ownerReferences")
-    return type(owners) is list and any(type(o) is dict and o.get("kind") == kind for o in owners)
+def _owned_by_planned(item: Item, labels: dict[str, Any]) -> bool:
+    """A pod of a workload of a planned kind (a Job's, a RayCluster's): not a pod workload."""
+    return any(ref.kind not in (pods_kind.POD_KIND, pods_kind.GROUP_KIND)
+               for ref, _ in kinds_mod.pod_owners(item.namespace, item.metadata, labels))
 
 
-def _pod_owner(item: Item, labels: dict[str, Any]) -> ObjectRef | None:
-    """The Job or JobSet a pod belongs to, from JobSet's label, the owner reference, or job-name."""
-    namespace = item.namespace
-    jobset = labels.get(JOBSET_NAME_LABEL)
-    if jobset:
-        return ObjectRef("JobSet", namespace, jobset)
-    owners = item.metadata.get("ownerReferences")
-    if type(owners) is list:
-        for owner in owners:
-            if type(owner) is dict and owner.get("kind") == "Job" and type(owner.get("name")) is str:
-                return ObjectRef("Job", namespace, owner["name"])
-    for key in JOB_NAME_LABELS:
-        if labels.get(key):
-            return ObjectRef("Job", namespace, labels[key])
-    return None
+def _queued(obj: dict[str, Any]) -> bool:
+    """Does the object carry Kueue's queue-name label (it wants to be queued)?"""
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if type(metadata) is dict else None
+    return type(labels) is dict and bool(labels.get(wl.QUEUE_LABEL))
 
 
 def _pod_ready(item: Item, status: Any) -> bool:

@@ -1,5 +1,5 @@
 """Smoke tests: the test control plane is a working Kubernetes with KWOK nodes
-and Kueue's/JobSet's APIs.
+and Kueue's/JobSet's APIs, and the APIs of every other workload kind Stowplan plans.
 """
 
 from __future__ import annotations
@@ -324,3 +324,31 @@ def test_apiserver_killed_mid_apply(control_plane, api_client, namespace):
             assert e.status == 409
     names = {c.metadata.name for c in core.list_namespaced_config_map(namespace).items}
     assert {f"cm-{i:03d}" for i in range(total)} <= names
+
+
+# Every workload kind Stowplan plans beyond Job and JobSet, with the CRD version served
+# here (from the module version Kueue v0.17.0's go.mod requires; see build.sh).
+WORKLOAD_RESOURCES = [
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
+    ("kubeflow.org", "v1", "pytorchjobs"),
+    ("kubeflow.org", "v2beta1", "mpijobs"),
+    ("ray.io", "v1", "rayjobs"),
+    ("ray.io", "v1", "rayclusters"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+]
+
+
+@pytest.mark.parametrize("group,version,plural", WORKLOAD_RESOURCES, ids=[r[2] for r in WORKLOAD_RESOURCES])
+def test_workload_kind_crds_are_served_from_their_modules(control_plane, group, version, plural):
+    status, body = control_plane.http_get(f"/apis/{group}/{version}")
+    assert status == 200, body
+    assert plural in {r["name"] for r in json.loads(body)["resources"]}
+    # read from the Go module cache, never from a copy in the repository
+    files = control_plane.manifest["WORKLOAD_CRDS"].split(":")
+    assert all("/pkg/mod/" in f for f in files), files
+    versions = control_plane.manifest["WORKLOAD_CRD_VERSIONS"].split()
+    assert {"github.com/kubeflow/trainer/v2@v2.2.0", "github.com/kubeflow/training-operator@v1.9.3",
+            "github.com/kubeflow/mpi-operator@v0.8.0", "github.com/ray-project/kuberay/ray-operator@v1.6.0",
+            "sigs.k8s.io/lws@v0.8.0"} == set(versions)

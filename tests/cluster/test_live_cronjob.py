@@ -365,3 +365,172 @@ def test_pods_ready_timeout_and_readiness_record_as_the_service_account(installe
         assert "stowplan.io/pods-ready-at" not in notes("stuck")     # in its backoff: suspended, no record
     finally:
         env.cleanup()
+
+
+# ---------------------------------------------------------------- the Kubeflow kinds (issue 26)
+
+def _kubeflow_objects(namespace: str, lq: str, runtime: str) -> list[tuple[str, str, str, dict]]:
+    """(group/version, plural, namespace, body): one PyTorchJob, MPIJob and TrainJob (+ its runtime)."""
+    def template(gpus: int) -> dict:
+        requests = {"cpu": "1", **({"nvidia.com/gpu": str(gpus)} if gpus else {})}
+        return {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "registry.invalid/a:1", "command": ["run"], "resources": {"requests": requests}}]}}
+
+    labels = {"kueue.x-k8s.io/queue-name": lq}
+    return [
+        ("kubeflow.org/v1", "pytorchjobs", namespace, {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "pt", "namespace": namespace, "labels": labels},
+            "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template(2)}, "Worker": {"replicas": 1, "template": template(2)}}}}),
+        ("kubeflow.org/v2beta1", "mpijobs", namespace, {
+            "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": "mpi", "namespace": namespace, "labels": labels},
+            "spec": {"runPolicy": {"suspend": True}, "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template(0)}, "Worker": {"replicas": 1, "template": template(2)}}}}),
+        ("trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes", "", {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": runtime},
+            "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {
+                "template": template(2)}}}]}}}}),
+        ("trainer.kubeflow.org/v1alpha1", "trainjobs", namespace, {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "tj", "namespace": namespace, "labels": labels},
+            "spec": {"suspend": True, "runtimeRef": {"name": runtime, "kind": "ClusterTrainingRuntime",
+                                                     "apiGroup": "trainer.kubeflow.org"}}}),
+    ]
+
+
+def test_a_kubeflow_cycle_as_the_service_account(installed, control_plane, api_client, namespace, tmp_path):
+    """PyTorchJob, MPIJob and TrainJob admitted by a cycle with only the CronJob's rights
+    (RBAC: get, list, update on each kind; get, list on the Trainer's runtimes), every
+    write passing the admission policy; the same token may not create or delete them."""
+    env = Env(control_plane, api_client, namespace, nodes=2)
+    try:
+        for api_version, plural, ns, body in _kubeflow_objects(namespace, env.lq, f"rt-{env.s}"):
+            installed.request("POST", path_of(api_version, plural, ns), body=body)
+        kubeconfig = sa_kubeconfig(control_plane, installed, tmp_path)
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(installed.get(path_of("v1", "configmaps", NAMESPACE, "stowplan-config"))["data"]["policy.yaml"])
+        result = CliRunner().invoke(cli, ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE,
+                                          "--policy", str(policy), "--release-wait", "0", "-q"])
+        assert result.exit_code == 0, result.output
+        assert "3 admitted" in result.output and "0 conflicts" in result.output
+        pt = installed.get(path_of("kubeflow.org/v1", "pytorchjobs", namespace, "pt"))
+        tj = installed.get(path_of("trainer.kubeflow.org/v1alpha1", "trainjobs", namespace, "tj"))
+        assert pt["spec"]["runPolicy"]["suspend"] is False and tj["spec"]["suspend"] is False
+        assert [p["manager"] for p in tj["spec"]["runtimePatches"]] == ["stowplan.io/planner"]
+        sa = Kube(connect(str(kubeconfig)))
+        for path in (path_of("kubeflow.org/v1", "pytorchjobs", namespace, "pt"),
+                     path_of("trainer.kubeflow.org/v1alpha1", "trainjobs", namespace, "tj")):
+            with pytest.raises(ApiStatus) as denied:
+                sa.request("DELETE", path)
+            assert denied.value.status == 403
+        with pytest.raises(ApiStatus) as denied:
+            sa.request("POST", path_of("kubeflow.org/v2beta1", "mpijobs", namespace), body={
+                **_kubeflow_objects(namespace, env.lq, "x")[1][3], "metadata": {"name": "new", "namespace": namespace}})
+        assert denied.value.status == 403
+        with pytest.raises(ApiStatus) as denied:      # the runtimes are read only
+            sa.request("DELETE", path_of("trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes", "", f"rt-{env.s}"))
+        assert denied.value.status == 403
+    finally:
+        env.cleanup()
+
+
+def test_the_planner_token_changes_only_scheduling_fields_of_the_kubeflow_kinds(installed, control_plane, namespace,
+                                                                             tmp_path):
+    admin = installed
+    sa = Kube(connect(str(sa_kubeconfig(control_plane, admin, tmp_path))))
+    objects = _kubeflow_objects(namespace, "lq", f"rt-policy-{next(ATTEMPT)}")
+    for api_version, plural, ns, body in objects:
+        admin.request("POST", path_of(api_version, plural, ns), body=body)
+
+    def put(api_version, plural, name, change, who=sa):
+        path = path_of(api_version, plural, namespace, name)
+
+        def write(n):
+            obj = admin.get(path)
+            change(obj, n)
+            who.request("PUT", path, body=obj)
+        return write
+
+    pt = ("kubeflow.org/v1", "pytorchjobs", "pt")
+    mpi = ("kubeflow.org/v2beta1", "mpijobs", "mpi")
+    tj = ("trainer.kubeflow.org/v1alpha1", "trainjobs", "tj")
+
+    def pt_pod(obj):
+        return obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+
+    denied_by_policy(put(*pt, lambda o, n: pt_pod(o)["containers"][0].update(image=f"registry.invalid/evil:{n}")))
+    denied_by_policy(put(*pt, lambda o, n: o["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas=2 + n)))
+    denied_by_policy(put(*pt, lambda o, n: o["spec"]["runPolicy"].update(backoffLimit=3 + n)))
+    allowed(put(*pt, lambda o, n: (pt_pod(o).update(nodeSelector={"pool": f"a{n}"}, schedulingGates=[{"name": GATE}]),
+                                   o["spec"]["runPolicy"].update(suspend=False))))
+    denied_by_policy(put(*mpi, lambda o, n: o["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"][
+        "containers"][0].update(command=["sh", "-c", f"steal {n}"])))
+    allowed(put(*mpi, lambda o, n: o["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"].update(
+        tolerations=[{"key": f"k{n}", "operator": "Exists"}])))
+
+    def patch_entry(manager, pod_spec):
+        return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]}}}}
+
+    def add_patch(entry):
+        return lambda o, n: o["spec"].update(runtimePatches=[entry(n)])
+
+    # another manager's patch, or a patch of ours that reaches beyond the scheduling fields
+    denied_by_policy(put(*tj, add_patch(lambda n: patch_entry("example.com/other", {"nodeSelector": {"a": f"{n}"}}))))
+    denied_by_policy(put(*tj, add_patch(lambda n: patch_entry("stowplan.io/planner", {
+        "serviceAccountName": f"admin-{n}"}))))
+    allowed(put(*tj, add_patch(lambda n: patch_entry("stowplan.io/planner", {
+        "nodeSelector": {"pool": f"a{n}"}, "schedulingGates": [{"name": GATE}]}))))
+    allowed(put(*tj, lambda o, n: o["spec"].update(suspend=n % 2 == 0)))
+
+
+def test_a_raycluster_and_a_queued_pod_cycle_as_the_service_account(installed, control_plane, api_client, namespace,
+                                                                     tmp_path):
+    """The rights rbac.yaml grows for Ray (update RayClusters) and Kueue's pod integration (the
+    admission policy lets the token pin a queued pod, remove Kueue's gate, annotate it) are enough;
+    and the policy refuses the same token a RayCluster's image or hostNetwork."""
+    env = Env(control_plane, api_client, namespace, nodes=2)
+    try:
+        queue = {"kueue.x-k8s.io/queue-name": env.lq}
+        pod_spec = {"containers": [{"name": "w", "image": "registry.invalid/w:1",
+                                    "resources": {"requests": {"nvidia.com/gpu": "2", "cpu": "1"},
+                                                  "limits": {"nvidia.com/gpu": "2"}}}]}
+        env.co.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc", "namespace": namespace,
+                                                                        "labels": queue},
+            "spec": {"suspend": True, "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec}},
+                     "workerGroupSpecs": [{"groupName": "w", "replicas": 1, "minReplicas": 0, "maxReplicas": 1,
+                                           "rayStartParams": {}, "template": {"spec": pod_spec}}]}})
+        env.core.create_namespaced_pod(namespace, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "namespace": namespace, "labels": queue},
+            "spec": {**pod_spec, "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]}})
+        kubeconfig = sa_kubeconfig(control_plane, installed, tmp_path)
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(installed.get(path_of("v1", "configmaps", NAMESPACE, "stowplan-config"))["data"]["policy.yaml"])
+        result = CliRunner().invoke(cli, ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE,
+                                          "--policy", str(policy), "--release-wait", "0", "-q"])
+        assert result.exit_code == 0, result.output
+        assert "2 admitted" in result.output and "0 conflicts" in result.output
+        got = env.co.get_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", "rc")
+        assert got["spec"]["suspend"] is False and "stowplan.io/assignment" in got["metadata"]["annotations"]
+        solo = env.core.read_namespaced_pod("solo", namespace)
+        assert not solo.spec.scheduling_gates and "kubernetes.io/hostname" in solo.spec.node_selector
+        # the policy holds the same token to a RayCluster's scheduling fields
+        sa = Kube(connect(str(kubeconfig)))
+        rc_path = path_of("ray.io/v1", "rayclusters", namespace, "rc")
+
+        def put_rc(change):
+            def write(n):
+                obj = installed.get(rc_path)
+                change(obj["spec"]["workerGroupSpecs"][0]["template"]["spec"], n)
+                sa.request("PUT", rc_path, body=obj)
+            return write
+
+        denied_by_policy(put_rc(lambda pod, n: pod["containers"][0].update(image=f"registry.invalid/evil:{n}")))
+        denied_by_policy(put_rc(lambda pod, n: pod.update(hostNetwork=not pod.get("hostNetwork", False))))
+        allowed(put_rc(lambda pod, n: pod.update(nodeSelector={"pool": f"a{n}"})))
+    finally:
+        env.cleanup()

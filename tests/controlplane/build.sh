@@ -7,7 +7,7 @@
 # a second or two. Nothing is written into the repository: binaries, wrapper Go
 # modules and the manifest live under
 #   ${STOWPLAN_CP_CACHE:-$HOME/.cache/stowplan-cp}/<component>-<version>/
-# and Kueue/JobSet CRDs are read at test time from the Go module cache.
+# and every CRD is read at test time from the Go module cache.
 #
 # Components:
 #   kube-apiserver, kube-controller-manager, kube-scheduler
@@ -23,6 +23,10 @@
 #       go install sigs.k8s.io/kwok/cmd/kwok.
 #   Kueue and JobSet CRDs
 #       go mod download sigs.k8s.io/kueue, sigs.k8s.io/jobset (module cache only).
+#   The other workload kinds' CRDs (TrainJob and its runtimes, PyTorchJob, MPIJob
+#   v2beta1, RayJob, RayCluster, LeaderWorkerSet)
+#       go mod download of each kind's module at the version Kueue's go.mod
+#       requires (module cache only; manifest line WORKLOAD_CRDS).
 #   kueue (the manager binary, for the Kueue peer harness in tools/peer)
 #       built from sigs.k8s.io/kueue/cmd/kueue (STOWPLAN_KUEUE_VERSION) in its own
 #       wrapper module, with Kueue's version ldflags. Optional: if it does not
@@ -266,6 +270,40 @@ JOBSET_CRD="$JOBSET_DIR/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 log "jobset $JOBSET_VERSION: CRD $JOBSET_CRD"
 
 ###########################################################################
+# The other workload kinds' CRDs (read from the module cache at test time)
+###########################################################################
+# module|files under its Dir. The version is the one Kueue's go.mod requires
+# (its integrations are built against it) unless STOWPLAN_<NAME>_VERSION is set.
+# training-operator also ships an MPIJob v1 CRD; MPIJob v2beta1 comes from
+# mpi-operator (one CRD per name), so only the PyTorchJob CRD is taken from it.
+WORKLOAD_CRD_MODULES="
+TRAINER|github.com/kubeflow/trainer/v2|manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml
+TRAINING_OPERATOR|github.com/kubeflow/training-operator|manifests/base/crds/kubeflow.org_pytorchjobs.yaml
+MPI_OPERATOR|github.com/kubeflow/mpi-operator|manifests/base/kubeflow.org_mpijobs.yaml
+KUBERAY|github.com/ray-project/kuberay/ray-operator|config/crd/bases/ray.io_rayjobs.yaml config/crd/bases/ray.io_rayclusters.yaml
+LWS|sigs.k8s.io/lws|config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml
+"
+KUEUE_GOMOD=$(mod_field "sigs.k8s.io/kueue@$KUEUE_VERSION" GoMod) || die "cannot download sigs.k8s.io/kueue@$KUEUE_VERSION"
+WORKLOAD_CRDS=""
+WORKLOAD_VERSIONS=""
+while IFS='|' read -r name module files; do
+    [[ -n "$name" ]] || continue
+    override="STOWPLAN_${name}_VERSION"
+    version=${!override:-}
+    if [[ -z "$version" ]]; then
+        version=$(awk -v m="$module" '$1==m{print $2; exit}' "$KUEUE_GOMOD")
+        [[ -n "$version" ]] || die "Kueue's go.mod does not name $module; set $override"
+    fi
+    dir=$(mod_field "$module@$version" Dir) || die "go mod download -json $module@$version failed (set $override to a served version)"
+    for f in $files; do
+        [[ -f "$dir/$f" ]] || die "no CRD $f in $module@$version ($dir)"
+        WORKLOAD_CRDS+="${WORKLOAD_CRDS:+:}$dir/$f"
+    done
+    WORKLOAD_VERSIONS+="${WORKLOAD_VERSIONS:+ }$module@$version"
+    log "$module $version: CRDs $files"
+done <<< "$WORKLOAD_CRD_MODULES"
+
+###########################################################################
 # Kueue's manager binary (the real peer; optional)
 ###########################################################################
 KUEUE_BIN=""
@@ -331,6 +369,8 @@ tmp="$CACHE/manifest.env.tmp.$$"
     echo "KUEUE_CRD_DIR=$KUEUE_CRDS"
     echo "JOBSET_VERSION=$JOBSET_VERSION"
     echo "JOBSET_CRD=$JOBSET_CRD"
+    echo "WORKLOAD_CRDS=$WORKLOAD_CRDS"
+    echo "WORKLOAD_CRD_VERSIONS=$WORKLOAD_VERSIONS"
     if [[ -n "$KUEUE_BIN" ]]; then echo "KUEUE=$KUEUE_BIN"; fi
 } > "$tmp"
 mv "$tmp" "$CACHE/manifest.env"

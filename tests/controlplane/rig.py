@@ -14,7 +14,9 @@ Processes (all on 127.0.0.1, free ports, one temporary work dir):
   kube-scheduler
   kwok                      --manage-all-nodes: keeps Nodes Ready and moves
                             bound pods to Running
-and, once the API is up, Kueue's CRDs (v1beta2 served) and JobSet's CRD.
+and, once the API is up, Kueue's CRDs (v1beta2 served), JobSet's CRD and the CRDs of
+the other workload kinds Stowplan plans (Kubeflow Trainer, training-operator's
+PyTorchJob, MPIJob v2beta1, Ray, LeaderWorkerSet), all from their Go modules.
 
 Job pods stay Running (KWOK's pod-complete stage is off unless
 job_pods_complete=True). stop_apiserver()/start_apiserver() crash or drain the
@@ -838,7 +840,13 @@ class ControlPlane:
         jobset = Path(self.manifest.get("JOBSET_CRD", ""))
         if not jobset.is_file():
             raise ControlPlaneError(f"no JobSet CRD at {jobset!s}: run `bash {BUILD_SCRIPT}`")
-        return files + [jobset]
+        # the other workload kinds (TrainJob, PyTorchJob, MPIJob, Ray, LeaderWorkerSet), from their modules
+        others = [Path(p) for p in self.manifest.get("WORKLOAD_CRDS", "").split(":") if p]
+        missing = [p for p in others if not p.is_file()]
+        if not others or missing:
+            raise ControlPlaneError(f"workload CRDs missing ({', '.join(map(str, missing)) or 'none listed'}): "
+                                    f"run `bash {BUILD_SCRIPT}`")
+        return files + [jobset] + others
 
     def _prepare_crd(self, crd: dict[str, Any]) -> dict[str, Any]:
         crd = copy.deepcopy(crd)
@@ -851,6 +859,11 @@ class ControlPlane:
                     v["served"] = True
                 elif v["name"] not in self.kueue_versions:
                     v["served"] = False
+        elif len(spec["versions"]) > 1 and spec.get("group") not in ("jobset.x-k8s.io",):
+            # Only the storage version (Ray's CRDs carry an old v1alpha1 beside v1: a
+            # megabyte more per object, near etcd's request limit, for a version no
+            # planner reads).
+            spec["versions"] = [v for v in spec["versions"] if v.get("storage")]
         ann = crd.setdefault("metadata", {}).setdefault("annotations", {}) or {}
         ann.pop("cert-manager.io/inject-ca-from", None)
         crd["metadata"]["annotations"] = ann
@@ -858,11 +871,12 @@ class ControlPlane:
         return crd
 
     def install_crds(self, timeout: float = 60.0) -> list[str]:
-        """Create (or replace) Kueue's and JobSet's CRDs; wait until Established."""
+        """Create (or replace) Kueue's, JobSet's and the other workload kinds' CRDs; wait until Established."""
         from kubernetes import client
         from kubernetes.client.rest import ApiException
 
         names: list[str] = []
+        installed: list[dict[str, Any]] = []
         with self.api_client() as ac:
             ext = client.ApiextensionsV1Api(ac)
             for path in self.crd_files():
@@ -870,6 +884,7 @@ class ControlPlane:
                     if not doc or doc.get("kind") != "CustomResourceDefinition":
                         continue
                     crd = self._prepare_crd(doc)
+                    installed.append(crd)
                     name = crd["metadata"]["name"]
                     try:
                         ext.create_custom_resource_definition(crd)
@@ -891,9 +906,11 @@ class ControlPlane:
                         raise ControlPlaneError(f"CRD {name} not Established: {conds}")
                     time.sleep(0.1)
         # Discovery must list the new resources before clients can use them.
+        groups = sorted({(str(crd["spec"]["group"]), str(v["name"])) for crd in installed
+                         for v in crd["spec"]["versions"] if v.get("served")})
+
         def discovered() -> bool:
-            ok = self.http_get("/apis/kueue.x-k8s.io/v1beta2")[0] == 200
-            return ok and self.http_get("/apis/jobset.x-k8s.io/v1alpha2")[0] == 200
+            return all(self.http_get(f"/apis/{group}/{version}")[0] == 200 for group, version in groups)
 
         self._wait("CRD discovery", discovered, ["kube-apiserver"], timeout)
         return names
