@@ -33,6 +33,7 @@ MPI = ("kubeflow.org", "v2beta1", "mpijobs")
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 QUEUE = "kueue.x-k8s.io/queue-name"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+GROUP = "kueue.x-k8s.io/podset-group-name"
 RACK = "cloud.provider.com/topology-rack"
 JOB_NAME = "training.kubeflow.org/job-name"
 
@@ -70,9 +71,9 @@ def create_kinds(env: Env, runtime: str) -> None:
         "metadata": {"name": "bert", "namespace": ns, "labels": {QUEUE: env.lq}},
         "spec": {"runPolicy": {"suspend": True}, "pytorchReplicaSpecs": {
             "Master": {"replicas": 1, "restartPolicy": "Never",
-                       "template": pod_template("pytorch", 4, {REQUIRED: RACK})},
+                       "template": pod_template("pytorch", 4, {REQUIRED: RACK, GROUP: "bert"})},
             "Worker": {"replicas": 1, "restartPolicy": "Never",
-                       "template": pod_template("pytorch", 4, {REQUIRED: RACK})}}}})
+                       "template": pod_template("pytorch", 4, {REQUIRED: RACK, GROUP: "bert"})}}}})
     env.co.create_namespaced_custom_object(*MPI[:2], ns, MPI[2], {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
         "metadata": {"name": "mpi", "namespace": ns, "labels": {QUEUE: env.lq}},
@@ -170,7 +171,7 @@ def test_pytorchjob_mpijob_and_trainjob_are_admitted_placed_and_evicted(kube, en
     (rj,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     assert rj["name"] == "node"
     assert_admitted_template(rj["template"]["spec"]["template"]["spec"], env, tj_nodes["node"])
-    # the PyTorchJob's two pods share a rack (required rack)
+    # the PyTorchJob's two pods share a rack (required rack, one pod-set group)
     racks = {n: f"r-{env.s}-{i // 2}" for i, n in enumerate(env.nodes)}
     assert len({racks[n] for pods in bert_nodes.values() for n in pods}) == 1
 
