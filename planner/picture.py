@@ -139,15 +139,15 @@ def team(workload: Workload) -> str:
 
 
 def colours(keys: list[Key]) -> tuple[dict[str, Any], dict[int, float], dict[Key, Any]]:
-    """A colour per team (a qualitative palette, teams in name order), a shade per priority
+    """A colour per team (qualitative palettes, teams in name order, distinct up to 60), a shade per priority
     (1.0 for the highest, down to 0.35 for the lowest: mixed with white), and their mix per key."""
     import matplotlib
 
     teams = sorted({t for t, _ in keys})
     priorities = sorted({p for _, p in keys})
-    palette = matplotlib.colormaps["tab10" if len(teams) <= 10 else "tab20"]
-    size = 10 if len(teams) <= 10 else 20
-    team_colour = {t: palette(i % size) for i, t in enumerate(teams)}
+    names = ["tab10"] if len(teams) <= 10 else ["tab20"] if len(teams) <= 20 else ["tab20", "tab20b", "tab20c"]
+    palette = [matplotlib.colormaps[name](i) for name in names for i in range(matplotlib.colormaps[name].N)]
+    team_colour = {t: palette[i % len(palette)] for i, t in enumerate(teams)}    # distinct up to 60 teams
     shade = {p: 0.35 + 0.65 * (i / max(1, len(priorities) - 1)) if len(priorities) > 1 else 1.0
              for i, p in enumerate(priorities)}
 

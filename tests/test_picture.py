@@ -120,3 +120,26 @@ def test_gpus_are_coloured_by_team_shaded_by_priority_and_racks_are_named(tmp_pa
     for p in priorities:
         assert f">priority {p}<" in text
     assert ">rack-1<" in text and ">rack-2<" in text
+    many, _, _ = picture.colours([(f"team-{i:02d}", 0) for i in range(32)])   # the L preset has 32 teams
+    assert len(set(many.values())) == 32
+
+
+def test_the_16384_node_L_cluster_draws_per_rack_in_under_10_seconds(tmp_path):
+    """The generator's L preset (16,384 hosts): what runs there drawn (the before picture:
+    every running workload, per rack), both formats, each in under 10 s of CPU time."""
+    import time
+
+    from models import Plan, SolverReport
+    from planner.tools.generate import generate, preset, to_json
+
+    path = tmp_path / "L.json"
+    path.write_text(to_json(generate(preset("L"))))
+    snapshot = read_snapshot([str(path)])
+    assert len(snapshot.nodes) == 16384
+    as_it_is = Plan(source=str(path), digest="", object_count=0,
+                    solver=SolverReport(method="greedy", status="feasible", objective=0.0, bound=0.0, gap=0.0))
+    for name in ("L.png", "L.svg"):
+        started = time.process_time()
+        assert picture.draw(snapshot, as_it_is, str(tmp_path / name), before=True) == "racks"
+        assert time.process_time() - started < 10.0, name
+        assert (tmp_path / name).stat().st_size > 2000
