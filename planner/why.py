@@ -427,6 +427,10 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
                           tried=tuple(tried)))
         if not any(c.amount is not None for c in out):
             change, note = _both(snapshot, plan, cq, w, quota, node, first, replans)
+            if change.amount is None:     # the GPUs' worth was not enough: every resource's worth
+                wider, wide_note = _both(snapshot, plan, cq, w, quota, node, first, replans, wide=True)
+                if len(wider.quota) > len(change.quota):
+                    change, note = wider, wide_note
             out.append(change)
             notes += note
     finishing = _finishing(snapshot, plan, quota)
@@ -452,17 +456,18 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
 
 
 def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact], node: Node,
-          first: int, replans: Replans) -> tuple[Change, list[str]]:
+          first: int, replans: Replans, wide: bool = False) -> tuple[Change, list[str]]:
     """k more nodes like `node` and their worth of nominal quota (k times the node's allocatable of
     the GPUs and of what is short, on the flavor the workload would use) together: the search on k
     goes up to a ceiling where every waiting workload's pods have a node of their own and their
     requests quota, so nothing waiting can take all of it first. Then the quota is searched again
-    down in the workload's pods' worth, with those nodes there."""
+    down in the workload's pods' worth, with those nodes there. `wide`: the nodes' worth of every
+    resource the workload requests (cpu and memory too: the others admitted with the GPUs use them)."""
     # The quota of the flavors the node's flavor option gives each resource: its GPUs and what is short.
     state = ClusterState.after(snapshot, Decisions(plan.admissions, plan.evictions))
     options = _options(state, cq, main_pod_set(w))
     flavor_of = dict(options[0].by_resource) if options else {}
-    option = [f for f in quota if flavor_of.get(f.resource) == f.flavor and (f.short or is_gpu(f.resource))
+    option = [f for f in quota if flavor_of.get(f.resource) == f.flavor and (wide or f.short or is_gpu(f.resource))
               and node.allocatable.get(f.resource) > 0]
     per_node = {(f.flavor, f.resource): node.allocatable.get(f.resource) for f in option}
 
