@@ -403,7 +403,7 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
 
         def more_quota(k: int, amounts: Callable[[int], tuple[tuple[str, str, int], ...]] = amounts
                        ) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
-            return ("quota", amounts(k)), lambda: with_more_quota(snapshot, cq.name, amounts(k))
+            return ("quota", cq.name, amounts(k)), lambda: with_more_quota(snapshot, cq.name, amounts(k))
 
         if done():
             continue
@@ -477,7 +477,7 @@ def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: 
     def both(k: int, quota_of: Callable[[int], tuple[tuple[str, str, int], ...]] = worth,
              q: int | None = None) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
         amounts = quota_of(k if q is None else q)
-        return (("quota+nodes", amounts, node.name, k),
+        return (("quota+nodes", cq.name, amounts, node.name, k),
                 lambda: with_more_nodes(with_more_quota(snapshot, cq.name, amounts), node.name, k))
 
     # Every workload that could take the room first: waiting, or running (a plan may evict it and

@@ -56,8 +56,8 @@ def changed(snapshot: Snapshot, change: Change) -> Snapshot:
     nodes = list(snapshot.nodes)
     if change.template:
         like = next(n for n in snapshot.nodes if n.name == change.template)
-        for i in range(change.nodes):
-            name = f"added-{i}"
+        for i in range(1, change.nodes + 1):
+            name = f"{change.template}-more-{i}"     # as explain names them (plans may break ties by name)
             nodes.append(Node(name=name, labels={**like.labels, HOSTNAME_LABEL: name},
                               allocatable=like.allocatable, taints=like.taints))
     gone = set(change.finishing)
