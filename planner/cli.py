@@ -28,7 +28,7 @@ import click
 
 from models import Plan, Snapshot
 from planner.errors import InputError, StowplanError, VerificationError
-from planner.output import FORMATS, render, render_explanation, render_what_if
+from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
 
 EXIT_CODES_HELP = """\b
@@ -836,9 +836,12 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
 
 
 @cli.command("explain", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
-@click.argument("workload", metavar="WORKLOAD")
+@click.argument("workload", metavar="WORKLOAD", required=False)
 @click.argument("snapshots", metavar="[SNAPSHOT...]", nargs=-1,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
+@click.option("--all", "every", is_flag=True, show_envvar=True,
+              help="Explain every workload the plan leaves waiting (no WORKLOAD), each up to its smallest "
+                   "change; the plans of changed snapshots are shared between them.")
 @click.option("--live", is_flag=True, show_envvar=True,
               help="Read the live cluster (as `stowplan plan` does) instead of SNAPSHOT files.")
 @_cluster_options
@@ -852,7 +855,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
               help="Output format. Default: table when stdout is a terminal, else yaml.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_exits
-def explain_command(workload: str, snapshots: Sequence[str], live: bool, kubeconfig: str | None,
+def explain_command(workload: str | None, snapshots: Sequence[str], every: bool, live: bool, kubeconfig: str | None,
                     context: str | None, config: Sequence[str], policy: str | None, solver: str,
                     time_limit: float | None, gap: float | None, verbose: bool, search_time_limit: float,
                     now: dt.datetime | None, output: str | None, quiet: bool) -> None:
@@ -865,18 +868,29 @@ def explain_command(workload: str, snapshots: Sequence[str], live: bool, kubecon
     the quota of each flavor/resource it could use, the room at its required
     topology level, which running work the preemption rules protect from it and
     why, and what is ahead of it. The smallest changes are computed: more nominal
-    quota, or more nodes like an eligible one, each amount tried by planning the
-    changed snapshot again (--search-time-limit each).
+    quota, or more nodes like an eligible one, both (nodes and their worth of
+    quota), or running work finishing, each amount tried by planning the changed
+    snapshot again (--search-time-limit each). Where no such change can admit it
+    (a resource its ClusterQueue does not cover, no eligible node), it says why.
+    --all explains every waiting workload, each up to its smallest change.
 
     \b
     Examples:
       stowplan explain team-a/train-42 snap.yaml
       stowplan explain Job/team-a/train-42 --live -o json
+      stowplan explain --all snap.yaml -o table
     """
-    from planner.cycle import explain_one
+    from planner.cycle import explain_all, explain_one
 
     say = _progress(quiet)
     _solver_log(verbose)
+    if every and workload is not None:     # no WORKLOAD: the first argument is a snapshot
+        if workload != "-" and not os.path.exists(workload):
+            raise InputError(f"with --all there is no WORKLOAD; SNAPSHOT {workload!r} does not exist",
+                             field="SNAPSHOT")
+        snapshots, workload = (workload, *snapshots), None
+    if workload is None and not every:
+        raise InputError("give WORKLOAD (NAMESPACE/NAME or KIND/NAMESPACE/NAME), or --all", field="WORKLOAD")
     if live == bool(snapshots):
         raise InputError("give SNAPSHOT files or --live (one of them)", field="SNAPSHOT")
     started = time.monotonic()
@@ -892,10 +906,17 @@ def explain_command(workload: str, snapshots: Sequence[str], live: bool, kubecon
         snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
     _report_problems(snapshot)
     say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
+    fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
+    if workload is None:
+        with stdout_to_stderr(discard=not verbose):
+            _, explanations = explain_all(snapshot, solver=solver, time_limit=time_limit, gap=gap,
+                                          search_time_limit=search_time_limit,
+                                          read_seconds=time.monotonic() - started)
+        write_stdout(render_explanations(explanations, fmt))
+        return
     with stdout_to_stderr(discard=not verbose):
         explanation = explain_one(snapshot, workload, solver=solver, time_limit=time_limit, gap=gap,
                                   search_time_limit=search_time_limit, read_seconds=time.monotonic() - started)
-    fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
     write_stdout(render_explanation(explanation, fmt))
 
 

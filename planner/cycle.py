@@ -360,3 +360,22 @@ def explain_one(snapshot: Snapshot, workload: str, *, solver: str = "milp", time
         return plan_snapshot(changed, solver=solver, time_limit=search_time_limit, gap=gap)
 
     return why.explain_workload(snapshot, w, plan, replan, search_time_limit)
+
+
+def explain_all(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | None = None,
+                gap: float | None = None, search_time_limit: float = 2.0,
+                read_seconds: float = 0.0) -> tuple[Plan, list["why.Explanation"]]:
+    """`stowplan explain --all`: plan `snapshot` once and explain every workload the plan leaves
+    waiting (in the plan's order), each up to its smallest change (the first kind that admits it;
+    the kinds after it are not tried). The plans of changed snapshots are shared between the
+    workloads (why.Replans): a change planned for one is not planned again for the next."""
+    plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+
+    def replan(changed: Snapshot) -> Plan:
+        return plan_snapshot(changed, solver=solver, time_limit=search_time_limit, gap=gap)
+
+    replans = why.Replans(replan)
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    return plan, [why.explain_workload(snapshot, by_ref[p.workload], plan, replans, search_time_limit, first_only=True)
+                  for p in plan.pending if p.workload in by_ref]
+

@@ -395,3 +395,17 @@ def render_explanation(explanation: "why.Explanation", fmt: str) -> str:
     if fmt == "json":
         return json.dumps(why.as_dict(explanation), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     return "\n".join(printable(line) for line in why.lines(explanation)) + "\n"
+
+
+def render_explanations(explanations: "list[why.Explanation]", fmt: str) -> str:
+    """`explain --all`: every waiting workload's explanation, as a list (yaml, json) or one
+    block each (table)."""
+    if fmt == "yaml":
+        return dump_yaml({"explanations": [why.as_dict(e) for e in explanations]})
+    if fmt == "json":
+        return json.dumps({"explanations": [why.as_dict(e) for e in explanations]}, indent=2, ensure_ascii=False,
+                          allow_nan=False) + "\n"
+    if not explanations:
+        return "no workload waits in this plan\n"
+    return "\n".join("\n".join(printable(line) for line in why.lines(e)) + "\n" for e in explanations)
+

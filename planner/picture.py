@@ -1,6 +1,8 @@
 """A picture of the plan: the topology as a grid (blocks -> racks -> hosts), each host's
-GPUs coloured by the priority of what runs there after the plan, this plan's
-admissions hatched, its evictions marked, whole free racks and blocks outlined.
+GPUs coloured by the team (ClusterQueue, else namespace) of what runs there after the
+plan and shaded by its priority (lighter is lower), this plan's admissions hatched,
+its evictions marked, whole free racks and blocks outlined, racks and blocks named
+where the names fit.
 
 An edge module (output side, matplotlib); the core never imports it. Above
 MAX_HOSTS hosts each rack is drawn as one cell (its GPUs summed), so a 16,384-node
@@ -17,14 +19,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from models import Decisions, Node, Plan, Snapshot, WorkloadState, is_gpu
+from models import Decisions, Node, Plan, Snapshot, Workload, WorkloadState, is_gpu
 
 FORMATS = (".svg", ".png")
 MAX_HOSTS = 2048
 HOSTNAME = "kubernetes.io/hostname"
 OUTSIDE = "(no topology)"
 PSEUDO = "\x00hosts "          # a column of hosts where there is no Topology: not a domain
-UNMANAGED, FREE = "#6b6b6b", "#ececec"
+UNMANAGED, FREE = "#262626", "#ececec"
+MAX_RACK_NAMES = 160          # above this many racks drawn, their names would not be readable
+Key = tuple[str, int]         # (team, priority)
 
 
 @dataclass
@@ -34,8 +38,8 @@ class Cell:
     name: str
     capacity: float = 0.0
     unmanaged: float = 0.0
-    kept: dict[int, float] = field(default_factory=lambda: defaultdict(float))       # priority -> running, kept
-    admitted: dict[int, float] = field(default_factory=lambda: defaultdict(float))   # priority -> this plan's
+    kept: dict[Key, float] = field(default_factory=lambda: defaultdict(float))       # (team, priority) -> running
+    admitted: dict[Key, float] = field(default_factory=lambda: defaultdict(float))   # (team, priority) -> this plan's
     evicted: float = 0.0                                                              # freed by this plan
 
     def used(self) -> float:
@@ -110,14 +114,15 @@ def cells(snapshot: Snapshot, decisions: Decisions,
                     continue
                 names = units[cell.name]
                 amount = sum(pod_set.request.get(r) for r in names) * count / (1000.0 if names == {"cpu"} else 1.0)
+                key = (team(workload), workload.priority)
                 if where == "evicted":
                     cell.evicted += amount
                     if before:
-                        cell.kept[workload.priority] += amount
+                        cell.kept[key] += amount
                 elif where == "admitted":
-                    cell.admitted[workload.priority] += amount
+                    cell.admitted[key] += amount
                 else:
-                    cell.kept[workload.priority] += amount
+                    cell.kept[key] += amount
 
     moved = {m.workload: m.to for m in decisions.migrations}
     for workload in snapshot.workloads:
@@ -129,6 +134,32 @@ def cells(snapshot: Snapshot, decisions: Decisions,
         if admission.workload in by_ref:
             add(by_ref[admission.workload], admission.pod_sets, "admitted")
     return grid, hosts
+
+
+def team(workload: Workload) -> str:
+    """The team a workload counts for: its ClusterQueue, else its namespace."""
+    return workload.cluster_queue or workload.ref.namespace
+
+
+def colours(keys: list[Key]) -> tuple[dict[str, Any], dict[int, float], dict[Key, Any]]:
+    """A colour per team (qualitative palettes, teams in name order, distinct up to 60), a shade per priority
+    (1.0 for the highest, down to 0.35 for the lowest: mixed with white), and their mix per key."""
+    import matplotlib
+
+    teams = sorted({t for t, _ in keys})
+    priorities = sorted({p for _, p in keys})
+    names = ["tab10"] if len(teams) <= 10 else ["tab20"] if len(teams) <= 20 else ["tab20", "tab20b", "tab20c"]
+    palette = [matplotlib.colormaps[name](i) for name in names for i in range(matplotlib.colormaps[name].N)]
+    team_colour = {t: palette[i % len(palette)] for i, t in enumerate(teams)}    # distinct up to 60 teams
+    shade = {p: 0.35 + 0.65 * (i / max(1, len(priorities) - 1)) if len(priorities) > 1 else 1.0
+             for i, p in enumerate(priorities)}
+
+    def mix(t: str, p: int) -> tuple[float, float, float, float]:
+        r, g, b, _ = team_colour[t]
+        k = shade[p]
+        return (1 - k + k * r, 1 - k + k * g, 1 - k + k * b, 1.0)
+
+    return team_colour, shade, {(t, p): mix(t, p) for t, p in keys}
 
 
 def _aggregate(name: str, members: list[Cell]) -> Cell:
@@ -157,9 +188,8 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     decisions = Decisions(plan.admissions, plan.evictions)
     grid, hosts = cells(snapshot, decisions, before)
     by_rack = len(hosts) > MAX_HOSTS
-    priorities = sorted({p for c in hosts.values() for p in (*c.kept, *c.admitted)})
-    cmap = matplotlib.colormaps["viridis"]
-    colour = {p: cmap(0.15 + 0.75 * (i / max(1, len(priorities) - 1))) for i, p in enumerate(priorities)}
+    keys = sorted({k for c in hosts.values() for k in (*c.kept, *c.admitted)})
+    team_colour, shade, colour = colours(keys)
 
     # Layout: racks are columns (hosts stacked) or cells; blocks follow each other, wrapped into rows.
     blocks = sorted(grid)
@@ -171,13 +201,16 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     else:
         per_line = max(len(racks_per_block[b]) for b in blocks)
     width_of = {b: min(per_line, len(racks_per_block[b])) for b in blocks}
-    height_of = {b: math.ceil(len(racks_per_block[b]) / per_line) * (block_rows + (0.6 if not by_rack else 0.2))
+    named = not by_rack and sum(len(r) for r in racks_per_block.values()) <= MAX_RACK_NAMES
+    gap = 0.2 if by_rack else (1.4 if named else 0.6)     # below a row of racks: room for their names
+    height_of = {b: math.ceil(len(racks_per_block[b]) / per_line) * (block_rows + gap)
                  for b in blocks}
     blocks_per_line = max(1, min(len(blocks), math.ceil(math.sqrt(len(blocks) * max(1.0, max(height_of.values()) / max(1, per_line))))))
     groups: dict[tuple[Any, ...], list[Rectangle]] = defaultdict(list)
     outlines: list[tuple[float, float, float, float, str]] = []
     marks: list[tuple[float, float]] = []
     labels: list[tuple[float, float, str]] = []
+    rack_names: list[tuple[float, float, str]] = []
     x0 = y0 = 0.0
     line_height = 0.0
     total_w = 0.0
@@ -188,7 +221,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
         block_free = True
         for r_index, rack in enumerate(racks):
             col, row = r_index % per_line, r_index // per_line
-            rx, ry = x0 + col * 1.15, y0 - row * (block_rows + (0.6 if not by_rack else 0.2))
+            rx, ry = x0 + col * 1.15, y0 - row * (block_rows + gap)
             members = grid[block][rack]
             shown = [_aggregate(rack, members)] if by_rack else members
             rack_free = all(c.used() == 0 for c in members) and not rack.startswith(PSEUDO) \
@@ -199,9 +232,9 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                 if cell.capacity <= 0:
                     continue
                 x = rx
-                segments: list[tuple[str, int | None, float]] = [("unmanaged", None, cell.unmanaged)]
-                segments += [("kept", p, cell.kept[p]) for p in sorted(cell.kept)]
-                segments += [("admitted", p, cell.admitted[p]) for p in sorted(cell.admitted)]
+                segments: list[tuple[str, Key | None, float]] = [("unmanaged", None, cell.unmanaged)]
+                segments += [("kept", k, cell.kept[k]) for k in sorted(cell.kept)]
+                segments += [("admitted", k, cell.admitted[k]) for k in sorted(cell.admitted)]
                 for kind, p, amount in segments:
                     w = min(amount / cell.capacity, rx + 1 - x)
                     if w <= 0:
@@ -212,6 +245,8 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                     groups[("free", None)].append(Rectangle((x, cy + 0.08), rx + 1 - x, 0.84))
                 if cell.evicted > 0:
                     marks.append((rx + 0.5, cy + 0.5))
+            if rack and not rack.startswith(PSEUDO):
+                rack_names.append((rx + 0.5, ry - len(shown) - 0.08, rack))
             if rack_free:
                 outlines.append((rx - 0.04, ry - len(shown) - 0.02, 1.08, len(shown) + 0.04, "rack"))
         bw = width_of[block] * 1.15
@@ -232,7 +267,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     for (kind, p), rects in groups.items():
         style: dict[str, Any]
         if kind == "unmanaged":
-            style = {"facecolor": UNMANAGED}
+            style = {"facecolor": UNMANAGED, "hatch": "xxxx", "edgecolor": "#9a9a9a"}
         elif kind == "free":
             style = {"facecolor": FREE}
         else:
@@ -249,7 +284,17 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
         ax.scatter(xs, ys, marker="x", color="#d73027", s=14 if not by_rack else 30, linewidths=1.2, zorder=5)
     fontsize = 7 if len(labels) < 40 else 5
     for x, y, text in labels:
-        ax.text(x, y, text, fontsize=fontsize, va="bottom", ha="left")
+        ax.text(x, y, text, fontsize=fontsize, va="bottom", ha="left", fontweight="bold")
+    if named:
+        # Below each rack's column, turned (a column is narrow); without its block's prefix
+        # when the rack's name starts with it (b3-r03 under block b3 reads r03).
+        short = {name: name for _, _, name in rack_names}
+        for block in blocks:
+            for rack in racks_per_block[block]:
+                if block and rack.startswith(block) and len(rack) > len(block):
+                    short[rack] = rack[len(block):].lstrip("-_./") or rack
+        for x, y, name in rack_names:
+            ax.text(x, y, short[name], fontsize=4.5, rotation=90, va="top", ha="center", color="#333333")
     ax.set_xlim(-0.5, total_w)
     ax.set_ylim(-total_h, 1.2)
     ax.set_aspect("auto")
@@ -265,15 +310,19 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                  f"{len(plan.admissions)} admitted, {len(plan.evictions)} evicted"
                  + (f"; vs Kueue's way: {says}" if says else ""))
     ax.set_title(title, fontsize=9, loc="left")
-    legend: list[Any] = [Patch(facecolor=colour[p], label=f"priority {p}") for p in reversed(priorities)]
+    legend: list[Any] = [Patch(facecolor=team_colour[t], label=t) for t in sorted(team_colour)]
+    legend += [Patch(facecolor=(1 - shade[p] + shade[p] * 0.3,) * 3, label=f"priority {p}")
+               for p in sorted(shade, reverse=True)]
     legend += [Patch(facecolor="#999999", hatch="////", edgecolor="white", label="admitted by this plan"),
-               Patch(facecolor=UNMANAGED, label="not Stowplan's"), Patch(facecolor=FREE, label="free"),
+               Patch(facecolor=UNMANAGED, hatch="xxxx", edgecolor="#9a9a9a", label="not Stowplan's"), Patch(facecolor=FREE, label="free"),
                Line2D([], [], marker="x", color="#d73027", linestyle="", label="eviction"),
                Patch(fill=False, edgecolor="#1a9850", linestyle="--", label="whole rack free"),
                Patch(fill=False, edgecolor="#1a9850", label="whole block free")]
-    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+    ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
+              title="colour: team (ClusterQueue)\nshade: priority", title_fontsize=7, alignment="left")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower(), bbox_inches="tight", dpi=110)
+    with matplotlib.rc_context({"svg.fonttype": "none"}):     # SVG text stays text (searchable, smaller)
+        fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower(), bbox_inches="tight", dpi=110)
     plt.close(fig)
     _write_bytes(path, buffer.getvalue())
     return "racks" if by_rack else "hosts"

@@ -7,10 +7,15 @@ options could charge, the room at its required topology level, the running work 
 could preempt (and what protects the rest), its position in Kueue's queue order.
 
 The changes are computed, not guessed: each candidate change (more nominal quota on
-one flavor/resource of its ClusterQueue; more nodes shaped like an eligible node) is
-applied to a copy of the snapshot and that copy is planned by the same cycle, with a
-short time limit; a search on the amount (the estimate first, then one below it,
-doubling upwards when it does not admit) keeps the smallest amount that admits.
+one flavor/resource of its ClusterQueue; more nodes shaped like an eligible node; both,
+k nodes and their worth of quota; running work finishing) is applied to a copy of the
+snapshot and that copy is planned by the same cycle, with a short time limit; a search
+on the amount (the estimate first, then one below it, doubling upwards when it does not
+admit: three times, or up to a ceiling where every waiting or running pod has a node of
+its own) keeps the smallest amount that admits. What no such change can undo (a
+resource the ClusterQueue does not cover, no eligible node, a missing queue) is said
+instead. The plans of changed snapshots are kept per change (Replans), so explaining
+every waiting workload of one snapshot plans each change once.
 Pure: no I/O; every decision comes from the snapshot and the cycle.
 """
 
@@ -25,7 +30,7 @@ from models import (ClusterQueue, Decisions, Node, ObjectRef, Plan, PodSet, PodS
 from models.plan import HOSTNAME_LABEL
 from planner.errors import InputError, VerificationError
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key
-from planner.kueue.state import ClusterState, amount
+from planner.kueue.state import ClusterState, admission_blocker, amount
 from planner.kueue.victims import Preemption
 
 FlavorResource = tuple[str, str]
@@ -93,8 +98,8 @@ class Change:
 
     kind "quota": `quota` (flavor, resource, amount) more nominal quota in `cluster_queue`, the
     amounts `amount` pods' worth of the workload's request; kind "nodes": `amount` more nodes
-    shaped like `template` (its labels and allocatable); kind "quota+nodes": the quota short for
-    the workload added in full and `amount` more nodes; kind "finishing": the first `amount` of
+    shaped like `template` (its labels and allocatable); kind "quota+nodes": `amount` more nodes
+    and `quota` (their worth, or less: `quota_tried` in the workload's pods' worth); kind "finishing": the first `amount` of
     the running workloads on flavors it could use, lowest priority first, finish (`finishing`). `amount` is the smallest found that
     admits (None: none tried admits); `tried` maps each amount planned to whether it admitted.
     """
@@ -168,10 +173,12 @@ def served(plan: Plan, snapshot: Snapshot, ref: ObjectRef) -> bool:
 
 # ---------------------------------------------------------------- the explanation
 
-def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planner,
-                     search_time_limit: float = 0.0) -> Explanation:
+def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planner | Replans,
+                     search_time_limit: float = 0.0, first_only: bool = False) -> Explanation:
     """Explain `w` in `plan` (of `snapshot`); `replan` plans a changed snapshot (the cycle, with
-    the short `search_time_limit` the explanation reports)."""
+    the short `search_time_limit` the explanation reports), or is a Replans shared by the
+    explanations of one snapshot. `first_only`: stop at the first kind of change that admits it
+    (the smallest change is the same; the kinds after it are not tried)."""
     state_name = _state_of(plan, w)
     base = Explanation(
         workload=w.ref, cluster_queue=w.cluster_queue or "", local_queue=w.local_queue, priority=w.priority,
@@ -193,9 +200,30 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
     quota = _quota_facts(state, cq, w)
     capacity = _capacity_facts(state, cq, w)
     victims = _victim_facts(state, w, [e.workload for e in plan.evictions])
-    changes = _changes(snapshot, plan, cq, w, quota, capacity, replan, _waiting_ahead(snapshot, plan, w))
+    replans = replan if isinstance(replan, Replans) else Replans(replan)
+    # What no change of quota, nodes or work finishing can undo: Stowplan's reading of the workload
+    # (a LocalQueue or ClusterQueue missing or inactive, a namespace not selected), or a pod set no
+    # flavor of its ClusterQueue can take (a resource not covered, no flavor's nodes match it).
+    blocker = admission_blocker(snapshot, w) or next(
+        (f"pod set {ps.name}: {found}" for ps in w.pod_sets
+         if isinstance(found := state.options(cq, ps), str)), None) or _no_node(snapshot, state, cq, w)
+    changes, notes = ([], [f"no change of quota, nodes or work finishing can admit it: {blocker}"]) \
+        if blocker is not None else \
+        _changes(snapshot, plan, cq, w, quota, capacity, replans, _waiting_ahead(snapshot, plan, w), first_only)
     return replace(base, quota=tuple(quota), capacity=tuple(capacity), victims=tuple(victims),
-                   changes=tuple(changes))
+                   changes=tuple(changes), notes=tuple(notes))
+
+
+def _no_node(snapshot: Snapshot, state: ClusterState, cq: ClusterQueue, w: Workload) -> str | None:
+    """Why a pod set has no eligible node at all (nodes are added only like an eligible one), or None."""
+    for ps in w.pod_sets:
+        flavors = [[snapshot.flavors[f] for f in option.flavors] for option in _options(state, cq, ps)]
+        if not any(node_allows(n, fs, ps) and _pods_on(n.allocatable, ps) > 0
+                   for fs in flavors for n in snapshot.nodes if n.ready):
+            return (f"pod set {ps.name}: no ready node is eligible for it with any flavor of ClusterQueue {cq.name} "
+                    "(the flavors' labels, its node selector and tolerations, a pod within a node's allocatable), "
+                    "so there is no node to add more of")
+    return None
 
 
 def _state_of(plan: Plan, w: Workload) -> str:
@@ -325,62 +353,88 @@ def with_more_nodes(snapshot: Snapshot, template: str, count: int) -> Snapshot:
     return replace(snapshot, nodes=snapshot.nodes + tuple(added))
 
 
+class Replans:
+    """Plans changed snapshots of one base snapshot, each change once: a change is named by a
+    key (its kind and amounts), and what the plan of that changed snapshot serves is kept, so
+    the explanations of many workloads of one snapshot (`explain --all`) share their plans.
+    A plan of a changed snapshot is the cycle's own (`replan`), a function of that snapshot."""
+
+    def __init__(self, replan: Planner):
+        self.replan = replan
+        self.served: dict[tuple[object, ...], frozenset[ObjectRef]] = {}
+        self.planned = 0
+
+    def admits(self, key: tuple[object, ...], change: Callable[[], Snapshot], ref: ObjectRef) -> bool:
+        if key not in self.served:
+            changed = change()
+            self.planned += 1
+            try:
+                plan = self.replan(changed)
+            except VerificationError:   # no plan of the changed snapshot passes the rules: none served
+                self.served[key] = frozenset()
+            else:
+                evicted = {e.workload for e in plan.evictions}
+                self.served[key] = frozenset(
+                    {a.workload for a in plan.admissions}
+                    | {v.ref for v in changed.workloads if v.state is WorkloadState.RUNNING and v.ref not in evicted})
+        return ref in self.served[key]
+
+
 def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact],
-             capacity: list[CapacityFact], replan: Planner, ahead: list[Workload]) -> list[Change]:
-    if w.blocked_reason or not cq.active:
-        return []
-    out = []
-    searches: list[tuple[int, Callable[[int], tuple[tuple[str, str, int], ...]]]] = []
+             capacity: list[CapacityFact], replans: Replans, ahead: list[Workload],
+             first_only: bool) -> tuple[list[Change], list[str]]:
+    """The changes tried and, when none admits, why (notes)."""
+    out: list[Change] = []
+    notes: list[str] = []
+
+    def done() -> bool:
+        return first_only and any(c.amount is not None for c in out)
+
     for option in _quota_targets(cq, quota):
         units = {(f.flavor, f.resource): _unit(w, f.resource) for f in option}
-        # The estimate: what it lacks, plus what the waiting work ahead of it would take first.
-        first = max(1, max(math.ceil((max(0, f.needs - f.available) + _needs_of(ahead, f.resource))
-                                     / units[(f.flavor, f.resource)]) for f in option))
+        # The estimates: what it lacks; and that plus what the waiting work ahead of it would take first.
+        first = max(1, max(math.ceil(max(0, f.needs - f.available) / units[(f.flavor, f.resource)]) for f in option))
+        hint = max(1, max(math.ceil((max(0, f.needs - f.available) + _needs_of(ahead, f.resource))
+                                    / units[(f.flavor, f.resource)]) for f in option))
 
         def amounts(k: int, option: list[QuotaFact] = option,
                     units: dict[FlavorResource, int] = units) -> tuple[tuple[str, str, int], ...]:
             return tuple((f.flavor, f.resource, k * units[(f.flavor, f.resource)]) for f in option)
 
-        def more_quota(k: int, amounts: Callable[[int], tuple[tuple[str, str, int], ...]] = amounts) -> Snapshot:
-            return with_more_quota(snapshot, cq.name, amounts(k))
+        def more_quota(k: int, amounts: Callable[[int], tuple[tuple[str, str, int], ...]] = amounts
+                       ) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+            return ("quota", cq.name, amounts(k)), lambda: with_more_quota(snapshot, cq.name, amounts(k))
 
-        searches.append((first, amounts))
-        smallest, tried = _search(first, more_quota, w.ref, replan)
+        if done():
+            continue
+        smallest, tried = _search(first, more_quota, w.ref, replans, hint=hint)
         out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
                           amount=smallest, tried=tuple(tried)))
     template = _template(snapshot, plan, cq, w)
-    if template is not None:
+    if template is None and not done():
+        notes.append("no node is eligible for it (its flavors' labels, its node selector and tolerations, "
+                     "and a pod's request within a node's allocatable): no nodes to add like one")
+    if template is not None and not done():
         node, per_node = template
         short = sum(max(0, c.needed - c.room) for c in capacity) or sum(ps.minimum for ps in w.pod_sets)
         first = max(1, math.ceil(short / max(1, per_node)))
 
-        def more_nodes(k: int, base: Snapshot = snapshot) -> Snapshot:
-            return with_more_nodes(base, node.name, k)
+        def more_nodes(k: int) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+            return ("nodes", node.name, k), lambda: with_more_nodes(snapshot, node.name, k)
 
-        smallest, tried = _search(first, more_nodes, w.ref, replan)
+        smallest, tried = _search(first, more_nodes, w.ref, replans)
         out.append(Change("nodes", cq.name, template=node.name, nodes=smallest or 0, amount=smallest,
                           tried=tuple(tried)))
-        # Both at once: the quota short for it and for the waiting work ahead of it (the largest
-        # amount the quota search planned), and the nodes searched again on top of that.
-        short_quota = max((c.quota for c in out if c.kind == "quota"), key=lambda q: sum(a for _, _, a in q),
-                          default=tuple((f.flavor, f.resource, f.needs - f.available) for f in quota if f.short))
-        if smallest is None and short_quota and not any(c.amount is not None for c in out):
-            with_quota = with_more_quota(snapshot, cq.name, short_quota)
-            smallest, tried = _search(first, lambda k: more_nodes(k, with_quota), w.ref, replan)
-            quota_tried: list[tuple[int, bool]] = []
-            if smallest is not None and searches:
-                # Then the quota searched again down from its estimate, with those nodes there.
-                estimate, amounts_of = searches[0]
-                with_nodes = more_nodes(smallest)
-                least, quota_tried = _search(estimate, lambda k: with_more_quota(with_nodes, cq.name, amounts_of(k)),
-                                             w.ref, replan)
-                if least is not None and sum(a for _, _, a in amounts_of(least)) < sum(a for _, _, a in short_quota):
-                    short_quota = amounts_of(least)
-            out.append(Change("quota+nodes", cq.name, quota=short_quota, template=node.name,
-                              nodes=smallest or 0, amount=smallest, tried=tuple(tried),
-                              quota_tried=tuple(quota_tried)))
+        if not any(c.amount is not None for c in out):
+            change, note = _both(snapshot, plan, cq, w, quota, node, first, replans)
+            if change.amount is None:     # the GPUs' worth was not enough: every resource's worth
+                wider, wide_note = _both(snapshot, plan, cq, w, quota, node, first, replans, wide=True)
+                if len(wider.quota) > len(change.quota):
+                    change, note = wider, wide_note
+            out.append(change)
+            notes += note
     finishing = _finishing(snapshot, plan, quota)
-    if finishing:
+    if finishing and not done():
         gpu_short = max((f.needs - f.available for f in quota if f.short and is_gpu(f.resource)), default=0)
         freed, first = 0, len(finishing)
         for k, v in enumerate(finishing, 1):   # the estimate: the first prefix that frees its GPU shortfall
@@ -389,16 +443,76 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
                 first = k
                 break
 
-        def gone(k: int) -> Snapshot:
-            return without(snapshot, finishing[:min(k, len(finishing))])
+        def gone(k: int) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+            prefix = finishing[:min(k, len(finishing))]
+            return ("finishing", tuple(v.ref for v in prefix)), lambda: without(snapshot, prefix)
 
-        smallest, tried = _search(first, gone, w.ref, replan)
-        if smallest is not None:
-            smallest = min(smallest, len(finishing))
+        smallest, tried = _search(first, gone, w.ref, replans, ceiling=len(finishing))
         out.append(Change("finishing", cq.name, finishing=tuple(v.ref for v in finishing[:smallest or 0]),
-                          amount=smallest, tried=tuple((k, ok) for k, ok in tried if k <= len(finishing))
-                          or tuple(tried)))
-    return out
+                          amount=smallest, tried=tuple(tried)))
+    if not any(c.amount is not None for c in out) and not notes:
+        notes.append("none of the changes tried admits it")
+    return out, notes
+
+
+def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact], node: Node,
+          first: int, replans: Replans, wide: bool = False) -> tuple[Change, list[str]]:
+    """k more nodes like `node` and their worth of nominal quota (k times the node's allocatable of
+    the GPUs and of what is short, on the flavor the workload would use) together: the search on k
+    goes up to a ceiling where every waiting workload's pods have a node of their own and their
+    requests quota, so nothing waiting can take all of it first. Then the quota is searched again
+    down in the workload's pods' worth, with those nodes there. `wide`: the nodes' worth of every
+    resource the workload requests (cpu and memory too: the others admitted with the GPUs use them)."""
+    # The quota of the flavors the node's flavor option gives each resource: its GPUs and what is short.
+    state = ClusterState.after(snapshot, Decisions(plan.admissions, plan.evictions))
+    options = _options(state, cq, main_pod_set(w))
+    flavor_of = dict(options[0].by_resource) if options else {}
+    option = [f for f in quota if flavor_of.get(f.resource) == f.flavor and (wide or f.short or is_gpu(f.resource))
+              and node.allocatable.get(f.resource) > 0]
+    per_node = {(f.flavor, f.resource): node.allocatable.get(f.resource) for f in option}
+
+    def worth(k: int) -> tuple[tuple[str, str, int], ...]:
+        return tuple((f.flavor, f.resource, k * per_node[(f.flavor, f.resource)]) for f in option)
+
+    def both(k: int, quota_of: Callable[[int], tuple[tuple[str, str, int], ...]] = worth,
+             q: int | None = None) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+        amounts = quota_of(k if q is None else q)
+        return (("quota+nodes", cq.name, amounts, node.name, k),
+                lambda: with_more_nodes(with_more_quota(snapshot, cq.name, amounts), node.name, k))
+
+    # Every workload that could take the room first: waiting, or running (a plan may evict it and
+    # it waits again), unless it can never be admitted.
+    others = [v for v in snapshot.workloads if v.state in (WorkloadState.PENDING, WorkloadState.RUNNING)
+              and not v.blocked_reason]
+    pods = sum(ps.count for v in others for ps in v.pod_sets)
+    demand = [math.ceil(sum(ps.request.get(f.resource) * ps.count for v in others for ps in v.pod_sets)
+                        / per_node[(f.flavor, f.resource)]) for f in option]
+    ceiling = max(first, pods, *demand)
+    smallest, tried = _search(first, both, w.ref, replans, ceiling=ceiling)
+    notes = []
+    amounts = worth(smallest if smallest is not None else ceiling)
+    quota_tried: list[tuple[int, bool]] = []
+    if smallest is None:
+        notes.append(f"even {ceiling} more nodes like {node.name} (a node for each of the {pods} pods of the "
+                     f"workloads waiting or running) with their worth of nominal quota do not admit it")
+    elif option:
+        main = main_pod_set(w)
+        unit = {f.resource: main.request.get(f.resource) or _unit(w, f.resource) for f in option}
+
+        def amounts_of(j: int) -> tuple[tuple[str, str, int], ...]:
+            return tuple((f.flavor, f.resource, j * unit[f.resource]) for f in option)
+
+        estimate = max(1, max(math.ceil(max(0, f.needs - f.available) / unit[f.resource]) for f in option))
+        units = max(1, max(math.ceil(a / unit[r]) for _, r, a in amounts))
+
+        def fewer(j: int) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+            return both(smallest or 0, amounts_of, j)
+
+        least, quota_tried = _search(min(estimate, units), fewer, w.ref, replans, ceiling=units)
+        if least is not None and sum(a for _, _, a in amounts_of(least)) < sum(a for _, _, a in amounts):
+            amounts = amounts_of(least)
+    return (Change("quota+nodes", cq.name, quota=amounts, template=node.name, nodes=smallest or 0, amount=smallest,
+                   tried=tuple(tried), quota_tried=tuple(quota_tried)), notes)
 
 
 def without(snapshot: Snapshot, finished: Iterable[Workload]) -> Snapshot:
@@ -455,46 +569,73 @@ def _quota_targets(cq: ClusterQueue, quota: list[QuotaFact]) -> list[list[QuotaF
             ][:MAX_QUOTA_TARGETS]
 
 
-def _search(first: int, change: Callable[[int], Snapshot], ref: ObjectRef,
-            replan: Planner) -> tuple[int | None, list[tuple[int, bool]]]:
-    """The smallest k (of those planned) whose changed snapshot admits `ref`: the estimate `first`,
-    doubled up to MAX_DOUBLINGS times until it admits, then a bisection below it."""
+def _search(first: int, change: Callable[[int], tuple[tuple[object, ...], Callable[[], Snapshot]]],
+            ref: ObjectRef, replans: Replans, ceiling: int | None = None,
+            hint: int | None = None) -> tuple[int | None, list[tuple[int, bool]]]:
+    """The smallest k (of those planned) whose changed snapshot admits `ref`.
+
+    The estimate `first` (then one below it, when it admits); when it does not admit, the
+    larger estimate `hint` (then one below it) and, when that one admits too, doubling from
+    `first` up to it; else doubling from the last amount that did not admit (MAX_DOUBLINGS
+    times, or up to `ceiling` when there is one: the ceiling itself is tried last). Then a
+    bisection between the largest amount that did not admit and the smallest that did."""
     tried: dict[int, bool] = {}
 
     def admits(k: int) -> bool:
         if k not in tried:
-            changed = change(k)
-            try:
-                tried[k] = served(replan(changed), changed, ref)
-            except VerificationError:   # no plan of the changed snapshot passes the rules: not admitted
-                tried[k] = False
+            key, changed = change(k)
+            tried[k] = replans.admits(key, changed, ref)
         return tried[k]
 
-    hi = first
-    for _ in range(MAX_DOUBLINGS + 1):
-        if admits(hi):
-            break
-        hi *= 2
-    else:
-        return None, sorted(tried.items())
-    lo = 0 if hi == first else hi // 2      # lo: known (or assumed, for 0) not to admit
-    if hi == first and first > 1 and not admits(first - 1):
-        lo = first - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if admits(mid):
-            hi = mid
+    def bisect(lo: int, hi: int) -> tuple[int, list[tuple[int, bool]]]:   # lo does not admit, hi does
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if admits(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi, sorted(tried.items())
+
+    first = max(1, first if ceiling is None else min(first, ceiling))
+    if admits(first):
+        if first == 1 or not admits(first - 1):
+            return first, sorted(tried.items())
+        return bisect(0, first - 1)
+    lo = first
+    if hint is not None and hint > first and (ceiling is None or hint <= ceiling):
+        if admits(hint):
+            if not admits(hint - 1):
+                return hint, sorted(tried.items())
+            hi, k = hint - 1, first * 2
+            while k < hi:
+                if admits(k):
+                    hi = k
+                    break
+                lo, k = k, k * 2
+            return bisect(lo, hi)
+        lo = hint
+    hi, doublings = lo, 0
+    while True:
+        if ceiling is None:
+            doublings += 1
+            if doublings > MAX_DOUBLINGS:
+                return None, sorted(tried.items())
+            hi *= 2
+        elif hi >= ceiling:
+            return None, sorted(tried.items())
         else:
-            lo = mid
-    return hi, sorted(tried.items())
+            hi = min(ceiling, hi * 2)
+        if admits(hi):
+            return bisect(lo, hi)
+        lo = hi
 
 
 def _template(snapshot: Snapshot, plan: Plan, cq: ClusterQueue,
               w: Workload) -> tuple[Node, int] | None:
-    """An eligible node of the first pod set's first flavor option, in the topology domain (at its
+    """An eligible node of the main pod set's first flavor option, in the topology domain (at its
     required level, if any) with the most free room after the plan; and pods of it a node holds."""
     state = ClusterState.after(snapshot, Decisions(plan.admissions, plan.evictions))
-    ps = w.pod_sets[0]
+    ps = main_pod_set(w)
     options = _options(state, cq, ps)
     if not options:
         return None
@@ -512,6 +653,15 @@ def _template(snapshot: Snapshot, plan: Plan, cq: ClusterQueue,
     node = min((n for n in eligible if tuple(n.labels.get(level, "") for level in levels) == best),
                key=lambda n: n.name)
     return node, _pods_on(node.allocatable, ps)
+
+
+def main_pod_set(w: Workload) -> PodSet:
+    """The pod set that asks for the most GPUs (then the most pods; the first of equals): the
+    one nodes are added for (a launcher beside GPU workers is not)."""
+    def gpus(ps: PodSet) -> int:
+        return sum(v for r, v in ps.request.items() if is_gpu(r)) * ps.count
+
+    return max(w.pod_sets, key=lambda ps: (gpus(ps), ps.count, -w.pod_sets.index(ps)))
 
 
 def _levels_to(snapshot: Snapshot, flavors: Iterable[ResourceFlavor], level: str | None) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ from xml.etree import ElementTree
 import pytest
 from click.testing import CliRunner
 
-from models import Decisions
+from models import Decisions, WorkloadState
 from planner import cli as cli_module
 from planner import picture
 from planner.metrics import summarize
@@ -48,7 +48,7 @@ def test_cells_hold_what_the_plan_serves():
     served = summarize(snapshot, decisions)["served_gpus"]
     drawn = {}
     for cell in hosts.values():
-        for p, v in (*cell.kept.items(), *cell.admitted.items()):
+        for (_, p), v in (*cell.kept.items(), *cell.admitted.items()):
             drawn[p] = drawn.get(p, 0) + v
         assert cell.used() <= cell.capacity
     assert {p: v for p, v in drawn.items() if v} == {p: v for p, v in served.items() if v}
@@ -79,7 +79,7 @@ def test_before_holds_what_runs_now_and_marks_the_victims(tmp_path):
     drawn = {}
     for cell in hosts.values():
         assert not cell.admitted
-        for p, v in cell.kept.items():
+        for (_, p), v in cell.kept.items():
             drawn[p] = drawn.get(p, 0) + v
     assert {p: v for p, v in drawn.items() if v} == {p: v for p, v in now.items() if v}
     assert any(cell.evicted for cell in hosts.values())
@@ -94,3 +94,52 @@ def test_what_if_draws_a_before_after_pair(tmp_path):
     bad = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "tiny.yaml"), "--quiet",
                                               "--picture-before", str(tmp_path / "b.gif")])
     assert bad.exit_code == 2 and "--picture-before" in bad.output
+
+
+def test_gpus_are_coloured_by_team_shaded_by_priority_and_racks_are_named(tmp_path):
+    """Each host's GPUs count for the ClusterQueue of what runs there (its team) at its
+    priority; the legend names every team and priority; racks and blocks are named."""
+    snapshot = read_snapshot([str(FIXTURES / "hierarchical-cohorts.yaml")])
+    plan = plan_snapshot(snapshot)
+    _, hosts = picture.cells(snapshot, Decisions(plan.admissions, plan.evictions))
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    evicted = {e.workload for e in plan.evictions}
+    served = [by_ref[a.workload] for a in plan.admissions] + \
+        [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING and w.ref not in evicted]
+    keys = {k for cell in hosts.values() for k in (*cell.kept, *cell.admitted)}
+    assert keys == {(w.cluster_queue, w.priority) for w in served}
+    team_colour, shade, colour = picture.colours(sorted(keys))
+    assert len(set(team_colour.values())) == len(team_colour)          # one colour per team
+    priorities = sorted(shade)
+    assert shade[priorities[-1]] == 1.0 and all(shade[a] < shade[b] for a, b in zip(priorities, priorities[1:]))
+    out = tmp_path / "plan.svg"
+    picture.draw(snapshot, plan, str(out))
+    text = out.read_text()
+    for team in team_colour:
+        assert f">{team}<" in text
+    for p in priorities:
+        assert f">priority {p}<" in text
+    assert ">rack-1<" in text and ">rack-2<" in text
+    many, _, _ = picture.colours([(f"team-{i:02d}", 0) for i in range(32)])   # the L preset has 32 teams
+    assert len(set(many.values())) == 32
+
+
+def test_the_16384_node_L_cluster_draws_per_rack_in_under_10_seconds(tmp_path):
+    """The generator's L preset (16,384 hosts): what runs there drawn (the before picture:
+    every running workload, per rack), both formats, each in under 10 s of CPU time."""
+    import time
+
+    from models import Plan, SolverReport
+    from planner.tools.generate import generate, preset, to_json
+
+    path = tmp_path / "L.json"
+    path.write_text(to_json(generate(preset("L"))))
+    snapshot = read_snapshot([str(path)])
+    assert len(snapshot.nodes) == 16384
+    as_it_is = Plan(source=str(path), digest="", object_count=0,
+                    solver=SolverReport(method="greedy", status="feasible", objective=0.0, bound=0.0, gap=0.0))
+    for name in ("L.png", "L.svg"):
+        started = time.process_time()
+        assert picture.draw(snapshot, as_it_is, str(tmp_path / name), before=True) == "racks"
+        assert time.process_time() - started < 10.0, name
+        assert (tmp_path / name).stat().st_size > 2000

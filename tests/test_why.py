@@ -18,10 +18,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from models import Node, Plan, Snapshot
+from models import Node, ObjectRef, Plan, Snapshot, WorkloadState
 from models.plan import HOSTNAME_LABEL
 from planner import cli as cli_module
-from planner.cycle import explain_one, plan_snapshot
+from planner.cycle import explain_all, explain_one, plan_snapshot
 from planner.kueue.semantics import queue_order_key
 from planner.snapshot import read_snapshot
 from planner.why import Change, Explanation, as_dict, lines
@@ -56,8 +56,8 @@ def changed(snapshot: Snapshot, change: Change) -> Snapshot:
     nodes = list(snapshot.nodes)
     if change.template:
         like = next(n for n in snapshot.nodes if n.name == change.template)
-        for i in range(change.nodes):
-            name = f"added-{i}"
+        for i in range(1, change.nodes + 1):
+            name = f"{change.template}-more-{i}"     # as explain names them (plans may break ties by name)
             nodes.append(Node(name=name, labels={**like.labels, HOSTNAME_LABEL: name},
                               allocatable=like.allocatable, taints=like.taints))
     gone = set(change.finishing)
@@ -69,6 +69,25 @@ def admitted(plan: Plan, ref: object) -> bool:
     return any(a.workload == ref for a in plan.admissions)
 
 
+def everything_more(snapshot: Snapshot, ref: ObjectRef) -> Snapshot:
+    """Far more than any change explain tries: every quota of the workload's ClusterQueue x1000
+    (and 10^6 more where it was 0), every node twice, every running workload finished."""
+    w = next(w for w in snapshot.workloads if w.ref == ref)
+    queues = dict(snapshot.cluster_queues)
+    cq = queues.get(w.cluster_queue or "")
+    if cq is not None:
+        queues[cq.name] = replace(cq, resource_groups=tuple(replace(g, flavors=tuple(replace(fq, resources={
+            r: replace(q, nominal=q.nominal * 1000 + 10**6) for r, q in fq.resources.items()}) for fq in g.flavors))
+            for g in cq.resource_groups))
+    nodes = list(snapshot.nodes)
+    for n in snapshot.nodes:
+        name = f"{n.name}-twin"
+        nodes.append(Node(name=name, labels={**n.labels, HOSTNAME_LABEL: name}, allocatable=n.allocatable,
+                          taints=n.taints))
+    workloads = tuple(v for v in snapshot.workloads if v.state is not WorkloadState.RUNNING)
+    return replace(snapshot, cluster_queues=queues, nodes=tuple(nodes), workloads=workloads)
+
+
 def waiting_of(path: Path) -> list[str]:
     """The first waiting workloads in Kueue's order (a workload a queue can never admit aside)."""
     snapshot, plan = fixture(path)
@@ -77,8 +96,8 @@ def waiting_of(path: Path) -> list[str]:
     return [str(w.ref) for w in waiting][:PER_FIXTURE[path.suffix]]
 
 
-@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
-def test_explain_answers_and_its_smallest_change_admits(path: Path) -> None:
+@pytest.mark.parametrize("path", [p for p in SNAPSHOTS if p.suffix == ".yaml"], ids=lambda p: p.name)
+def test_explain_answers_and_every_change_it_says_admits_does(path: Path) -> None:
     snapshot, plan = fixture(path)
     names = waiting_of(path)
     assert names, f"{path.name}: no waiting workload to explain"
@@ -92,12 +111,35 @@ def test_explain_answers_and_its_smallest_change_admits(path: Path) -> None:
         if smallest is None:
             continue
         found += 1
-        # The smallest change; on the small fixtures every change said to admit.
-        checked = [c for c in e.changes if c.amount is not None] if path.suffix == ".yaml" else [smallest]
-        for change in checked:
+        # Every change said to admit (the sweep below checks the smallest on every fixture).
+        for change in [c for c in e.changes if c.amount is not None]:
             replanned = plan_snapshot(changed(snapshot, change), solver=solver_for(path), time_limit=SEARCH_LIMIT)
             assert admitted(replanned, e.workload), (name, change)
     assert found, f"{path.name}: no change found for any of {names}"
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: p.name)
+def test_every_waiting_workload_of_every_fixture_gets_a_smallest_change_that_admits_it(path: Path) -> None:
+    """`explain --all` (one plan, the changed snapshots' plans shared): every workload the plan
+    leaves waiting is explained; its smallest change, applied here and planned again, admits
+    it; where there is none, the note says no change of those kinds can (a blocker), and even
+    far more of everything (quota x1000, every node twice, nothing running) does not admit it."""
+    snapshot, plan = fixture(path)
+    base, explanations = explain_all(snapshot, solver=solver_for(path), search_time_limit=SEARCH_LIMIT)
+    assert [e.workload for e in explanations] == [p.workload for p in plan.pending] == \
+        [p.workload for p in base.pending]
+    for e in explanations:
+        assert e.state == "waiting" and e.reason, e.workload
+        smallest = e.smallest()
+        if smallest is not None:
+            replanned = plan_snapshot(changed(snapshot, smallest), solver=solver_for(path), time_limit=SEARCH_LIMIT)
+            assert admitted(replanned, e.workload), (e.workload, smallest)
+            continue
+        (note,) = e.notes
+        assert note.startswith("no change of quota, nodes or work finishing can admit it: "), (e.workload, note)
+        more = everything_more(snapshot, e.workload)
+        assert not admitted(plan_snapshot(more, solver=solver_for(path), time_limit=SEARCH_LIMIT), e.workload), \
+            (e.workload, note)
 
 
 def run(*args: str) -> object:
@@ -160,3 +202,23 @@ def test_a_full_queue_and_node_names_each_change_and_the_protected_victim() -> N
     assert e.smallest() is both
     for change in (both, kinds["finishing"]):
         assert admitted(plan_snapshot(changed(snap, change), time_limit=SEARCH_LIMIT), e.workload)
+
+
+def test_explain_all_answers_for_every_waiting_workload_in_the_plans_order() -> None:
+    path = FIXTURES / "tiny.yaml"
+    _, plan = fixture(path)
+    result = run("explain", "--all", str(path), "-o", "json")
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
+    data = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert [(e["workload"]["namespace"], e["workload"]["name"]) for e in data["explanations"]] == \
+        [(p.workload.namespace, p.workload.name) for p in plan.pending]
+    assert all(e["state"] == "waiting" and e["smallestChange"]["admits"] for e in data["explanations"])
+    table = run("explain", "--all", str(path), "-o", "table")
+    assert table.stdout.count("smallest change found: [") == len(plan.pending)  # type: ignore[attr-defined]
+
+
+def test_explain_all_takes_no_workload_and_explain_needs_one() -> None:
+    missing = run("explain", "--all", "no-such-snapshot.yaml")
+    assert missing.exit_code == 2 and "no-such-snapshot.yaml" in missing.stderr  # type: ignore[attr-defined]
+    bare = run("explain")
+    assert bare.exit_code == 2 and "--all" in bare.stderr  # type: ignore[attr-defined]
