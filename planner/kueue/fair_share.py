@@ -5,6 +5,10 @@ a ClusterQueue or Cohort with a parent, what it uses above its subtree's nominal
 quota, per resource (summed over flavors), over what its parent's tree could lend of
 that resource, times 1000; the largest such ratio (the dominant resource), divided by
 its `fairSharing.weight`. Weight 0 while borrowing: an infinite share (always last).
+`Shares` (with `DRS` and Kueue's `compare`) is that arithmetic, the one implementation:
+greedy's fair-sharing cycle (planner.kueue.fairsharing) asks it on the live state,
+`shares` on a usage table (the MILP, the plan's report, planner.tools.fairshare).
+The verifier (planner.verify_fair) keeps its own copy on purpose.
 
 `targets` is the allocation Stowplan aims at in one cycle: in every cohort, level by
 level, each child first gets what it wants up to its own subtree's nominal quota (the
@@ -222,13 +226,23 @@ def tree_frs(tree: QuotaTree, root: str) -> list[FlavorResource]:
 
 def node_usage(tree: QuotaTree, usage: Usage) -> dict[str, dict[FlavorResource, float]]:
     """Usage of every node of the tree (a cohort: what its children use beyond their guarantee)."""
+    return _roll_up(tree, usage, capped=False)
+
+
+def _roll_up(tree: QuotaTree, per_queue: Usage, capped: bool) -> dict[str, dict[FlavorResource, float]]:
+    """Every node's amount, as the quota tree counts usage: a queue its own; a cohort what
+    its children have beyond their guaranteed parts; `capped`: each at most what the node
+    may use (its subtree quota plus borrowingLimit)."""
     out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
 
     def walk(node: str, fr: FlavorResource) -> float:
         if node.startswith("cq:"):
-            value = float(usage.get(node, {}).get(fr, 0.0))
+            value = float(per_queue.get(node, {}).get(fr, 0.0))
         else:
             value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
+        limit = tree.limits(node, fr)[1] if capped else None
+        if limit is not None and tree.parent[node] is not None:
+            value = min(value, float(tree.subtree_quota(node, fr) + limit))
         out[node][fr] = value
         return value
 
@@ -345,24 +359,7 @@ def node_wants(tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource,
     """What each node wants, in the units its own usage is counted in: a queue its own; a
     cohort what its children want beyond their guaranteed parts; each capped by what the
     node may use (its subtree quota plus borrowingLimit)."""
-    out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
-
-    def walk(node: str, fr: FlavorResource) -> float:
-        if node.startswith("cq:"):
-            value = float(wanted.get(node, {}).get(fr, 0.0))
-        else:
-            value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
-        limit = tree.limits(node, fr)[1]
-        if limit is not None and tree.parent[node] is not None:
-            value = min(value, float(tree.subtree_quota(node, fr) + limit))
-        out[node][fr] = value
-        return value
-
-    for node in tree.nodes():
-        if tree.parent[node] is None:
-            for fr in tree_frs(tree, node):
-                walk(node, fr)
-    return out
+    return _roll_up(tree, wanted, capped=True)
 
 
 def _share_down(snapshot: Snapshot, tree: QuotaTree, node: str, fr: FlavorResource,
