@@ -5,6 +5,10 @@ a ClusterQueue or Cohort with a parent, what it uses above its subtree's nominal
 quota, per resource (summed over flavors), over what its parent's tree could lend of
 that resource, times 1000; the largest such ratio (the dominant resource), divided by
 its `fairSharing.weight`. Weight 0 while borrowing: an infinite share (always last).
+`Shares` (with `DRS` and Kueue's `compare`) is that arithmetic, the one implementation:
+greedy's fair-sharing cycle (planner.kueue.fairsharing) asks it on the live state,
+`shares` on a usage table (the MILP, the plan's report, planner.tools.fairshare).
+The verifier (planner.verify_fair) keeps its own copy on purpose.
 
 `targets` is the allocation Stowplan aims at in one cycle: in every cohort, level by
 level, each child first gets what it wants up to its own subtree's nominal quota (the
@@ -23,19 +27,162 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Mapping
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
 
 from models import Snapshot, Workload, WorkloadState, is_gpu
+from models.kueue_config import DEFAULT_STRATEGIES
 from planner.kueue import capacity
 from planner.kueue.semantics import FlavorResource, QuotaTree, namespace_allowed
 
 Usage = Mapping[str, Mapping[FlavorResource, float]]     # cq:NAME -> flavor/resource -> amount
+FR = FlavorResource
+
+
+@dataclass(frozen=True)
+class FairSharing:
+    """What the greedy needs of Kueue's fair-sharing settings: each tree node's weight
+    ("cq:NAME" | "cohort:NAME"; 1 when not given) and the preemption strategies in order."""
+
+    weights: Mapping[str, float] = field(default_factory=dict)
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+
+    def weight(self, node: str) -> float:
+        return float(self.weights.get(node, 1.0))
+
+
+# ---------------------------------------------------------------- the share
+
+@dataclass(frozen=True)
+class DRS:
+    """A node's dominant resource share (schdcache.DRS)."""
+
+    weight: float
+    ratio: float = 0.0                       # unweighted, per mille of the lendable
+    resource: str = ""
+    borrowing: bool = False
+    borrowed: tuple[FR, ...] = ()
+
+    def is_zero(self) -> bool:
+        return self.ratio == 0
+
+    def weighted(self) -> float:
+        """PreciseWeightedShare."""
+        if self.is_zero():
+            return 0.0
+        if self.weight == 0:
+            return math.inf
+        return self.ratio / self.weight
+
+    def zero_weight_borrows(self) -> bool:
+        return self.weight == 0 and not self.is_zero()
+
+    def borrowing_on(self, requested: Mapping[FR, int]) -> bool:
+        """IsBorrowingOn: borrows some flavor/resource the workload asks for."""
+        return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
+
+
+NEGATIVE = DRS(weight=1.0, ratio=-1.0)
+
+
+def compare(a: DRS, b: DRS) -> int:
+    """CompareDRS: -1 when `a` should be preferred for admission (and `b` for preemption)."""
+    if a.zero_weight_borrows() and b.zero_weight_borrows():
+        return (a.ratio > b.ratio) - (a.ratio < b.ratio)
+    if a.zero_weight_borrows():
+        return 1
+    if b.zero_weight_borrows():
+        return -1
+    x, y = a.weighted(), b.weighted()
+    return (x > y) - (x < y)
+
+
+UsageOf = Callable[[str, FR], float]     # node, flavor/resource -> what the node uses
+
+
+class Shares:
+    """Dominant resource shares over one quota tree; the tree's numbers are cached
+    (quotas do not change during a run), usage is asked of the caller."""
+
+    def __init__(self, tree: QuotaTree, fair: FairSharing):
+        self.tree = tree
+        self.fair = fair
+        self._frs: dict[str, frozenset[FR]] = {}
+        self._lendable: dict[str, dict[str, int]] = {}
+        self._potential: dict[tuple[str, FR], int] = {}
+
+    def frs(self, node: str) -> frozenset[FR]:
+        """The flavor/resources of the node's SubtreeQuota: its own and its subtree's."""
+        found = self._frs.get(node)
+        if found is None:
+            found = self._frs[node] = frozenset(tree_frs(self.tree, node))
+        return found
+
+    def potential(self, node: str, fr: FR) -> int:
+        """potentialAvailable: the most the node could take, all else empty."""
+        key = (node, fr)
+        found = self._potential.get(key)
+        if found is None:
+            parent = self.tree.parent.get(node)
+            if parent is None:
+                found = self.tree.subtree_quota(node, fr)
+            else:
+                found = self.tree.guaranteed(node, fr) + self.potential(parent, fr)
+                limit = self.tree.limits(node, fr)[1]
+                if limit is not None:
+                    found = min(self.tree.subtree_quota(node, fr) + limit, found)
+            self._potential[key] = found
+        return found
+
+    def lendable(self, parent: str) -> dict[str, int]:
+        """calculateLendable: per resource, summed over the root's flavors."""
+        found = self._lendable.get(parent)
+        if found is None:
+            found = {}
+            for fr in sorted(self.frs(self.tree.root_of(parent))):
+                found[fr[1]] = found.get(fr[1], 0) + self.potential(parent, fr)
+            self._lendable[parent] = found
+        return found
+
+    def drs(self, node: str, usage: UsageOf) -> DRS:
+        """dominantResourceShare of a ClusterQueue ("cq:NAME") or Cohort ("cohort:NAME")."""
+        weight = self.fair.weight(node)
+        parent = self.tree.parent.get(node)
+        if parent is None:
+            return DRS(weight)
+        borrowed: dict[str, float] = {}
+        frs: list[FR] = []
+        for fr in sorted(self.frs(node)):
+            over = usage(node, fr) - self.tree.subtree_quota(node, fr)
+            if over > 1e-9:                 # quantities are whole; a target's may be fractional
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+                frs.append(fr)
+        if not borrowed:
+            return DRS(weight)
+        lendable = self.lendable(parent)
+        ratio, dominant = 0.0, ""
+        for resource, amount in sorted(borrowed.items()):
+            lr = lendable.get(resource, 0)
+            if lr > 0:
+                r = amount * 1000.0 / lr
+                if r > ratio:
+                    ratio, dominant = r, resource
+        return DRS(weight, ratio, dominant, True, tuple(frs))
+
+
+def weights_of(snapshot: "Snapshot") -> FairSharing:
+    """Every ClusterQueue's and Cohort's fairSharing.weight, and the Configuration's
+    preemption strategies, whether fair sharing is on or not."""
+    weights = {f"cq:{q.name}": q.fair_weight for q in snapshot.cluster_queues.values() if q.fair_weight != 1.0}
+    weights.update({f"cohort:{c.name}": c.fair_weight for c in snapshot.cohorts.values() if c.fair_weight != 1.0})
+    strategies = tuple(snapshot.kueue_config.fair_sharing.preemption_strategies) or DEFAULT_STRATEGIES
+    return FairSharing(dict(sorted(weights.items())), strategies)
 
 
 @dataclass(frozen=True)
 class Share:
-    """A node's dominant resource share (Kueue's DRS)."""
+    """A node's dominant resource share as the MILP and the report read it: a DRS
+    without what the greedy's tournament needs (which flavor/resources it borrows)."""
 
     weight: float
     ratio: float = 0.0          # unweighted: borrowed x 1000 / lendable, of the dominant resource
@@ -44,9 +191,7 @@ class Share:
     @property
     def weighted(self) -> float:
         """What Kueue compares: 0 when not borrowing, inf for weight 0 while borrowing."""
-        if self.ratio == 0:
-            return 0.0
-        return math.inf if self.weight == 0 else self.ratio / self.weight
+        return DRS(self.weight, self.ratio).weighted()
 
 
 def weight_of(snapshot: Snapshot, node: str) -> float:
@@ -56,26 +201,6 @@ def weight_of(snapshot: Snapshot, node: str) -> float:
         return cq.fair_weight if cq is not None else 1.0
     cohort = snapshot.cohorts.get(name)
     return cohort.fair_weight if cohort is not None else 1.0
-
-
-def potential_available(tree: QuotaTree, node: str, fr: FlavorResource) -> float:
-    """What `node` could use of `fr` were the rest of its tree idle (Kueue's potentialAvailable)."""
-    parent = tree.parent[node]
-    subtree = tree.subtree_quota(node, fr)
-    if parent is None:
-        return float(subtree)
-    available = tree.guaranteed(node, fr) + potential_available(tree, parent, fr)
-    limit = tree.limits(node, fr)[1]
-    return float(min(available, subtree + limit) if limit is not None else available)
-
-
-def lendable(tree: QuotaTree, node: str) -> dict[str, float]:
-    """Per resource, what `node` could lend: Kueue's calculateLendable (summed over flavors)."""
-    root = tree.root_of(node)
-    out: dict[str, float] = defaultdict(float)
-    for fr in tree_frs(tree, root):
-        out[fr[1]] += potential_available(tree, node, fr)
-    return dict(out)
 
 
 def measured_resource(frs: list[FlavorResource]) -> str | None:
@@ -101,13 +226,23 @@ def tree_frs(tree: QuotaTree, root: str) -> list[FlavorResource]:
 
 def node_usage(tree: QuotaTree, usage: Usage) -> dict[str, dict[FlavorResource, float]]:
     """Usage of every node of the tree (a cohort: what its children use beyond their guarantee)."""
+    return _roll_up(tree, usage, capped=False)
+
+
+def _roll_up(tree: QuotaTree, per_queue: Usage, capped: bool) -> dict[str, dict[FlavorResource, float]]:
+    """Every node's amount, as the quota tree counts usage: a queue its own; a cohort what
+    its children have beyond their guaranteed parts; `capped`: each at most what the node
+    may use (its subtree quota plus borrowingLimit)."""
     out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
 
     def walk(node: str, fr: FlavorResource) -> float:
         if node.startswith("cq:"):
-            value = float(usage.get(node, {}).get(fr, 0.0))
+            value = float(per_queue.get(node, {}).get(fr, 0.0))
         else:
             value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
+        limit = tree.limits(node, fr)[1] if capped else None
+        if limit is not None and tree.parent[node] is not None:
+            value = min(value, float(tree.subtree_quota(node, fr) + limit))
         out[node][fr] = value
         return value
 
@@ -121,28 +256,16 @@ def node_usage(tree: QuotaTree, usage: Usage) -> dict[str, dict[FlavorResource, 
 def shares(snapshot: Snapshot, tree: QuotaTree, usage: Usage) -> dict[str, Share]:
     """Every node with a parent -> its Share under `usage` (per cq:NAME)."""
     used = node_usage(tree, usage)
+    arithmetic = Shares(tree, weights_of(snapshot))
+
+    def usage_of(node: str, fr: FR) -> float:
+        return used.get(node, {}).get(fr, 0.0)
+
     out: dict[str, Share] = {}
-    lendables: dict[str, dict[str, float]] = {}
     for node in tree.nodes():
-        parent = tree.parent[node]
-        if parent is None:
-            continue
-        weight = weight_of(snapshot, node)
-        borrowed: dict[str, float] = defaultdict(float)
-        for fr, amount in used.get(node, {}).items():
-            above = amount - tree.subtree_quota(node, fr)
-            if above > 1e-9:
-                borrowed[fr[1]] += above
-        if parent not in lendables:
-            lendables[parent] = lendable(tree, parent)
-        best, dominant = 0.0, ""
-        for resource in sorted(borrowed):
-            total = lendables[parent].get(resource, 0.0)
-            if total > 0:
-                ratio = borrowed[resource] * 1000.0 / total
-                if ratio > best:
-                    best, dominant = ratio, resource
-        out[node] = Share(weight, best, dominant)
+        if tree.parent[node] is not None:
+            drs = arithmetic.drs(node, usage_of)
+            out[node] = Share(drs.weight, drs.ratio, drs.resource)
     return out
 
 
@@ -236,24 +359,7 @@ def node_wants(tree: QuotaTree, wanted: Usage) -> dict[str, dict[FlavorResource,
     """What each node wants, in the units its own usage is counted in: a queue its own; a
     cohort what its children want beyond their guaranteed parts; each capped by what the
     node may use (its subtree quota plus borrowingLimit)."""
-    out: dict[str, dict[FlavorResource, float]] = defaultdict(dict)
-
-    def walk(node: str, fr: FlavorResource) -> float:
-        if node.startswith("cq:"):
-            value = float(wanted.get(node, {}).get(fr, 0.0))
-        else:
-            value = sum(max(0.0, walk(c, fr) - tree.guaranteed(c, fr)) for c in tree.children[node])
-        limit = tree.limits(node, fr)[1]
-        if limit is not None and tree.parent[node] is not None:
-            value = min(value, float(tree.subtree_quota(node, fr) + limit))
-        out[node][fr] = value
-        return value
-
-    for node in tree.nodes():
-        if tree.parent[node] is None:
-            for fr in tree_frs(tree, node):
-                walk(node, fr)
-    return out
+    return _roll_up(tree, wanted, capped=True)
 
 
 def _share_down(snapshot: Snapshot, tree: QuotaTree, node: str, fr: FlavorResource,

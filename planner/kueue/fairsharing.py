@@ -10,6 +10,8 @@ dominant resource share (pkg/cache/scheduler/fair_sharing.go): for each resource
 the node uses above its subtree quota, summed over flavors, per mille of what its
 parent could lend it (potentialAvailable, summed over flavors); the largest of these,
 divided by the node's `fairSharing.weight` (a zero weight that borrows is always last).
+That arithmetic is planner.kueue.fair_share's (`Shares`, `DRS`, `compare`), the one the
+MILP and the reports use too; this module runs Kueue's cycle over it.
 
 This module only computes: every change a search makes to the state is undone
 before it returns. The cycle that asks (planner.greedy) and the flavor assigner
@@ -18,156 +20,24 @@ before it returns. The cycle that asks (planner.greedy) and the flavor assigner
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from planner.kueue.semantics import QuotaTree
+from models.kueue_config import (  # re-exported: the tests name them here
+    DEFAULT_STRATEGIES as DEFAULT_STRATEGIES, LESS_THAN_INITIAL_SHARE as LESS_THAN_INITIAL_SHARE,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE as LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+)
+# The share arithmetic lives in planner.kueue.fair_share (one implementation for greedy,
+# the MILP and the reports); re-exported here for greedy, the assigner and the tests.
+from planner.kueue.fair_share import (
+    DRS as DRS, FR as FR, NEGATIVE as NEGATIVE, FairSharing as FairSharing, Shares as Shares, UsageOf as Usage,
+    compare as compare, weights_of as weights_of,
+)
 
 if TYPE_CHECKING:
     from models import Snapshot
     from planner.kueue.assigner import Admitted
     from planner.kueue.state import ClusterState
-
-FR = tuple[str, str]
-
-LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
-LESS_THAN_INITIAL_SHARE = "LessThanInitialShare"
-DEFAULT_STRATEGIES = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
-
-
-@dataclass(frozen=True)
-class FairSharing:
-    """What the greedy needs of Kueue's fair-sharing settings: each tree node's weight
-    ("cq:NAME" | "cohort:NAME"; 1 when not given) and the preemption strategies in order."""
-
-    weights: Mapping[str, float] = field(default_factory=dict)
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-
-    def weight(self, node: str) -> float:
-        return float(self.weights.get(node, 1.0))
-
-
-# ---------------------------------------------------------------- the share
-
-@dataclass(frozen=True)
-class DRS:
-    """A node's dominant resource share (schdcache.DRS)."""
-
-    weight: float
-    ratio: float = 0.0                       # unweighted, per mille of the lendable
-    resource: str = ""
-    borrowing: bool = False
-    borrowed: tuple[FR, ...] = ()
-
-    def is_zero(self) -> bool:
-        return self.ratio == 0
-
-    def weighted(self) -> float:
-        """PreciseWeightedShare."""
-        if self.is_zero():
-            return 0.0
-        if self.weight == 0:
-            return math.inf
-        return self.ratio / self.weight
-
-    def zero_weight_borrows(self) -> bool:
-        return self.weight == 0 and not self.is_zero()
-
-    def borrowing_on(self, requested: Mapping[FR, int]) -> bool:
-        """IsBorrowingOn: borrows some flavor/resource the workload asks for."""
-        return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
-
-
-NEGATIVE = DRS(weight=1.0, ratio=-1.0)
-
-
-def compare(a: DRS, b: DRS) -> int:
-    """CompareDRS: -1 when `a` should be preferred for admission (and `b` for preemption)."""
-    if a.zero_weight_borrows() and b.zero_weight_borrows():
-        return (a.ratio > b.ratio) - (a.ratio < b.ratio)
-    if a.zero_weight_borrows():
-        return 1
-    if b.zero_weight_borrows():
-        return -1
-    x, y = a.weighted(), b.weighted()
-    return (x > y) - (x < y)
-
-
-Usage = Callable[[str, FR], int]
-
-
-class Shares:
-    """Dominant resource shares over one quota tree; the tree's numbers are cached
-    (quotas do not change during a run), usage is asked of the caller."""
-
-    def __init__(self, tree: QuotaTree, fair: FairSharing):
-        self.tree = tree
-        self.fair = fair
-        self._frs: dict[str, frozenset[FR]] = {}
-        self._lendable: dict[str, dict[str, int]] = {}
-        self._potential: dict[tuple[str, FR], int] = {}
-
-    def frs(self, node: str) -> frozenset[FR]:
-        """The flavor/resources of the node's SubtreeQuota: its own and its subtree's."""
-        found = self._frs.get(node)
-        if found is None:
-            mine = set(self.tree.quota.get(node, {}))
-            for child in self.tree.children.get(node, []):
-                mine |= self.frs(child)
-            found = self._frs[node] = frozenset(mine)
-        return found
-
-    def potential(self, node: str, fr: FR) -> int:
-        """potentialAvailable: the most the node could take, all else empty."""
-        key = (node, fr)
-        found = self._potential.get(key)
-        if found is None:
-            parent = self.tree.parent.get(node)
-            if parent is None:
-                found = self.tree.subtree_quota(node, fr)
-            else:
-                found = self.tree.guaranteed(node, fr) + self.potential(parent, fr)
-                limit = self.tree.limits(node, fr)[1]
-                if limit is not None:
-                    found = min(self.tree.subtree_quota(node, fr) + limit, found)
-            self._potential[key] = found
-        return found
-
-    def lendable(self, parent: str) -> dict[str, int]:
-        """calculateLendable: per resource, summed over the root's flavors."""
-        found = self._lendable.get(parent)
-        if found is None:
-            found = {}
-            for fr in sorted(self.frs(self.tree.root_of(parent))):
-                found[fr[1]] = found.get(fr[1], 0) + self.potential(parent, fr)
-            self._lendable[parent] = found
-        return found
-
-    def drs(self, node: str, usage: Usage) -> DRS:
-        """dominantResourceShare of a ClusterQueue ("cq:NAME") or Cohort ("cohort:NAME")."""
-        weight = self.fair.weight(node)
-        parent = self.tree.parent.get(node)
-        if parent is None:
-            return DRS(weight)
-        borrowed: dict[str, int] = {}
-        frs: list[FR] = []
-        for fr in sorted(self.frs(node)):
-            over = usage(node, fr) - self.tree.subtree_quota(node, fr)
-            if over > 0:
-                borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
-                frs.append(fr)
-        if not borrowed:
-            return DRS(weight)
-        lendable = self.lendable(parent)
-        ratio, dominant = 0.0, ""
-        for resource, amount in sorted(borrowed.items()):
-            lr = lendable.get(resource, 0)
-            if lr > 0:
-                r = amount * 1000.0 / lr
-                if r > ratio:
-                    ratio, dominant = r, resource
-        return DRS(weight, ratio, dominant, True, tuple(frs))
 
 
 def live_usage(state: "ClusterState") -> Usage:
@@ -446,88 +316,6 @@ def fair_targets(state: "ClusterState", shares: Shares, preemptor_cq: str, reque
     for a, _ in kept:
         state.release(a.view, sign=-1)
     return kept
-
-
-# ---------------------------------------------------------------- the weighted max-min target
-
-def water_fill(amount: float, wants: Mapping[str, float], weights: Mapping[str, float]) -> dict[str, float]:
-    """Share `amount` among `wants` by weighted max-min: each gets min(want, L x weight)
-    for the largest level L the amount allows; weight-0 wants get only what is left
-    once every other want is met (Kueue: a zero weight that borrows is always last)."""
-    out = {k: 0.0 for k in wants}
-    left = max(0.0, amount)
-    for zero in (False, True):
-        group = {k: v for k, v in wants.items() if v > 0 and (weights.get(k, 1.0) == 0) == zero}
-        if zero:
-            for k in sorted(group):             # leftovers, in name order (no share decides)
-                out[k] = min(group[k], left)
-                left -= out[k]
-            break
-        while group and left > 1e-9:
-            total_w = sum(weights.get(k, 1.0) for k in group)
-            level = left / total_w
-            full = {k for k, v in group.items() if v - out[k] <= level * weights.get(k, 1.0) + 1e-12}
-            if not full:
-                for k in group:
-                    out[k] += level * weights.get(k, 1.0)
-                left = 0.0
-                break
-            for k in sorted(full):
-                left -= group[k] - out[k]
-                out[k] = group[k]
-                del group[k]
-    return out
-
-
-def weighted_targets(tree: QuotaTree, weights: FairSharing, frs: Sequence[FR],
-                     demand: Mapping[str, float]) -> dict[str, float]:
-    """Each tree node's fair allocation of `frs` (summed; e.g. every flavor's GPUs):
-    the root gives what its quota covers of its subtree's demand; a cohort gives each
-    child its own quota first (up to its demand: the nominal guarantee), then shares
-    the rest by weighted max-min of what the children want beyond their quota, each
-    level by its children's weights (as Kueue's tournament compares siblings by their
-    borrowing per weight). `demand`: per ClusterQueue ("cq:NAME"), everything it
-    would run. Lending and borrowing limits are not modelled."""
-    def quota(node: str) -> float:
-        return float(sum(tree.subtree_quota(node, fr) for fr in frs))
-
-    wanted: dict[str, float] = {}
-
-    def total(node: str) -> float:
-        if node.startswith("cq:"):
-            wanted[node] = float(demand.get(node, 0.0))
-        else:
-            wanted[node] = sum(total(c) for c in tree.children.get(node, []))
-        return wanted[node]
-
-    out: dict[str, float] = {}
-
-    def give(node: str, amount: float) -> None:
-        out[node] = amount
-        kids = tree.children.get(node, [])
-        if not kids:
-            return
-        own = {c: min(wanted[c], quota(c)) for c in kids}
-        rest = amount - sum(own.values())
-        extra = water_fill(rest, {c: max(0.0, wanted[c] - quota(c)) for c in kids},
-                           {c: weights.weight(c) for c in kids})
-        for c in kids:
-            give(c, own[c] + extra[c])
-
-    for node in tree.nodes():
-        if tree.parent[node] is None:
-            total(node)
-            give(node, min(wanted[node], quota(node)))
-    return out
-
-
-def weights_of(snapshot: "Snapshot") -> FairSharing:
-    """Every ClusterQueue's and Cohort's fairSharing.weight, and the Configuration's
-    preemption strategies, whether fair sharing is on or not."""
-    weights = {f"cq:{q.name}": q.fair_weight for q in snapshot.cluster_queues.values() if q.fair_weight != 1.0}
-    weights.update({f"cohort:{c.name}": c.fair_weight for c in snapshot.cohorts.values() if c.fair_weight != 1.0})
-    strategies = tuple(snapshot.kueue_config.fair_sharing.preemption_strategies) or DEFAULT_STRATEGIES
-    return FairSharing(dict(sorted(weights.items())), strategies)
 
 
 def from_snapshot(snapshot: "Snapshot") -> FairSharing | None:

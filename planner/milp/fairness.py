@@ -177,6 +177,7 @@ def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExp
     classes = rules.classes([m for group in model.members for m in group])
     wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]] = {}
     initial = fair_share.shares(snapshot, tree, capacity.cluster_queue_usage(snapshot))
+    arithmetic = fair_share.Shares(tree, fair_share.weights_of(snapshot))
     columns: dict[str, tuple[int, float, float, str]] = {}     # queue -> (S column, scale, bound, resource)
     within: dict[str, int] = {}                                # queue -> beta column
     arrays = model.arrays
@@ -188,7 +189,7 @@ def add_strategy_rows(model: "Formulation", fair: Fairness, usage_expr: UsageExp
         resource = fair_share.measured_resource(frs)
         if resource is None:
             return None
-        lend = fair_share.lendable(tree, tree.parent[queue] or queue).get(resource, 0.0)
+        lend = arithmetic.lendable(tree.parent[queue] or queue).get(resource, 0)
         weight = fair_share.weight_of(snapshot, queue)
         if lend <= 0:
             return None

@@ -4,12 +4,12 @@
                                       [--fair-sharing as-read|on|off] [--cycles N]...
 
 For every ClusterQueue of a snapshot: its fairSharing.weight, nominal GPUs, demand
-(GPUs of all its running and pending workloads), and, per solver, the GPUs it holds
+(GPUs of its running and admissible pending workloads, planner.kueue.fair_share.demand), and, per solver, the GPUs it holds
 after the plan and its dominant resource share (Kueue's DRS, per mille of what its
 parent can lend, over its weight), beside the target: the weighted max-min
-allocation of the cohort tree's GPUs (planner.kueue.fairsharing.weighted_targets:
-each queue's own quota first, then what is left shared by weight, level by level)
-and the DRS that allocation gives. Prints a Markdown table (BENCHMARKS.md keeps one).
+allocation of the cohort tree's GPUs (planner.kueue.fair_share.targets, the one the
+MILP aims at and the plan's report shows: each queue's own quota first, then what is
+left shared by weight, level by level, per flavor) and the DRS that allocation gives. Prints a Markdown table (BENCHMARKS.md keeps one).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from models import Decisions, Snapshot, WorkloadState
+from models import Decisions, Snapshot
 from models.resources import is_gpu
 from planner.cycle import plan_snapshot
 from planner.greedy import KueueCycles, greedy
-from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weighted_targets, weights_of
+from planner.kueue import fair_share
+from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weights_of
 from planner.kueue.state import ClusterState
 
 
@@ -45,40 +46,25 @@ def gpu_frs(snapshot: Snapshot, state: ClusterState) -> list[FR]:
     return sorted({fr for table in state.quota.quota.values() for fr in table if is_gpu(fr[1]) or fr[1] in extra})
 
 
-def demand(snapshot: Snapshot, frs: Sequence[FR]) -> dict[str, int]:
-    """GPUs of every running and pending workload, per "cq:NAME"."""
-    resources = {r for _, r in frs}
-    out: dict[str, int] = {}
-    for w in snapshot.workloads:
-        if w.cluster_queue is None or w.blocked_reason or w.state is WorkloadState.EXTERNAL:
-            continue
-        gpus = sum(ps.count * ps.request.get(r) for ps in w.pod_sets for r in resources)
-        out[f"cq:{w.cluster_queue}"] = out.get(f"cq:{w.cluster_queue}", 0) + gpus
-    return out
-
-
 def share_rows(snapshot: Snapshot, plans: Mapping[str, Decisions]) -> list[Row]:
     state = ClusterState(snapshot)
     tree = state.quota
     weights = weights_of(snapshot)
     shares = Shares(tree, weights)
     frs = gpu_frs(snapshot, state)
-    wanted = demand(snapshot, frs)
-    target = weighted_targets(tree, weights, frs, wanted)
+    wanted = fair_share.demand(snapshot)
+    goals = fair_share.targets(snapshot, tree, wanted)
+    aimed = {k: {fr: v for fr, v in goals[k].items() if fr in frs} for k in goals if k.startswith("cq:")}
+    target_shares = fair_share.shares(snapshot, tree, aimed)
     rows: dict[str, Row] = {}
     for node in tree.nodes():
         if not node.startswith("cq:"):
             continue
         nominal = sum(tree.subtree_quota(node, fr) for fr in frs)
-        weight = weights.weight(node)
-        borrowed = max(0.0, target.get(node, 0.0) - nominal)
-        parent = tree.parent.get(node)
-        lendable = sum(v for r, v in shares.lendable(parent).items() if r in {x for _, x in frs}) if parent else 0
-        if borrowed <= 0 or lendable <= 0:
-            target_drs = 0.0
-        else:
-            target_drs = math.inf if weight == 0 else borrowed * 1000.0 / lendable / weight
-        rows[node] = Row(node[3:], weight, nominal, wanted.get(node, 0), target.get(node, 0.0), target_drs)
+        demand = round(sum(wanted.get(node, {}).get(fr, 0.0) for fr in frs))
+        target = sum(aimed.get(node, {}).values())
+        target_drs = target_shares[node].weighted if node in target_shares else 0.0
+        rows[node] = Row(node[3:], weights.weight(node), nominal, demand, target, target_drs)
     for solver, decisions in plans.items():
         after = ClusterState.after(snapshot, decisions)
         usage = live_usage(after)
