@@ -680,6 +680,11 @@ def run_kueue(source: str | Path, options: PeerOptions | None = None, *, manifes
         run.seconds["settle"] = t5 - t4
         final = run.read_final(api)
         heads = kueue.heads_per_cycle(offset)
+        early = kueue.early_preemptions(offset)
+        if early:
+            run.notes.append("Kueue preempted " + ", ".join(early[:5]) + " before its own admission of it was "
+                             "written; where that eviction was lost, Kueue took another victim: this run's "
+                             "choice of victims is timing-dependent")
     finally:
         if api is not None:
             api.close()

@@ -31,6 +31,7 @@ uses files already there, and as a last resort writes them (and says so).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -278,6 +279,33 @@ class KueueManager:
             return self.log.stat().st_size
         except OSError:
             return 0
+
+    def early_preemptions(self, since: int = 0) -> list[str]:
+        """Workloads (namespace/name) Kueue preempted, after byte `since` of its log, before
+        its own first quota reservation of them was written: the eviction races the admission
+        write and may be lost, and Kueue then preempts another victim (README, caveats)."""
+        try:
+            with open(self.log, "rb") as handle:
+                handle.seek(since)
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        preempted: dict[str, str] = {}
+        reserved: dict[str, str] = {}
+        for line in text.splitlines():
+            if '"Preempted to accommodate' not in line and '"Quota reserved in ClusterQueue' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            obj = entry.get("object") or {}
+            if obj.get("kind") != "Workload":
+                continue
+            name, ts = f"{obj.get('namespace', '')}/{obj.get('name', '')}", str(entry.get("ts", ""))
+            target = preempted if str(entry.get("msg", "")).startswith("Preempted to accommodate") else reserved
+            target.setdefault(name, ts)
+        return sorted(name for name, ts in preempted.items() if ts < reserved.get(name, ""))
 
     def heads_per_cycle(self, since: int = 0) -> list[int]:
         """The head counts of Kueue's scheduling cycles logged after byte `since`."""
