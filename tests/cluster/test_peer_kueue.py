@@ -13,6 +13,14 @@ The hand-made snapshots' outcomes are derived from Kueue's source:
       the fewest nodes of them; a required-rack job takes the smallest rack it fits;
 (iii) reclamation within the cohort (reclaimWithinCohort: Any) evicts a borrower
       whatever its priority for a workload that fits its queue's nominal quota.
+
+Kueue runs with the snapshot's own fairSharing / admissionFairSharing /
+waitForPodsReady sections (tools/peer/kueue.py kueue_sections), as greedy does.
+The harness creates only Jobs and JobSets: workloads of the other kinds
+(PyTorchJob, MPIJob, TrainJob, RayCluster, RayJob, LeaderWorkerSet, Pod, PodGroup)
+are left out of the run for Kueue and greedy alike, and the agreement test prints
+them ("not compared: ..."); on fixtures/many-kinds.yaml that compares 3 of its 12
+workloads. A fixture with no workload the harness can create fails the test.
 """
 
 from __future__ import annotations
@@ -20,17 +28,18 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import rig
-from models import ObjectRef
+from models import ObjectRef, is_gpu
 from peer_kit import (
     GPU, cluster_queue, flavor, job, local_queue, namespace, node, priority_class, snapshot_document, topology,
 )
 from planner.cycle import plan_snapshot
 from planner.snapshot import read_snapshot
-from tools.peer.compare import compare, decisions_of, report_lines
+from tools.peer.compare import compare, decisions_of, outcomes, report_lines
 from tools.peer.harness import PeerOptions, available, run_kueue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,6 +174,32 @@ GENERATED = pytest.param("generated-s128", marks=pytest.mark.xfail(
     strict=False, reason="Kueue's own cycles are timing-dependent at this size; agreement about 0.93"))
 
 
+# With fair sharing, the victims of a fair-sharing preemption among equal-priority,
+# equally old jobs of one queue are Kueue's timing: its own admission of the newest job
+# may still be in flight when it preempts, and the write that lands last decides, so a
+# different job of the same queue waits from run to run (peerfix: 1 of 4 runs agreed on
+# every workload, all 4 on the split). What fair sharing decides is each queue's share:
+# there Kueue and greedy must agree exactly, GPU for GPU per ClusterQueue.
+SHARES_ONLY = {"fair-sharing.yaml"}
+
+
+def gpus_by_queue(snapshot: Any, decisions: Any) -> dict[str, int]:
+    """GPUs each ClusterQueue runs once `decisions` are carried out."""
+    kinds = outcomes(snapshot, decisions)
+    admitted = {a.workload: a for a in decisions.admissions}
+    out: dict[str, int] = {}
+    for w in snapshot.workloads:
+        outcome = kinds.get(w.ref)
+        if outcome is None or outcome.kind not in ("admitted", "running", "moved") or w.cluster_queue is None:
+            continue
+        placed = admitted[w.ref].pod_sets if w.ref in admitted else w.assignment
+        counts = {a.name: a.count for a in placed}
+        gpus = sum(counts.get(ps.name, 0) * amount for ps in w.pod_sets
+                   for resource, amount in ps.request.items_ if is_gpu(resource))
+        out[w.cluster_queue] = out.get(w.cluster_queue, 0) + gpus
+    return out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SNAPSHOTS + [GENERATED])
 def test_greedy_decides_as_kueue_does(manifest, tmp_path, name):
@@ -173,10 +208,18 @@ def test_greedy_decides_as_kueue_does(manifest, tmp_path, name):
     greedy = decisions_of(plan_snapshot(result.effective, solver="greedy"))
     comparison = compare(result.effective, result.decisions, greedy)
     lines = [f"{name}: settled {result.settled}; {result.seconds}"] + [f"note: {n}" for n in result.notes]
+    if result.left_out:
+        lines.append(f"not compared ({len(result.left_out)} workloads of kinds the harness cannot create, "
+                     "left out for Kueue and greedy alike): " + ", ".join(map(str, result.left_out)))
     lines += report_lines(comparison)
     print("\n".join(lines))
     if REPORT:
         with open(REPORT, "a", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n\n")
     assert result.settled
+    assert comparison.total > 0, "\n".join(lines)
+    if name in SHARES_ONLY:
+        shares = gpus_by_queue(result.effective, result.decisions), gpus_by_queue(result.effective, greedy)
+        assert shares[0] == shares[1], "\n".join(lines + [f"GPUs per ClusterQueue: kueue {shares[0]}, greedy {shares[1]}"])
+        return
     assert comparison.agreement >= 0.98, "\n".join(lines)

@@ -24,6 +24,10 @@ d. every Workload is read and converted (tools/peer/workloads.py);
 e. the effective snapshot is built: Kueue's queue order and UIDs for pending work,
    Kueue's own admission of running work.
 
+Only Jobs and JobSets are created (CREATABLE). Workloads of the other kinds
+Stowplan plans are left out of the run before step a, so neither Kueue nor greedy
+(which plans on `effective`) sees them; `PeerRun.left_out` and `notes` list them.
+
 Workload pods carry a scheduling gate (objects.GATE) and are never bound: Kueue's
 TAS counts admitted TAS workloads by their topology assignment, and quota-only
 flavors never look at nodes. (Where a quota-only running workload shares nodes
@@ -39,7 +43,7 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -49,7 +53,7 @@ from planner.snapshot.fields import Bad
 from planner.snapshot.requests import effective_request_dict
 from tools.peer import objects as bodies
 from tools.peer.controlplane import rig
-from tools.peer.kueue import KueueError, KueueManager, binary
+from tools.peer.kueue import KueueError, KueueManager, binary, kueue_sections
 from tools.peer.workloads import (
     Effective, Eviction_, KueueRow, KueueWorkload, current_eviction, effective_objects, effective_snapshot,
     kueue_decisions, kueue_rows, owner, parse_workload, waiting_for_preemption,
@@ -61,6 +65,11 @@ PLURALS = {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
            "Topology": "topologies", "WorkloadPriorityClass": "workloadpriorityclasses",
            "LocalQueue": "localqueues"}
 RESTARTS = 2   # Kueue restarts to finish a lost preemption (settle)
+# The workload kinds the harness creates (Kueue's batch/job and jobset integrations). Every
+# other kind Stowplan plans (PyTorchJob, MPIJob, TrainJob, RayCluster, RayJob,
+# LeaderWorkerSet, Pod, PodGroup) is left out of the run and listed in PeerRun.left_out:
+# their objects would need Kueue's matching integration and, for pods, its webhook.
+CREATABLE = ("Job", "JobSet")
 KUEUE_ORDER = ("WorkloadPriorityClass", "Topology", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 
 Say = Callable[[str], None]
@@ -95,6 +104,7 @@ class PeerRun:
     notes: list[str] = field(default_factory=list)
     heads: list[int] = field(default_factory=list)   # Kueue's head counts per cycle after the release
     workdir: str | None = None
+    left_out: tuple[ObjectRef, ...] = ()          # workloads of kinds the harness cannot create (CREATABLE)
 
     def write_effective(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.effective_document, indent=1, sort_keys=False) + "\n", encoding="utf-8")
@@ -230,7 +240,13 @@ class _Run:
         self.options = options
         self.say = say
         self.manifest = dict(manifest) if manifest is not None else rig.load_manifest()
-        self.snapshot = read_snapshot([source])
+        read = read_snapshot([source])
+        # Workloads of kinds the harness cannot create: left out of the run, for Kueue and greedy alike.
+        self.left_out = tuple(w.ref for w in read.workloads
+                              if w.ref.kind not in CREATABLE and w.state in (WorkloadState.PENDING,
+                                                                             WorkloadState.RUNNING))
+        left = set(self.left_out)
+        self.snapshot = replace(read, workloads=tuple(w for w in read.workloads if w.ref not in left))
         self.objects = [obj for _, obj in loader.load([source]).objects]
         self.notes: list[str] = []
         self.seconds: dict[str, float] = {}
@@ -637,7 +653,7 @@ def run_kueue(source: str | Path, options: PeerOptions | None = None, *, manifes
     kueue = None
     api = None
     try:
-        kueue = KueueManager(cp, say=say)
+        kueue = KueueManager(cp, say=say, sections=kueue_sections(run.snapshot.kueue_config))
         kueue.start()
         run.notes.extend(kueue.notes)
         api = Api(cp.kubeconfig, options.workers)
@@ -664,6 +680,11 @@ def run_kueue(source: str | Path, options: PeerOptions | None = None, *, manifes
         run.seconds["settle"] = t5 - t4
         final = run.read_final(api)
         heads = kueue.heads_per_cycle(offset)
+        early = kueue.early_preemptions(offset)
+        if early:
+            run.notes.append("Kueue preempted " + ", ".join(early[:5]) + " before its own admission of it was "
+                             "written; where that eviction was lost, Kueue took another victim: this run's "
+                             "choice of victims is timing-dependent")
     finally:
         if api is not None:
             api.close()
@@ -683,7 +704,11 @@ def run_kueue(source: str | Path, options: PeerOptions | None = None, *, manifes
     if heads and heads[0] < len(active):
         run.notes.append(f"Kueue's first cycle after the release saw {heads[0]} heads of {len(active)} queues "
                          "with pending work")
-    document = effective_objects(run.objects, run.snapshot, effective)
+    if run.left_out:
+        kinds = sorted({ref.kind for ref in run.left_out})
+        run.notes.append(f"left out of the run for Kueue and greedy alike, {len(run.left_out)} workloads of kinds "
+                         f"the harness cannot create ({', '.join(kinds)}): " + ", ".join(map(str, run.left_out)))
+    document = effective_objects(run.objects, run.snapshot, effective, run.left_out)
     return PeerRun(str(source), run.snapshot, effective.snapshot, document, decisions, rows, effective.dropped,
                    settled, {k: round(v, 2) for k, v in run.seconds.items()}, run.notes, heads[:5],
-                   str(cp.workdir) if options.keep else None)
+                   str(cp.workdir) if options.keep else None, run.left_out)

@@ -11,9 +11,15 @@ The binary is the one build.sh built (manifest key KUEUE). Configuration
 certificate management off, the webhook server on 127.0.0.1 with a self-signed
 certificate (no webhook configuration points at it, so the API server never calls
 it), health probes on a free 127.0.0.1 port, integrations batch/job and
-jobset.x-k8s.io/jobset, no fair sharing, no waitForPodsReady, default feature
+jobset.x-k8s.io/jobset, default feature
 gates (TopologyAwareScheduling is on by default in v0.17.0) except
 VisibilityOnDemand, whose aggregated API server would need an APIService.
+The snapshot's own Kueue Configuration sections that change decisions (the
+`fairSharing`, `admissionFairSharing` and `waitForPodsReady` that greedy plans with,
+Snapshot.kueue_config: the ConfigMap kueue-system/kueue-manager-config, then a
+PlannerPolicy's overrides) are merged in, in v1beta2's shape (`kueue_sections`);
+the sections passed are listed in `notes`. Without them Kueue and greedy would
+decide under different rules.
 
 With internal certificate management off, Kueue v0.17.0 reads a metrics
 certificate from the fixed path /etc/kueue/metrics/certs/tls.{crt,key} even when
@@ -25,6 +31,7 @@ uses files already there, and as a last resort writes them (and says so).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -37,6 +44,7 @@ from typing import Any, Callable
 
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
+from models import KueueConfig
 from tools.peer.controlplane import rig
 
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
@@ -47,6 +55,40 @@ _HEADS = re.compile(r'"msg":"Obtained heads"[^\n]*?"headCount":(\d+)')
 
 class KueueError(RuntimeError):
     """Kueue could not be started or stopped working."""
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a Go duration string (metav1.Duration)."""
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{seconds!r}s"
+
+
+def kueue_sections(config: KueueConfig) -> dict[str, Any]:
+    """The Configuration sections (config.kueue.x-k8s.io/v1beta2) for what `config` turns on:
+    in v1beta2 a section that is present is on, so a section that is off is left out."""
+    sections: dict[str, Any] = {}
+    if config.fair_sharing.enabled:
+        sections["fairSharing"] = {"preemptionStrategies": list(config.fair_sharing.preemption_strategies)}
+    afs = config.admission_fair_sharing
+    if afs is not None:
+        section: dict[str, Any] = {"usageHalfLifeTime": _duration(afs.usage_half_life_seconds),
+                                   "usageSamplingInterval": _duration(afs.usage_sampling_interval_seconds)}
+        if afs.resource_weights:
+            section["resourceWeights"] = dict(sorted(afs.resource_weights.items()))
+        sections["admissionFairSharing"] = section
+    ready = config.wait_for_pods_ready
+    if ready.enabled:
+        strategy = ready.requeuing_strategy
+        requeuing: dict[str, Any] = {"timestamp": strategy.timestamp,
+                                     "backoffBaseSeconds": strategy.backoff_base_seconds,
+                                     "backoffMaxSeconds": strategy.backoff_max_seconds}
+        if strategy.backoff_limit_count is not None:
+            requeuing["backoffLimitCount"] = strategy.backoff_limit_count
+        wait: dict[str, Any] = {"timeout": _duration(ready.timeout_seconds), "blockAdmission": ready.block_admission,
+                                "requeuingStrategy": requeuing}
+        if ready.recovery_timeout_seconds is not None:
+            wait["recoveryTimeout"] = _duration(ready.recovery_timeout_seconds)
+        sections["waitForPodsReady"] = wait
+    return sections
 
 
 def binary(manifest: dict[str, str]) -> str | None:
@@ -97,7 +139,7 @@ class KueueManager:
     """One Kueue manager process against a running rig.ControlPlane."""
 
     def __init__(self, control_plane: Any, *, log_level: int = 2, qps: int = 200, burst: int = 400,
-                 say: Callable[[str], None] = lambda message: None):
+                 say: Callable[[str], None] = lambda message: None, sections: dict[str, Any] | None = None):
         path = binary(control_plane.manifest)
         if path is None:
             raise KueueError("no Kueue manager binary in the control plane manifest (KUEUE): "
@@ -112,6 +154,10 @@ class KueueManager:
         self.health_port, self.webhook_port = rig.free_ports(2)
         self.proc: Any = None
         self.notes: list[str] = []
+        self.sections = dict(sections or {})
+        self.notes.append("Kueue Configuration sections from the snapshot: "
+                          + (", ".join(self.sections) if self.sections else "none (Kueue's defaults: fair sharing, "
+                             "admission fair sharing and waitForPodsReady off)"))
 
     # ------------------------------------------------------------ setup
 
@@ -128,6 +174,7 @@ class KueueManager:
             "clientConnection": {"qps": self.qps, "burst": self.burst},
             "integrations": {"frameworks": list(FRAMEWORKS)},
             "featureGates": dict(FEATURE_GATES),
+            **self.sections,
         }
 
     def _argv(self) -> list[str]:
@@ -232,6 +279,33 @@ class KueueManager:
             return self.log.stat().st_size
         except OSError:
             return 0
+
+    def early_preemptions(self, since: int = 0) -> list[str]:
+        """Workloads (namespace/name) Kueue preempted, after byte `since` of its log, before
+        its own first quota reservation of them was written: the eviction races the admission
+        write and may be lost, and Kueue then preempts another victim (README, caveats)."""
+        try:
+            with open(self.log, "rb") as handle:
+                handle.seek(since)
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        preempted: dict[str, str] = {}
+        reserved: dict[str, str] = {}
+        for line in text.splitlines():
+            if '"Preempted to accommodate' not in line and '"Quota reserved in ClusterQueue' not in line:
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            obj = entry.get("object") or {}
+            if obj.get("kind") != "Workload":
+                continue
+            name, ts = f"{obj.get('namespace', '')}/{obj.get('name', '')}", str(entry.get("ts", ""))
+            target = preempted if str(entry.get("msg", "")).startswith("Preempted to accommodate") else reserved
+            target.setdefault(name, ts)
+        return sorted(name for name, ts in preempted.items() if ts < reserved.get(name, ""))
 
     def heads_per_cycle(self, since: int = 0) -> list[int]:
         """The head counts of Kueue's scheduling cycles logged after byte `since`."""

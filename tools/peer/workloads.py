@@ -24,7 +24,9 @@ from typing import Any, Iterable, Mapping
 from models import (
     Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, Snapshot, Workload, WorkloadState,
 )
+from planner.kinds import pods as pods_kind
 from planner.kueue.semantics import eviction_cost
+from planner.snapshot.workloads import QUEUE_LABEL
 
 HOSTNAME = "kubernetes.io/hostname"
 _PREEMPTOR_UID = re.compile(r"\(UID: ([^,)]+)")
@@ -361,14 +363,18 @@ def pod_owner(obj: Mapping[str, Any]) -> ObjectRef | None:
     return None
 
 
-def effective_objects(objects: Iterable[Mapping[str, Any]], original: Snapshot, effective: Effective) -> dict[str, Any]:
+def effective_objects(objects: Iterable[Mapping[str, Any]], original: Snapshot, effective: Effective,
+                      left_out: Iterable[ObjectRef] = ()) -> dict[str, Any]:
     """The effective snapshot as a `kind: List` the project's reader reads back to it.
 
     Jobs and JobSets take their effective creation time and UID (the evicted-at
     annotation goes: Kueue queues by creation); running ones take Kueue's placement
     (stowplan.io/assignment) and admission time, and their pods go (the annotation
-    is then the truth); dropped running workloads go with their pods. The rest is
+    is then the truth); dropped running workloads go with their pods, and so do the
+    workloads `left_out` of the run (their objects, their queued pods). The rest is
     as it was."""
+    left = set(left_out)
+    left_kinds = {ref.kind for ref in left} - {pods_kind.POD_KIND, pods_kind.GROUP_KIND}
     state = {w.ref: w for w in effective.snapshot.workloads}
     running_before = {w.ref for w in original.workloads if w.state is WorkloadState.RUNNING}
     out = []
@@ -378,7 +384,13 @@ def effective_objects(objects: Iterable[Mapping[str, Any]], original: Snapshot, 
         if kind == "Pod":
             if pod_owner(obj) in running_before:
                 continue
+            labels = meta.get("labels") or {}
+            if left and labels.get(QUEUE_LABEL) and pods_kind.workload_of(
+                    meta.get("namespace") or "default", str(meta.get("name", "")), labels) in left:
+                continue
             out.append(obj)
+            continue
+        if kind in left_kinds:
             continue
         if kind not in ("Job", "JobSet"):
             out.append(obj)
