@@ -7,7 +7,6 @@ also checked by the independent verifier.
 
 from __future__ import annotations
 
-import time
 
 from builders import (
     GPU, HOSTNAME_LABEL, NOW, ago, cq, flavor, job, node, required, running_job, snapshot, topology,
@@ -249,9 +248,10 @@ def test_deterministic() -> None:
     assert greedy(snap) == greedy(snap)
 
 
-def test_preemption_stays_fast_at_scale() -> None:
+def test_preemption_at_scale_evicts_and_verifies() -> None:
     """2,000 running 1-GPU jobs on 256 nodes, 2,000 pending at higher priority: greedy
-    evicts for each head that does not fit and stays within a few seconds."""
+    evicts for each head that does not fit, and the end state verifies. (How long it
+    takes is the benchmark's to say, not a test's: BENCHMARKS.md.)"""
     nodes = [node(f"n{i:04d}", gpu=8) for i in range(256)]
     running = [running_job("team-a", f"r{i:05d}", cq="cq-a", gpu=1, nodes={f"n{i % 256:04d}": 1},
                            priority=i % 3, admitted=NOW - 3600 - i) for i in range(2000)]
@@ -259,12 +259,9 @@ def test_preemption_stays_fast_at_scale() -> None:
                    created=NOW - i) for i in range(2000)]
     snap = snapshot(nodes=nodes, flavors=[flavor("default")],
                     cqs=[cq("cq-a", quotas=quotas(2048), within="LowerPriority")], workloads=running + pending)
-    start = time.monotonic()
     d = greedy(snap).decisions
-    took = time.monotonic() - start
     assert d.evictions and d.admissions
     assert verify(snap, d) == []
-    assert took < 20, took
 
 
 # ---------------------------------------------------------------- seeded random instances

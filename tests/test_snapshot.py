@@ -590,9 +590,7 @@ def test_bare_yaml_timestamps_are_accepted(tmp_path):
 # ---------------------------------------------------------------- scale
 
 @pytest.mark.slow
-def test_large_json_snapshot_reads_quickly_and_exactly(tmp_path):
-    import time
-
+def test_large_json_snapshot_reads_exactly(tmp_path):
     nodes_n, jobs_n = 4096, 5000
     request = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
     levels = [{"nodeLabel": level} for level in ("block", "rack", HOSTNAME_LABEL)]
@@ -613,13 +611,10 @@ def test_large_json_snapshot_reads_quickly_and_exactly(tmp_path):
     objects += [pod(f"ds-{i}", f"n{i:05d}", namespace="kube-system", requests={"cpu": "100m"})
                 for i in range(nodes_n)]
     path = write(tmp_path, objects, "big.json", form="json")
-    started = time.perf_counter()
     snap = read_snapshot([path])
-    elapsed = time.perf_counter() - started
     assert len(snap.nodes) == nodes_n and len(snap.workloads) == jobs_n and snap.problems == ()
     assert sum(w.state is WorkloadState.RUNNING for w in snap.workloads) == jobs_n // 2
     assert all(n.unmanaged == Resources.of(cpu=100, pods=1) for n in snap.nodes)   # job pods are managed
-    assert elapsed < 10, f"reading {len(objects)} objects took {elapsed:.1f} s"
 
 
 def test_kubectl_output_reads_cleanly():
