@@ -47,7 +47,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "milp": ("planner.milp", "planner.milp.*"),
     "verify": ("planner.verify", "planner.verify_stable", "planner.verify_moves", "planner.verify_fair"),
     "describe": ("planner.explain", "planner.why", "planner.metrics", "planner.vs_kueue", "planner.fair_report"),
-    "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause",
+    "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
               "planner.podsready"),
     "whatif": ("planner.capacity_plan",),
     "output": ("planner.output", "planner.promtext", "planner.picture"),
