@@ -7,13 +7,12 @@ Steps always run in the same order whatever the machine's speed: only how far a
 solver gets before its deadline depends on time.
 
 The split, as shares of the limit:
-- reading and greedy take what they take (greedy is the fallback: it always finishes);
+- reading takes what it takes; Kueue's way (greedy) runs beside the cycle on the
+  second core (planner.beside) and is waited for until the stages' end at the latest;
 - FINISH_SHARE is kept at the end for decoding, verifying, explaining and writing;
-- the relaxed pass (planner.cycle: the tiers without the stability rows) takes
-  RELAXED_SHARE of what lies between, where the model has stability rows;
-- the stages share what is left: the priority tiers TIER_SHARE of it, in turn
-  (each tier may use the time the ones before it left), then the preemption cost and
-  the tie-breakers the rest, half each.
+- the MILP's passes (planner.milp.search) each take a share of what lies between
+  (`part`), their priority tiers in turn (each tier may use the time the ones before
+  it left); then the preemption cost and the tie-breakers what is left, half each.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import time
 from typing import Callable
 
 FINISH_SHARE = 0.15
-RELAXED_SHARE = 0.6
 TIER_SHARE = 0.7
 
 
@@ -50,10 +48,15 @@ class Budget:
     def stages_end(self) -> float:
         return self.end - self.finish_share * self.limit
 
+    def until_stages_end(self) -> float:
+        """Seconds until the finish reserve begins (never negative): how long the cycle
+        waits for work running beside it (planner.beside)."""
+        return max(0.0, self.stages_end - self.clock())
+
     def part(self, share: float) -> "Budget":
-        """A budget for a pass of priority tiers alone that may take `share` of what is
-        left before the finish reserve: its tiers split all of it; it keeps no reserve of
-        its own (what follows it in the cycle does)."""
+        """A budget for one pass of priority tiers that may take `share` of what is left
+        before the finish reserve: its tiers split all of it; it keeps no reserve of its
+        own (what follows it in the cycle does)."""
         return Budget(share * max(0.0, self.stages_end - self.clock()), clock=self.clock, finish_share=0.0,
                       tier_share=1.0)
 

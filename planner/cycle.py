@@ -1,17 +1,20 @@
 """One planning cycle, in order, like Kueue's schedule():
 
-  1. greedy: Kueue's own cycle replayed to its fixed point (the baseline, the MIP
-     start and the fallback; it always finishes);
-  2. the model (planner.milp.model: volumes, preemption cost, Kueue's rules);
-  3. the relaxed pass: the priority tiers without the stability rows (a relaxation that
-     solves far faster), that plan carried on by Kueue's own cycle until Kueue would
-     leave it as it is (planner.continuation); it starts the stages where it verifies
-     and serves more than greedy's plan;
-  4. the stages (planner.milp.stages), each within what the Budget gives it;
-  5. decode: every pod on a node;
-  6. the tie-breakers on the full model (locality, free domains, age, flavor order);
-  7. verify (the stability rule too) and choose: the MILP's plan, or greedy's with why;
-  8. describe: why each waiting workload waits, and the metrics.
+  1. Kueue's way (greedy: Kueue's own cycle replayed to its fixed point) starts on the
+     second core (planner.beside), with its verification and metrics: the baseline
+     every plan is shown beside, and a candidate;
+  2. the model, built once (planner.milp.model: volumes, preemption cost, Kueue's
+     rules, the tie-breakers' columns);
+  3. the MILP's search (planner.milp.search): the priority tiers with the stability
+     rows off (a relaxation: valid bounds), those rows put back only for the workloads
+     the verifier's rule flags, then the preemption cost and the tie-breakers;
+  4. Kueue's way, waited for until the stages' end at the latest (then stopped);
+  5. verify the MILP's plan and choose, by a rule of the candidates alone: the best
+     verified plan in the objective's order (fair shares first where they are on,
+     then volume per priority, then preemption cost) among the MILP's, Kueue's way
+     and changing nothing (always allowed: the next cycle starts from the same state);
+     the MILP's on a tie;
+  6. describe: why each waiting workload waits, and the metrics.
 
 Before them (step 0), waitForPodsReady (planner.podsready): running workloads whose pods
 missed their time are evicted (PodsReadyTimeout, or Deactivated past the requeue limit),
@@ -19,7 +22,8 @@ and the steps plan without them; workloads in their backoff wait. Their eviction
 the plan at the end, verified with it against the snapshot the cycle judged.
 
 The policy's time limit holds the whole cycle (planner.budget); nothing here reads
-the clock to decide what to do.
+the clock to decide what to do. Only how far the searches get, and whether Kueue's way
+finished, depend on time, and the plan says so.
 
 `plan_snapshot` is the way in (the CLI, the CronJob, the benchmarks): the policy's
 overrides applied, Python's garbage collector paused for the cycle (planner.gc_pause).
@@ -30,30 +34,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
-import numpy as np
-
-from models import Decisions, Plan, Snapshot, SolverReport
+from models import Decisions, ObjectRef, Plan, Snapshot, SolverReport
 from planner import fair_report, metrics, tiers, vs_kueue, why
 from planner.kueue import fair_share
-from planner.kueue.semantics import QuotaTree
-from planner.milp import guarantee
+from planner.kueue.semantics import QuotaTree, eviction_cost
 from planner.assemble import assemble
-from planner.budget import RELAXED_SHARE, Budget
+from planner.beside import Beside
+from planner.budget import Budget
 from planner.continuation import continued
-from planner.milp.solution import DecodeError
 from planner.errors import VerificationError
 from planner.gc_pause import cycle_collector
 from models.plan import Eviction
 from planner import podsready
 from planner.greedy import greedy
-from planner.milp import stages
-from planner.milp.decode import decode
+from planner.milp import search
 from planner.milp.formulate import candidates
 from planner.milp.model import Formulation, formulate
-from planner.milp.start import start_from
 from planner.milp.arrays import ModelArrays
-from planner.milp.solve import Backend, HighsBackend, PulpBackend, StageResult, refine
+from planner.milp.solve import Backend, HighsBackend, PulpBackend
 from planner.verify import verify
 from planner.verify_stable import unstable
 
@@ -63,8 +63,6 @@ class Heuristics:
     """What the cycle adds around the stages; all on in every plan. Switched off only to
     measure what each adds (tools/heuristics.py, BENCHMARKS.md)."""
 
-    greedy_start: bool = True    # greedy's plan as the MIP start
-    relaxed_pass: bool = True    # step 3
     rins: bool = True            # each tier's search around its LP point (planner.milp.neighbourhood)
 
 
@@ -93,6 +91,47 @@ def plan_snapshot(
         return run_cycle(snapshot, solver, read_seconds)
 
 
+@dataclass(frozen=True)
+class KueueWay:
+    """Kueue's way on a snapshot, as the second core sends it back."""
+
+    decisions: Decisions
+    violations: tuple[str, ...]        # the verifier's, on the snapshot greedy planned
+    summary: dict[str, Any]            # REFERENCE section 5 metrics, readiness evictions included
+    seconds: float
+
+
+def kueue_way(snapshot: Snapshot, readiness: podsready.Readiness) -> KueueWay:
+    """Greedy, its verification and its metrics (what the cycle needs of Kueue's way)."""
+    began = time.monotonic()    # reported only
+    decisions = greedy(snapshot).decisions
+    violations = tuple(verify(snapshot, decisions))
+    seen, judged = snapshot, decisions
+    if readiness.evictions:
+        seen, judged = readiness.seen, with_evictions(decisions, readiness.evictions)
+    return KueueWay(decisions, violations, metrics.summarize(seen, judged), time.monotonic() - began)
+
+
+class CycleJudge:
+    """planner.milp.search's Judge: the verifier's stability rule, Kueue's cycle carrying
+    a plan on (planner.continuation) to one the verifier accepts, and Kueue's way from
+    the second core (waited for until the stages' end)."""
+
+    def __init__(self, snapshot: Snapshot, form: Formulation, beside: "Beside[KueueWay]", budget: Budget):
+        self.snapshot, self.form, self.beside, self.budget = snapshot, form, beside, budget
+
+    def kueue_way(self, timeout: float) -> Decisions | None:
+        way = self.beside.result(timeout=0) if self.beside.wait(timeout) else None
+        return way.decisions if way is not None and not way.violations else None
+
+    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
+        return frozenset(ref for ref, _ in unstable(self.snapshot, decisions))
+
+    def carried(self, decisions: Decisions) -> Decisions | None:
+        onward = continued(self.snapshot, decisions, self.form.preemption)
+        return onward if onward is not None and not verify(self.snapshot, onward) else None
+
+
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
               heuristics: Heuristics = Heuristics()) -> Plan:
     policy = snapshot.policy
@@ -101,162 +140,128 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
     # 0. waitForPodsReady: what timed out leaves, what waits out its backoff waits.
     readiness = podsready.judge(snapshot)
     snapshot = readiness.planning
-    # 1. Kueue's way.
-    baseline = greedy(snapshot).decisions
-    clock.lap("build")
+    # 1. Kueue's way, on the second core.
+    beside = Beside(kueue_way, snapshot, readiness)
     if solver == "greedy":
-        violations = verify(snapshot, baseline)
-        if violations:
-            raise VerificationError(violations)
-        return finished(snapshot, baseline, greedy_report(snapshot, baseline, clock), clock, baseline=baseline,
-                        readiness=readiness)
-    # 2. The model, and greedy's plan in its columns where the model allows it.
-    form = formulate(snapshot)
-    greedy_violations = verify(snapshot, baseline)
-    waiting = frozenset(ref for ref, _ in unstable(snapshot, baseline))
-    valid_otherwise = len(waiting) == len(greedy_violations)
-    start = start_from(form, baseline, ease=True, unstable=waiting) if valid_otherwise else None
-    if not heuristics.greedy_start:
-        start = None
+        way = beside.result(timeout=budget.until_stages_end())
+        clock.lap("build")
+        if way is None:
+            return nothing_new(snapshot, clock, readiness, "greedy",
+                               f"Kueue's way did not finish within the time limit ({policy.time_limit_seconds:g} s)")
+        if way.violations:
+            raise VerificationError(list(way.violations))
+        return finished(snapshot, way.decisions, greedy_report(snapshot, way.decisions, clock), clock,
+                        way=way, readiness=readiness)
+    # 2. The model, once.
+    form = formulate(snapshot, locality=True)
     clock.lap("build")
-    # 3. The relaxed pass, carried on by Kueue's cycle.
-    relaxed: np.ndarray | None = None
-    relaxed_stages: list[StageResult] = []
-    if heuristics.relaxed_pass:
-        relaxed, relaxed_stages = relaxed_pass(snapshot, form, start, solver, budget, baseline, heuristics.rins)
-    if relaxed is not None:
-        start = relaxed
+    # 3. The MILP's search.
+    found = search.solve(form, lambda arrays: make_backend_for(arrays, solver, snapshot), budget, policy.mip_gap,
+                         CycleJudge(snapshot, form, beside, budget), search=heuristics.rins)
     clock.lap("solve")
-    backend = make_backend(form, solver, snapshot)
-    clock.lap("build")
-    # 4. The stages.
-    outcome = stages.solve(form, start, backend, budget, policy.mip_gap, floor_at_start=policy.greedy_floor,
-                           search=heuristics.rins, relaxed=relaxed_stages)
-    outcome.stages[:0] = [replace(s, name=f"relaxed {s.name}") for s in relaxed_stages]
-    # 5. Every pod on a node.
-    why = ""
-    decisions = Decisions()
-    repaired = 0
-    if outcome.status == "failed":
-        why = f"MILP found no plan ({outcome.message})"
-    else:
-        try:
-            decoded = decode(form, outcome.values)
-            decisions, repaired = decoded.decisions, decoded.repaired
-        except DecodeError as error:
-            why = f"MILP plan could not be decoded ({error})"
+    # 4. Kueue's way, by the stages' end at the latest.
+    way = beside.result(timeout=budget.until_stages_end())
     clock.lap("solve")
-    # 6. The tie-breakers on the full model: every volume and the preemption cost held,
-    #    locality, whole free domains, age and flavor order refined.
-    if not why:
-        decisions, tie_stage = tie_break(snapshot, solver, decisions, budget, policy.mip_gap)
-        outcome.stages.append(tie_stage)
-        clock.lap("solve")
-    # 7. Verify and choose.
-    if not why:
-        violations = verify(snapshot, decisions)
+    # 5. Verify and choose.
+    why = found.message or ""
+    if found.decisions is not None:
+        violations = verify(snapshot, found.decisions)
         if violations:
             why = f"MILP plan failed verification ({violations[0]})"
-        elif snapshot.kueue_config.fair_sharing.enabled:
-            # the shares come before the priority tiers: greedy is compared on both, in that order
-            if not greedy_violations and fairer(snapshot, baseline, decisions):
-                why = "MILP plan scored below greedy (fair shares, then priority)"
-        elif start is not None and tiers.compare(tiers.tier_volumes(snapshot, decisions),
-                                                 tiers.tier_volumes(snapshot, baseline)) < 0:
-            why = "MILP plan scored below greedy"
+    choice = choose(snapshot, found, way, why)
     clock.lap("verify")
-    if why:
-        if greedy_violations:
-            raise VerificationError(greedy_violations)
-        report = replace(greedy_report(snapshot, baseline, clock, status="fallback", message=why,
+    notes = [note for note in (choice.note, way_note(way, policy.time_limit_seconds)) if note]
+    if choice.kind == "greedy":
+        assert way is not None
+        report = replace(greedy_report(snapshot, way.decisions, clock, status="fallback", message="; ".join(notes),
                                        method=method_of(solver)), model=model_size(form))
-        return finished(snapshot, baseline, report, clock, form, baseline=baseline, readiness=readiness)
-    proven = outcome.status == "optimal" and repaired == 0
-    notes = []
-    if start is None and baseline.admissions:
-        notes.append("greedy's plan is not one the model allows (Kueue's reclaim would undo it)")
-    if relaxed is not None:
-        notes.append("the stages started from the relaxed pass's plan carried on by Kueue's cycle")
+        return finished(snapshot, way.decisions, report, clock, form, way=way, readiness=readiness)
+    if choice.kind == "nothing":
+        return nothing_new(snapshot, clock, readiness, method_of(solver), "; ".join(notes), form, way)
+    assert found.decisions is not None
+    if found.rows_on:
+        notes.append(f"stability rows put back for {found.rows_on} workload(s) in {found.passes} passes; "
+                     f"plan from {found.origin}")
     if form.eased:
-        notes.append(f"{form.eased} stability row(s) eased where greedy's plan shows no reclaim could place "
-                     "the workload; the verifier checks the rule itself")
-    if repaired:
-        notes.append(f"{repaired} workload(s) left out: a pod without GPUs found no node")
+        notes.append(f"{form.eased} stability row(s) eased where a plan Kueue keeps breaks them; the verifier "
+                     "checks the rule itself")
     report = SolverReport(
-        method=method_of(solver), status="optimal" if proven else "feasible",
-        objective=round(volume(snapshot, decisions), 6), bound=round(outcome.bound, 6),
-        gap=round(outcome.gap, 6), seconds=clock.seconds(), message="; ".join(notes),
-        stages=tuple(s.as_dict() for s in outcome.stages), model=model_size(form))
-    return finished(snapshot, decisions, report, clock, form, baseline=baseline, readiness=readiness)
+        method=method_of(solver), status=found.status, objective=round(volume(snapshot, found.decisions), 6),
+        bound=round(max(found.bound, volume(snapshot, found.decisions)), 6), gap=round(found.gap, 6),
+        seconds=clock.seconds(), message="; ".join(notes),
+        stages=tuple(s.as_dict() for s in found.stages), model=model_size(form))
+    return finished(snapshot, found.decisions, report, clock, form, way=way, readiness=readiness)
 
 
-def fairer(snapshot: Snapshot, baseline: Decisions, decisions: Decisions) -> bool:
-    """Does greedy's plan beat `decisions` on the fair shares (least fraction of its
-    target any queue reaches, then their sum), or tie there and serve more by priority?"""
-    tree = QuotaTree(snapshot)
-    goals = fair_share.targets(snapshot, tree, fair_share.demand(snapshot))
-    theirs = fair_share.fairness_score(snapshot, tree, fair_report.usage_after(snapshot, baseline), goals)
-    ours = fair_share.fairness_score(snapshot, tree, fair_report.usage_after(snapshot, decisions), goals)
-    if abs(theirs[0] - ours[0]) > 1e-6:
-        return theirs[0] > ours[0]
-    if abs(theirs[1] - ours[1]) > 1e-6:
-        return theirs[1] > ours[1]
-    return tiers.compare(tiers.tier_volumes(snapshot, decisions), tiers.tier_volumes(snapshot, baseline)) < 0
+@dataclass(frozen=True)
+class Choice:
+    kind: str          # milp | greedy | nothing
+    note: str = ""
 
 
-def relaxed_pass(snapshot: Snapshot, form: Formulation, start: np.ndarray | None, solver: str, budget: Budget,
-                 baseline: Decisions, search: bool = True) -> tuple[np.ndarray | None, list[StageResult]]:
-    """The priority tiers on the model with its stability rows lifted, that plan carried
-    on by Kueue's cycle (planner.continuation): a start for the stages, if it verifies,
-    the model takes it and it serves more than greedy's plan (with the policy's greedy
-    floor: at no priority less). Its stages' results come back too (their bounds hold for
-    the model: it is a relaxation of it)."""
-    if form.guarantee is None or not form.guarantee.rows:
-        return None, []
-    policy = snapshot.policy
-    arrays = guarantee.lifted(form.arrays, form.guarantee)
-    backend = make_backend_for(arrays, solver, snapshot)
-    outcome = stages.solve(form, start, backend, budget.part(RELAXED_SHARE), policy.mip_gap, search=search,
-                           tails=False)
-    reported = outcome.stages
-    if outcome.status == "failed":
-        return None, reported
-    try:
-        decoded = decode(form, outcome.values)
-    except DecodeError:
-        return None, reported
-    if decoded.repaired:
-        return None, reported
-    carried = continued(snapshot, decoded.decisions, form.preemption)
-    if carried is None or verify(snapshot, carried):
-        return None, reported
+def choose(snapshot: Snapshot, found: search.Found, way: KueueWay | None, why: str) -> Choice:
+    """The best verified candidate in the objective's order (Choice.kind), by the
+    candidates alone: the MILP's plan unless it failed (`why`), serves less than Kueue's
+    way, or, with the policy's greedy floor, less at any priority; else Kueue's way if
+    it finished and verified; else nothing new."""
+    usable = way is not None and not way.violations
+    if found.decisions is not None and not why:
+        if not usable:
+            return Choice("milp")
+        assert way is not None
+        if snapshot.policy.greedy_floor and not snapshot.kueue_config.fair_sharing.enabled:
+            ours, theirs = tiers.tier_volumes(snapshot, found.decisions), tiers.tier_volumes(snapshot, way.decisions)
+            if any(ours.get(t, 0.0) < v - tiers.TOLERANCE for t, v in theirs.items()):
+                return Choice("greedy", "MILP plan serves less than greedy at some priority (greedy floor)")
+        if better(snapshot, way.decisions, found.decisions) > 0:
+            return Choice("greedy", "MILP plan scored below greedy" + (
+                " (fair shares, then priority)" if snapshot.kueue_config.fair_sharing.enabled else ""))
+        return Choice("milp")
+    if usable:
+        return Choice("greedy", why)
+    return Choice("nothing", why)
+
+
+def better(snapshot: Snapshot, a: Decisions, b: Decisions) -> int:
+    """1 if plan `a` comes before plan `b` in the objective's order (fair shares where
+    they are on, then volume per priority, then preemption cost), -1 if after, 0 if tied."""
     if snapshot.kueue_config.fair_sharing.enabled:
-        # shares first: a start no less fair than greedy's plan (greedy's tiers are no floor then)
-        return (None if fairer(snapshot, baseline, carried) else start_from(form, carried, ease=True)), reported
-    volumes, greedy_volumes = tiers.tier_volumes(snapshot, carried), tiers.tier_volumes(snapshot, baseline)
-    if tiers.compare(volumes, greedy_volumes) <= 0:
-        return None, reported
-    if policy.greedy_floor and any(volumes.get(t, 0.0) < v for t, v in greedy_volumes.items()):
-        return None, reported
-    return start_from(form, carried, ease=True), reported
+        tree = QuotaTree(snapshot)
+        goals = fair_share.targets(snapshot, tree, fair_share.demand(snapshot))
+        score_a = fair_share.fairness_score(snapshot, tree, fair_report.usage_after(snapshot, a), goals)
+        score_b = fair_share.fairness_score(snapshot, tree, fair_report.usage_after(snapshot, b), goals)
+        for x, y in zip(score_a, score_b):
+            if abs(x - y) > 1e-6:
+                return 1 if x > y else -1
+    by_tier = tiers.compare(tiers.tier_volumes(snapshot, a), tiers.tier_volumes(snapshot, b))
+    if by_tier:
+        return by_tier
+    cost_a, cost_b = preemption_cost(snapshot, a), preemption_cost(snapshot, b)
+    if abs(cost_a - cost_b) > 1e-6:
+        return 1 if cost_a < cost_b else -1
+    return 0
 
 
-def tie_break(snapshot: Snapshot, solver: str, decisions: Decisions, budget: Budget,
-              gap: float) -> tuple[Decisions, StageResult]:
-    """Refine `decisions` on the full model within the last stage's deadline; keep them
-    when the full model does not take them or its answer does not decode."""
-    full = formulate(snapshot, locality=True)
-    start = start_from(full, decisions, ease=True)
-    if start is None or not full.secondary:
-        return decisions, StageResult("tie-breakers", "kept", 0.0, 0.0, 0.0)
-    backend = make_backend(full, solver, snapshot)
-    deadline = max(budget.now() + stages.MIN_STAGE, budget.tail_deadline(1, 2))
-    values, stage = refine(full, start, backend, deadline - budget.now(), gap)
-    try:
-        decoded = decode(full, values)
-    except DecodeError:
-        return decisions, StageResult("tie-breakers", "failed", stage.objective, stage.bound, stage.seconds)
-    return (decoded.decisions, stage) if decoded.repaired == 0 else (decisions, stage)
+def preemption_cost(snapshot: Snapshot, decisions: Decisions) -> float:
+    by_ref = {w.ref: w for w in snapshot.workloads}
+    return sum(eviction_cost(by_ref[e.workload], snapshot) for e in decisions.evictions if e.workload in by_ref)
+
+
+def way_note(way: KueueWay | None, limit: float) -> str:
+    return "" if way is not None else f"Kueue's way did not finish within the time limit ({limit:g} s): not compared"
+
+
+def nothing_new(snapshot: Snapshot, clock: "Clock", readiness: podsready.Readiness, method: str, why: str,
+                form: Formulation | None = None, way: KueueWay | None = None) -> Plan:
+    """The plan that changes nothing (but what waitForPodsReady evicts): always allowed,
+    whatever the snapshot, since the next cycle starts from the same state."""
+    decisions = Decisions()
+    report = greedy_report(snapshot, decisions, clock, status="fallback",
+                           message=f"{why}; nothing changes this cycle" if why else "nothing changes this cycle",
+                           method=method)
+    if form is not None:
+        report = replace(report, model=model_size(form))
+    return finished(snapshot, decisions, report, clock, form, way=way, readiness=readiness, checked=False)
 
 
 def model_size(form: Formulation) -> dict[str, int]:
@@ -266,10 +271,6 @@ def model_size(form: Formulation) -> dict[str, int]:
 
 def method_of(solver: str) -> str:
     return "milp" if solver == "milp" else solver
-
-
-def make_backend(form: Formulation, solver: str, snapshot: Snapshot) -> Backend:
-    return make_backend_for(form.arrays, solver, snapshot)
 
 
 def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Backend:
@@ -282,26 +283,24 @@ def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Ba
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: Clock,
-             form: Formulation | None = None, baseline: Decisions | None = None,
-             readiness: podsready.Readiness | None = None) -> Plan:
+             form: Formulation | None = None, way: KueueWay | None = None,
+             readiness: podsready.Readiness | None = None, checked: bool = True) -> Plan:
     """The Plan, with explaining what waits and the summary counted in the cycle; the
-    summary ends with greedy's (Kueue's way) beside it (planner.vs_kueue).
+    summary ends with Kueue's way (greedy's metrics, counted on the second core) beside
+    it (planner.vs_kueue), when it finished.
 
-    With `readiness` evictions, those join the decisions (and greedy's: Kueue makes them
-    too), and the whole is verified against the snapshot the cycle judged."""
+    With `readiness` evictions, those join the decisions, and the whole is verified
+    against the snapshot the cycle judged (`checked` False: the plan that changes
+    nothing, which no rule can refuse, is not)."""
     if readiness is not None and readiness.evictions:
-        same = baseline is decisions
         decisions = with_evictions(decisions, readiness.evictions)
-        if baseline is not None:
-            baseline = decisions if same else with_evictions(baseline, readiness.evictions)
         snapshot = readiness.seen
-        violations = verify(snapshot, decisions)
+        violations = verify(snapshot, decisions) if checked else []
         if violations:
             raise VerificationError(violations)
     plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
-    if baseline is not None:
-        greedy_summary = plan.summary if baseline is decisions else metrics.summarize(snapshot, baseline)
-        plan = replace(plan, summary={**plan.summary, vs_kueue.KEY: vs_kueue.compare(plan.summary, greedy_summary)})
+    if way is not None:
+        plan = replace(plan, summary={**plan.summary, vs_kueue.KEY: vs_kueue.compare(plan.summary, way.summary)})
     clock.lap("verify")
     return replace(plan, solver=replace(plan.solver, seconds=clock.seconds()))
 

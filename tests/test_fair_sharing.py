@@ -308,11 +308,11 @@ def test_greedy_stays_the_fallback_when_it_is_fairer():
     # The cycle's guard with fair sharing on: shares first (least fraction of its target
     # any queue reaches, then their sum), then priority. The 8/24 plan against one that
     # gives a (priority 100) all 32: b reaches 0 of its 24, so the first is fairer.
-    from planner.cycle import fairer
+    from planner.cycle import better
     snap = pool({"a": 1, "b": 3}, {"a": 32, "b": 32}, priorities={"a": 100})
     unfair = plan_snapshot(snap, time_limit=60)
     fair_plan = plan_snapshot(fair(snap), time_limit=60)
     assert gpus_by_queue(snap, unfair) == {"a": 32} and gpus_by_queue(snap, fair_plan) == {"a": 8, "b": 24}
     as_decisions = [Decisions(p.admissions, p.evictions) for p in (unfair, fair_plan)]
-    assert fairer(fair(snap), as_decisions[1], as_decisions[0])        # greedy fairer: fall back
-    assert not fairer(fair(snap), as_decisions[0], as_decisions[1])
+    assert better(fair(snap), as_decisions[1], as_decisions[0]) > 0    # greedy fairer: fall back
+    assert better(fair(snap), as_decisions[0], as_decisions[1]) < 0

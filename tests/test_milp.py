@@ -184,15 +184,13 @@ def test_read_time_counts_in_the_plan_total():
 
 
 def test_the_time_limit_holds_reading_too(tmp_path):
-    """A cycle whose reading took its whole limit still runs every stage, each for the
-    least a stage is given, and its plan is verified: what runs never depends on time,
-    only how far a stage gets."""
+    """A cycle whose reading took its whole limit waits for nothing: Kueue's way is used
+    only if it is in already (else the plan says it was not compared), each stage gets
+    the least a stage is given, and the plan it returns is verified."""
     snap = small_cluster(tmp_path)
     out_of_time = plan_snapshot(snap, time_limit=20.0, read_seconds=20.0)
-    searched = plan_snapshot(snap, time_limit=20.0, read_seconds=0.0)
-    names = [s["stage"] for s in out_of_time.solver.stages]
-    assert names == [s["stage"] for s in searched.solver.stages]
-    assert not any(s["status"] == "skipped" for s in out_of_time.solver.stages)
+    assert out_of_time.solver.status in ("optimal", "feasible", "fallback")
+    assert out_of_time.solver.seconds["read"] == 20.0
     assert verify(snap, Decisions(admissions=out_of_time.admissions, evictions=out_of_time.evictions)) == []
 
 
@@ -215,20 +213,21 @@ def test_the_budget_gives_each_stage_its_share_and_keeps_the_finish():
 
 
 def test_a_part_of_the_budget_is_a_share_of_what_is_left_for_the_tiers_alone():
-    """The relaxed pass: RELAXED_SHARE of what is left before the finish reserve, all of
-    it for its tiers (it runs no tail stage and keeps no reserve)."""
-    from planner.budget import FINISH_SHARE, RELAXED_SHARE, Budget
+    """A pass of the MILP's search: PASS_SHARE of what is left before the finish reserve,
+    all of it for its tiers (it runs no tail stage and keeps no reserve)."""
+    from planner.budget import FINISH_SHARE, Budget
+    from planner.milp.search import PASS_SHARE
 
     now = [0.0]
     budget = Budget(100.0, clock=lambda: now[0])
     now[0] = 10.0
-    part = budget.part(RELAXED_SHARE)
+    part = budget.part(PASS_SHARE)
     left = 100.0 * (1 - FINISH_SHARE) - 10.0
-    assert part.end == pytest.approx(10.0 + RELAXED_SHARE * left) and part.stages_end == part.end
+    assert part.end == pytest.approx(10.0 + PASS_SHARE * left) and part.stages_end == part.end
     part.open_stages()
     assert part.tier_deadline(0, 1) == pytest.approx(part.end)
     now[0] = 95.0   # past the stages' end: an empty part, never an error
-    assert budget.part(RELAXED_SHARE).left() == 0.0
+    assert budget.part(PASS_SHARE).left() == 0.0
 
 
 def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time_is_short(monkeypatch):

@@ -73,13 +73,13 @@ def test_the_milp_strictly_beats_greedy_somewhere():
 def test_a_fallback_fails_the_check(monkeypatch):
     """The guard seen failing: a MILP plan that cannot be decoded makes the cycle
     answer with greedy's plan, which verifies and matches greedy; check() must still fail."""
-    import planner.cycle as cycle_module
+    import planner.milp.search as search_module
     from planner.milp.solution import DecodeError
 
     def undecodable(form, values):
         raise DecodeError("planted by the test")
 
-    monkeypatch.setattr(cycle_module, "decode", undecodable)
+    monkeypatch.setattr(search_module, "decode", undecodable)
     snap = random_snapshot(0)
     assert plan_snapshot(snap, time_limit=10).solver.status == "fallback"
     with pytest.raises(AssertionError, match="fell back to greedy"):

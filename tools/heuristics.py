@@ -21,8 +21,6 @@ import click
 SETTINGS = {
     "all": {},
     "no RINS": {"rins": False},
-    "no relaxed pass": {"relaxed_pass": False},
-    "no greedy start": {"greedy_start": False},
 }
 
 

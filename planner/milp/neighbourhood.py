@@ -27,6 +27,8 @@ IMPROVEMENT = 1e-9
 MAX_ROUNDS = 4
 # Columns within this of each other count as agreeing.
 AGREE = 1e-6
+# The dive (search below) may take this share of the time the LP leaves.
+DIVE_SHARE = 0.5
 
 
 class Searchable(Protocol):
@@ -60,6 +62,18 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
     point, optimum = relaxed
     best = sign * objective(incumbent)
     rounds, wide = 0, False
+    # A dive first: every integer column the LP already sets to a whole number held
+    # there, the few fractional ones searched. Near an integral LP point this finds a
+    # plan far from the incumbent (nothing new, or a start from another method) at
+    # once, where the neighbourhood of the incumbent would be the whole model.
+    rounded = point.copy()
+    rounded[integer] = np.round(point[integer])
+    whole = integer & (np.abs(point - rounded) <= AGREE)
+    left = deadline - time.monotonic()
+    if left > 0 and best < sign * optimum - IMPROVEMENT * (1.0 + abs(optimum)) and whole.any():
+        values, _, _ = backend.run_fixed(DIVE_SHARE * left, gap, rounded, np.flatnonzero(whole))
+        if values is not None and sign * objective(values) > best + IMPROVEMENT * (1.0 + abs(best)):
+            incumbent, best, rounds = values, sign * objective(values), 1
     for _ in range(MAX_ROUNDS):
         left = deadline - time.monotonic()
         if left <= 0 or best >= sign * optimum - IMPROVEMENT * (1.0 + abs(optimum)):

@@ -1,0 +1,329 @@
+"""The MILP's way in: the stages solved as a cut loop over the stability rows.
+
+The stability rows (planner.milp.guarantee: nominal quota is a guarantee) are big-M
+disjunctions; with all of them on, the LP relaxation says little and the search
+finds few plans in a cycle. Most of them are never needed: a plan that admits the
+most volume seldom leaves work waiting that its queue would reclaim for. So:
+
+  1. every priority tier is solved with the stability rows off. The model is then a
+     relaxation of the whole problem, so each tier's bound is a bound on it too, and
+     its LP is tight;
+  2. the plan is judged by the verifier's own rule (`Judge.unstable`); where it
+     leaves no workload that Kueue would reclaim for, it is the answer;
+  3. else the rows of the flagged workloads are put back, and the tiers are solved
+     again, from the better of the plan carried on by Kueue's cycle (`Judge.carried`:
+     what Kueue would do next, a plan the rule keeps) and Kueue's own plan; where that
+     pass is flagged too, the rows of every waiting workload of the flagged ones'
+     ClusterQueues (they share each queue's room and borrowing columns: with only some
+     on, the optimum leaves the others waiting in their place), then every row;
+  4. the best plan the rule keeps (a pass's, or a carried one) has its tiers held,
+     and the preemption cost, then the tie-breakers, are minimised from it.
+
+Every bound reported holds for the model with all its rows: each pass solves a
+relaxation of it (some rows off), and a tier's bound from an earlier pass is used
+only while every tier above it serves at least what it served there
+(planner.milp.stages). Each pass starts from a clean model (the holds of a pass do
+not bind the next). Only how far each stage gets depends on time.
+
+Pure: no I/O. The judging is the caller's (planner.cycle): this layer may not import
+the verifier or Kueue's cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import numpy as np
+
+from models import Decisions, ObjectRef
+from planner.budget import Budget
+from planner.milp import stages
+from planner.milp.arrays import INF, ModelArrays
+from planner.milp.decode import decode
+from planner.milp.model import Formulation
+from planner.milp.solution import DecodeError
+from planner.milp.solve import HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, StageResult, minimise_stage, value_of
+from planner.milp.start import ease_rows, empty_start, start_from
+from planner.milp.warmstart import feasible
+
+# Each pass may take this share of what is left; one with every row on (the last there
+# can be) leaves only TAILS_SHARE for the preemption cost and the tie-breakers.
+PASS_SHARE = 0.6
+TAILS_SHARE = 0.2
+# The first pass waits for Kueue's way (its start) at most this share of the stages' window.
+KUEUE_WAIT_SHARE = 0.5
+MAX_PASSES = 4
+
+
+class Judge(Protocol):
+    """The verifier's stability rule and Kueue's cycle, as the caller supplies them."""
+
+    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
+        """The waiting workloads Kueue's reclaim would admit after `decisions`."""
+        ...
+
+    def carried(self, decisions: Decisions) -> Decisions | None:
+        """`decisions` carried on by Kueue's cycle to a plan the verifier accepts; None if
+        there is none."""
+        ...
+
+    def kueue_way(self, timeout: float) -> Decisions | None:
+        """Kueue's own plan (greedy), if the verifier accepts it and it is in within
+        `timeout` seconds (waited for: it runs on the second core)."""
+        ...
+
+
+@dataclass
+class Candidate:
+    decisions: Decisions
+    values: np.ndarray
+    origin: str          # "pass N" | "pass N carried on by Kueue's cycle"
+
+
+@dataclass
+class Found:
+    """What the search found: the plan (None: no plan), how it got there and its bounds."""
+
+    decisions: Decisions | None
+    status: str                                   # optimal | feasible | failed
+    objective: float                              # volume over the tiers
+    bound: float                                  # the tiers' bounds, summed
+    stages: list[StageResult] = field(default_factory=list)
+    passes: int = 0
+    rows_on: int = 0                              # workloads whose stability rows were put back
+    origin: str = ""
+    repaired: int = 0                             # a pod without GPUs found no node (decode)
+    message: str = ""
+
+    @property
+    def gap(self) -> float:
+        if self.bound <= 0:
+            return 0.0
+        return max(0.0, (self.bound - self.objective) / abs(self.bound))
+
+
+BackendMaker = Callable[[ModelArrays], Backend]
+
+
+def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: float, judge: Judge,
+          search: bool = True) -> Found:
+    """The cut loop (module docstring), within `budget` (the tails get what the passes leave)."""
+    rows = stability_rows(form)
+    for row, _ in (r for held in rows.values() for r in held):
+        form.arrays.row_upper[row] = INF
+    empty = empty_start(form)
+    incumbent = empty if feasible(form, empty) else None
+    # The first pass starts from Kueue's own plan, waited for while the model is built
+    # (it runs on the second core); only a cycle short of time starts from nothing new.
+    way = judge.kueue_way(KUEUE_WAIT_SHARE * budget.until_stages_end())
+    way_start = start_from(form, way, ease=True) if way is not None else None
+    if way is not None and way_start is not None:
+        incumbent = way_start
+    best: tuple[Candidate, list[StageResult]] | None = None
+    outer: list[StageResult] = []
+    history: list[StageResult] = []
+    passes_stages: list[list[StageResult]] = []      # each pass's own stages, for the bounds
+    on: set[ObjectRef] = set()
+    repaired, passes = 0, 0
+    for index in range(MAX_PASSES):
+        passes += 1
+        every_row = len(on) == len(rows)
+        part = budget.part(1.0 - TAILS_SHARE if every_row or index == MAX_PASSES - 1 else PASS_SHARE)
+        outcome = stages.solve(form, incumbent, make_backend(form.arrays), part, gap, search=search, tails=False,
+                               relaxed=outer)
+        history += [_named(s, index) for s in outcome.stages]
+        passes_stages.append(outcome.stages)
+        if outcome.status == "failed":
+            break
+        try:
+            decoded = decode(form, outcome.values)
+        except DecodeError:
+            break
+        if decoded.repaired:
+            repaired = decoded.repaired
+            break
+        outer = outcome.stages
+        flagged = judge.unstable(decoded.decisions)
+        if not flagged:
+            best = _better(form, best, Candidate(decoded.decisions, outcome.values, f"pass {index + 1}"),
+                           outcome.stages)
+            break
+        # Put back the rows of the workloads flagged for the first time; the next pass
+        # starts from the better of this plan carried on by Kueue's cycle and Kueue's own
+        # plan (both plans the rule keeps), or where there is neither, from nothing new.
+        new = _escalated(form, rows, flagged, index) - on
+        on |= new
+        _put_back(form, rows, new)
+        starts = [Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle")
+                  for carried in [judge.carried(decoded.decisions)] if carried is not None
+                  for values in [start_from(form, carried, ease=True)] if values is not None]
+        if index == 0 and way is not None:
+            values = start_from(form, way, ease=True)
+            if values is not None:
+                starts.append(Candidate(way, values, "Kueue's way"))
+        for candidate in starts:
+            best = _better(form, best, candidate, outcome.stages)
+        if not new:
+            break        # the rows already on did not hold the rule here: another pass would repeat this one
+        chosen = None
+        for candidate in starts:
+            chosen = _better(form, chosen, candidate, [])
+        incumbent = chosen[0].values if chosen is not None else (empty if feasible(form, empty) else None)
+    if best is None:
+        message = "no plan the model allows was found within the time limit"
+        if repaired:
+            message = f"{repaired} workload(s) left out: a pod without GPUs found no node"
+        return Found(None, "failed", 0.0, 0.0, history, passes, len(on), message=message, repaired=repaired)
+    chosen_plan, _ = best
+    standing = _standing(form, chosen_plan, passes_stages)
+    decisions, tails = _tails(form, chosen_plan, make_backend, budget, gap, judge, rows, on)
+    volume = [s for s in standing if s.name.startswith("priority")]
+    objective = sum(s.objective for s in volume)
+    bound = sum(s.bound for s in volume)
+    proven = all(s.status == "optimal" for s in standing) and all(s.status in ("optimal", "kept") for s in tails)
+    return Found(decisions, "optimal" if proven else "feasible", objective, bound, history + standing + tails,
+                 passes, len(on), chosen_plan.origin)
+
+
+def _escalated(form: Formulation, rows: dict[ObjectRef, list[tuple[int, float]]], flagged: frozenset[ObjectRef],
+               index: int) -> frozenset[ObjectRef]:
+    """Whose rows the pass after pass `index` puts back: the flagged workloads' at first;
+    then, if that pass is flagged too, their ClusterQueues' (_queue_mates); then every row."""
+    if index == 0:
+        return flagged
+    if index == 1:
+        return _queue_mates(form, rows, flagged)
+    return frozenset(rows)
+
+
+def _queue_mates(form: Formulation, rows: dict[ObjectRef, list[tuple[int, float]]],
+                 flagged: frozenset[ObjectRef]) -> frozenset[ObjectRef]:
+    """The flagged workloads and every other waiting workload of their ClusterQueues with
+    stability rows: their rows share each queue's room and borrowing columns, and a pass
+    with only some of them on leaves the others waiting in their place."""
+    queue_of = {w.ref: w.cluster_queue for members in form.members for w in members}
+    queues = {queue_of.get(ref) for ref in flagged}
+    return frozenset(flagged | {ref for ref in rows if queue_of.get(ref) in queues})
+
+
+def _put_back(form: Formulation, rows: dict[ObjectRef, list[tuple[int, float]]], refs: frozenset[ObjectRef]) -> None:
+    for ref in refs:
+        for row, upper in rows.get(ref, ()):
+            form.arrays.row_upper[row] = upper
+
+
+def _standing(form: Formulation, chosen: Candidate, passes: list[list[StageResult]]) -> list[StageResult]:
+    """Where the chosen plan stands, stage by stage (fair shares, then the tiers): what it
+    reaches against the least bound any pass proved for it. Every pass solved a
+    relaxation of the model, so its bound on a stage holds for the chosen plan while the
+    plan reaches, on every stage above, what that pass held there. Proven while it
+    reaches every bound so far."""
+    out: list[StageResult] = []
+    proven = True
+    stages_in_order = [(stage.name, stage.terms, stage.ceiling) for stage in
+                       (form.fairness.stages if form.fairness is not None else ())]
+    stages_in_order += [(f"priority {tier}", form.tier_volume[tier], form.tier_max[tier])
+                        for tier in form.tiers if form.tier_volume[tier]]
+    reached: dict[str, float] = {}
+    for name, terms, most in stages_in_order:
+        value = value_of(terms, chosen.values)
+        ceiling = most
+        for stages_of_pass in passes:
+            by_name = {s.name: s for s in stages_of_pass}
+            if name in by_name and all(reached[above] >= by_name[above].objective - HOLD_SLACK
+                                       for above in reached if above in by_name):
+                ceiling = min(ceiling, by_name[name].bound)
+        ceiling = max(value, ceiling)
+        reached[name] = value
+        proven = proven and value >= ceiling - PROVEN_TOLERANCE * (1.0 + abs(ceiling))
+        out.append(StageResult(name, "optimal" if proven else "feasible", value, ceiling, 0.0))
+    return out
+
+
+def stability_rows(form: Formulation) -> dict[ObjectRef, list[tuple[int, float]]]:
+    """Per waiting workload, its stability rows and their upper bounds as built."""
+    out: dict[ObjectRef, list[tuple[int, float]]] = {}
+    for row, ref in form.guarantee.rows if form.guarantee is not None else ():
+        out.setdefault(ref, []).append((row, form.arrays.row_upper[row]))
+    return out
+
+
+def _named(stage: StageResult, index: int) -> StageResult:
+    return StageResult(f"{stage.name} (pass {index + 1})", stage.status, stage.objective, stage.bound, stage.seconds)
+
+
+def _better(form: Formulation, best: tuple[Candidate, list[StageResult]] | None, new: Candidate,
+            new_stages: list[StageResult]) -> tuple[Candidate, list[StageResult]]:
+    """The better candidate in the objective's order (fair-sharing stages, then the tiers;
+    the later on a tie: a later pass solved a tighter relaxation), with the tier stages
+    of the pass it came from."""
+    if best is None:
+        return new, new_stages
+    fair = [stage.terms for stage in form.fairness.stages] if form.fairness is not None else []
+    for terms in fair + [form.tier_volume[t] for t in form.tiers]:
+        a, b = value_of(terms, new.values), value_of(terms, best[0].values)
+        if a > b + HOLD_SLACK:
+            return new, new_stages
+        if a < b - HOLD_SLACK:
+            return best
+    return new, new_stages
+
+
+TAIL_TRIES = 2   # the tails again, with the rows of what their plan left unstable put back
+
+
+def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, budget: Budget, gap: float,
+           judge: Judge, rows: dict[ObjectRef, list[tuple[int, float]]],
+           on: set[ObjectRef]) -> tuple[Decisions, list[StageResult]]:
+    """Hold every fair-sharing stage and tier at what the chosen plan reaches; minimise
+    the preemption cost, then the tie-breakers (each never worse than where it starts).
+    Their plan is kept only if it decodes and the stability rule keeps it; where the rule
+    flags some of its workloads, their rows are put back and the tails run again."""
+    done: list[StageResult] = []
+    if not form.cost_terms and not form.secondary:
+        return chosen.decisions, done
+    budget.open_stages()
+    for attempt in range(TAIL_TRIES):
+        if form.guarantee is not None and not feasible(form, chosen.values):
+            ease_rows(form, form.guarantee, chosen.values, frozenset())   # rows stricter than the rule, here
+        values = _minimise_tails(form, chosen.values, make_backend(form.arrays), budget, gap, done,
+                                 attempt, TAIL_TRIES)
+        if values is chosen.values:
+            return chosen.decisions, done
+        try:
+            decoded = decode(form, values)
+        except DecodeError:
+            return chosen.decisions, done
+        if decoded.repaired:
+            return chosen.decisions, done
+        flagged = judge.unstable(decoded.decisions)
+        if not flagged:
+            return decoded.decisions, done
+        new = _queue_mates(form, rows, flagged) - on
+        if not new:
+            break
+        on |= new
+        _put_back(form, rows, new)
+    return chosen.decisions, done
+
+
+def _minimise_tails(form: Formulation, start: np.ndarray, backend: Backend, budget: Budget, gap: float,
+                    done: list[StageResult], attempt: int, attempts: int) -> np.ndarray:
+    values = start
+    for stage in form.fairness.stages if form.fairness is not None else ():
+        backend.add_row(stage.terms, value_of(stage.terms, values) - HOLD_SLACK, INF)
+    for tier in form.tiers:
+        if form.tier_volume[tier]:
+            backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], values) - HOLD_SLACK, INF)
+    count = (int(bool(form.cost_terms)) + int(bool(form.secondary))) * (attempts - attempt)
+    if form.cost_terms:
+        values = minimise_stage(form.cost_terms, "preemption cost", backend, values,
+                                max(budget.now() + stages.MIN_STAGE, budget.tail_deadline(0, count)),
+                                max(gap, TAIL_GAP), done, floor=0.0)
+        backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, values) + HOLD_SLACK)
+    if form.secondary:
+        values = minimise_stage(form.secondary, "tie-breakers", backend, values,
+                                max(budget.now() + stages.MIN_STAGE, budget.tail_deadline(0, count - 1)),
+                                max(gap, TAIL_GAP), done)
+    return values
