@@ -40,6 +40,7 @@ from models import Decisions, ObjectRef, Plan, Snapshot, SolverReport
 from planner import fair_report, metrics, tiers, vs_kueue, why
 from planner.kueue import fair_share
 from planner.kueue.semantics import QuotaTree, eviction_cost
+from planner.kueue.victims import PreemptionRules
 from planner.assemble import assemble
 from planner.beside import Beside
 from planner.budget import Budget
@@ -112,6 +113,12 @@ def kueue_way(snapshot: Snapshot, readiness: podsready.Readiness) -> KueueWay:
     return KueueWay(decisions, violations, metrics.summarize(seen, judged), time.monotonic() - began)
 
 
+def carry_on(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules | None) -> Decisions | None:
+    """`decisions` carried on by Kueue's cycle (planner.continuation), if that verifies."""
+    onward = continued(snapshot, decisions, rules)
+    return onward if onward is not None and not verify(snapshot, onward) else None
+
+
 class CycleJudge:
     """planner.milp.search's Judge: the verifier's stability rule, Kueue's cycle carrying
     a plan on (planner.continuation) to one the verifier accepts, and Kueue's way from
@@ -127,9 +134,10 @@ class CycleJudge:
     def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
         return frozenset(ref for ref, _ in unstable(self.snapshot, decisions))
 
-    def carried(self, decisions: Decisions) -> Decisions | None:
-        onward = continued(self.snapshot, decisions, self.form.preemption)
-        return onward if onward is not None and not verify(self.snapshot, onward) else None
+    def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
+        """Kueue's cycle run on from `decisions`, verified, on the second core (this one
+        waits: the copy is the one that can be stopped at the deadline)."""
+        return Beside(carry_on, self.snapshot, decisions, self.form.preemption).result(timeout=timeout)
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,

@@ -51,6 +51,8 @@ from planner.milp.warmstart import feasible
 # can be) leaves only TAILS_SHARE for the preemption cost and the tie-breakers.
 PASS_SHARE = 0.6
 TAILS_SHARE = 0.2
+# Carrying a plan on by Kueue's cycle may take this share of what is left.
+CARRY_SHARE = 0.3
 # The first pass waits for Kueue's way (its start) at most this share of the stages' window.
 KUEUE_WAIT_SHARE = 0.5
 MAX_PASSES = 4
@@ -63,9 +65,9 @@ class Judge(Protocol):
         """The waiting workloads Kueue's reclaim would admit after `decisions`."""
         ...
 
-    def carried(self, decisions: Decisions) -> Decisions | None:
+    def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
         """`decisions` carried on by Kueue's cycle to a plan the verifier accepts; None if
-        there is none."""
+        there is none, or none within `timeout` seconds."""
         ...
 
     def kueue_way(self, timeout: float) -> Decisions | None:
@@ -156,7 +158,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
         on |= new
         _put_back(form, rows, new)
         starts = [Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle")
-                  for carried in [judge.carried(decoded.decisions)] if carried is not None
+                  for carried in [judge.carried(decoded.decisions, CARRY_SHARE * budget.until_stages_end())]
+                  if carried is not None
                   for values in [start_from(form, carried, ease=True)] if values is not None]
         if index == 0 and way is not None:
             values = start_from(form, way, ease=True)
