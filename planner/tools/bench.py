@@ -333,7 +333,7 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
             f"{row['time_limit']:g}",
             f"FAILED: {m['error']}" if failed else _check_max(m["seconds"]["total"], t.seconds, "s"),
             f"≤ {t.seconds:g} s",
-            "—" if failed else f"{_status(m)}: {_check_ratio(m, t, g)}",
+            "—" if failed else f"{status_text(m)}: {_check_ratio(m, t, g)}",
             _half(row, t, g),
             _ratio_target(t),
             "—" if failed else _check_max(m.get("peak_rss_mib"), t.rss_mib, "MiB"),
@@ -372,7 +372,7 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         shares.append([row["scenario"]] + [f"{s[k]:.2f} ({100 * s[k] / total:.0f}%)" for k in SECONDS_KEYS[:-1]]
                       + [f"{s['total']:.2f}",
                          "; ".join(f"{st.get('stage')}: {st.get('status')} {fmt(st.get('seconds'), 2)} s"
-                                   for st in m["stages"]) or f"— ({_status(m)})"])
+                                   for st in m["stages"]) or f"— ({status_text(m)})"])
     out += markdown_table(["scenario", "read s", "build s", "solve s", "verify s", "total s", "solve stages"], shares)
 
     out += ["", "### Growth", ""]
@@ -413,7 +413,7 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
     return out
 
 
-def _status(record: Mapping[str, Any]) -> str:
+def status_text(record: Mapping[str, Any]) -> str:
     return str(record["status"]) + (f" ({record['message']})" if record.get("message") else "")
 
 
@@ -440,7 +440,7 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
             table.append([
                 row["fixture"] if solver == "milp" else "",
                 solver,
-                _status(r),
+                status_text(r),
                 str(r["admitted"]),
                 "; ".join(f"{p}: {fmt(v)}" for p, v in sorted(r["served_gpus"].items(), reverse=True)),
                 compared,

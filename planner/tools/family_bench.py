@@ -267,7 +267,7 @@ def _tiers(row: Mapping[str, Any], key: str) -> str:
     ratio = row.get("tier_ratio")
     shown = "; ".join(f"{p}: {_ratio(o, b)}" + ("" if ratio is None else (" ✓" if tier_holds(o, b, ratio) else " ✗"))
                       for p, o, b in tiers_of(record))
-    return f"{record['status']}: {shown or 'no priority stages'}"
+    return f"{record['status']}: {shown}" if shown else f"{bench.status_text(record)}: no priority stages"
 
 
 def _versus(row: Mapping[str, Any]) -> str:
