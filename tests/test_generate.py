@@ -264,6 +264,7 @@ def test_the_new_parameters_are_checked():
         with pytest.raises(ValueError, match=message):
             small_spec(**overrides).validate()
     small_spec(gpu_flavors="2").validate()
+    assert snapshot_of(small_spec(cohort_limit_share=0.5)).cohorts.keys() == {"org"}   # no cohort below org
     assert small_spec(gpu_flavors="2").gpu_flavor_list() == [("h100", g.GPU_PRODUCTS["h100"], 1.0),
                                                              ("a100", g.GPU_PRODUCTS["a100"], 1.0)]
     assert small_spec(gpu_flavors="mi300x:3").gpu_flavor_list() == [("mi300x", "MI300X", 3.0)]

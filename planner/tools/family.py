@@ -189,14 +189,6 @@ def _spec_view(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**defaults, **values}
 
 
-def scale_of(spec: GeneratorSpec) -> str:
-    """The scale whose size `spec` has ("" for none)."""
-    for name, size in SCALES.items():
-        if spec.fanout == size["fanout"] and spec.pending == size["pending"] and spec.running == size["running"]:
-            return name
-    return ""
-
-
 def describe(spec: GeneratorSpec) -> str:
     """A family member's shape in one line (what the seed drew), for tables and test ids."""
     flavors = spec.gpu_flavor_list() or [(spec.flavor, "", 1.0)]
@@ -205,17 +197,19 @@ def describe(spec: GeneratorSpec) -> str:
                                                                spec.cohort_subgroups else "") + ")"
     parts = [f"{len(flavors)} flavor{'s' * (len(flavors) > 1)}"
              + (f" {spec.flavor_order}" if len(flavors) > 1 else "")
-             + (f", {spec.subset_share:g} subsets" if spec.subset_share else ""),
+             + (f", {spec.subset_share:.0%} of queues lack some" if spec.subset_share else ""),
              f"{spec.teams} CQs" + (f" ({spec.idle_teams} idle)" if spec.idle_teams else ""),
-             f"depth {depth}{tree}" + (f", {spec.cohort_limit_share:g} limited" if spec.cohort_limit_share else ""),
+             f"cohort depth {depth}{tree}" + (f", {spec.cohort_limit_share:.0%} limited"
+                                              if spec.cohort_limit_share else ""),
              f"{len(spec.priorities)} priorities",
-             f"borrow {spec.borrowing_share:g}x{spec.borrowing_limit:g}, lend {spec.lending_share:g}x"
-             f"{spec.lending_limit:g}",
-             f"policies {spec.policy_mix:g}" + (f", StrictFIFO {spec.strict_fifo_share:g}"
-                                               if spec.strict_fifo_share else ""),
-             f"multi-node {spec.multi_node_share:g} (running {spec.running_multi_node_share:g}, budget "
-             f"{spec.running_large_budget:g})",
-             f"quota {spec.quota_share:g}" + (f", org {spec.root_quota_share:g}" if spec.root_quota_share else "")]
+             f"borrowingLimit {spec.borrowing_limit:g}x on {spec.borrowing_share:.0%}, lendingLimit "
+             f"{spec.lending_limit:g}x on {spec.lending_share:.0%}",
+             f"drawn policies {spec.policy_mix:.0%}" + (f", StrictFIFO {spec.strict_fifo_share:.0%}"
+                                                       if spec.strict_fifo_share else ""),
+             f"multi-node {spec.multi_node_share:.0%} (running {spec.running_multi_node_share:.0%} within "
+             f"{spec.running_large_budget:.0%} of nominal)",
+             f"quota {spec.quota_share:.0%}" + (f", {spec.root_quota_share:.0%} at org" if spec.root_quota_share
+                                                else "")]
     return "; ".join(parts)
 
 

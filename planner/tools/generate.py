@@ -20,7 +20,8 @@ What it draws, all from one `random.Random(seed)`:
   sub-cohorts of it, each optionally with `cohort_subgroups` of its own), nominal
   quotas splitting `quota_share` of each flavor's GPUs among the queues that list it
   (cpu and memory in the nodes' proportion) with random weights; half have a
-  `borrowingLimit` (= nominal), 30% a `lendingLimit` (= nominal / 2), and
+  `borrowingLimit` (= nominal; `borrowing_limit` x nominal), 30% a `lendingLimit`
+  (= nominal / 2; `lending_limit` x nominal), and
   `cohort_limit_share` of the cohorts a borrowingLimit of their own. Queues list
   every flavor in the spec's order unless `flavor_order` / `subset_share` say
   otherwise. Preemption: LowerPriority within the queue, reclaim Any, borrow
@@ -741,7 +742,7 @@ class _Generator:
 
     def some(self, share: float, n: int) -> list[bool]:
         """round(share x n) of n items at random (at least one when share > 0; no draw when 0)."""
-        k = max(1 if share > 0 else 0, round(share * n))
+        k = min(n, max(1 if share > 0 else 0, round(share * n)))
         chosen = set(self.rng.sample(range(n), k)) if k else set()
         return [i in chosen for i in range(n)]
 
