@@ -1010,6 +1010,9 @@ def _generate_help_epilog() -> str:
     for f in fields(GeneratorSpec):
         lines.append(f"  {f.name} [{format_value(f.default)}]")
         lines.append(f"      {f.metadata['doc']}")
+    from planner.tools.family import help_lines
+
+    lines += ["", *help_lines()]
     lines += ["", "\b", "Exit codes:", "  0  snapshot written", "  1  unexpected internal error",
               "  2  bad flag or parameter; nothing written"]
     return "\n".join(lines)
@@ -1024,10 +1027,12 @@ class _LazyEpilogCommand(click.Command):
 
 
 @cli.command("generate", cls=_LazyEpilogCommand, context_settings=CONTEXT)
-@click.option("--preset", type=click.Choice(["S", "M", "L", "XL", "meta-like", "nvl72", "four-level", "fragmented", "fair"]),
+@click.option("--preset", type=click.Choice(["S", "M", "L", "XL", "meta-like", "nvl72", "four-level", "fragmented", "fair",
+                                            "family"]),
               default="S", show_default=True, show_envvar=True,
               help="Starting shape: S/M/L/XL (512/4,096/16,384/65,536 nodes, the scale benchmark's) or a "
-                   "topology fixture's (meta-like, nvl72, four-level); fair: four weighted teams with fair sharing on.")
+                   "topology fixture's (meta-like, nvl72, four-level); fair: four weighted teams with fair sharing on; "
+                   "family: the seed draws the shape (issue 32's family; --set scale=S|M|L|XL|tiny).")
 @click.option("--seed", type=int, show_envvar=True,
               help="Random seed (default: the preset's). The same seed and parameters give the same bytes.")
 @click.option("--nodes", "nodes", metavar="AxBx...", show_envvar=True,
@@ -1048,7 +1053,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
-    ClusterQueues of several teams in a cohort (or a two-level cohort tree) with
+    ClusterQueues of several teams in a cohort (or a cohort tree of up to three levels) with
     borrowing and lending limits, WorkloadPriorityClasses, and Jobs and JobSets:
     small jobs after the Philly trace's size mix, multi-node training of 16 to
     2,048 GPUs with Kueue TAS annotations (required / preferred rack or block,
@@ -1062,10 +1067,9 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
       stowplan generate --preset M --out m.json && stowplan what-if m.json
       stowplan generate --preset meta-like --seed 7 --set pending=400 -o yaml --out meta.yaml
       stowplan generate --nodes 2x8x18 --set gpus_per_node=4 --set running=50 --out small.json
+      stowplan generate --preset family --seed 7 --set scale=M --out family-7-m.json
     """
-    from dataclasses import replace as replace_spec
-
-    from planner.tools.generate import generate, parse_setting, preset as preset_spec, to_json, to_yaml
+    from planner.tools.generate import generate, spec_from_options, to_json, to_yaml
 
     say = _progress(quiet)
     to_stdout = out in (None, "-")
@@ -1073,17 +1077,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
         assert out is not None
         check_writable(out)
     try:
-        spec = preset_spec(preset)
-        if seed is not None:
-            spec = replace_spec(spec, seed=seed)
-        if nodes is not None:
-            spec = replace_spec(spec, **parse_setting(spec, "nodes", nodes))
-        for setting in settings:
-            key, sep, value = setting.partition("=")
-            if not sep:
-                raise ValueError(f"--set {setting!r}: expected KEY=VALUE")
-            spec = replace_spec(spec, **parse_setting(spec, key.strip(), value.strip()))
-        spec.validate()
+        spec = spec_from_options(preset, seed, nodes, settings)
     except ValueError as error:
         raise InputError(str(error)) from None
     started = time.monotonic()

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from planner.tools import bench
+from planner.tools import bench, family_bench
 from planner.cli import cli
+from planner.tools.family import describe, family
 from planner.tools.generate import preset
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,7 +99,8 @@ def test_a_failed_plan_is_a_row_not_a_crash(tmp_path: Path) -> None:
 def test_the_command_is_registered_with_its_options(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["bench", "--help"])
     assert result.exit_code == 0
-    for option in ("--scenario", "--xl", "--time-limit-factor", "--out", "--fixtures / --no-fixtures"):
+    for option in ("--scenario", "--xl", "--time-limit-factor", "--out", "--fixtures / --no-fixtures",
+                   "--scenarios / --no-scenarios", "--family / --no-family", "--family-scale", "--family-seeds"):
         assert option in result.output
 
 
@@ -119,3 +121,102 @@ def test_peak_rss_is_the_planning_process_own_not_its_parent() -> None:
     record = bench.plan_in_process(REPO / "fixtures" / "tiny.yaml", "greedy")
     assert 0 < record["peak_rss_mib"] < 350, record["peak_rss_mib"]
     del ballast
+
+
+# ---------------------------------------------------------------- the family section (issue 32)
+
+def record(method="milp", total=1.0, served=None, stages=(), rss=100.0, status="optimal", error=None):
+    """A plan record as plan_in_process makes it (only what the family section reads)."""
+    if error is not None:
+        return {"method": method, "error": error, "wall": 1.0}
+    return {"method": method, "status": status, "message": "", "objective": 1.0, "bound": 1.0, "ratio": 1.0,
+            "gap": 0.0, "seconds": {"read": 0.1, "build": 0.1, "solve": 0.1, "verify": 0.1, "total": total},
+            "wall": total + 0.5, "stages": [{"stage": name, "status": "optimal", "objective": o, "bound": b,
+                                              "seconds": 0.1} for name, o, b in stages],
+            "peak_rss_mib": rss, "model": {}, "served_gpus": dict(served or {1000: 8, 0: 4}), "utilization": {},
+            "admitted": 3, "evicted": 0, "pending": 1, "preemption_cost": 0.0, "locality": {}, "free_domains": {}}
+
+
+def family_row(scale, seed, **runs):
+    target = family_bench.FAMILY_TARGETS[scale]
+    limit = target.limit.time_limit()
+    row = {"scale": scale, "seed": seed, "shape": "2 flavors same; 8 CQs; depth 2 (2)", "nodes": 512, "gpus": 4096,
+           "pending": 300, "running": 290, "running_share": 0.61, "time_limit": limit,
+           "tier_ratio": target.tier_ratio, "greedy_seconds": target.greedy_seconds, "rss_mib": target.rss_mib,
+           "milp": record(total=limit * 0.9, stages=[("priority 1000", 8, 8), ("priority 0", 4, 4)]),
+           "milp_half": record(total=limit * 0.45, stages=[("priority 1000", 8, 8), ("priority 0", 4, 4)]),
+           "greedy": record("greedy", total=0.5)}
+    row.update(runs)
+    return row
+
+
+FAMILY_ROWS = [
+    family_row("S", 1001),
+    family_row("M", 2001),
+    family_row("M", 2002,
+               milp=record(total=5.2, served={1000: 8, 0: 9}, rss=1100.0,
+                           stages=[("relaxed priority 1000", 1, 10), ("priority 1000", 8, 8), ("priority 0", 90, 100),
+                                   ("tie-breakers", -1, 0)]),
+               milp_half=record(total=2.0, served={1000: 6, 0: 20}, stages=[("priority 1000", 6, 8)]),
+               greedy=record("greedy", total=1.4)),
+    family_row("M", 2003, greedy=record("greedy", error="exit 3: Error: plan failed verification (2 violations)")),
+]
+META = {"date": "d", "commit": "c", "machine": "m", "load_start": "0", "load_end": "1", "command": "stowplan bench"}
+
+
+def test_the_family_verdict_names_every_miss_per_target_and_scale():
+    lines = family_bench.verdicts(FAMILY_ROWS)
+    verified, in_time, kueue, tiers, greedy, rss = lines
+    assert verified == ("- **every plan verified (MILP at the limit and at half, greedy)**: S ✓ 3 of 3; M ✗ 8 of 9 "
+                        "(seed 2003 greedy: exit 3: Error: plan failed verification (2 violations))")
+    assert in_time.endswith("S ✓ 2 of 2; M ✗ 5 of 6 (seed 2002 at the limit: 5.20 s > 4.987 s)")
+    assert kueue.endswith("S ✓ 2 of 2; M ✗ 3 of 6 (seed 2002 at half: priority 1000: 6 GPUs against greedy's 8; "
+                          "seed 2003 at the limit: no plan to compare; seed 2003 at half: no plan to compare)")
+    assert tiers.endswith("S — (no target); M ✗ 4 of 6 (seed 2002 at the limit: 0: 90/100 (0.900); "
+                          "seed 2002 at half: 1000: 6/8 (0.750))")
+    assert greedy.endswith("S — (no target); M ✗ 1 of 3 (seed 2002: 1.40 s; seed 2003: no plan)")
+    assert rss.endswith("S — (no target); M ✗ 2 of 3 (seed 2002: 1,100 MiB)")
+
+
+def test_the_family_tables_mark_each_member():
+    text = "\n".join(family_bench.family_markdown(FAMILY_ROWS, META))
+    assert "### S: time limit 1.9 s (≤ 1.995 s), at half 0.95 s (≤ 0.9975 s)" in text
+    assert "### M: time limit 4.75 s (≤ 4.987 s), at half 2.375 s (≤ 2.494 s)" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 2002 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:8] == ["✓ / ✓ / ✓", "5.20 ✗", "2.00 ✓", "better ✓ / WORSE ✗", "1000: 8/8 (1.00); 0: 9/4 (2.25)"]
+    assert cells[8] == "optimal: 1000: 8/8 (1) ✓; 0: 90/100 (0.900) ✗"       # relaxed and tie-breaker stages left out
+    assert cells[10:] == ["1.40 ✗", "1100 ✗"]
+    failed = next(line for line in text.splitlines() if line.startswith("| 2003 |"))
+    assert "✓ / ✓ / ✗" in failed and "FAILED" in failed
+
+
+def test_a_tier_holds_within_its_share_of_the_bound_whatever_the_sign():
+    assert family_bench.tier_holds(98.0, 100.0, 0.98) and not family_bench.tier_holds(97.9, 100.0, 0.98)
+    assert family_bench.tier_holds(-10.0, -10.0, 0.98)                  # evicting more than admitting, proven
+    assert family_bench.tier_holds(-10.4, -10.0, 0.95) and not family_bench.tier_holds(-12.0, -10.0, 0.95)
+    assert family_bench.tiers_of(FAMILY_ROWS[2]["milp"]) == [(1000, 8.0, 8.0), (0, 90.0, 100.0)]
+
+
+def test_from_json_re_renders_the_family_section(tmp_path: Path):
+    out = tmp_path / "BENCHMARKS.md"
+    result = bench.report(META, [], [], FAMILY_ROWS, out)
+    assert result["markdown"].startswith(bench.FAMILY_HEADING)
+    begin, end = bench.marker("family")
+    text = out.read_text()
+    assert text.count(begin) == 1 and text.count(end) == 1 and "| 2002 |" in text
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(bench.jsonable(result)))
+    again = bench.report(*bench.load_results(saved), None)
+    assert again["markdown"] == result["markdown"]
+
+
+def test_a_tiny_family_member_runs_end_to_end(tmp_path: Path):
+    [row] = family_bench.run_family(["tiny"], [1101], tmp_path)
+    assert (row["scale"], row["seed"], row["nodes"], row["time_limit"]) == ("tiny", 1101, 32, 1.9)
+    assert row["shape"] == describe(family(1101, "tiny")) and 0 < row["running_share"] <= 1
+    for key, method in (("milp", "milp"), ("milp_half", "milp"), ("greedy", "greedy")):
+        assert "error" not in row[key], row[key]
+        assert set(row[key]) == RECORD_KEYS and row[key]["method"] == method
+    assert family_bench.tiers_of(row["milp"])                            # the priority stages are read
+    assert len(family_bench.verdicts([row])) == len(family_bench.CHECKS)

@@ -46,6 +46,14 @@ def snapshot_of(spec):
     return build_snapshot([g.generate(spec)], source="generated")
 
 
+# Every newer shape parameter at once: four flavors (one on two top-level domains), each
+# queue in its own order, some with only some flavors, a three-level cohort tree with
+# borrowing limits on cohorts, drawn policies, StrictFIFO queues.
+MANY = dict(fanout=(5, 2, 4), gpu_flavors="h100:2,a100,l40s,b200", flavor_order="shuffled", subset_share=0.5,
+            teams=12, cohort_groups=2, cohort_subgroups=3, cohort_limit_share=1.0, borrowing_limit=0.5,
+            lending_limit=0.25, policy_mix=1.0, strict_fifo_share=0.5, pending=60, running=40)
+
+
 @pytest.fixture(scope="module")
 def snapshots():
     """Snapshots (and their documents) of S and the fixture presets, built once."""
@@ -54,6 +62,9 @@ def snapshots():
         spec = g.preset(name)
         document = g.generate(spec)
         out[name] = (spec, document, build_snapshot([document], source=name))
+    spec = small_spec(**MANY)
+    document = g.generate(spec)
+    out["many"] = (spec, document, build_snapshot([document], source="many"))
     return out
 
 
@@ -170,6 +181,95 @@ def test_one_level_and_two_flavors_work_too():
         assert Counter(w.state for w in snapshot.workloads)[WorkloadState.PENDING] == spec.pending
 
 
+# ---------------------------------------------------------------- flavors, cohort trees, policies
+
+def _gpu_quota(cq_or_cohort):
+    return {fq.flavor: fq.resources[GPU] for rg in cq_or_cohort.resource_groups for fq in rg.flavors}
+
+
+def test_many_flavors_split_the_top_level_domains_and_every_queue_lists_them_its_way(snapshots):
+    spec, _, snapshot = snapshots["many"]
+    assert snapshot.problems == () and all(cq.active for cq in snapshot.cluster_queues.values())
+    assert list(snapshot.flavors) == sorted(["h100", "a100", "l40s", "b200"])
+    products = Counter(n.labels[spec.flavor_label] for n in snapshot.nodes)
+    per_domain = spec.nodes // spec.fanout[0]           # h100 weighs 2: two of the five top-level domains
+    assert products == {"NVIDIA-H100-80GB-HBM3": 2 * per_domain, "NVIDIA-A100-SXM4-80GB": per_domain,
+                        "NVIDIA-L40S": per_domain, "NVIDIA-B200": per_domain}
+    for node in snapshot.nodes:                          # a flavor's nodes are whole top-level domains
+        top = node.labels[spec.levels[0]]
+        assert {n.labels[spec.flavor_label] for n in snapshot.nodes if n.labels[spec.levels[0]] == top} == \
+            {node.labels[spec.flavor_label]}
+    orders = [[fq.flavor for rg in cq.resource_groups for fq in rg.flavors]
+              for cq in snapshot.cluster_queues.values()]
+    assert any(len(order) < 4 for order in orders)                    # some queues lack flavors
+    spec_order = ["h100", "a100", "l40s", "b200"]
+    assert any(order != sorted(order, key=spec_order.index) for order in orders)   # orders of their own
+    gpus = {f: products[snapshot.flavors[f].node_labels[spec.flavor_label]] * spec.gpus_per_node
+            for f in snapshot.flavors}
+    for flavor, total in gpus.items():                   # every flavor's GPUs are some queues' nominal quota
+        listed = [_gpu_quota(cq)[flavor].nominal for cq in snapshot.cluster_queues.values()
+                  if flavor in _gpu_quota(cq)]
+        assert listed and sum(listed) == total, flavor
+
+
+def test_a_three_level_cohort_tree_with_borrowing_limits_on_cohorts(snapshots):
+    spec, _, snapshot = snapshots["many"]
+    parents = {name: c.parent for name, c in snapshot.cohorts.items()}
+    assert parents == {"org": None, "org-1": "org", "org-2": "org", **{f"org-{g}-{s}": f"org-{g}"
+                                                                      for g in (1, 2) for s in (1, 2, 3)}}
+    leaves = Counter(cq.cohort for cq in snapshot.cluster_queues.values())
+    assert set(leaves) == {f"org-{g}-{s}" for g in (1, 2) for s in (1, 2, 3)}   # every leaf has a queue
+    for name, cohort in snapshot.cohorts.items():
+        if name == "org":
+            continue
+        members = [cq for cq in snapshot.cluster_queues.values()
+                   if cq.cohort == name or cq.cohort.startswith(name + "-")]
+        for flavor, quota in _gpu_quota(cohort).items():  # cohort_limit_share 1: every cohort below org
+            subtree = sum(_gpu_quota(cq)[flavor].nominal for cq in members if flavor in _gpu_quota(cq))
+            assert quota.nominal == 0 and quota.borrowing_limit == int(subtree * spec.borrowing_limit)
+        assert _gpu_quota(cohort)
+
+
+def test_queue_limits_follow_their_factors():
+    snapshot = snapshot_of(small_spec(borrowing_share=1.0, borrowing_limit=2.0, lending_share=1.0,
+                                      lending_limit=0.25))
+    for cq in snapshot.cluster_queues.values():
+        for quota in _gpu_quota(cq).values():
+            assert quota.borrowing_limit == 2 * quota.nominal
+            assert quota.lending_limit == quota.nominal // 4
+
+
+def test_policy_mix_draws_policies_kueue_accepts_and_strict_fifo_queues(snapshots):
+    spec, _, snapshot = snapshots["many"]
+    queues = list(snapshot.cluster_queues.values())
+    policies = [cq.preemption for cq in queues]
+    assert len({p.within_cluster_queue for p in policies}) > 1 and len({p.reclaim_within_cohort for p in policies}) > 1
+    assert all(p.borrow_within_cohort == "Never" for p in policies if p.reclaim_within_cohort == "Never")
+    assert len({(cq.when_can_borrow, cq.when_can_preempt) for cq in queues}) > 1
+    assert Counter(cq.queueing_strategy for cq in queues) == {"StrictFIFO": 6, "BestEffortFIFO": 6}
+    plain = snapshot_of(small_spec(teams=4))                # the default: one policy for all
+    assert len({cq.preemption for cq in plain.cluster_queues.values()}) == 1
+
+
+def test_the_new_parameters_are_checked():
+    for overrides, message in ((dict(gpu_flavors="h100,a100,l40s"), "need as many top-level domains"),
+                               (dict(gpu_flavors="h100,h100"), "distinct"),
+                               (dict(gpu_flavors="7", fanout=(8, 2, 4)), "a count from 1"),
+                               (dict(gpu_flavors="h100,a100", second_flavor="x"), "gpu_flavors replaces"),
+                               (dict(cohort_subgroups=2), "needs cohort_groups"),
+                               (dict(cohort_groups=2, cohort_subgroups=2), "at most teams"),
+                               (dict(flavor_order="random"), "flavor_order"),
+                               (dict(lending_limit=1.5), "lending_limit"),
+                               (dict(borrowing_limit=-1.0), "borrowing_limit")):
+        with pytest.raises(ValueError, match=message):
+            small_spec(**overrides).validate()
+    small_spec(gpu_flavors="2").validate()
+    assert snapshot_of(small_spec(cohort_limit_share=0.5)).cohorts.keys() == {"org"}   # no cohort below org
+    assert small_spec(gpu_flavors="2").gpu_flavor_list() == [("h100", g.GPU_PRODUCTS["h100"], 1.0),
+                                                             ("a100", g.GPU_PRODUCTS["a100"], 1.0)]
+    assert small_spec(gpu_flavors="mi300x:3").gpu_flavor_list() == [("mi300x", "MI300X", 3.0)]
+
+
 # ---------------------------------------------------------------- the job mix
 
 def test_small_jobs_follow_the_philly_mix():
@@ -204,7 +304,7 @@ def _domain(node, levels, level):
     return tuple(node.labels[lv] for lv in levels[:levels.index(level) + 1])
 
 
-@pytest.mark.parametrize("name", ("S",) + FIXTURE_PRESETS)
+@pytest.mark.parametrize("name", ("S",) + FIXTURE_PRESETS + ("many",))
 def test_running_work_fits_nodes_quota_and_its_topology(snapshots, name):
     spec, _, snapshot = snapshots[name]
     nodes = {n.name: n for n in snapshot.nodes}

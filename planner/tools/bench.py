@@ -1,4 +1,4 @@
-"""`stowplan bench`: the scale benchmark (issue 6) and the fixture comparison (issues 3, 4).
+"""`stowplan bench`: the scale benchmark (issue 6), the fixture comparison (issues 3, 4) and the family (issue 32).
 
 For each scenario (the generator's presets S, M, L and, with --xl, XL; fixed seed),
 the snapshot is generated to a JSON file, then planned three times (the MILP at the
@@ -18,8 +18,11 @@ for the steps that must finish past the limit (greedy's last cycle, the plan's l
 metrics) and writing the plan (S 1.9 s, M 4.75 s, L 28.5 s, XL 114 s), times
 --time-limit-factor.
 
+The family section (planner/tools/family_bench.py) plans members of the generated
+family of shapes (issue 32) the same way and judges each of that issue's targets.
+
 Results go to stdout (markdown tables) and into BENCHMARKS.md between marker
-comments (`<!-- bench:scale -->` ... `<!-- /bench:scale -->`, `bench:fixtures`);
+comments (`<!-- bench:scale -->` ... `<!-- /bench:scale -->`, `bench:fixtures`, `bench:family`);
 everything outside the markers is left as it is, so the hand-written text stays.
 Nothing is asserted about speed here: rows that miss a target say by how much.
 """
@@ -69,7 +72,7 @@ TARGETS: dict[str, Target] = {
 Say = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
+def silent(_: str) -> None:
     pass
 
 
@@ -157,7 +160,7 @@ def snapshot_shape(document: Mapping[str, Any]) -> dict[str, int]:
 
 
 def bench_scenario(name: str, spec: Any, target: Target, workdir: Path, factor: float = 1.0,
-                   say: Say = _quiet) -> dict[str, Any]:
+                   say: Say = silent) -> dict[str, Any]:
     """Generate `spec` to JSON in `workdir`, plan it with milp and with greedy; one row."""
     from planner.tools.generate import generate, to_json
 
@@ -178,7 +181,7 @@ def bench_scenario(name: str, spec: Any, target: Target, workdir: Path, factor: 
     for key, solver, seconds in (("milp", "milp", limit), ("milp_half", "milp", round(limit / 2, 3)),
                                  ("greedy", "greedy", limit)):
         runs[key] = plan_in_process(path, solver, seconds, timeout)
-        say(f"{name} {solver} at {seconds:g} s: {_brief(runs[key])}")
+        say(f"{name} {solver} at {seconds:g} s: {brief(runs[key])}")
     return {"scenario": name, "levels": len(spec.levels), **shape, "generate_seconds": generated,
             "time_limit": limit, "target": target, **runs}
 
@@ -188,18 +191,18 @@ def fixture_paths(folder: Path) -> list[Path]:
                   if p.is_file() and (p.suffix == ".json" or (p.suffix == ".yaml" and not p.name.endswith(".plan.yaml"))))
 
 
-def bench_fixture(path: Path, say: Say = _quiet) -> dict[str, Any]:
+def bench_fixture(path: Path, say: Say = silent) -> dict[str, Any]:
     runs = {solver: plan_in_process(path, solver) for solver in ("milp", "greedy")}
-    say(f"{path.name}: milp {_brief(runs['milp'])}; greedy {_brief(runs['greedy'])}")
+    say(f"{path.name}: milp {brief(runs['milp'])}; greedy {brief(runs['greedy'])}")
     return {"fixture": path.name, "milp": runs["milp"], "greedy": runs["greedy"]}
 
 
-def _brief(record: Mapping[str, Any]) -> str:
+def brief(record: Mapping[str, Any]) -> str:
     if "error" in record:
         return f"FAILED {record['error']}"
     return (f"{record['status']} in {record['seconds']['total']:.2f} s (process {record['wall']:.2f} s), "
-            f"obj/bound {_fmt(record['ratio'], 4)}, gap {_fmt(record['gap'], 4)}, "
-            f"{record['admitted']} admitted, {record['evicted']} evicted, peak RSS {_fmt(record['peak_rss_mib'], 0)} MiB")
+            f"obj/bound {fmt(record['ratio'], 4)}, gap {fmt(record['gap'], 4)}, "
+            f"{record['admitted']} admitted, {record['evicted']} evicted, peak RSS {fmt(record['peak_rss_mib'], 0)} MiB")
 
 
 # ---------------------------------------------------------------- analysis
@@ -237,7 +240,7 @@ def served_order(milp: Mapping[int, float], greedy: Mapping[int, float]) -> str:
 
 # ---------------------------------------------------------------- markdown
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -252,24 +255,24 @@ def _level(name: str) -> str:
     return short.removeprefix("topology-")
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return lines
 
 
-def _served(milp: Mapping[str, Any], greedy: Mapping[str, Any]) -> str:
+def served_text(milp: Mapping[str, Any], greedy: Mapping[str, Any]) -> str:
     a, b = milp.get("served_gpus", {}), greedy.get("served_gpus", {})
     parts = []
     for priority in sorted(set(a) | set(b), reverse=True):
         x, y = a.get(priority, 0), b.get(priority, 0)
         ratio = f" ({x / y:.2f})" if y else ""
-        parts.append(f"{priority}: {_fmt(x)}/{_fmt(y)}{ratio}")
+        parts.append(f"{priority}: {fmt(x)}/{fmt(y)}{ratio}")
     return "; ".join(parts)
 
 
 def _pair(milp: Mapping[str, Any], greedy: Mapping[str, Any], key: str, digits: int = 1) -> str:
-    return f"{_fmt(_round(milp.get(key), digits), digits)} / {_fmt(_round(greedy.get(key), digits), digits)}"
+    return f"{fmt(_round(milp.get(key), digits), digits)} / {fmt(_round(greedy.get(key), digits), digits)}"
 
 
 def _round(value: Any, digits: int) -> Any:
@@ -290,7 +293,7 @@ def _check_max(value: float | None, target: float | None, unit: str) -> str:
 
 def _check_ratio(record: Mapping[str, Any], target: Target, greedy: Mapping[str, Any]) -> str:
     ratio, gap = record.get("ratio"), record.get("gap")
-    shown = f"{_fmt(ratio, 4)} (gap {_fmt(gap, 4)})"
+    shown = f"{fmt(ratio, 4)} (gap {fmt(gap, 4)})"
     if target.ratio is None:
         order = served_order(record.get("served_gpus", {}), greedy.get("served_gpus", {}))
         return f"{shown}, served vs greedy: {order}"
@@ -330,32 +333,32 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
             f"{row['time_limit']:g}",
             f"FAILED: {m['error']}" if failed else _check_max(m["seconds"]["total"], t.seconds, "s"),
             f"≤ {t.seconds:g} s",
-            "—" if failed else f"{_status(m)}: {_check_ratio(m, t, g)}",
+            "—" if failed else f"{status_text(m)}: {_check_ratio(m, t, g)}",
             _half(row, t, g),
             _ratio_target(t),
             "—" if failed else _check_max(m.get("peak_rss_mib"), t.rss_mib, "MiB"),
             "—" if t.rss_mib is None else f"≤ {t.rss_mib:,.0f}",
             f"FAILED: {g['error']}" if "error" in g else f"{g['seconds']['total']:.2f}",
-            "—" if failed or "error" in g else _served(m, g),
+            "—" if failed or "error" in g else served_text(m, g),
             "—" if failed or "error" in g else versus(m["served_gpus"], g["served_gpus"]),
             "—" if failed or "error" in g else _pair(m, g, "evicted", 0),
             "—" if failed or "error" in g else _pair(m, g, "preemption_cost", 1),
         ])
-    out += _table(["scenario", "nodes / GPUs", "levels", "pending + running", "time limit s", "total s (milp)",
+    out += markdown_table(["scenario", "nodes / GPUs", "levels", "pending + running", "time limit s", "total s (milp)",
                    "target", "objective / bound", "at half the limit", "target", "peak RSS MiB (milp)", "target", "greedy total s",
                    "served GPUs by priority, milp/greedy", "milp vs greedy (priority first; where less)",
                    "evictions milp / greedy", "preemption cost milp / greedy"], table)
     out += ["", "`total s` is the plan's own `seconds.total` (read to verified plan, one process); the process, "
             "interpreter start and imports included, took:", ""]
-    out += _table(["scenario", "milp process s", "greedy process s", "milp peak RSS MiB", "greedy peak RSS MiB",
+    out += markdown_table(["scenario", "milp process s", "greedy process s", "milp peak RSS MiB", "greedy peak RSS MiB",
                    "generate s"],
-                  [[r["scenario"], _fmt(r["milp"].get("wall"), 2), _fmt(r["greedy"].get("wall"), 2),
-                    _fmt(r["milp"].get("peak_rss_mib"), 1), _fmt(r["greedy"].get("peak_rss_mib"), 1),
-                    _fmt(r["generate_seconds"], 2)] for r in rows])
+                  [[r["scenario"], fmt(r["milp"].get("wall"), 2), fmt(r["greedy"].get("wall"), 2),
+                    fmt(r["milp"].get("peak_rss_mib"), 1), fmt(r["greedy"].get("peak_rss_mib"), 1),
+                    fmt(r["generate_seconds"], 2)] for r in rows])
 
     out += ["", "The model the stages solve (planner.milp.model):", ""]
-    out += _table(["scenario", "columns", "rows", "nonzeros"],
-                  [[r["scenario"]] + [_fmt(r["milp"].get("model", {}).get(k)) for k in ("columns", "rows", "nonzeros")]
+    out += markdown_table(["scenario", "columns", "rows", "nonzeros"],
+                  [[r["scenario"]] + [fmt(r["milp"].get("model", {}).get(k)) for k in ("columns", "rows", "nonzeros")]
                    for r in rows if "error" not in r["milp"]])
 
     out += ["", "### Where the time goes (milp)", ""]
@@ -368,9 +371,9 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         total = s["total"] or 1.0
         shares.append([row["scenario"]] + [f"{s[k]:.2f} ({100 * s[k] / total:.0f}%)" for k in SECONDS_KEYS[:-1]]
                       + [f"{s['total']:.2f}",
-                         "; ".join(f"{st.get('stage')}: {st.get('status')} {_fmt(st.get('seconds'), 2)} s"
-                                   for st in m["stages"]) or f"— ({_status(m)})"])
-    out += _table(["scenario", "read s", "build s", "solve s", "verify s", "total s", "solve stages"], shares)
+                         "; ".join(f"{st.get('stage')}: {st.get('status')} {fmt(st.get('seconds'), 2)} s"
+                                   for st in m["stages"]) or f"— ({status_text(m)})"])
+    out += markdown_table(["scenario", "read s", "build s", "solve s", "verify s", "total s", "solve stages"], shares)
 
     out += ["", "### Growth", ""]
     measured = [r for r in rows if "error" not in r["milp"]]
@@ -381,13 +384,13 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
                                ("milp verify", "milp", "verify"), ("greedy total", "greedy", "total")):
         kept = [r for r in measured if "error" not in r[solver]]
         points = [(r["nodes"], r[solver]["seconds"][key]) for r in kept]
-        steps = "; ".join(f"{a['scenario']}→{b['scenario']} {_fmt(growth_exponent([p, q]), 2)}"
+        steps = "; ".join(f"{a['scenario']}→{b['scenario']} {fmt(growth_exponent([p, q]), 2)}"
                           for (a, p), (b, q) in zip(zip(kept, points), zip(kept[1:], points[1:])))
-        growth.append([label, _fmt(growth_exponent(points), 2), steps or "—",
+        growth.append([label, fmt(growth_exponent(points), 2), steps or "—",
                        " → ".join(f"{y:.2f}" for _, y in points)])
     out += [f"Exponent k in time ∝ nodes^k, least squares on log–log over {names or 'nothing'} "
             "(node counts grow with workloads: each preset scales both):", ""]
-    out += _table(["time", "exponent k", "k per step", "seconds per scenario"], growth)
+    out += markdown_table(["time", "exponent k", "k per step", "seconds per scenario"], growth)
 
     out += ["", "### Summary metrics (REFERENCE §5), milp / greedy", ""]
     metrics = []
@@ -398,19 +401,19 @@ def scale_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -
         loc_m, loc_g = m["locality"], g["locality"]
         metrics.append([
             row["scenario"],
-            f"{_fmt(m['utilization'].get('gpu'), 4)} / {_fmt(g['utilization'].get('gpu'), 4)}",
+            f"{fmt(m['utilization'].get('gpu'), 4)} / {fmt(g['utilization'].get('gpu'), 4)}",
             f"{m['admitted']} / {g['admitted']}",
             f"{m['pending']} / {g['pending']}",
-            f"{_fmt(loc_m.get('one_domain_share'), 3)}, {_fmt(loc_m.get('mean_domains'), 3)} ({loc_m.get('pod_sets')}) / "
-            f"{_fmt(loc_g.get('one_domain_share'), 3)}, {_fmt(loc_g.get('mean_domains'), 3)} ({loc_g.get('pod_sets')})",
+            f"{fmt(loc_m.get('one_domain_share'), 3)}, {fmt(loc_m.get('mean_domains'), 3)} ({loc_m.get('pod_sets')}) / "
+            f"{fmt(loc_g.get('one_domain_share'), 3)}, {fmt(loc_g.get('mean_domains'), 3)} ({loc_g.get('pod_sets')})",
             _free(m["free_domains"], g["free_domains"]),
         ])
-    out += _table(["scenario", "GPU utilization", "admitted", "pending",
+    out += markdown_table(["scenario", "GPU utilization", "admitted", "pending",
                    "locality: one-domain share, mean domains (pod sets)", "free domains by level"], metrics)
     return out
 
 
-def _status(record: Mapping[str, Any]) -> str:
+def status_text(record: Mapping[str, Any]) -> str:
     return str(record["status"]) + (f" ({record['message']})" if record.get("message") else "")
 
 
@@ -437,18 +440,18 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
             table.append([
                 row["fixture"] if solver == "milp" else "",
                 solver,
-                _status(r),
+                status_text(r),
                 str(r["admitted"]),
-                "; ".join(f"{p}: {_fmt(v)}" for p, v in sorted(r["served_gpus"].items(), reverse=True)),
+                "; ".join(f"{p}: {fmt(v)}" for p, v in sorted(r["served_gpus"].items(), reverse=True)),
                 compared,
-                f"{_fmt(loc.get('one_domain_share'), 3)}, {_fmt(loc.get('mean_domains'), 3)} ({loc.get('pod_sets')})",
+                f"{fmt(loc.get('one_domain_share'), 3)}, {fmt(loc.get('mean_domains'), 3)} ({loc.get('pod_sets')})",
                 "; ".join(f"{_level(k)} {v}" for k, v in sorted(r["free_domains"].items())),
                 str(r["evicted"]),
-                _fmt(_round(r["preemption_cost"], 2), 2),
+                fmt(_round(r["preemption_cost"], 2), 2),
                 f"{r['seconds']['total']:.2f}",
-                _fmt(r.get("peak_rss_mib"), 0),
+                fmt(r.get("peak_rss_mib"), 0),
             ])
-    out += _table(["fixture", "solver", "status", "admitted", "served GPUs by priority", "milp vs greedy",
+    out += markdown_table(["fixture", "solver", "status", "admitted", "served GPUs by priority", "milp vs greedy",
                    "locality: one-domain share, mean domains (pod sets)", "free domains by level", "evictions",
                    "preemption cost", "total s", "peak RSS MiB"], table)
     out += ["", "`milp vs greedy` compares served GPUs per priority, highest first (the objective's order): "
@@ -562,9 +565,12 @@ def _load() -> str:
 
 
 def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Path], out: Path | None,
-              factor: float = 1.0, command: str = "stowplan bench", say: Say = _quiet,
-              workdir: Path | None = None) -> dict[str, Any]:
-    """Everything `stowplan bench` does; returns {"meta", "scale", "fixtures", "markdown"}."""
+              factor: float = 1.0, command: str = "stowplan bench", say: Say = silent,
+              workdir: Path | None = None, family_scales: Sequence[str] = (),
+              family_seeds: Sequence[int] | None = None) -> dict[str, Any]:
+    """Everything `stowplan bench` does; returns {"meta", "scale", "fixtures", "family", "markdown"}."""
+    from planner.tools.family_bench import run_family
+
     meta: dict[str, Any] = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                             "commit": _commit(), "machine": machine(), "load_start": _load(), "command": command}
     say(f"load average at start {meta['load_start']} on {meta['machine']}")
@@ -573,14 +579,20 @@ def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Pa
         folder = workdir or Path(temp)
         for name, (spec, target) in scenarios.items():
             rows.append(bench_scenario(name, spec, target, folder, factor, say))
-    fixture_rows = [bench_fixture(path, say) for path in fixtures]
+        fixture_rows = [bench_fixture(path, say) for path in fixtures]
+        family_rows = run_family(family_scales, family_seeds, folder, factor, say)
     meta["load_end"] = _load()
-    return report(meta, rows, fixture_rows, out)
+    return report(meta, rows, fixture_rows, family_rows, out)
+
+
+FAMILY_HEADING = "## The family of shapes: issue 32's targets on every member"
 
 
 def report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], fixture_rows: Sequence[Mapping[str, Any]],
-           out: Path | None) -> dict[str, Any]:
+           family_rows: Sequence[Mapping[str, Any]], out: Path | None) -> dict[str, Any]:
     """Markdown of measured rows (stdout text and --out's sections); writes --out."""
+    from planner.tools.family_bench import family_markdown
+
     sections: dict[str, tuple[str, str]] = {}
     markdown: list[str] = []
     if rows:
@@ -591,13 +603,19 @@ def report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], fixture_r
         body = fixtures_markdown(fixture_rows, meta)
         sections["fixtures"] = ("## Every fixture, milp beside greedy (issues 3, 4)", "\n".join(body))
         markdown += ["## Every fixture, milp beside greedy (issues 3, 4)", ""] + body + [""]
+    if family_rows:
+        body = family_markdown(family_rows, meta)
+        sections["family"] = (FAMILY_HEADING, "\n".join(body))
+        markdown += [FAMILY_HEADING, ""] + body + [""]
     if out is not None and sections:
         write_benchmarks(out, sections)
-    return {"meta": meta, "scale": rows, "fixtures": fixture_rows, "markdown": "\n".join(markdown)}
+    return {"meta": meta, "scale": rows, "fixtures": fixture_rows, "family": family_rows,
+            "markdown": "\n".join(markdown)}
 
 
-def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """meta, scale rows and fixture rows from a --json file, as run_bench made them."""
+def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]],
+                                      list[dict[str, Any]]]:
+    """meta, scale rows, fixture rows and family rows from a --json file, as run_bench made them."""
     data = json.loads(path.read_text(encoding="utf-8"))
 
     def record(r: dict[str, Any]) -> dict[str, Any]:
@@ -613,7 +631,9 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
                      "milp_half": record(row.get("milp_half", {"error": "not run"}))})
     fixture_rows = [{**row, "milp": record(row["milp"]), "greedy": record(row["greedy"])}
                     for row in data.get("fixtures", [])]
-    return data["meta"], rows, fixture_rows
+    family_rows = [{**row, **{key: record(row[key]) for key in ("milp", "milp_half", "greedy")}}
+                   for row in data.get("family", [])]
+    return data["meta"], rows, fixture_rows, family_rows
 
 
 # ---------------------------------------------------------------- the command
@@ -623,6 +643,20 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
               envvar="STOWPLAN_BENCH_SCENARIO",
               help="Scenario (generator preset) to run; repeat for several. Default: S, M, L.")
 @click.option("--xl", is_flag=True, show_envvar=True, help="Add XL (65,536 nodes; minutes and ~10 GiB).")
+@click.option("--scenarios/--no-scenarios", "with_scenarios", default=True, show_default=True, show_envvar=True,
+              envvar="STOWPLAN_BENCH_SCENARIOS", help="Run the scale scenarios (the presets).")
+@click.option("--family/--no-family", "with_family", default=True, show_default=True, show_envvar=True,
+              envvar="STOWPLAN_BENCH_FAMILY",
+              help="Run the family section: issue 32's targets on members of the generated family "
+                   "(stowplan generate --preset family).")
+@click.option("--family-scale", "family_scales", multiple=True, type=click.Choice(["tiny", *TARGETS]), show_envvar=True,
+              envvar="STOWPLAN_BENCH_FAMILY_SCALE",
+              help="Scale of the family's members; repeat for several. Default: S (8 seeds) and M (3 seeds); "
+                   "L has 2, XL 1, tiny (32 nodes, S's limit) 2.")
+@click.option("--family-seeds", "family_seeds", metavar="N,N,...", show_envvar=True,
+              envvar="STOWPLAN_BENCH_FAMILY_SEEDS",
+              help="Seeds of the family's members, at every --family-scale (default: each scale's own list, "
+                   "seeds never used for tuning).")
 @click.option("--time-limit-factor", "factor", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True, show_envvar=True, envvar="STOWPLAN_BENCH_TIME_LIMIT_FACTOR",
               help="Multiply each scenario's time limit (target less 5%) by this.")
@@ -648,25 +682,30 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
 @click.option("--peer-scenario", "peer_scenarios", multiple=True, show_envvar=True,
               envvar="STOWPLAN_BENCH_PEER_SCENARIO", type=click.Choice(["P128", "P512", "P1024"]),
               help="Generated scenario for --peer (128, 512, 1,024 nodes); repeat for several. Default: P128, P512.")
-def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: str, with_fixtures: bool,
-                  fixtures_dir: str, keep: str | None, raw: str | None, from_json: str | None, quiet: bool,
-                  peer: str | None, peer_scenarios: Sequence[str]) -> None:
+def bench_command(scenario_names: Sequence[str], xl: bool, with_scenarios: bool, with_family: bool,
+                  family_scales: Sequence[str], family_seeds: str | None, factor: float, out: str,
+                  with_fixtures: bool, fixtures_dir: str, keep: str | None, raw: str | None, from_json: str | None,
+                  quiet: bool, peer: str | None, peer_scenarios: Sequence[str]) -> None:
     """Benchmark planning at scale and compare milp with greedy (writes BENCHMARKS.md).
 
     For each scenario, the generator's preset (fixed seed) is written to JSON and
     planned twice, each in its own process (`what-if -o json --solver milp`, then
     `--solver greedy`), with the time limit (end to end, as the targets: S 2 s, M 5 s,
     L 30 s, XL 120 s) at the scenario's target less 5% for writing the plan.
-    Every fixture is planned the same way. Tables go to stdout and between the
-    `<!-- bench:... -->` markers of --out; the rest of that file is kept.
+    Every fixture is planned the same way. The family section plans members of the
+    generated family (issue 32) at the limit, at half of it and with greedy, and
+    judges each of issue 32's targets on each member. Tables go to stdout and
+    between the `<!-- bench:... -->` markers of --out; the rest of that file is kept.
 
     \b
     Examples:
-      stowplan bench                          # S, M, L and the fixtures
+      stowplan bench                          # S, M, L, the fixtures, the family at S and M
       stowplan bench --xl                     # and XL
-      stowplan bench --scenario S --no-fixtures --out -
+      stowplan bench --scenario S --no-fixtures --no-family --out -
+      stowplan bench --no-scenarios --no-fixtures --family-scale L --out -
       stowplan bench --peer kueue --out -     # Kueue beside greedy and the MILP
     """
+    from planner.tools.family_bench import DEFAULT_FAMILY_SCALES
     from planner.tools.generate import preset
 
     if peer:
@@ -676,24 +715,37 @@ def bench_command(scenario_names: Sequence[str], xl: bool, factor: float, out: s
         result = report(*load_results(Path(from_json)), None if out == "-" else Path(out))
         click.echo(result["markdown"])
         return
-    names = list(dict.fromkeys(scenario_names or DEFAULT_SCENARIOS))
+    names = list(dict.fromkeys(scenario_names or DEFAULT_SCENARIOS)) if with_scenarios or scenario_names else []
     if xl and "XL" not in names:
         names.append("XL")
     scenarios = {name: (preset(name), TARGETS[name]) for name in names}
+    scales = list(dict.fromkeys(family_scales or DEFAULT_FAMILY_SCALES)) if with_family else []
+    seeds = _seeds(family_seeds)
     fixtures = fixture_paths(Path(fixtures_dir)) if with_fixtures else []
-    say: Say = _quiet if quiet else (lambda message: click.echo(f"bench: {message}", err=True))
+    say: Say = silent if quiet else (lambda message: click.echo(f"bench: {message}", err=True))
     workdir = None
     if keep:
         workdir = Path(keep)
         workdir.mkdir(parents=True, exist_ok=True)
     command = "stowplan bench " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "stowplan bench"
-    result = run_bench(scenarios, fixtures, None if out == "-" else Path(out), factor, command.strip(), say, workdir)
+    result = run_bench(scenarios, fixtures, None if out == "-" else Path(out), factor, command.strip(), say, workdir,
+                       scales, seeds)
     click.echo(result["markdown"])
     if raw:
         Path(raw).write_text(json.dumps(jsonable(result), indent=1, sort_keys=True) + "\n", encoding="utf-8")
         say(f"wrote {raw}")
     if out != "-":
         say(f"wrote {out}")
+
+
+def _seeds(text: str | None) -> list[int] | None:
+    """--family-seeds: comma-separated integers (None: each scale's own list)."""
+    if not text:
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: comma-separated integers", param_hint="--family-seeds") from None
 
 
 def _bench_peer(names: Sequence[str], with_fixtures: bool, fixtures_dir: str, keep: str | None, raw: str | None,
@@ -706,7 +758,7 @@ def _bench_peer(names: Sequence[str], with_fixtures: bool, fixtures_dir: str, ke
         result = peer_bench.peer_report(*peer_bench.load_peer_results(Path(from_json)), target)
         click.echo(result["markdown"])
         return
-    say: Say = _quiet if quiet else (lambda message: click.echo(f"bench: {message}", err=True))
+    say: Say = silent if quiet else (lambda message: click.echo(f"bench: {message}", err=True))
     harness, _ = peer_bench.peer_modules()
     why = harness.available()
     if why:

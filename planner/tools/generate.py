@@ -14,13 +14,19 @@ What it draws, all from one `random.Random(seed)`:
   above (the last level is `kubernetes.io/hostname`, its fan-out the nodes per
   leaf domain). Nodes are numbered in topology order, so every domain is a
   contiguous range; label values are the path, e.g. `b02-r07` and node `b02-r07-n05`.
-  One GPU flavor, optionally a second GPU type on the last top-level domains.
+  One GPU flavor, optionally a second GPU type on the last top-level domains, or
+  `gpu_flavors`: any number, each on a weighted share of the top-level domains.
 - **Queues.** `teams` ClusterQueues in cohort `org` (or in `cohort_groups`
-  sub-cohorts of it), nominal quotas splitting `quota_share` of each flavor's GPUs
+  sub-cohorts of it, each optionally with `cohort_subgroups` of its own), nominal
+  quotas splitting `quota_share` of each flavor's GPUs among the queues that list it
   (cpu and memory in the nodes' proportion) with random weights; half have a
-  `borrowingLimit` (= nominal), 30% a `lendingLimit` (= nominal / 2).
-  Preemption: LowerPriority within the queue, reclaim Any, borrow LowerPriority up
-  to the middle priority.
+  `borrowingLimit` (= nominal; `borrowing_limit` x nominal), 30% a `lendingLimit`
+  (= nominal / 2; `lending_limit` x nominal), and
+  `cohort_limit_share` of the cohorts a borrowingLimit of their own. Queues list
+  every flavor in the spec's order unless `flavor_order` / `subset_share` say
+  otherwise. Preemption: LowerPriority within the queue, reclaim Any, borrow
+  LowerPriority up to the middle priority (or drawn per queue: `policy_mix`);
+  BestEffortFIFO (or StrictFIFO: `strict_fifo_share`).
 - **Jobs.** Small jobs follow the Philly mix (1 GPU 70%, 2: 10%, 4: 15%, 8: 5%),
   some as sweeps of 1-GPU pods (a few elastic); `multi_node_share` of workloads are
   multi-node training jobs of 16 to 2,048 GPUs (whole-node pods) with Kueue TAS
@@ -50,6 +56,7 @@ import itertools
 import json
 import math
 import random
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -87,6 +94,13 @@ IMAGES = ("nvcr.io/nvidia/pytorch:25.10-py3", "nvcr.io/nvidia/nemo:25.09", "ghcr
 LEVEL_PREFIX = {DATACENTER: "dc", BLOCK: "b", RACK: "r", HOSTNAME: "n"}
 STANDARD_LEVELS = {1: (HOSTNAME,), 2: (RACK, HOSTNAME), 3: (BLOCK, RACK, HOSTNAME),
                    4: (DATACENTER, BLOCK, RACK, HOSTNAME)}
+# GPU flavor name -> its nodes' product label (gpu_flavors: a count takes the first N, in this order)
+GPU_PRODUCTS = {"h100": "NVIDIA-H100-80GB-HBM3", "a100": "NVIDIA-A100-SXM4-80GB", "l40s": "NVIDIA-L40S",
+                "b200": "NVIDIA-B200", "h200": "NVIDIA-H200", "gb200": "NVIDIA-GB200"}
+FLAVOR_ORDERS = ("same", "shuffled")
+WITHIN_CLUSTER_QUEUE = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+RECLAIM_WITHIN_COHORT = ("Never", "LowerPriority", "Any")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -119,17 +133,42 @@ class GeneratorSpec:
     second_gpu_product: str = _f("NVIDIA-A100-SXM4-80GB", "flavor_label value of the second flavor's nodes")
     second_flavor_share: float = _f(0.25, "share of top-level domains with the second flavor (at least one, "
                                           "at most all but one)")
+    gpu_flavors: str = _f("", "GPU flavors as NAME[:WEIGHT], comma-separated, in the order queues prefer them, "
+                              "or a count N for the first N of " + ", ".join(GPU_PRODUCTS) + "; when set they "
+                              "replace flavor and second_flavor: each takes its WEIGHT's share (default 1) of "
+                              "the top-level domains, at least one, its nodes labelled with its product "
+                              "(a known name's, else the name in capitals)")
+    flavor_order: str = _f("same", "same: every ClusterQueue lists the flavors in their order; shuffled: each "
+                                   "ClusterQueue in an order of its own")
+    subset_share: float = _f(0.0, "with several flavors: share of ClusterQueues (rounded, at least one when > 0) "
+                                  "that list only some of them (each flavor stays on at least one queue)")
     topology_name: str = _f("default", "name of the Kueue Topology")
     teams: int = _f(8, "teams: one Namespace, LocalQueue and ClusterQueue each")
     cohort_groups: int = _f(0, "0: every ClusterQueue in cohort org; k > 0: a two-level tree, org with k "
                                "sub-cohorts org-1..org-k, teams round-robin")
+    cohort_subgroups: int = _f(0, "with cohort_groups k > 0: each org-g gets this many sub-cohorts org-g-1.. "
+                                  "(a three-level tree); team t goes to org-(t mod k + 1)-(t div k mod this + 1)")
+    cohort_limit_share: float = _f(0.0, "share of the cohorts below org (rounded, at least one when > 0) with "
+                                        "resourceGroups of their own: nominal 0, borrowingLimit = borrowing_limit "
+                                        "x the nominal of their subtree's queues")
     quota_share: float = _f(1.0, "nominal quotas (queues plus org's own) add up to this share of each "
                                  "flavor's GPUs; cpu and memory in the nodes' proportion")
     root_quota_share: float = _f(0.0, "share of that quota held by cohort org itself")
-    borrowing_share: float = _f(0.5, "share of queues (rounded, at least one) with borrowingLimit = nominal "
-                                     "(the others: unlimited)")
-    lending_share: float = _f(0.3, "share of queues (rounded, at least one) with lendingLimit = nominal / 2 "
-                                   "(the others: no limit)")
+    borrowing_share: float = _f(0.5, "share of queues (rounded, at least one) with a borrowingLimit (the "
+                                     "others: unlimited)")
+    borrowing_limit: float = _f(1.0, "borrowingLimit as a multiple of nominal (0: the queue never borrows)")
+    lending_share: float = _f(0.3, "share of queues (rounded, at least one) with a lendingLimit (the others: "
+                                   "no limit)")
+    lending_limit: float = _f(0.5, "lendingLimit as a share of nominal (0: the queue lends nothing)")
+    policy_mix: float = _f(0.0, "share of ClusterQueues (rounded, at least one when > 0) whose policies are drawn "
+                                "(the others: withinClusterQueue LowerPriority, reclaimWithinCohort Any, "
+                                "borrowWithinCohort LowerPriority up to the middle priority, whenCanBorrow "
+                                "MayStopSearch, whenCanPreempt TryNextFlavor): withinClusterQueue, "
+                                "reclaimWithinCohort, borrowWithinCohort (Never, or LowerPriority with or "
+                                "without a maxPriorityThreshold; Never when reclaim is Never, as Kueue requires) "
+                                "and flavorFungibility, each uniformly")
+    strict_fifo_share: float = _f(0.0, "share of ClusterQueues (rounded, at least one when > 0) with "
+                                       "queueingStrategy StrictFIFO (the others: BestEffortFIFO)")
     pending: int = _f(300, "pending (suspended) workloads")
     running: int = _f(300, "running workloads asked for (fewer if quota or nodes run out)")
     multi_node_share: float = _f(0.1, "share of workloads that are multi-node training jobs, by count")
@@ -186,6 +225,18 @@ class GeneratorSpec:
             raise ValueError("a second flavor needs at least 2 top-level domains")
         if self.second_flavor == self.flavor:
             raise ValueError("second_flavor must differ from flavor")
+        self._check_gpu_flavors()
+        if self.gpu_flavors.strip() and self.second_flavor:
+            raise ValueError("gpu_flavors replaces flavor and second_flavor: set gpu_flavors or second_flavor")
+        if self.flavor_order not in FLAVOR_ORDERS:
+            raise ValueError(f"flavor_order must be one of {', '.join(FLAVOR_ORDERS)}")
+        if self.cohort_subgroups < 0 or (self.cohort_subgroups and not self.cohort_groups):
+            raise ValueError("cohort_subgroups needs cohort_groups > 0")
+        if self.cohort_groups * max(1, self.cohort_subgroups) > self.teams:
+            raise ValueError("cohort_groups x cohort_subgroups must be at most teams (every leaf cohort gets a "
+                             "ClusterQueue)")
+        if self.borrowing_limit < 0:
+            raise ValueError("borrowing_limit must be >= 0")
         if not 0 <= self.idle_teams < self.teams:
             raise ValueError("0 <= idle_teams < teams")
         for text in filter(None, (v.strip() for v in self.fair_weights.split(","))):
@@ -198,10 +249,38 @@ class GeneratorSpec:
         for name in ("quota_share", "root_quota_share", "borrowing_share", "lending_share", "multi_node_share",
                      "required_share", "slice_share", "jobset_share", "sweep_share", "elastic_share",
                      "unconstrained_share", "running_multi_node_share", "running_large_budget", "checkpoint_share", "non_preemptible_share",
-                     "second_flavor_share"):
+                     "second_flavor_share", "subset_share", "cohort_limit_share", "lending_limit", "policy_mix",
+                     "strict_fifo_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
         parse_time(self.now)
+
+    def gpu_flavor_list(self) -> list[tuple[str, str, float]]:
+        """gpu_flavors as (name, product label, weight), in the queues' order; [] when not set."""
+        text = self.gpu_flavors.strip()
+        if not text:
+            return []
+        if text.isdigit():
+            names = list(GPU_PRODUCTS)[:int(text)]
+            if not 1 <= int(text) <= len(GPU_PRODUCTS):
+                raise ValueError(f"gpu_flavors: a count from 1 to {len(GPU_PRODUCTS)}, or names")
+            return [(name, GPU_PRODUCTS[name], 1.0) for name in names]
+        out = []
+        for item in text.split(","):
+            name, _, weight = (part.strip() for part in item.partition(":"))
+            out.append((name, GPU_PRODUCTS.get(name, name.upper()), float(weight) if weight else 1.0))
+        return out
+
+    def _check_gpu_flavors(self) -> None:
+        flavors = self.gpu_flavor_list()
+        names = [name for name, _, _ in flavors]
+        if len(set(names)) != len(names) or not all(_DNS_LABEL.fullmatch(name) for name in names):
+            raise ValueError("gpu_flavors: distinct lower-case names (letters, digits, '-')")
+        if any(not (math.isfinite(w) and 0 < w <= 1e6) for _, _, w in flavors):
+            raise ValueError("gpu_flavors: weights are numbers above 0, at most 1,000,000")
+        if len(flavors) > self.fanout[0]:
+            raise ValueError(f"gpu_flavors: {len(flavors)} flavors need as many top-level domains "
+                             f"(fanout starts with {self.fanout[0]})")
 
 
     def _bounded(self) -> None:
@@ -239,7 +318,9 @@ LIMITS: dict[str, float] = {
                               "multi_node_share", "required_share", "slice_share", "jobset_share", "sweep_share",
                               "elastic_share", "unconstrained_share", "running_multi_node_share",
                               "running_large_budget", "checkpoint_share", "non_preemptible_share",
-                              "second_flavor_share")},
+                              "second_flavor_share", "subset_share", "cohort_limit_share", "lending_limit",
+                              "policy_mix", "strict_fifo_share")},
+    "cohort_subgroups": 10_000, "borrowing_limit": 1000.0,
 }
 
 
@@ -287,6 +368,32 @@ def preset(name: str, **overrides: Any) -> GeneratorSpec:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}: one of {', '.join(PRESETS)}")
     return dataclasses.replace(GeneratorSpec(**PRESETS[name]), **overrides)
+
+
+def spec_from_options(preset_name: str, seed: int | None, nodes: str | None, settings: Sequence[str]
+                      ) -> GeneratorSpec:
+    """`stowplan generate`'s options -> the spec (ValueError when wrong): the preset (or the
+    family's member, planner/tools/family.py), then --seed, --nodes and each --set in order."""
+    pairs = []
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep:
+            raise ValueError(f"--set {setting!r}: expected KEY=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    if preset_name == "family":
+        from planner.tools.family import from_options
+
+        spec = from_options(seed or 0, nodes, pairs)
+    else:
+        spec = preset(preset_name)
+        if seed is not None:
+            spec = dataclasses.replace(spec, seed=seed)
+        if nodes is not None:
+            spec = dataclasses.replace(spec, **parse_setting(spec, "nodes", nodes))
+        for key, value in pairs:
+            spec = dataclasses.replace(spec, **parse_setting(spec, key, value))
+    spec.validate()
+    return spec
 
 
 _PAIRS = ("multi_node_sizes", "small_sizes")
@@ -367,6 +474,17 @@ def _weighted(rng: random.Random, pairs: Sequence[tuple[Any, float]]) -> Any:
         if x < 0:
             return value
     return pairs[-1][0]
+
+
+def _split(total: int, weights: Sequence[float]) -> list[int]:
+    """`total` items in len(weights) parts by weight, at least one each (largest remainder)."""
+    spare = total - len(weights)
+    raw = [spare * w / sum(weights) for w in weights]
+    counts = [1 + int(r) for r in raw]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (int(raw[i]) - raw[i], i))
+    for i in by_remainder[:total - sum(counts)]:
+        counts[i] += 1
+    return counts
 
 
 @dataclass
@@ -541,7 +659,13 @@ class _Generator:
         spec = self.spec
         n = self.cluster.n
         self.flavors: list[tuple[str, int, int, str]] = []
-        if spec.second_flavor:
+        many = spec.gpu_flavor_list()
+        if many:
+            counts = _split(spec.fanout[0], [weight for _, _, weight in many])
+            cuts = [c * self.cluster.span[0] for c in itertools.accumulate(counts, initial=0)]
+            for (name, product, _), lo, hi in zip(many, cuts, cuts[1:]):
+                self.flavors.append((name, lo, hi, product))
+        elif spec.second_flavor:
             top = spec.fanout[0]
             second = min(top - 1, max(1, round(top * spec.second_flavor_share)))
             cut = (top - second) * self.cluster.span[0]
@@ -549,6 +673,7 @@ class _Generator:
             self.flavors.append((spec.second_flavor, cut, n, spec.second_gpu_product))
         else:
             self.flavors.append((spec.flavor, 0, n, spec.gpu_product))
+        self.nodes_of = {name: (lo, hi) for name, lo, hi, _ in self.flavors}
 
     def namespaces(self) -> list[dict[str, Any]]:
         created = self.now - 90 * 86400
@@ -599,32 +724,100 @@ class _Generator:
         weights = [rng.uniform(0.5, 2.0) for _ in names]
         total = sum(weights)
         self.team_weights = [w / total for w in weights]
-        # per flavor: nominal GPUs per team, and the root's own
-        self.nominal: list[dict[str, int]] = [dict() for _ in names]
+        self.borrowing = self.some(spec.borrowing_share, len(names))
+        self.lending = self.some(spec.lending_share, len(names))
+        # What only the newer parameters draw comes after what every preset draws, so
+        # that the presets' bytes stay as they were.
+        self.queue_flavors = self.draw_queue_flavors()
+        self.policies = [self.draw_policy() if mixed else None for mixed in self.some(spec.policy_mix, len(names))]
+        self.strict = self.some(spec.strict_fifo_share, len(names))
+        self.cohort_of = [self.cohort_name(t) for t in range(len(names))]
+        below_org = self.cohort_names()[1:]
+        self.limited = {c for c, chosen in zip(below_org, self.some(spec.cohort_limit_share, len(below_org)))
+                        if chosen}
+        self.set_nominal()
+        # usage of running work per team and flavor: [gpu, cpu milli, mem Gi]
+        self.usage = [{f: [0, 0, 0] for f, *_ in self.flavors} for _ in names]
+        self.large_usage = [{f: 0 for f, *_ in self.flavors} for _ in names]
+
+    def some(self, share: float, n: int) -> list[bool]:
+        """round(share x n) of n items at random (at least one when share > 0; no draw when 0)."""
+        k = min(n, max(1 if share > 0 else 0, round(share * n)))
+        chosen = set(self.rng.sample(range(n), k)) if k else set()
+        return [i in chosen for i in range(n)]
+
+    def set_nominal(self) -> None:
+        """Per flavor: the root's own nominal GPUs, and the rest split among the queues that
+        list the flavor by their weights (largest weights take the remainder)."""
+        spec, teams = self.spec, range(len(self.team_names))
+        self.nominal: list[dict[str, int]] = [dict() for _ in teams]
         self.root_nominal: dict[str, int] = {}
         for flavor, lo, hi, _ in self.flavors:
             pool = int((hi - lo) * self.gpn * spec.quota_share)
             root = int(pool * spec.root_quota_share)
             self.root_nominal[flavor] = root
             rest = pool - root
-            shares = [int(rest * w) for w in self.team_weights]
-            order = sorted(range(len(names)), key=lambda t: (-self.team_weights[t], t))
-            for j in range(rest - sum(shares)):
+            members = [t for t in teams if flavor in self.queue_flavors[t]]
+            weight = {t: self.team_weights[t] for t in members}
+            if len(members) < len(teams):   # renormalised over the queues that list the flavor
+                listed = sum(weight.values())
+                weight = {t: w / listed for t, w in weight.items()}
+            shares = {t: int(rest * w) for t, w in weight.items()}
+            order = sorted(members, key=lambda t: (-self.team_weights[t], t))
+            for j in range(rest - sum(shares.values())):
                 shares[order[j % len(order)]] += 1
-            for t, share in enumerate(shares):
-                self.nominal[t][flavor] = share
-        def some(share: float) -> list[bool]:
-            """round(share x teams) queues at random (at least one when share > 0)."""
-            k = max(1 if share > 0 else 0, round(share * len(names)))
-            chosen = set(rng.sample(range(len(names)), k))
-            return [t in chosen for t in range(len(names))]
+            for t in teams:
+                self.nominal[t][flavor] = shares.get(t, 0)
 
-        self.borrowing = some(spec.borrowing_share)
-        self.lending = some(spec.lending_share)
-        self.group_of = [t % spec.cohort_groups if spec.cohort_groups else -1 for t in range(len(names))]
-        # usage of running work per team and flavor: [gpu, cpu milli, mem Gi]
-        self.usage = [{f: [0, 0, 0] for f, *_ in self.flavors} for _ in names]
-        self.large_usage = [{f: 0 for f, *_ in self.flavors} for _ in names]
+    def draw_queue_flavors(self) -> list[list[str]]:
+        """Each queue's flavors in its order of preference: all of them in the spec's order,
+        unless subset_share or flavor_order say otherwise; every flavor stays on a queue
+        (its nodes would be no one's otherwise)."""
+        spec, rng = self.spec, self.rng
+        names = [f for f, *_ in self.flavors]
+        lists = [list(names) for _ in self.team_names]
+        if len(names) < 2:
+            return lists
+        for t, partial in enumerate(self.some(spec.subset_share, len(lists))):
+            if partial:
+                keep = set(rng.sample(names, rng.randint(1, len(names) - 1)))
+                lists[t] = [f for f in names if f in keep]
+        if spec.flavor_order == "shuffled":
+            for flavors in lists:
+                rng.shuffle(flavors)
+        for i, flavor in enumerate(names):
+            if not any(flavor in flavors for flavors in lists):
+                lists[i % len(lists)].append(flavor)
+        return lists
+
+    def draw_policy(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """One ClusterQueue's preemption and flavorFungibility, each field uniformly (policy_mix).
+        Kueue refuses borrowWithinCohort other than Never when reclaimWithinCohort is Never."""
+        rng = self.rng
+        within, reclaim = rng.choice(WITHIN_CLUSTER_QUEUE), rng.choice(RECLAIM_WITHIN_COHORT)
+        borrow_kind, threshold = rng.randrange(3), rng.choice(sorted(v for _, v, _ in self.spec.priorities))
+        borrow: dict[str, Any] = {"policy": "Never"}
+        if reclaim != "Never" and borrow_kind:
+            borrow = {"policy": "LowerPriority"}
+            if borrow_kind == 2:
+                borrow = {"maxPriorityThreshold": threshold, "policy": "LowerPriority"}
+        fungibility = {"whenCanBorrow": rng.choice(("MayStopSearch", "TryNextFlavor")),
+                       "whenCanPreempt": rng.choice(("TryNextFlavor", "MayStopSearch"))}
+        return ({"borrowWithinCohort": borrow, "reclaimWithinCohort": reclaim, "withinClusterQueue": within},
+                fungibility)
+
+    def cohort_name(self, t: int) -> str:
+        """Team t's cohort: org, org-G (round-robin over cohort_groups), or org-G-S."""
+        groups, subgroups = self.spec.cohort_groups, self.spec.cohort_subgroups
+        if not groups:
+            return "org"
+        group = f"org-{t % groups + 1}"
+        return f"{group}-{t // groups % subgroups + 1}" if subgroups else group
+
+    def cohort_names(self) -> list[str]:
+        """Every cohort, parents first: org, org-1..org-k, then org-1-1.. ."""
+        groups = [f"org-{g + 1}" for g in range(self.spec.cohort_groups)]
+        return ["org", *groups, *(f"{g}-{s + 1}" for g in groups for s in range(self.spec.cohort_subgroups))]
 
     def quota_of(self, gpus: int) -> tuple[int, int]:
         """cpu (milli) and memory (Gi) quota that goes with `gpus` GPUs of quota: the nodes' proportion."""
@@ -635,19 +828,37 @@ class _Generator:
         spec = self.spec
         cpu, mem = self.quota_of(gpus)
         out = []
-        for name, amount, text in (("cpu", cpu, _cpu_text(cpu)), ("memory", mem, f"{mem}Gi"),
-                                   (spec.gpu_resource, gpus, str(gpus))):
+        for name, amount in (("cpu", cpu), ("memory", mem), (spec.gpu_resource, gpus)):
             entry: dict[str, Any] = {}
             if with_limits and borrowing:
-                entry["borrowingLimit"] = text
+                entry["borrowingLimit"] = self.quantity(name, int(amount * spec.borrowing_limit))
             if with_limits and lending:
-                half = amount // 2
-                entry["lendingLimit"] = _cpu_text(half // 1000 * 1000) if name == "cpu" else (
-                    f"{half}Gi" if name == "memory" else str(half))
+                entry["lendingLimit"] = self.quantity(name, int(amount * spec.lending_limit))
             entry["name"] = name
-            entry["nominalQuota"] = text
+            entry["nominalQuota"] = self.quantity(name, amount)
             out.append(entry)
         return out
+
+    def quantity(self, resource: str, amount: int) -> str:
+        """A quota amount as Kueue's objects write it: whole cores, Gi, units."""
+        if resource == "cpu":
+            return _cpu_text(amount // 1000 * 1000)
+        return f"{amount}Gi" if resource == "memory" else str(amount)
+
+    def cohort_limits(self, cohort: str, covered: list[str]) -> list[dict[str, Any]]:
+        """A limited cohort's resourceGroups: nominal 0 and borrowingLimit = borrowing_limit x
+        the nominal of its subtree's queues, for each flavor they list."""
+        members = [t for t, c in enumerate(self.cohort_of) if c == cohort or c.startswith(cohort + "-")]
+        flavors = []
+        for f, *_ in self.flavors:
+            if not any(f in self.queue_flavors[t] for t in members):
+                continue
+            gpus = int(sum(self.nominal[t][f] for t in members) * self.spec.borrowing_limit)
+            cpu, mem = self.quota_of(gpus)
+            flavors.append({"name": f, "resources": [
+                {"borrowingLimit": self.quantity(name, amount), "name": name, "nominalQuota": self.quantity(name, 0)}
+                for name, amount in (("cpu", cpu), ("memory", mem), (self.spec.gpu_resource, gpus))]})
+        return [{"coveredResources": covered, "flavors": flavors}]
 
     def kueue_objects(self) -> list[dict[str, Any]]:
         spec = self.spec
@@ -665,26 +876,28 @@ class _Generator:
                 {"name": f, "resources": self.resources_entry(self.root_nominal[f], False, False, False)}
                 for f, *_ in self.flavors]}]
         out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": self.meta("org", created), "spec": root_spec})
-        for g in range(spec.cohort_groups):
-            out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": self.meta(f"org-{g + 1}", created),
-                        "spec": {"parentName": "org"}})
+        for cohort in self.cohort_names()[1:]:
+            cohort_spec: dict[str, Any] = {"parentName": cohort.rsplit("-", 1)[0]}
+            if cohort in self.limited:
+                cohort_spec["resourceGroups"] = self.cohort_limits(cohort, covered)
+            out.append({"apiVersion": KUEUE, "kind": "Cohort", "metadata": self.meta(cohort, created),
+                        "spec": cohort_spec})
         middle = sorted(value for _, value, _ in spec.priorities)[(len(spec.priorities) - 1) // 2]
+        default_policy = ({"borrowWithinCohort": {"maxPriorityThreshold": middle, "policy": "LowerPriority"},
+                           "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                          {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"})
         weights = [v.strip() for v in spec.fair_weights.split(",") if v.strip()]
         for t, team in enumerate(self.team_names):
             flavors = [{"name": f, "resources": self.resources_entry(self.nominal[t][f], True, self.borrowing[t],
                                                                      self.lending[t])}
-                       for f, *_ in self.flavors]
-            cohort = "org" if self.group_of[t] < 0 else f"org-{self.group_of[t] + 1}"
+                       for f in self.queue_flavors[t]]
+            preemption, fungibility = self.policies[t] or default_policy
             out.append({"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": self.meta(f"{team}-cq", created),
-                        "spec": {"cohortName": cohort,
-                                 "flavorFungibility": {"whenCanBorrow": "MayStopSearch",
-                                                       "whenCanPreempt": "TryNextFlavor"},
+                        "spec": {"cohortName": self.cohort_of[t],
+                                 "flavorFungibility": fungibility,
                                  "namespaceSelector": {},
-                                 "preemption": {"borrowWithinCohort": {"maxPriorityThreshold": middle,
-                                                                       "policy": "LowerPriority"},
-                                                "reclaimWithinCohort": "Any",
-                                                "withinClusterQueue": "LowerPriority"},
-                                 "queueingStrategy": "BestEffortFIFO",
+                                 "preemption": preemption,
+                                 "queueingStrategy": "StrictFIFO" if self.strict[t] else "BestEffortFIFO",
                                  "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
                                  "stopPolicy": "None",
                                  **({"fairSharing": {"weight": weights[t % len(weights)]}} if weights else {})}})
@@ -843,7 +1056,8 @@ class _Generator:
         gpus = sum(ps.count * ps.gpus for ps in job.pod_sets)
         cpu = sum(ps.count * ps.cpu for ps in job.pod_sets)
         mem = sum(ps.count * ps.mem for ps in job.pod_sets)
-        for flavor, lo, hi, _ in self.flavors:
+        for flavor in self.queue_flavors[t]:   # in the queue's order, as Kueue tries them
+            lo, hi = self.nodes_of[flavor]
             use = self.usage[t][flavor]
             qcpu, qmem = self.quota_of(self.nominal[t][flavor])
             if use[0] + gpus > self.nominal[t][flavor] or use[1] + cpu > qcpu or use[2] + mem > qmem:
