@@ -870,19 +870,26 @@ class VerifierQuotaTree:
             if above is not None:
                 self.children[above].append(key)
         self.roots = sorted(k for k, p in self.parent.items() if p is None)
+        self._order: list[tuple[str, str]] | None = None
+        self._static: dict[FR, tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]] = {}
 
     def quota(self, key: tuple[str, str], fr: FR) -> tuple[int, int | None, int | None]:
         return self.limits[key].get(fr, (0, None, None))
 
     def subtree_and_guaranteed(self, fr: FR) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
         """subtree(n) = nominal(n) + sum_c (subtree(c) - guaranteed(c));
-        guaranteed(n) = max(0, subtree(n) - lendingLimit(n)) if set, else 0."""
+        guaranteed(n) = max(0, subtree(n) - lendingLimit(n)) if set, else 0.
+        (Quota only: worked out once per flavor/resource; callers only read them.)"""
+        found = self._static.get(fr)
+        if found is not None:
+            return found
         subtree: dict[tuple[str, str], int] = {}
         guaranteed: dict[tuple[str, str], int] = {}
         for key in self._post_order():
             nominal, _, lending = self.quota(key, fr)
             subtree[key] = nominal + sum(subtree[c] - guaranteed[c] for c in self.children.get(key, ()))
             guaranteed[key] = max(0, subtree[key] - lending) if lending is not None else 0
+        self._static[fr] = subtree, guaranteed
         return subtree, guaranteed
 
     def usage(self, fr: FR, cq_usage: Mapping[str, Mapping[FR, int]], guaranteed: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], int]:
@@ -896,6 +903,8 @@ class VerifierQuotaTree:
         return usage
 
     def _post_order(self) -> list[tuple[str, str]]:
+        if self._order is not None:
+            return self._order
         order: list[tuple[str, str]] = []
         stack: list[tuple[tuple[str, str], bool]] = [(r, False) for r in reversed(self.roots)]
         while stack:
@@ -906,6 +915,7 @@ class VerifierQuotaTree:
             stack.append((key, True))
             for child in sorted(self.children.get(key, ()), reverse=True):
                 stack.append((child, False))
+        self._order = order
         return order
 
 

@@ -43,6 +43,7 @@ Like planner.verify, this module must not import the code that makes plans.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections import defaultdict
 from typing import Mapping
@@ -121,10 +122,11 @@ def _may_reclaim(ix: SnapshotIndex, w: Workload) -> bool:
 class _Runner:
     """A workload running once the plan is applied."""
 
-    __slots__ = ("workload", "cq", "pairs", "since")
+    __slots__ = ("workload", "cq", "pairs", "since", "_on_nodes")
 
     def __init__(self, workload: Workload, cq: str, pairs: list[tuple[PodSet, PodSetAssignment]], since: float):
         self.workload, self.cq, self.pairs, self.since = workload, cq, pairs, since
+        self._on_nodes: dict[str, dict[str, int]] | None = None
 
     def usage(self, coverage: Mapping[str, int]) -> dict[FR, int]:
         out: dict[FR, int] = defaultdict(int)
@@ -135,12 +137,15 @@ class _Runner:
         return out
 
     def on_nodes(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for pod_set, psa in self.pairs:
-            for node, count in psa.pods_per_node().items():
-                for resource, amount in pod_set.request.items():
-                    out[node][resource] += count * amount
-        return out
+        """Node -> resource -> what it uses there (worked out once; callers only read it)."""
+        if self._on_nodes is None:
+            out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+            for pod_set, psa in self.pairs:
+                for node, count in psa.pods_per_node().items():
+                    for resource, amount in pod_set.request.items():
+                        out[node][resource] += count * amount
+            self._on_nodes = out
+        return self._on_nodes
 
 
 class _After:
@@ -169,6 +174,40 @@ class _After:
         self.tree = VerifierQuotaTree(ix)
         self._free: dict[str, dict[str, int]] | None = None
         self._fits: dict[object, dict[str, int]] = {}
+        self._capacity: dict[object, dict[tuple[str | None, ...], int]] = {}
+        self._paths: dict[tuple[str, tuple[str, ...]], tuple[str | None, ...]] = {}
+        self._by_queue: dict[str, list[int]] | None = None
+
+    def by_queue(self) -> dict[str, list[int]]:
+        """Queue -> its runners' indexes in Kueue's candidate order (lower priority, then
+        most recently admitted, then UID): sorted once, read by every reclaim."""
+        if self._by_queue is None:
+            order = sorted(range(len(self.runners)), key=lambda i: (
+                self.runners[i].workload.priority, -self.runners[i].since, self.runners[i].workload.uid,
+                self.runners[i].workload.ref))
+            found: dict[str, list[int]] = defaultdict(list)
+            for i in order:
+                found[self.runners[i].cq].append(i)
+            self._by_queue = found
+        return self._by_queue
+
+    def capacity(self, key: object, fitting: Mapping[str, int],
+                 levels: tuple[str, ...]) -> dict[tuple[str | None, ...], int]:
+        """Pods per full domain path (a node's labels at `levels`) for `fitting` as things
+        stand (kept per shape: the same for every workload of it)."""
+        found = self._capacity.get((key, levels))
+        if found is None:
+            found = _by_path(self, fitting, levels)
+            self._capacity[(key, levels)] = found
+        return found
+
+    def path(self, node: str, levels: tuple[str, ...]) -> tuple[str | None, ...]:
+        """The node's labels at `levels`, coarse to fine (kept)."""
+        key = (node, levels)
+        found = self._paths.get(key)
+        if found is None:
+            found = self._paths[key] = tuple(label_at(self.ix.nodes[node], lv) for lv in levels)
+        return found
 
     # -- nodes
 
@@ -289,17 +328,27 @@ def _uses_tas(ix: SnapshotIndex, cq: ClusterQueue, pod_set: PodSet) -> bool:
 
 
 def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> list[int]:
-    """Indexes (into after.runners) of what Kueue's reclaim removes for `w`, in its order."""
+    """Indexes (into after.runners) of what Kueue's reclaim removes for `w`, in its order.
+
+    Only queues above their nominal quota of one of `frs` give candidates, and usage only
+    falls as candidates go: a queue within it now gives none at any point of the walk."""
     snap = ix.snapshot
     root = cohort_root(ix, cq)
     policy = cq.preemption.reclaim_within_cohort
     minimum = snap.policy.minimum_runtime_seconds
-    candidates = []
-    for i, runner in enumerate(after.runners):
-        v = runner.workload
-        other = snap.cluster_queues.get(runner.cq)
-        if runner.cq == cq.name or other is None or other.inactive_reason is not None or cohort_root(ix, other) != root:
+    over = []
+    for name, mine in after.by_queue().items():
+        other = snap.cluster_queues.get(name)
+        if name == cq.name or other is None or other.inactive_reason is not None or cohort_root(ix, other) != root:
             continue
+        used = after.usage.get(name, {})
+        if any(used.get(fr, 0) > after.tree.quota(("cq", name), fr)[0] for fr in frs):
+            over.append(mine)
+    candidates = []
+    for i in heapq.merge(*over, key=lambda i: (after.runners[i].workload.priority, -after.runners[i].since,
+                                                after.runners[i].workload.uid, after.runners[i].workload.ref)):
+        runner = after.runners[i]
+        v = runner.workload
         if v.non_preemptible or (policy == "LowerPriority" and not v.priority < w.priority):
             continue
         if minimum > 0 and snap.now - runner.since < minimum:
@@ -309,8 +358,6 @@ def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, 
         candidates.append(i)
     if not candidates:
         return []
-    candidates.sort(key=lambda i: (after.runners[i].workload.priority, -after.runners[i].since,
-                                   after.runners[i].workload.uid, after.runners[i].workload.ref))
     usage = {name: dict(per_fr) for name, per_fr in after.usage.items()}
     removed = []
     for i in candidates:
@@ -377,50 +424,66 @@ def _fits(ix: SnapshotIndex, after: _After, cq: ClusterQueue, pod_set: PodSet, c
     """Quota and nodes, with the runners `victims` gone."""
     usage: Mapping[str, Mapping[FR, int]] = after.usage
     if victims:
-        changed = {name: dict(per_fr) for name, per_fr in after.usage.items()}
+        changed = dict(after.usage)
         for i in victims:
+            name = after.runners[i].cq
+            if changed[name] is after.usage[name]:
+                changed[name] = dict(after.usage[name])
             for fr, amount in after.runner_usage[i].items():
-                changed[after.runners[i].cq][fr] = changed[after.runners[i].cq].get(fr, 0) - amount
+                changed[name][fr] = changed[name].get(fr, 0) - amount
         usage = changed
     if any(_available(after.tree, fr, usage, cq.name) < v for fr, v in need.items()):
         return False
     fitting = after.pods_fitting(pod_set, flavors)
+    levels = next((lv for f in flavors if (lv := ix.flavor_levels(f)) is not None), None) or ()
+    shape = (tuple(f.name for f in flavors), pod_set.request, pod_set.tolerations,
+             tuple(sorted(pod_set.node_selector.items())))
+    by_path = after.capacity(shape, fitting, levels)
     if victims:
-        fitting = dict(fitting)
-        free = after.free()
+        # What the victims leave free, node by node, changes only the pods their nodes hold.
         gained: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for i in victims:
             for node, used in after.runners[i].on_nodes().items():
                 for resource, amount in used.items():
                     gained[node][resource] += amount
+        by_path = dict(by_path)
+        free = after.free()
         for node, more in gained.items():
-            if node in fitting:
-                have = dict(free[node])
-                for resource, amount in more.items():
-                    have[resource] = have.get(resource, 0) + amount
-                fitting[node] = _pods_in(have, pod_set)
-    return _placeable(ix, fitting, pod_set, count, flavors)
+            if node not in fitting:
+                continue
+            have = dict(free[node])
+            for resource, amount in more.items():
+                have[resource] = have.get(resource, 0) + amount
+            delta = _pods_in(have, pod_set) - fitting[node]
+            if delta:
+                path = after.path(node, levels)
+                by_path[path] = by_path.get(path, 0) + delta
+    return _placeable(by_path, pod_set, count, levels or None)
 
 
-def _placeable(ix: SnapshotIndex, fitting: Mapping[str, int], pod_set: PodSet, count: int,
-               flavors: list[ResourceFlavor]) -> bool:
+def _by_path(after: "_After", fitting: Mapping[str, int], levels: tuple[str, ...]) -> dict[tuple[str | None, ...], int]:
+    """Pods per full domain path (each node's labels at `levels`, coarse to fine)."""
+    capacity: dict[tuple[str | None, ...], int] = defaultdict(int)
+    for name, pods in fitting.items():
+        if pods > 0:
+            capacity[after.path(name, levels)] += pods
+    return capacity
+
+
+def _placeable(by_path: Mapping[tuple[str | None, ...], int], pod_set: PodSet, count: int,
+               levels: tuple[str, ...] | None) -> bool:
     """Can `count` pods go on these nodes as the pod set's topology request demands?
     Pods per domain are counted bottom up: whole innermost slices per domain of their
     level, then whole outer slices, then one domain of the required level (or all)."""
     request = pod_set.topology
-    levels = next((lv for f in flavors if (lv := ix.flavor_levels(f)) is not None), None)
     layers = [(layer.level, layer.size) for layer in request.slices]
     required = request.level if request.mode == "required" and request.level else None
     wanted = [lv for lv, _ in layers] + ([required] if required else [])
     if not wanted:
-        return sum(fitting.values()) >= count
+        return sum(by_path.values()) >= count
     if levels is None or any(lv not in levels for lv in wanted):
         return False  # the flavor's topology cannot express the request
-    # Domains are tuples of label values, coarse to fine; a node's is its full path.
-    capacity: dict[tuple[str | None, ...], int] = defaultdict(int)
-    for name, pods in fitting.items():
-        if pods > 0:
-            capacity[tuple(label_at(ix.nodes[name], lv) for lv in levels)] += pods
+    capacity: Mapping[tuple[str | None, ...], int] = by_path
     for level, size in reversed(layers):
         depth = levels.index(level) + 1
         grouped: dict[tuple[str | None, ...], int] = defaultdict(int)
