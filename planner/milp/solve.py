@@ -66,7 +66,7 @@ class Backend(Protocol):
     def worth_starting(self, seconds: float) -> bool: ...
     # For planner.milp.neighbourhood: the LP relaxation (None where the backend has none), and a run
     # with some columns fixed at the start's values.
-    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None: ...
+    def relax(self, time_limit: float, cost: np.ndarray | None = None) -> tuple[np.ndarray, float] | None: ...
     def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
                   fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]: ...
 
@@ -191,9 +191,10 @@ class HighsBackend:
     def worth_starting(self, seconds: float) -> bool:
         return True     # the model is in HiGHS already
 
-    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
-        """The LP relaxation of the model as it stands (rows added, objective): its
-        solution and optimum, or None when not solved within `time_limit` or not searching."""
+    def relax(self, time_limit: float, cost: np.ndarray | None = None) -> tuple[np.ndarray, float] | None:
+        """The LP relaxation of the model as it stands (rows added; the objective, or `cost`
+        where given): its solution and optimum, or None when not solved within
+        `time_limit` or not searching."""
         if not self.searches:
             return None
         began = time.monotonic()
@@ -202,7 +203,7 @@ class HighsBackend:
             for lower, upper, cols, vals in self._added:
                 self.relaxation.add_row(lower, upper, cols, vals)
         self.relaxation.settle()
-        self.relaxation.set_objective(self._cost, self._maximize)
+        self.relaxation.set_objective(self._cost if cost is None else cost, self._maximize)
         return self.relaxation.solve(time_limit - (time.monotonic() - began))
 
     def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
@@ -348,7 +349,7 @@ class PulpBackend:
     def worth_starting(self, seconds: float) -> bool:
         return True     # PuLP hands the model over on each run, whatever its size
 
-    def relax(self, time_limit: float) -> tuple[np.ndarray, float] | None:
+    def relax(self, time_limit: float, cost: np.ndarray | None = None) -> tuple[np.ndarray, float] | None:
         """No LP relaxation through PuLP here: stages go straight to `run`."""
         return None
 

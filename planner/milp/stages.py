@@ -18,6 +18,7 @@ from planner.milp import neighbourhood
 from planner.budget import Budget
 from planner.milp.formulate import Formulation
 from planner.milp.arrays import INF
+from planner.milp.highs import dense
 from planner.milp.fairness import FairStage
 from planner.milp.solve import (
     HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, stage_bound,
@@ -74,7 +75,8 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
                 # rest searched (planner.milp.neighbourhood); the LP optimum bounds the stage.
                 integer = np.asarray(form.arrays.col_integer, dtype=bool)
                 found = neighbourhood.search(backend, incumbent, lambda v: value_of(objective, v), integer,
-                                    began + RINS_SHARE * max(MIN_STAGE, deadline - began), gap)
+                                             began + RINS_SHARE * max(MIN_STAGE, deadline - began), gap,
+                                             lp_cost=dense(terms, form.arrays.num_cols))
                 incumbent = found.values
                 if found.lp_optimum is not None:
                     bound = found.lp_optimum
