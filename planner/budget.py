@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-FINISH_SHARE = 0.15
+FINISH_SHARE = 0.25
 TIER_SHARE = 0.7
 
 

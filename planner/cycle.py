@@ -284,7 +284,7 @@ def method_of(solver: str) -> str:
 def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Backend:
     policy = snapshot.policy
     if solver == "milp":
-        return HighsBackend(arrays, threads=policy.threads, seed=policy.seed, searches=False)
+        return HighsBackend(arrays, threads=policy.threads, seed=policy.seed)
     if solver.startswith("pulp:"):
         return PulpBackend(arrays, solver.split(":", 1)[1], threads=policy.threads)
     raise ValueError(f"unknown solver {solver!r}")

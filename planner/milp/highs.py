@@ -87,6 +87,13 @@ def new_highs() -> Any:
     return h
 
 
+def set_time_limit(h: Any, seconds: float) -> None:
+    """Let the next run of `h` take `seconds`. HiGHS's time_limit is checked against the
+    instance's run time summed over all its runs so far, so a limit set as is would cut
+    every run after the first short (and stop it at once once the sum passes it)."""
+    h.setOptionValue("time_limit", float(h.getRunTime()) + max(0.0, float(seconds)))
+
+
 def highs_from(arrays: ModelArrays, threads: int, integral: bool = True) -> Any:
     """A quiet highspy.Highs holding `arrays` (as an LP when not `integral`), zero objective.
 
@@ -167,7 +174,7 @@ class LpRelaxation:
         self.out_of_time = time_limit <= 0
         if self.out_of_time:
             return None
-        self.h.setOptionValue("time_limit", float(time_limit))
+        set_time_limit(self.h, time_limit)
         self.h.run()
         status = self.h.getModelStatus()
         self.out_of_time = status == self._hs.HighsModelStatus.kTimeLimit

@@ -20,7 +20,7 @@ import numpy as np
 
 # The LP may take at most this share of a stage's time; the rest is for the sub-MIPs
 # (and the plain MILP search after them).
-LP_SHARE = 0.5
+LP_SHARE = 0.8
 # A sub-MIP answer must beat the incumbent by this much (relative) to count.
 IMPROVEMENT = 1e-9
 # Each better answer moves the neighbourhood; a few moves reach what one LP point offers.

@@ -7,9 +7,12 @@ most volume seldom leaves work waiting that its queue would reclaim for. So:
 
   1. every priority tier is solved with the stability rows off. The model is then a
      relaxation of the whole problem, so each tier's bound is a bound on it too, and
-     its LP is tight;
+     its LP is tight. The pass starts from nothing new (a tier's LP and dive find
+     plans far from it), so it does not wait for Kueue's way, which runs on the
+     second core meanwhile;
   2. the plan is judged by the verifier's own rule (`Judge.unstable`); where it
-     leaves no workload that Kueue would reclaim for, it is the answer;
+     leaves no workload that Kueue would reclaim for, it is the answer, unless Kueue's
+     own plan (waited for now) is better: then one more pass starts from that;
   3. else the rows of the flagged workloads are put back, and the tiers are solved
      again, from the better of the plan carried on by Kueue's cycle (`Judge.carried`:
      what Kueue would do next, a plan the rule keeps) and Kueue's own plan; where that
@@ -51,9 +54,12 @@ from planner.milp.warmstart import feasible
 # can be) leaves only TAILS_SHARE for the preemption cost and the tie-breakers.
 PASS_SHARE = 0.6
 TAILS_SHARE = 0.2
+# The first pass proves the bounds and finds most of the plan: it takes more.
+FIRST_PASS_SHARE = 0.8
 # Carrying a plan on by Kueue's cycle may take this share of what is left.
 CARRY_SHARE = 0.3
-# The first pass waits for Kueue's way (its start) at most this share of the stages' window.
+# After the first pass, Kueue's way (a candidate and a start) is waited for at most this
+# share of what is left of the stages' window.
 KUEUE_WAIT_SHARE = 0.5
 MAX_PASSES = 4
 
@@ -76,7 +82,7 @@ class Judge(Protocol):
         ...
 
 
-@dataclass
+@dataclass(eq=False)
 class Candidate:
     decisions: Decisions
     values: np.ndarray
@@ -116,22 +122,19 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
         form.arrays.row_upper[row] = INF
     empty = empty_start(form)
     incumbent = empty if feasible(form, empty) else None
-    # The first pass starts from Kueue's own plan, waited for while the model is built
-    # (it runs on the second core); only a cycle short of time starts from nothing new.
-    way = judge.kueue_way(KUEUE_WAIT_SHARE * budget.until_stages_end())
-    way_start = start_from(form, way, ease=True) if way is not None else None
-    if way is not None and way_start is not None:
-        incumbent = way_start
     best: tuple[Candidate, list[StageResult]] | None = None
     outer: list[StageResult] = []
     history: list[StageResult] = []
     passes_stages: list[list[StageResult]] = []      # each pass's own stages, for the bounds
     on: set[ObjectRef] = set()
+    way: Candidate | None = None
+    asked = False
     repaired, passes = 0, 0
     for index in range(MAX_PASSES):
         passes += 1
         every_row = len(on) == len(rows)
-        part = budget.part(1.0 - TAILS_SHARE if every_row or index == MAX_PASSES - 1 else PASS_SHARE)
+        share = FIRST_PASS_SHARE if index == 0 else PASS_SHARE
+        part = budget.part(1.0 - TAILS_SHARE if every_row or index == MAX_PASSES - 1 else share)
         outcome = stages.solve(form, incumbent, make_backend(form.arrays), part, gap, search=search, tails=False,
                                relaxed=outer)
         history += [_named(s, index) for s in outcome.stages]
@@ -147,28 +150,40 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             break
         outer = outcome.stages
         flagged = judge.unstable(decoded.decisions)
+        starts: list[Candidate] = []
+        new: frozenset[ObjectRef] = frozenset()
         if not flagged:
-            best = _better(form, best, Candidate(decoded.decisions, outcome.values, f"pass {index + 1}"),
-                           outcome.stages)
-            break
-        # Put back the rows of the workloads flagged for the first time; the next pass
-        # starts from the better of this plan carried on by Kueue's cycle and Kueue's own
-        # plan (both plans the rule keeps), or where there is neither, from nothing new.
-        new = _escalated(form, rows, flagged, index) - on
-        on |= new
-        _put_back(form, rows, new)
-        starts = [Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle")
-                  for carried in [judge.carried(decoded.decisions, CARRY_SHARE * budget.until_stages_end())]
-                  if carried is not None
-                  for values in [start_from(form, carried, ease=True)] if values is not None]
-        if index == 0 and way is not None:
-            values = start_from(form, way, ease=True)
-            if values is not None:
-                starts.append(Candidate(way, values, "Kueue's way"))
+            own = Candidate(decoded.decisions, outcome.values, f"pass {index + 1}")
+            best = _better(form, best, own, outcome.stages)
+        else:
+            # Put back the rows of the flagged workloads (escalating); the next pass
+            # starts from the best plan the rule keeps: this one carried on by Kueue's
+            # cycle, or Kueue's own.
+            new = _escalated(form, rows, flagged, index) - on
+            on |= new
+            _put_back(form, rows, new)
+            carried = judge.carried(decoded.decisions, CARRY_SHARE * budget.until_stages_end())
+            values = start_from(form, carried, ease=True) if carried is not None else None
+            if carried is not None and values is not None:
+                starts.append(Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle"))
+        # Kueue's own plan, asked for once (it runs on the second core): a candidate,
+        # and the next pass's start where it is the best plan in hand.
+        if not asked:
+            asked = True
+            plan = judge.kueue_way(KUEUE_WAIT_SHARE * budget.until_stages_end())
+            values = start_from(form, plan, ease=True) if plan is not None else None
+            if plan is not None and values is not None:
+                way = Candidate(plan, values, "Kueue's way")
+                starts.append(way)
+        ahead = way is not None and any(c is way for c in starts) and best is not None and _ahead(form, way, best[0])
         for candidate in starts:
             best = _better(form, best, candidate, outcome.stages)
+        if ahead and way is not None and not flagged:
+            # Kueue's plan beats this pass's: one more pass from it (rows as they are).
+            incumbent = way.values
+            continue
         if not new:
-            break        # the rows already on did not hold the rule here: another pass would repeat this one
+            break        # the plan is stable (or the rows on do not hold the rule here)
         chosen = None
         for candidate in starts:
             chosen = _better(form, chosen, candidate, [])
@@ -274,6 +289,16 @@ def _better(form: Formulation, best: tuple[Candidate, list[StageResult]] | None,
 
 
 TAIL_TRIES = 2   # the tails again, with the rows of what their plan left unstable put back
+
+
+def _ahead(form: Formulation, a: Candidate, b: Candidate) -> bool:
+    """Does `a` come strictly before `b` in the objective's order (fair shares, tiers)?"""
+    fair = [stage.terms for stage in form.fairness.stages] if form.fairness is not None else []
+    for terms in fair + [form.tier_volume[t] for t in form.tiers]:
+        x, y = value_of(terms, a.values), value_of(terms, b.values)
+        if abs(x - y) > HOLD_SLACK:
+            return x > y
+    return False
 
 
 def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, budget: Budget, gap: float,

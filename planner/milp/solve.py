@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from planner.milp.formulate import Formulation
-from planner.milp.highs import LpRelaxation, dense, highs_from, merged
+from planner.milp.highs import LpRelaxation, dense, highs_from, merged, set_time_limit
 from planner.milp.arrays import INF, ModelArrays
 
 # Volumes are held at (achieved - this) so solver tolerances never make a stage infeasible.
@@ -143,6 +143,12 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
 
 # ---------------------------------------------------------------- HiGHS
 
+# HiGHS's presolve runs before its interrupt callback can stop it: a full MILP run needs
+# about this long per nonzero of the model before it can search (BENCHMARKS.md), and
+# one given less overruns its deadline by that.
+PRESOLVE_SECONDS_PER_NONZERO = 5e-6
+
+
 class HighsBackend:
     """highspy: the model is handed over once as arrays (passModel); stages add rows."""
 
@@ -189,7 +195,8 @@ class HighsBackend:
             self.relaxation.add_row(lower, upper, cols, vals)
 
     def worth_starting(self, seconds: float) -> bool:
-        return True     # the model is in HiGHS already
+        """Is there time for presolve and some search (the model is in HiGHS already)?"""
+        return seconds >= 2 * PRESOLVE_SECONDS_PER_NONZERO * len(self.arrays.entry_val)
 
     def relax(self, time_limit: float, cost: np.ndarray | None = None) -> tuple[np.ndarray, float] | None:
         """The LP relaxation of the model as it stands (rows added; the objective, or `cost`
@@ -239,7 +246,7 @@ class HighsBackend:
         began = time.monotonic()
         self._deadline = began + max(0.01, time_limit)
         h.setOptionValue("mip_rel_gap", float(gap))
-        h.setOptionValue("time_limit", float(max(0.01, time_limit)))
+        set_time_limit(h, max(0.01, time_limit))
         solution = hs.HighsSolution()
         solution.col_value = list(map(float, start))
         solution.value_valid = True
@@ -257,7 +264,7 @@ class HighsBackend:
             if left < 0.5 * time_limit:
                 return result[0], "feasible", None
             h.clearSolver()
-            h.setOptionValue("time_limit", float(left))
+            set_time_limit(h, left)
             h.run()
             result = self._result(h)
             if result[0] is not None and not self._consistent(h, cost, result[0]):

@@ -26,7 +26,7 @@ from planner.milp.solve import (
 )
 
 MIN_STAGE = 0.05    # seconds a stage is given even past its deadline: every stage runs
-RINS_SHARE = 0.6    # of a tier stage's time, for the search around the LP point
+RINS_SHARE = 0.75   # of a tier stage's time, for the search around the LP point
 
 
 def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget: Budget, gap: float,
@@ -81,11 +81,16 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
                 if found.lp_optimum is not None:
                     bound = found.lp_optimum
             guess = incumbent if incumbent is not None else np.zeros(form.arrays.num_cols)
-            values, status, found_bound = backend.run(max(MIN_STAGE, deadline - budget.now()), gap, guess)
-            if found_bound is not None:
-                bound = found_bound if bound is None else min(bound, found_bound)
-            if values is not None and (incumbent is None or value_of(terms, values) >= value_of(terms, incumbent) - HOLD_SLACK):
-                incumbent = values
+            left = max(MIN_STAGE, deadline - budget.now())
+            reached = bound is not None and incumbent is not None and \
+                value_of(terms, incumbent) >= stage_bound(form, tier, bound) - HOLD_SLACK
+            if not reached and (incumbent is None or backend.worth_starting(left)):
+                values, status, found_bound = backend.run(left, gap, guess)
+                if found_bound is not None:
+                    bound = found_bound if bound is None else min(bound, found_bound)
+                if values is not None and (incumbent is None or
+                                           value_of(terms, values) >= value_of(terms, incumbent) - HOLD_SLACK):
+                    incumbent = values
             if incumbent is None:
                 stages.append(StageResult(f"priority {tier}", "failed", 0.0, form.tier_max[tier], budget.now() - began))
                 return Outcome(np.zeros(form.arrays.num_cols), "failed", 0.0, 0.0, stages,
