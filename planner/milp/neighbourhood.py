@@ -65,15 +65,16 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
     point, optimum = relaxed
     best = sign * objective(incumbent)
     rounds, wide = 0, False
-    # A dive first: every integer column the LP leaves at zero held there, the rest
-    # searched from the incumbent's values. Far from the incumbent (nothing new, or a
-    # start from another method) the LP's support is a small model where the
-    # incumbent's neighbourhood would be the whole one. (Holding every column the LP
-    # sets to a whole number is smaller still, but is seldom feasible.)
-    zero = integer & (np.abs(point) <= AGREE)
+    # A dive first: every integer column that both the LP and the incumbent leave at
+    # zero held there, the rest searched from the incumbent's values. Far from the
+    # incumbent (nothing new, or a start from another method) the two supports make a
+    # small model where the incumbent's neighbourhood would be the whole one, and the
+    # incumbent stays in it. (Holding every column the LP sets to a whole number is
+    # smaller still, but is seldom feasible.)
+    zero = integer & (np.abs(point) <= AGREE) & (np.abs(incumbent) <= AGREE)
     left = deadline - time.monotonic()
     if left > 0 and best < sign * optimum - IMPROVEMENT * (1.0 + abs(optimum)) and zero.any():
-        values, _, _ = backend.run_fixed(DIVE_SHARE * left, gap, np.where(zero, 0.0, incumbent), np.flatnonzero(zero))
+        values, _, _ = backend.run_fixed(DIVE_SHARE * left, gap, incumbent, np.flatnonzero(zero))
         if values is not None and sign * objective(values) > best + IMPROVEMENT * (1.0 + abs(best)):
             incumbent, best, rounds = values, sign * objective(values), 1
     for _ in range(MAX_ROUNDS):
