@@ -75,6 +75,7 @@ class Shape:
     domains: dict[int, dict[Path, list[str]]] = field(default_factory=dict)   # level -> domain -> nodes
     rooms: dict[tuple[int, Path], int] = field(default_factory=dict)          # (level, domain) -> pods
     within: dict[tuple[int, int], dict[Path, list[Path]]] = field(default_factory=dict)  # see domains_within
+    roomiest: dict[int, list[Path]] = field(default_factory=dict)   # level -> domains, most room first
 
 
 @dataclass

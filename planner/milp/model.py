@@ -414,9 +414,8 @@ def add_preferred(model: Formulation, choice: OptionColumns, pod_set: PodSet, ta
     shape = model.shapes[choice.shape]
     level = choice.level
     assert level is not None
-    candidates = sorted(domains_at(shape, level), key=lambda d: (-domain_room(shape, level, d), d))
     ns = []
-    for path in sorted(candidates[:PREFERRED_DOMAINS]) + [()]:
+    for path in sorted(roomiest(shape, level)[:PREFERRED_DOMAINS]) + [()]:
         name = f"{tag},{'/'.join(path) or '*'}"
         n = arrays.add_col(f"n[{name}]", 0.0, pod_set.count, integer=True)
         z = arrays.add_binary(f"z[{name}]")
@@ -426,6 +425,14 @@ def add_preferred(model: Formulation, choice: OptionColumns, pod_set: PodSet, ta
         ns.append(n)
         add_container(model, choice, pod_set, path, [(n, 1.0)], name)
     arrays.add_row(f"spread[{tag}]", [(n, 1.0) for n in ns] + [(c, -k) for c, k in choice.pods], 0.0, 0.0)
+
+
+def roomiest(shape: Shape, level: int) -> list[Path]:
+    """The shape's domains at `level`, most room first (then by name): the same for every
+    preferred pod set of the shape, so sorted once."""
+    if level not in shape.roomiest:
+        shape.roomiest[level] = sorted(domains_at(shape, level), key=lambda d: (-domain_room(shape, level, d), d))
+    return shape.roomiest[level]
 
 
 def class_for(model: Formulation, classes: dict[tuple[Any, ...], DemandClass], level: str | None,
