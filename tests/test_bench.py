@@ -220,3 +220,14 @@ def test_a_tiny_family_member_runs_end_to_end(tmp_path: Path):
         assert set(row[key]) == RECORD_KEYS and row[key]["method"] == method
     assert family_bench.tiers_of(row["milp"])                            # the priority stages are read
     assert len(family_bench.verdicts([row])) == len(family_bench.CHECKS)
+
+
+def test_the_tiers_read_are_where_the_plan_stands_not_each_pass() -> None:
+    from planner.tools import family_bench
+
+    record = {"stages": [{"stage": "priority 100 (pass 1)", "objective": 9.0, "bound": 9.0},
+                         {"stage": "priority 100 (pass 2)", "objective": 7.0, "bound": 8.0},
+                         {"stage": "priority 100", "objective": 7.0, "bound": 8.0},
+                         {"stage": "priority -5", "objective": -2.0, "bound": -1.0},
+                         {"stage": "preemption cost", "objective": 3.0, "bound": 3.0}]}
+    assert family_bench.tiers_of(record) == [(100, 7.0, 8.0), (-5, -2.0, -1.0)]

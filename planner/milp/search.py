@@ -131,6 +131,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     asked = False
     repaired, passes = 0, 0
     for index in range(MAX_PASSES):
+        if index and budget.until_stages_end() <= 0:
+            break        # out of time: the best plan in hand stands
         passes += 1
         every_row = len(on) == len(rows)
         share = FIRST_PASS_SHARE if index == 0 else PASS_SHARE
@@ -162,7 +164,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             new = _escalated(form, rows, flagged, index) - on
             on |= new
             _put_back(form, rows, new)
-            carried = judge.carried(decoded.decisions, CARRY_SHARE * budget.until_stages_end())
+            left = budget.until_stages_end()
+            carried = judge.carried(decoded.decisions, CARRY_SHARE * left) if left > 0 else None
             values = start_from(form, carried, ease=True) if carried is not None else None
             if carried is not None and values is not None:
                 starts.append(Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle"))
@@ -313,6 +316,8 @@ def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, bud
         return chosen.decisions, done
     budget.open_stages()
     for attempt in range(TAIL_TRIES):
+        if budget.until_stages_end() <= 0:
+            break        # out of time: the chosen plan stands as it is
         if form.guarantee is not None and not feasible(form, chosen.values):
             ease_rows(form, form.guarantee, chosen.values, frozenset())   # rows stricter than the rule, here
         values = _minimise_tails(form, chosen.values, make_backend(form.arrays), budget, gap, done,

@@ -25,7 +25,7 @@ from planner.milp.solve import (
     value_of,
 )
 
-MIN_STAGE = 0.05    # seconds a stage is given even past its deadline: every stage runs
+MIN_STAGE = 0.01    # seconds a stage with time left is given at least (HiGHS's own floor)
 RINS_SHARE = 0.75   # of a tier stage's time, for the search around the LP point
 
 
@@ -66,6 +66,11 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
         if incumbent is not None and value_of(terms, incumbent) >= ceiling - HOLD_SLACK:
             achieved = value_of(terms, incumbent)
             stages.append(StageResult(f"priority {tier}", "kept", achieved, max(achieved, ceiling), 0.0))
+        elif incumbent is not None and deadline <= began:
+            # Out of time: the plan in hand stands for this tier (whatever does not
+            # finish gives way to the best plan already found).
+            achieved = value_of(terms, incumbent)
+            stages.append(StageResult(f"priority {tier}", "feasible", achieved, max(achieved, ceiling), 0.0))
         else:
             objective = terms + nudge(form, tier)
             backend.set_objective(objective, maximize=True)

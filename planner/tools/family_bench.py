@@ -104,12 +104,15 @@ Result = tuple[bool, str]          # passed, and what missed when not
 
 
 def tiers_of(record: Mapping[str, Any]) -> list[tuple[int, float, float]]:
-    """(priority, stage objective, stage bound) of each priority tier, highest first."""
+    """(priority, stage objective, stage bound) of each priority tier, highest first: the
+    stages named `priority P` alone, where the chosen plan stands (the search's passes,
+    `priority P (pass k)`, are how it got there)."""
     out = []
     for stage in record.get("stages", []):
         name = str(stage.get("stage", ""))
-        if name.startswith("priority ") and isinstance(stage.get("objective"), (int, float)) \
-                and isinstance(stage.get("bound"), (int, float)):
+        words = name.split()
+        if len(words) == 2 and words[0] == "priority" and words[1].lstrip("-").isdigit() \
+                and isinstance(stage.get("objective"), (int, float)) and isinstance(stage.get("bound"), (int, float)):
             out.append((int(name.split()[1]), float(stage["objective"]), float(stage["bound"])))
     return sorted(out, reverse=True)
 
