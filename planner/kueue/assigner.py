@@ -37,6 +37,7 @@ from models.objects import tolerated
 from models.resources import PODS
 from planner.kueue import fairsharing
 from planner.kueue.semantics import FlavorOption, QuotaTree
+from planner.kueue.state import Freed
 from planner.kueue.topology import levels_for
 
 if TYPE_CHECKING:
@@ -438,8 +439,11 @@ class Rules:
 
     def __init__(self, snapshot: Snapshot, state: "ClusterState", registry: Registry, place: Place,
                  fits: Callable[["ClusterState", ClusterQueue, Workload, Sequence[tuple[PodSet, FlavorOption, int]]], bool],
-                 empty: Callable[[], "ClusterState"]):
+                 empty: Callable[[], "ClusterState"], shortcuts: bool = True):
         self.snapshot = snapshot
+        # Skip work whose answer is known without it (a search that cannot succeed); off,
+        # every search runs in full: the plain path that tests compare the shortcuts with.
+        self.shortcuts = shortcuts
         self.state = state
         self.registry = registry
         self.place = place
@@ -469,7 +473,7 @@ class Rules:
         # A search's candidates per queue, and what they could free at most, kept while the
         # queue's list (and so its usage, when nominating) stays the same.
         self._sources: dict[tuple[Any, ...], _Source] = {}
-        self._freed: dict[tuple[int, bool], tuple[_Source, np.ndarray]] = {}
+        self._reaches: dict[tuple[int, bool], tuple[_Source, _Reach]] = {}
         frs = {(fq.flavor, r) for q in snapshot.cluster_queues.values() for rg in q.resource_groups
                for fq in rg.flavors for r in fq.resources}
         frs |= {fr for q in registry.by_cq.values() for a in q for fr in a.usage}
@@ -906,7 +910,7 @@ class Rules:
         def nodes_fit() -> bool:
             return self.fits(state, cq, w, picks)
 
-        targets, _ = self.targets(w, cq, a.need_preemption(), a.usage, nodes_fit)
+        targets, _ = self.targets(w, cq, a.need_preemption(), a.usage, nodes_fit, picks)
         if targets:
             victims = [t.admitted.view for t in targets]
             state.release_many(victims)
@@ -922,10 +926,11 @@ class Rules:
     # -- classical preemption
 
     def targets(self, w: Workload, cq: ClusterQueue, frs_need: set[FR], usage: Mapping[FR, int],
-                nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay | None]:
+                nodes_fit: Callable[[], bool] | None,
+                picks: Sequence[tuple[PodSet, FlavorOption, int]] = ()) -> tuple[list[Target], Overlay | None]:
         """classicalPreemptions: the victims that make room for `usage` (quota, and nodes
-        where `nodes_fit` is given), or []. Without `nodes_fit` (the oracle) also the
-        quota with the victims gone."""
+        where `nodes_fit` is given: whether `picks` fit), or []. Without `nodes_fit` (the
+        oracle) also the quota with the victims gone."""
         if not frs_need:
             return [], None
         if self.fair is not None:
@@ -941,7 +946,7 @@ class Rules:
         else:
             attempts = [True, False]
         for borrowing in attempts:
-            found = ctx.attempt(borrowing, nodes_fit)
+            found = ctx.attempt(borrowing, nodes_fit, picks)
             if found is not None:
                 return found
         return [], None
@@ -1162,6 +1167,24 @@ class _Source:
     variant: np.ndarray
 
 
+@dataclass(eq=False)
+class _Reach:
+    """The most a run could take from one source (its candidates up to the one that
+    takes its queue to nominal: see _Context._could_fit), and what they hold."""
+
+    source: _Source
+    index: np.ndarray              # positions in source.view.members, in the search's order
+    freed: np.ndarray              # their quota usage, summed (a row of QueueView.usage)
+    _nodes: "Freed | None" = None
+
+    def nodes(self, state: "ClusterState") -> "Freed":
+        """Where they run (state.freed_by), gathered once."""
+        if self._nodes is None:
+            members = self.source.view.members
+            self._nodes = state.freed_by([members[int(i)].view for i in self.index])
+        return self._nodes
+
+
 class _Context:
     """One classical preemption search (preemptionCtx + candidateIterator)."""
 
@@ -1332,21 +1355,25 @@ class _Context:
         return self._quota_fits(borrowing, overlay)
 
     def _most_freed(self, s: _Source, borrowing: bool) -> np.ndarray:
+        return self._reach(s, borrowing).freed
+
+    def _reach(self, s: _Source, borrowing: bool) -> "_Reach":
+        """What a run could take from `s` at most (kept with the source: the same while
+        its queue's list, and so its usage when nominating, stays the same)."""
         key = (id(s), borrowing)
-        found = self.rules._freed.get(key)
+        found = self.rules._reaches.get(key)
         if found is None or found[0] is not s:
-            found = self.rules._freed[key] = (s, self._freed(s, borrowing))
+            found = self.rules._reaches[key] = (s, self._make_reach(s, borrowing))
         return found[1]
 
-    def _freed(self, s: _Source, borrowing: bool) -> np.ndarray:
+    def _make_reach(self, s: _Source, borrowing: bool) -> "_Reach":
         index = s.index
         if borrowing and s.name != self.cq.name:
             index = index[s.variant != RECLAIM_WITHOUT_BORROWING]
         index = index[np.argsort(s.view.settled[index], kind="stable")]   # the search's order: evicted first
         usage = s.view.usage[index]
         if s.name == self.cq.name or not len(index):
-            whole: np.ndarray = usage.sum(axis=0)
-            return whole
+            return _Reach(s, index, usage.sum(axis=0))
         # Another queue gives up candidates while it is above nominal in some resource
         # needing preemption: up to the one that takes the last of them to nominal.
         cum = np.cumsum(usage, axis=0)
@@ -1356,15 +1383,28 @@ class _Context:
             excess = live(f"cq:{s.name}", fr) - self.quota.tree.subtree_quota(f"cq:{s.name}", fr)
             if excess > 0:
                 stop = max(stop, int(np.searchsorted(cum[:, self.rules.column(fr)], excess, side="left")) + 1)
-        freed: np.ndarray = cum[min(stop, len(index)) - 1] if stop else usage[:0].sum(axis=0)
-        return freed
+        stop = min(stop, len(index))
+        return _Reach(s, index[:stop], cum[stop - 1] if stop else usage[:0].sum(axis=0))
 
-    def attempt(self, borrowing: bool,
-                nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay] | None:
+    def _nodes_could_fit(self, borrowing: bool, picks: Sequence[tuple[PodSet, FlavorOption, int]]) -> bool:
+        """The nodes' side of _could_fit: does each pod set, alone, fit with everything
+        _could_fit counts as taken released? The walk releases a subset, and a pod set
+        that does not fit alone does not fit beside the others: if not, no run fits."""
+        state = self.rules.state
+        parts = [self._reach(s, borrowing).nodes(state) for sources in (self.same, self.hierarchy, self.priority)
+                 for s in sources]
+        freed = Freed(np.concatenate([p.rows for p in parts]), np.concatenate([p.used for p in parts]),
+                      np.zeros(0, dtype=np.int64), ())
+        return all(state.fits_released(option, ps, count, freed) for ps, option, count in picks)
+
+    def attempt(self, borrowing: bool, nodes_fit: Callable[[], bool] | None,
+                picks: Sequence[tuple[PodSet, FlavorOption, int]] = ()) -> tuple[list[Target], Overlay] | None:
         """One run over the candidates: remove each valid one until the workload fits,
         then add back, in reverse, every one it still fits without."""
         frs = set(self.usage) | self.frs_need
         if not self._could_fit(borrowing, frs):
+            return None
+        if nodes_fit is not None and picks and self.rules.shortcuts and not self._nodes_could_fit(borrowing, picks):
             return None
         removed, first = self._sequence(borrowing, self._order(), sorted(frs))
         if first is None:

@@ -398,6 +398,28 @@ class ClusterState:
         leaves = self._leaves(seen[2], pod_set.request, seen[3])
         return placement.fits_counts(seen[2].tree, leaves.counts, count, pod_set.topology, leaves)
 
+    def fits_released(self, option: FlavorOption, pod_set: PodSet, count: int, freed: Freed) -> bool:
+        """fits() were `freed` released, asked without releasing it: only the eligible
+        nodes it touches are counted again, on a copy, so neither the free matrix nor the
+        kept leaf counts (which other shapes catch up from the change log) move."""
+        seen = self._placing_of.get((id(option), id(pod_set)))
+        if seen is None or seen[0] is not option or seen[1] is not pod_set:
+            self.place(option, pod_set, 0)
+            seen = self._placing_of[(id(option), id(pod_set))]
+        eligible = seen[2]
+        counts = self._leaves(eligible, pod_set.request, seen[3]).counts
+        leaf = eligible.leaf_of_row[freed.rows]
+        mine = leaf >= 0
+        if mine.any():
+            need, amounts = self._columns(pod_set.request)
+            leaves, inverse = np.unique(leaf[mine], return_inverse=True)
+            gained = np.zeros((len(leaves), len(need)), dtype=np.int64)
+            np.add.at(gained, inverse, freed.used[mine][:, need])
+            room = self.free[eligible.rows[leaves]][:, need] + gained
+            counts = counts.copy()
+            counts[leaves] = np.maximum((room // amounts).min(axis=1), 0) if len(need) else 0
+        return placement.fits_counts(eligible.tree, counts, count, pod_set.topology)
+
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)
         rows = []
