@@ -563,12 +563,13 @@ class KueueCycles:
 
         out: dict[ObjectRef, Eviction] = {}
         self.unsupported = {}
+        ordered = sorted(admissions)
         for ref, e in sorted(self.evictions.items()):
             victim = self._originals[ref]
             if all(t in admissions for t in e.for_) and any(reason(t, victim) == e.reason for t in e.for_):
                 out[ref] = e
                 continue
-            found = next((other for other in sorted(admissions) if reason(other, victim) == e.reason), None)
+            found = next((other for other in ordered if reason(other, victim) == e.reason), None)
             if found is not None:
                 out[ref] = replace(e, for_=(found,))
             else:
