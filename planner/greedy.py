@@ -105,16 +105,20 @@ class _Entry:
     order: tuple[Any, ...]
 
 
-def greedy(snapshot: Snapshot, fair: "fairsharing.FairSharing | None" = None) -> GreedyResult:
+def greedy(snapshot: Snapshot, fair: "fairsharing.FairSharing | None" = None, *,
+           shortcuts: bool = True) -> GreedyResult:
     """Kueue's scheduling cycles until nothing changes (planner.kueue.assigner decides
     for each head; KueueCycles runs the cycles), replayed again with more running work
     protected while the end state cannot support an eviction the replay made (see
-    KueueCycles: "Stowplan plans the end state")."""
+    KueueCycles: "Stowplan plans the end state").
+
+    `shortcuts=False` runs every search in full (the plain path): the same decisions,
+    slower; tests hold the two paths equal."""
     protected: dict[ObjectRef, str] = {}
     if fair is None:
         fair = fairsharing.from_snapshot(snapshot)
     while True:
-        cycles = KueueCycles(snapshot, protected=protected, fair=fair)
+        cycles = KueueCycles(snapshot, protected=protected, fair=fair, shortcuts=shortcuts)
         result = cycles.run()
         more = {ref: kind for ref, kind in cycles.unsupported.items()
                 if protected.get(ref) != kind and protected.get(ref) != ALL}
@@ -182,14 +186,16 @@ class KueueCycles:
     """
 
     def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None,
-                 protected: Mapping[ObjectRef, str] | None = None, fair: "fairsharing.FairSharing | None" = None):
+                 protected: Mapping[ObjectRef, str] | None = None, fair: "fairsharing.FairSharing | None" = None,
+                 shortcuts: bool = True):
         self.kr = assigner
         self.snapshot = snapshot
         self.state = ClusterState(snapshot)
         self.registry = assigner.Registry()
         self._empty: ClusterState | None = None
         tree = self.state.quota
-        self.rules = assigner.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty)
+        self.rules = assigner.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty,
+                                    shortcuts=shortcuts)
         # Kueue's fair sharing (fairSharing.enable): heads by the tournament, fair preemption.
         self.shares = fairsharing.Shares(tree, fair) if fair is not None else None
         self.rules.fair = self.shares
@@ -557,12 +563,13 @@ class KueueCycles:
 
         out: dict[ObjectRef, Eviction] = {}
         self.unsupported = {}
+        ordered = sorted(admissions)
         for ref, e in sorted(self.evictions.items()):
             victim = self._originals[ref]
             if all(t in admissions for t in e.for_) and any(reason(t, victim) == e.reason for t in e.for_):
                 out[ref] = e
                 continue
-            found = next((other for other in sorted(admissions) if reason(other, victim) == e.reason), None)
+            found = next((other for other in ordered if reason(other, victim) == e.reason), None)
             if found is not None:
                 out[ref] = replace(e, for_=(found,))
             else:

@@ -25,7 +25,10 @@ allowed by the policy (Any; LowerPriority: a lower base priority) and evictable
 (not non-preemptible, past the policy's minimum runtime; admissions of this plan
 have run for no time). In order (lower priority first, most recently admitted first,
 then UID) each is removed while its queue, and every cohort between it and the
-preemptor's, still uses more than its quota of one of those flavor/resources.
+preemptor's, still uses more than its quota of one of those flavor/resources. This
+plan's own admissions are the most recent, but in an order the plan does not give
+(Kueue's admission times): the rule holds a workload owed only what every order of
+them would let it run (see _reclaimed), so it never refuses a fixed point of Kueue's.
 "Fits" is quota (Kueue's `available()` over the cohort tree) and nodes (enough
 pods of the shape on eligible nodes, inside one domain of a required level, in
 whole slices). A flavor with a Topology needs every flavor/resource it covers
@@ -46,7 +49,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import defaultdict
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from models import ClusterQueue, ObjectRef, Snapshot, PodSet, PodSetAssignment, ResourceFlavor, Workload, WorkloadState
 from models.objects import tolerated
@@ -275,9 +278,9 @@ def _reclaim_admits(ix: SnapshotIndex, after: _After, w: Workload) -> tuple[str,
         chosen = [ix.snapshot.flavors[f] for f in sorted(set(flavors.values()))]
         if _fits(ix, after, cq, pod_set, count, chosen, need, []):
             continue  # fits as things stand: no reclaim involved (a plan may leave volume unused)
-        victims = _reclaimed(ix, after, cq, w, set(need))
-        if victims and _fits(ix, after, cq, pod_set, count, chosen, need, victims):
-            return cq.name, sorted(after.runners[i].workload.ref for i in victims)
+        reclaim = _reclaimed(ix, after, cq, w, set(need))
+        if reclaim.possible and _fits(ix, after, cq, pod_set, count, chosen, need, reclaim.victims, reclaim.usage):
+            return cq.name, sorted(after.runners[i].workload.ref for i in reclaim.possible)
     return None
 
 
@@ -327,11 +330,39 @@ def _uses_tas(ix: SnapshotIndex, cq: ClusterQueue, pod_set: PodSet) -> bool:
     return bool(flavors) and all(f is not None and f.topology_name for f in flavors)
 
 
-def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> list[int]:
-    """Indexes (into after.runners) of what Kueue's reclaim removes for `w`, in its order.
+class _Reclaim(NamedTuple):
+    """What Kueue's reclaim removes for a workload, whatever the order of this plan's
+    admissions: `victims` every order removes, `possible` some order removes, and an
+    upper bound on each queue's usage once it has run (per `cq` name)."""
 
-    Only queues above their nominal quota of one of `frs` give candidates, and usage only
-    falls as candidates go: a queue within it now gives none at any point of the walk."""
+    victims: list[int]
+    possible: list[int]
+    usage: dict[str, dict[FR, int]]
+
+
+def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> _Reclaim:
+    """What Kueue's reclaim removes for `w` (indexes into after.runners, in its order),
+    whatever the order of this plan's own admissions among themselves.
+
+    Kueue orders candidates by the time it admitted them (a second's resolution,
+    then UID). A plan does not say in what order, or in which seconds, its
+    admissions happen: the real Kueue, on its own, admits a few a second over many
+    seconds (tools/peer runs), while a plan applied at once shares one second. So
+    those of one priority may come in any order, and which of them the walk
+    removes, where it stops inside their run, depends on it: the verifier may not
+    pick one. The walk keeps two bounds on each queue's usage at every step: the
+    highest (only what every order removes is gone) and the lowest (everything some
+    order removes is gone). A candidate some order removes is over quota at the
+    highest; one every order removes is over quota at the lowest, less, inside an
+    unordered run, every other member some order removes before it.
+
+    Once the walk is done, a queue whose candidates are judged by its own quota
+    alone (no cohort between it and the preemptor's) is, in every order, within
+    its quota or bereft of all it could lose: its usage is at most its quota (or
+    the lowest bound, if higher) as well as the highest bound.
+
+    Only queues above their nominal quota of one of `frs` give candidates: usage only
+    falls as the walk goes, so a queue within it now gives none at any point."""
     snap = ix.snapshot
     root = cohort_root(ix, cq)
     policy = cq.preemption.reclaim_within_cohort
@@ -356,18 +387,67 @@ def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, 
         if not frs & set(after.runner_usage[i]):
             continue
         candidates.append(i)
+    highest = {name: dict(per_fr) for name, per_fr in after.usage.items()}
     if not candidates:
-        return []
-    usage = {name: dict(per_fr) for name, per_fr in after.usage.items()}
-    removed = []
+        return _Reclaim([], [], highest)
+    lowest = {name: dict(per_fr) for name, per_fr in after.usage.items()}
+    victims: list[int] = []
+    possible: list[int] = []
+    for run in _unordered_runs(after, candidates):
+        some = [i for i in run if _over_quota_to(ix, after.tree, highest, after.runners[i].cq, cq.name, frs)]
+        if len(some) > 1:   # each of them may come after all the others
+            for i in some:
+                _take(after, lowest, i, -1)
+            every = [i for i in some if _over_with_back(ix, after, lowest, i, cq.name, frs)]
+            for i in some:
+                _take(after, lowest, i, +1)
+        else:
+            every = [i for i in some if _over_quota_to(ix, after.tree, lowest, after.runners[i].cq, cq.name, frs)]
+        for i in every:
+            _take(after, highest, i, -1)
+        for i in some:
+            _take(after, lowest, i, -1)
+        victims += every
+        possible += some
+    for name in {after.runners[i].cq for i in possible}:
+        if not _between(after.tree, name, cq.name):
+            for fr in frs:
+                nominal = after.tree.quota(("cq", name), fr)[0]
+                high = highest[name].get(fr, 0)
+                highest[name][fr] = min(high, max(nominal, lowest[name].get(fr, 0)))
+    return _Reclaim(victims, possible, highest)
+
+
+def _unordered_runs(after: _After, candidates: list[int]) -> list[list[int]]:
+    """The candidates in order, as runs: each admission of this plan with the others of
+    its priority (Kueue's order among them is not known), every other one alone."""
+    runs: list[list[int]] = []
     for i in candidates:
         runner = after.runners[i]
-        if not _over_quota_to(ix, after.tree, usage, runner.cq, cq.name, frs):
-            continue
-        removed.append(i)
-        for fr, amount in after.runner_usage[i].items():
-            usage[runner.cq][fr] = usage[runner.cq].get(fr, 0) - amount
-    return removed
+        mine = runner.since == float("inf")
+        if mine and runs and after.runners[runs[-1][0]].since == float("inf") and \
+                after.runners[runs[-1][0]].workload.priority == runner.workload.priority:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def _take(after: _After, usage: dict[str, dict[FR, int]], i: int, sign: int) -> None:
+    runner = after.runners[i]
+    for fr, amount in after.runner_usage[i].items():
+        usage[runner.cq][fr] = usage[runner.cq].get(fr, 0) + sign * amount
+
+
+def _over_with_back(ix: SnapshotIndex, after: _After, usage: dict[str, dict[FR, int]], i: int, preemptor: str,
+                    frs: set[FR]) -> bool:
+    """_over_quota_to for runner `i` with its own usage given back to `usage` (it has
+    not been removed when its turn comes)."""
+    _take(after, usage, i, +1)
+    try:
+        return _over_quota_to(ix, after.tree, usage, after.runners[i].cq, preemptor, frs)
+    finally:
+        _take(after, usage, i, -1)
 
 
 def _over_quota_to(ix: SnapshotIndex, tree: VerifierQuotaTree, usage: Mapping[str, Mapping[FR, int]], name: str,
@@ -377,9 +457,7 @@ def _over_quota_to(ix: SnapshotIndex, tree: VerifierQuotaTree, usage: Mapping[st
     it shares with `preemptor` (a cohort's quota: its subtree's)."""
     if not any(usage.get(name, {}).get(fr, 0) > tree.quota(("cq", name), fr)[0] for fr in frs):
         return False
-    ours = set(_path(tree, ("cq", preemptor)))
-    above = [node for node in _path(tree, ("cq", name))[1:]]
-    below_shared = above[:next((k for k, node in enumerate(above) if node in ours), len(above))]
+    below_shared = _between(tree, name, preemptor)
     if not below_shared:
         return True
     over = {node: False for node in below_shared}
@@ -389,6 +467,14 @@ def _over_quota_to(ix: SnapshotIndex, tree: VerifierQuotaTree, usage: Mapping[st
         for node in below_shared:
             over[node] = over[node] or used.get(node, 0) > subtree.get(node, 0)
     return all(over.values())
+
+
+def _between(tree: VerifierQuotaTree, name: str, preemptor: str) -> list[Key]:
+    """The cohorts on queue `name`'s path up to (not including) the lowest cohort it
+    shares with queue `preemptor`."""
+    ours = set(_path(tree, ("cq", preemptor)))
+    above = _path(tree, ("cq", name))[1:]
+    return above[:next((k for k, node in enumerate(above) if node in ours), len(above))]
 
 
 def _path(tree: VerifierQuotaTree, key: Key) -> list[Key]:
@@ -420,10 +506,13 @@ def _available(tree: VerifierQuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, 
 
 
 def _fits(ix: SnapshotIndex, after: _After, cq: ClusterQueue, pod_set: PodSet, count: int,
-          flavors: list[ResourceFlavor], need: Mapping[FR, int], victims: list[int]) -> bool:
-    """Quota and nodes, with the runners `victims` gone."""
+          flavors: list[ResourceFlavor], need: Mapping[FR, int], victims: list[int],
+          usage_after: Mapping[str, Mapping[FR, int]] | None = None) -> bool:
+    """Quota and nodes, with the runners `victims` gone (quota: `usage_after` when given)."""
     usage: Mapping[str, Mapping[FR, int]] = after.usage
-    if victims:
+    if usage_after is not None:
+        usage = usage_after
+    elif victims:
         changed = dict(after.usage)
         for i in victims:
             name = after.runners[i].cq

@@ -55,6 +55,23 @@ def test_greedy_plan_passes_verify_on_a_generated_s_snapshot(tmp_path):
     assert verify(snap, decisions) == []
 
 
+@pytest.mark.parametrize("seed", [9])
+def test_greedy_plan_passes_verify_with_rack_jobs_waiting_behind_its_own_borrowers(tmp_path, seed):
+    """A block/rack/host cluster, 8 teams in one cohort with borrowing limits, priorities
+    100 / 1,000 / 10,000, every multi-node job rack- or block-required (a user's shape,
+    reduced). Greedy's replay admits many borrowers of one priority over many cycles;
+    a rack job of a lending queue then waits, as reclaim in the order Kueue admitted them
+    (most recent first) frees no whole rack. The verifier once ordered this plan's own
+    admissions by UID instead, found a rack there and refused Kueue's own end state."""
+    spec = preset("S", seed=seed, fanout=(4, 8, 16), teams=8, pending=400, running=400,
+                  priorities=(("low", 100, 0.5), ("mid", 1000, 0.35), ("high", 10000, 0.15)),
+                  borrowing_share=1.0, required_share=1.0)
+    out = tmp_path / "shape.json"
+    out.write_text(to_json(generate(spec)))
+    snap = read_snapshot([str(out)])
+    assert verify(snap, greedy(snap).decisions) == []
+
+
 def test_an_eviction_the_end_state_cannot_support_protects_its_victim():
     """Seed 100 (running work): Kueue's replay has team-d's train-0 reclaim team-c's
     run-0, and train-0 then loses its room to other heads and is never admitted; no

@@ -28,7 +28,7 @@ Where Stowplan goes beyond Kueue, and why:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -36,7 +36,9 @@ from models import ClusterQueue, ObjectRef, PodSet, ResourceFlavor, Snapshot, Wo
 from models.objects import tolerated
 from models.resources import PODS
 from planner.kueue import fairsharing
+from planner.kueue.quota_arrays import QuotaArrays
 from planner.kueue.semantics import FlavorOption, QuotaTree
+from planner.kueue.state import Freed
 from planner.kueue.topology import levels_for
 
 if TYPE_CHECKING:
@@ -158,6 +160,12 @@ class Registry:
 Usage = Callable[[str, FR], int]   # tree node ("cq:NAME" | "cohort:NAME") -> usage of a flavor/resource
 
 
+class UsageLookup(Protocol):
+    """Usage of the cohort tree with some workloads taken away (Overlay, _Scratch)."""
+
+    def get(self, node: str, fr: FR) -> int: ...
+
+
 class Overlay:
     """Quota usage of a few flavor/resources with some workloads taken away (Kueue's
     snapshot.RemoveWorkload, for quota only): a copy that the real state never sees."""
@@ -172,6 +180,11 @@ class Overlay:
     def change(self, a: Admitted, sign: int) -> None:
         """Take `a` away (sign -1) or give it back (+1), carried up the cohort tree."""
         self.change_usage(a.cq, a.usage, sign)
+
+    def release_many(self, admitted: Sequence[Admitted], sign: int = 1) -> None:
+        """Take them away (sign 1) or give them back (-1), as ClusterState releases."""
+        for a in admitted:
+            self.change(a, -sign)
 
     def change_usage(self, cq: str, amounts: Mapping[FR, int], sign: int) -> None:
         key = f"cq:{cq}"
@@ -438,8 +451,11 @@ class Rules:
 
     def __init__(self, snapshot: Snapshot, state: "ClusterState", registry: Registry, place: Place,
                  fits: Callable[["ClusterState", ClusterQueue, Workload, Sequence[tuple[PodSet, FlavorOption, int]]], bool],
-                 empty: Callable[[], "ClusterState"]):
+                 empty: Callable[[], "ClusterState"], shortcuts: bool = True):
         self.snapshot = snapshot
+        # Skip work whose answer is known without it (a search that cannot succeed); off,
+        # every search runs in full: the plain path that tests compare the shortcuts with.
+        self.shortcuts = shortcuts
         self.state = state
         self.registry = registry
         self.place = place
@@ -469,13 +485,36 @@ class Rules:
         # A search's candidates per queue, and what they could free at most, kept while the
         # queue's list (and so its usage, when nominating) stays the same.
         self._sources: dict[tuple[Any, ...], _Source] = {}
-        self._freed: dict[tuple[int, bool], tuple[_Source, np.ndarray]] = {}
+        self._reaches: dict[tuple[int, bool], tuple[_Source, _Reach]] = {}
+        self._quota_arrays: QuotaArrays | None = None
+        self._usage = np.zeros((0, 0), dtype=np.int64)
+        self._usage_at = -1
         frs = {(fq.flavor, r) for q in snapshot.cluster_queues.values() for rg in q.resource_groups
                for fq in rg.flavors for r in fq.resources}
         frs |= {fr for q in registry.by_cq.values() for a in q for fr in a.usage}
         self.columns: dict[FR, int] = {fr: j for j, fr in enumerate(sorted(frs))}
         # Kueue breaks ties between candidates by UID: a rank per workload (then by name).
         self.tie = {w.ref: k for k, w in enumerate(sorted(snapshot.workloads, key=lambda w: (w.uid, str(w.ref))))}
+
+    def quota_now(self) -> tuple[QuotaArrays, np.ndarray]:
+        """The quota tree as arrays over `columns`, and its usage now (a row per tree
+        node; kept until a charge moves it). Read-only: a search copies it."""
+        arrays = self._quota_arrays
+        if arrays is None or arrays.width != len(self.columns):
+            arrays = self._quota_arrays = QuotaArrays(self.state.quota, self.columns)
+            self._usage_at = -1
+        if self._usage_at != self.state.charges:
+            usage = np.zeros((len(arrays.nodes), arrays.width), dtype=np.int64)
+            for key, per_fr in self.state.cq_usage.items():
+                row = arrays.row.get(key)
+                if row is not None:
+                    for fr, amount in per_fr.items():
+                        j = self.columns.get(fr)
+                        if j is not None:
+                            usage[row, j] = amount
+            arrays.roll_up(usage)
+            self._usage, self._usage_at = usage, self.state.charges
+        return arrays, self._usage
 
     def column(self, fr: FR) -> int:
         j = self.columns.get(fr)
@@ -906,7 +945,7 @@ class Rules:
         def nodes_fit() -> bool:
             return self.fits(state, cq, w, picks)
 
-        targets, _ = self.targets(w, cq, a.need_preemption(), a.usage, nodes_fit)
+        targets, _ = self.targets(w, cq, a.need_preemption(), a.usage, nodes_fit, picks)
         if targets:
             victims = [t.admitted.view for t in targets]
             state.release_many(victims)
@@ -922,10 +961,11 @@ class Rules:
     # -- classical preemption
 
     def targets(self, w: Workload, cq: ClusterQueue, frs_need: set[FR], usage: Mapping[FR, int],
-                nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay | None]:
+                nodes_fit: Callable[[], bool] | None,
+                picks: Sequence[tuple[PodSet, FlavorOption, int]] = ()) -> tuple[list[Target], UsageLookup | None]:
         """classicalPreemptions: the victims that make room for `usage` (quota, and nodes
-        where `nodes_fit` is given), or []. Without `nodes_fit` (the oracle) also the
-        quota with the victims gone."""
+        where `nodes_fit` is given: whether `picks` fit), or []. Without `nodes_fit` (the
+        oracle) also the quota with the victims gone."""
         if not frs_need:
             return [], None
         if self.fair is not None:
@@ -941,7 +981,7 @@ class Rules:
         else:
             attempts = [True, False]
         for borrowing in attempts:
-            found = ctx.attempt(borrowing, nodes_fit)
+            found = ctx.attempt(borrowing, nodes_fit, picks)
             if found is not None:
                 return found
         return [], None
@@ -989,7 +1029,7 @@ class Rules:
         return (not a.evicting, a.cq == cq.name, a.priority, -a.admitted_at, self.tie.get(a.ref, 0))
 
     def fair_targets(self, w: Workload, cq: ClusterQueue, frs_need: set[FR], usage: Mapping[FR, int],
-                     nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay | None]:
+                     nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], UsageLookup | None]:
         """fairPreemptions (planner.kueue.fairsharing) over this state: the victims, and
         the quota with them gone (for the oracle's borrowing height)."""
         assert self.fair is not None
@@ -1162,6 +1202,66 @@ class _Source:
     variant: np.ndarray
 
 
+class _Scratch:
+    """A search's releases on copies, for a workload of one pod set: the quota tree's
+    usage (QuotaArrays) and the pod set's eligible nodes (state.ReleasedView). Its fit
+    test is _state_fits and the nodes' fits() of the live state with the same workloads
+    released; the live state never moves, so no kept node count has to catch up with a
+    search's tries. Candidates are indexes into `removed` (victims.Freeing)."""
+
+    def __init__(self, ctx: "_Context", borrowing: bool, removed: Sequence[Admitted], use: np.ndarray,
+                 pick: tuple[PodSet, FlavorOption, int]):
+        self.ctx, self.borrowing = ctx, borrowing
+        self.arrays, live = ctx.rules.quota_now()
+        self.usage = live.copy()
+        self.rows = np.array([self.arrays.row[f"cq:{a.cq}"] for a in removed], dtype=np.int64)
+        self.use = use
+        self.views = [a.view for a in removed]
+        state = ctx.rules.state
+        self.state = state
+        pod_set, option, count = pick
+        self.nodes = state.released_view(option, pod_set, count)
+
+    def freed_by(self, indexes: Sequence[int]) -> np.ndarray:
+        return np.asarray(indexes, dtype=np.int64)
+
+    def release_freed(self, indexes: np.ndarray, sign: int = 1) -> None:
+        if not len(indexes):
+            return
+        width = self.use.shape[1]
+        np.subtract.at(self.usage[:, :width], self.rows[indexes], sign * self.use[indexes])
+        self.arrays.roll_up(self.usage)
+        self.nodes.release(self.state.nodes_of([self.views[int(i)] for i in indexes]), sign)
+
+    def release_many(self, indexes: Sequence[int], sign: int = 1) -> None:
+        self.release_freed(self.freed_by(indexes), sign)
+
+    def fits(self) -> bool:
+        return self.ctx._fits_usage(self.borrowing, self.arrays, self.usage) and self.nodes.fits()
+
+    def get(self, node: str, fr: FR) -> int:
+        """Usage of `fr` by tree node `node` with what is released gone (Overlay.get)."""
+        return int(self.usage[self.arrays.row[node], self.ctx.rules.columns[fr]])
+
+
+@dataclass(eq=False)
+class _Reach:
+    """The most a run could take from one source (its candidates up to the one that
+    takes its queue to nominal: see _Context._could_fit), and what they hold."""
+
+    source: _Source
+    index: np.ndarray              # positions in source.view.members, in the search's order
+    freed: np.ndarray              # their quota usage, summed (a row of QueueView.usage)
+    _nodes: "Freed | None" = None
+
+    def nodes(self, state: "ClusterState") -> "Freed":
+        """Where they run (state.freed_by), gathered once."""
+        if self._nodes is None:
+            members = self.source.view.members
+            self._nodes = state.nodes_of([members[int(i)].view for i in self.index])
+        return self._nodes
+
+
 class _Context:
     """One classical preemption search (preemptionCtx + candidateIterator)."""
 
@@ -1331,22 +1431,39 @@ class _Context:
                 overlay.change_usage(s.name, {fr: int(freed[j]) for fr, j in columns.items() if freed[j]}, -1)
         return self._quota_fits(borrowing, overlay)
 
+    def _fits_usage(self, borrowing: bool, arrays: QuotaArrays, usage: np.ndarray) -> bool:
+        """_quota_fits on a QuotaArrays usage."""
+        available = arrays.available(usage, self.key)
+        own = arrays.row[self.key]
+        columns = self.rules.columns
+        for fr, v in self.usage.items():
+            j = columns[fr]
+            if not borrowing and usage[own, j] + v > arrays.subtree[own, j]:
+                return False
+            if v > max(0, int(available[j])):
+                return False
+        return True
+
     def _most_freed(self, s: _Source, borrowing: bool) -> np.ndarray:
+        return self._reach(s, borrowing).freed
+
+    def _reach(self, s: _Source, borrowing: bool) -> "_Reach":
+        """What a run could take from `s` at most (kept with the source: the same while
+        its queue's list, and so its usage when nominating, stays the same)."""
         key = (id(s), borrowing)
-        found = self.rules._freed.get(key)
+        found = self.rules._reaches.get(key)
         if found is None or found[0] is not s:
-            found = self.rules._freed[key] = (s, self._freed(s, borrowing))
+            found = self.rules._reaches[key] = (s, self._make_reach(s, borrowing))
         return found[1]
 
-    def _freed(self, s: _Source, borrowing: bool) -> np.ndarray:
+    def _make_reach(self, s: _Source, borrowing: bool) -> "_Reach":
         index = s.index
         if borrowing and s.name != self.cq.name:
             index = index[s.variant != RECLAIM_WITHOUT_BORROWING]
         index = index[np.argsort(s.view.settled[index], kind="stable")]   # the search's order: evicted first
         usage = s.view.usage[index]
         if s.name == self.cq.name or not len(index):
-            whole: np.ndarray = usage.sum(axis=0)
-            return whole
+            return _Reach(s, index, usage.sum(axis=0))
         # Another queue gives up candidates while it is above nominal in some resource
         # needing preemption: up to the one that takes the last of them to nominal.
         cum = np.cumsum(usage, axis=0)
@@ -1356,24 +1473,44 @@ class _Context:
             excess = live(f"cq:{s.name}", fr) - self.quota.tree.subtree_quota(f"cq:{s.name}", fr)
             if excess > 0:
                 stop = max(stop, int(np.searchsorted(cum[:, self.rules.column(fr)], excess, side="left")) + 1)
-        freed: np.ndarray = cum[min(stop, len(index)) - 1] if stop else usage[:0].sum(axis=0)
-        return freed
+        stop = min(stop, len(index))
+        return _Reach(s, index[:stop], cum[stop - 1] if stop else usage[:0].sum(axis=0))
 
-    def attempt(self, borrowing: bool,
-                nodes_fit: Callable[[], bool] | None) -> tuple[list[Target], Overlay] | None:
+    def _nodes_could_fit(self, borrowing: bool, picks: Sequence[tuple[PodSet, FlavorOption, int]]) -> bool:
+        """The nodes' side of _could_fit: does each pod set, alone, fit with everything
+        _could_fit counts as taken released? The walk releases a subset, and a pod set
+        that does not fit alone does not fit beside the others: if not, no run fits."""
+        state = self.rules.state
+        parts = [self._reach(s, borrowing).nodes(state) for sources in (self.same, self.hierarchy, self.priority)
+                 for s in sources]
+        freed = Freed(np.concatenate([p.rows for p in parts]), np.concatenate([p.used for p in parts]),
+                      np.zeros(0, dtype=np.int64), ())
+        return all(state.fits_released(option, ps, count, freed) for ps, option, count in picks)
+
+    def attempt(self, borrowing: bool, nodes_fit: Callable[[], bool] | None,
+                picks: Sequence[tuple[PodSet, FlavorOption, int]] = ()) -> tuple[list[Target], UsageLookup] | None:
         """One run over the candidates: remove each valid one until the workload fits,
         then add back, in reverse, every one it still fits without."""
         frs = set(self.usage) | self.frs_need
         if not self._could_fit(borrowing, frs):
             return None
-        removed, first = self._sequence(borrowing, self._order(), sorted(frs))
+        if nodes_fit is not None and picks and self.rules.shortcuts and not self._nodes_could_fit(borrowing, picks):
+            return None
+        order = self._order()
+        removed, first, taken = self._sequence(borrowing, order, sorted(frs))
         if first is None:
             return None
+        if self.rules.shortcuts and nodes_fit is not None and len(picks) == 1:
+            return self._attempt_on_copies(borrowing, removed, first, order.use[taken], picks[0])
         overlay = Overlay(self.rules.state, frs)
+        from planner.kueue.victims import first_fitting_prefix, put_back
         if nodes_fit is None:
             for a in removed[:first]:
                 overlay.change(a, -1)
             # Quota alone: add back, last removed but one first, what is not needed.
+            if self.rules.shortcuts:   # a run at a time (victims.put_back: the same victims)
+                chosen = put_back(overlay, removed[:first], lambda: self._quota_fits(borrowing, overlay))
+                return [self._target(removed[i]) for i in chosen], overlay
             keep = [True] * first
             for k in range(first - 2, -1, -1):
                 overlay.change(removed[k], +1)
@@ -1384,7 +1521,6 @@ class _Context:
             return [self._target(a) for a, k in zip(removed, keep) if k], overlay
         # Nodes too: the quota fits from `first` on; the first prefix of the removal order
         # (which goes on past it) where the nodes fit as well, then the add-back.
-        from planner.kueue.victims import first_fitting_prefix, put_back
         state = self.rules.state
         views: list[Workload] = [a.view for a in removed]
 
@@ -1398,8 +1534,22 @@ class _Context:
         state.release_many([views[i] for i in chosen], sign=-1)
         return [self._target(removed[i]) for i in chosen], overlay
 
+    def _attempt_on_copies(self, borrowing: bool, removed: Sequence[Admitted], first: int, use: np.ndarray,
+                           pick: tuple[PodSet, FlavorOption, int]) -> tuple[list[Target], "_Scratch"] | None:
+        """attempt()'s walk and add-back for a workload of one pod set, on a _Scratch:
+        the same victims, and the live state untouched."""
+        from planner.kueue.victims import first_fitting_prefix, put_back
+        scratch = _Scratch(self, borrowing, removed, use, pick)
+        indexes = list(range(len(removed)))
+        fitting = first_fitting_prefix(scratch, indexes, first, lambda n: len(indexes), scratch.fits,
+                                       probe_whole=True)
+        if fitting is None:
+            return None
+        chosen = put_back(scratch, indexes[:fitting], scratch.fits)
+        return [self._target(removed[i]) for i in chosen], scratch
+
     def _sequence(self, borrowing: bool, order: _Order,
-                  frs: Sequence[FR]) -> tuple[list[Admitted], int | None]:
+                  frs: Sequence[FR]) -> tuple[list[Admitted], int | None, np.ndarray]:
         """The candidates Kueue's run removes, in order, were it never to stop, and how
         many it removes before the quota fits (None: never), computed at once.
 
@@ -1414,7 +1564,7 @@ class _Context:
         rules, tree, live = self.rules, self.quota.tree, self.quota.live
         n = len(order.source)
         if n == 0:
-            return [], None
+            return [], None, np.zeros(0, dtype=np.int64)
         cols = np.array([rules.column(fr) for fr in frs], dtype=np.int64)
         need = np.array([fr in self.frs_need for fr in frs], dtype=bool)
         own = self.cq.name
@@ -1504,7 +1654,7 @@ class _Context:
         bound = np.array([float("inf") if name == own else limit.get(name, 0.0) for name in names])
         taken_at = np.flatnonzero(kept & (mine | (np.arange(n) < bound[queue_of])))
         if not len(taken_at):
-            return [], None
+            return [], None, taken_at
         m = len(taken_at)
         # Usage along the preemptor's chain after each prefix of `taken` (row j: j removed).
         rank = np.searchsorted(taken_at, np.arange(n))         # position -> prefix where it is gone
@@ -1556,7 +1706,7 @@ class _Context:
             own_u = usage_of[self.key]
             fits &= (own_u[:, asked] + wanted[asked] <= nominal[asked]).all(axis=1)
         hits = np.flatnonzero(fits[1:])
-        return [order.member(int(k)) for k in taken_at], (int(hits[0]) + 1 if len(hits) else None)
+        return [order.member(int(k)) for k in taken_at], (int(hits[0]) + 1 if len(hits) else None), taken_at
 
     def _target(self, a: Admitted) -> Target:
         return Target(a, PREEMPTED if a.cq == self.cq.name else RECLAIMED)

@@ -170,6 +170,35 @@ class Freed:
     charges: tuple[tuple[str, FlavorResource, int], ...]
 
 
+class ReleasedView:
+    """One pod set's fit test (ClusterState.fits) with running workloads released on a
+    copy of its eligible nodes' pod counts: releasing recounts only the nodes the
+    workloads hold, and the state (its free matrix, its kept counts) never moves."""
+
+    def __init__(self, state: "ClusterState", eligible: EligibleNodes, counts: np.ndarray, pod_set: PodSet,
+                 count: int):
+        self.state, self.eligible, self.pod_set, self.count = state, eligible, pod_set, count
+        self.counts = counts.copy()
+        self.need, self.amounts = state.columns_of(pod_set.request)
+        self.gained = np.zeros((len(counts), len(self.need)), dtype=np.int64)
+
+    def release(self, freed: Freed, sign: int = 1) -> None:
+        """Give back what `freed` holds (sign 1), or take it again (-1)."""
+        leaf = self.eligible.leaf_of_row[freed.rows]
+        mine = leaf >= 0
+        if not mine.any():
+            return
+        leaf = leaf[mine]
+        np.add.at(self.gained, leaf, sign * freed.used[mine][:, self.need])
+        touched = np.unique(leaf)
+        if len(self.need):
+            room = self.state.free[self.eligible.rows[touched]][:, self.need] + self.gained[touched]
+            self.counts[touched] = np.maximum((room // self.amounts).min(axis=1), 0)
+
+    def fits(self) -> bool:
+        return placement.fits_counts(self.eligible.tree, self.counts, self.count, self.pod_set.topology)
+
+
 @dataclass
 class _LeafCounts:
     """Pods of one request fitting on each node of one eligible set, as of `seen`
@@ -221,6 +250,7 @@ class ClusterState:
         self._footprints: dict[int, tuple[Workload, tuple[np.ndarray, np.ndarray, tuple[tuple[FlavorResource, int], ...]]]] = {}
         self.version = 0   # bumped by every commit and eviction: "has anything changed since?"
         self.changes = 0   # bumped by every change to free capacity or quota usage
+        self.charges = 0   # bumped by every change to quota usage
 
     def options(self, cq: ClusterQueue, pod_set: PodSet) -> list[FlavorOption] | str:
         """`semantics.flavor_options`, cached: it reads only the queue, the pod set's request
@@ -273,6 +303,7 @@ class ClusterState:
         key = f"cq:{cq}"
         self._available.pop(fr, None)
         self.changes += 1
+        self.charges += 1
         old = self.cq_usage[key].get(fr, 0)
         self.cq_usage[key][fr] = old + delta
         nominal = self.quota.limits(key, fr)[0]
@@ -398,6 +429,45 @@ class ClusterState:
         leaves = self._leaves(seen[2], pod_set.request, seen[3])
         return placement.fits_counts(seen[2].tree, leaves.counts, count, pod_set.topology, leaves)
 
+    def released_view(self, option: FlavorOption, pod_set: PodSet, count: int) -> "ReleasedView":
+        """fits() of one pod set on a copy of its eligible nodes' pod counts, to release
+        workloads in (a search's many tries) without touching this state."""
+        eligible, key = self._placing(option, pod_set)
+        return ReleasedView(self, eligible, self._leaves(eligible, pod_set.request, key).counts, pod_set, count)
+
+    def _placing(self, option: FlavorOption, pod_set: PodSet) -> tuple[EligibleNodes, int]:
+        seen = self._placing_of.get((id(option), id(pod_set)))
+        if seen is None or seen[0] is not option or seen[1] is not pod_set:
+            self.place(option, pod_set, 0)
+            seen = self._placing_of[(id(option), id(pod_set))]
+        return seen[2], seen[3]
+
+    def columns_of(self, request: Resources) -> tuple[np.ndarray, np.ndarray]:
+        """The free matrix's columns `request` asks for, and how much of each."""
+        return self._columns(request)
+
+    def fits_released(self, option: FlavorOption, pod_set: PodSet, count: int, freed: Freed) -> bool:
+        """fits() were `freed` released, asked without releasing it: only the eligible
+        nodes it touches are counted again, on a copy, so neither the free matrix nor the
+        kept leaf counts (which other shapes catch up from the change log) move."""
+        seen = self._placing_of.get((id(option), id(pod_set)))
+        if seen is None or seen[0] is not option or seen[1] is not pod_set:
+            self.place(option, pod_set, 0)
+            seen = self._placing_of[(id(option), id(pod_set))]
+        eligible = seen[2]
+        counts = self._leaves(eligible, pod_set.request, seen[3]).counts
+        leaf = eligible.leaf_of_row[freed.rows]
+        mine = leaf >= 0
+        if mine.any():
+            need, amounts = self._columns(pod_set.request)
+            leaves, inverse = np.unique(leaf[mine], return_inverse=True)
+            gained = np.zeros((len(leaves), len(need)), dtype=np.int64)
+            np.add.at(gained, inverse, freed.used[mine][:, need])
+            room = self.free[eligible.rows[leaves]][:, need] + gained
+            counts = counts.copy()
+            counts[leaves] = np.maximum((room // amounts).min(axis=1), 0) if len(need) else 0
+        return placement.fits_counts(eligible.tree, counts, count, pod_set.topology)
+
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:
         vec = self.vector(request)
         rows = []
@@ -495,6 +565,16 @@ class ClusterState:
             return Freed(empty, np.zeros((0, len(self.col)), dtype=np.int64), empty, quota)
         rows = np.concatenate([p[0] for p in prints])
         return Freed(rows, np.concatenate([p[1] for p in prints]), np.unique(rows), quota)
+
+    def nodes_of(self, workloads: Sequence[Workload]) -> Freed:
+        """freed_by's nodes alone (rows repeated where workloads share a node; no quota
+        charges, no distinct rows): what fits_released reads."""
+        prints = [self._footprint(w) for w in workloads]
+        if not prints:
+            empty = np.zeros(0, dtype=np.int64)
+            return Freed(empty, np.zeros((0, len(self.col)), dtype=np.int64), empty, ())
+        rows = np.concatenate([p[0] for p in prints])
+        return Freed(rows, np.concatenate([p[1] for p in prints]), rows[:0], ())
 
     def release_freed(self, freed: Freed, sign: int = 1) -> None:
         """Give back what `freed` gathered (sign=1), or take it again (-1)."""

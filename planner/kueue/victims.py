@@ -16,7 +16,7 @@ import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -66,8 +66,21 @@ def minimal_victims(state: ClusterState, candidates: Sequence[Workload], fits: C
     return put_back(state, candidates[:hi], fits)
 
 
-def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known: int, extend: Callable[[int], int],
-                         fits: Callable[[], bool], doubling: bool = False, probe_whole: bool = False) -> int | None:
+Item = TypeVar("Item", contravariant=True)
+Token = TypeVar("Token")
+
+
+class Freeing(Protocol[Item, Token]):
+    """What first_fitting_prefix releases prefixes in: a ClusterState, or a search's copies."""
+
+    def freed_by(self, workloads: Sequence[Item]) -> Token: ...
+
+    def release_freed(self, freed: Token, sign: int = 1) -> None: ...
+
+
+def first_fitting_prefix(state: Freeing[Item, Token], candidates: Sequence[Item], known: int,
+                         extend: Callable[[int], int], fits: Callable[[], bool], doubling: bool = False,
+                         probe_whole: bool = False) -> int | None:
     """The shortest prefix of `candidates`, at least `known` long (nothing shorter fits),
     whose release makes `fits()` true; left released in `state`. None, with `state` as
     found, when no prefix does. `extend(k)` may grow `candidates` to k (it returns
@@ -78,7 +91,7 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
     released at once, and give up there if even that does not fit (one test where
     galloping to the end takes a few; worth it where misses are common)."""
     removed = 0
-    chunks: list[tuple[int, Freed]] = []   # what each release gave, to take back as it was
+    chunks: list[tuple[int, Token]] = []   # what each release gave, to take back as it was
 
     def prefix(k: int) -> None:
         nonlocal removed
@@ -121,7 +134,13 @@ def first_fitting_prefix(state: ClusterState, candidates: list[Workload], known:
     return hi
 
 
-def put_back(state: ClusterState, released: Sequence[Workload], fits: Callable[[], bool]) -> list[int]:
+class Releases(Protocol[Item]):
+    """What put_back releases workloads in: a ClusterState, or a search's quota overlay."""
+
+    def release_many(self, workloads: Sequence[Item], sign: int = 1) -> None: ...
+
+
+def put_back(state: Releases[Item], released: Sequence[Item], fits: Callable[[], bool]) -> list[int]:
     """Kueue's fill-back over `released` (all released in `state`, the preemptor fits):
     each but the last, from the last but one down, is taken back where the preemptor
     still fits. Returns the indexes still released (the victims), left so in `state`.
