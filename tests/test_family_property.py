@@ -36,9 +36,6 @@ GREEDY_FAILS: dict[int, str] = {
     5046: "greedy leaves Job/team-ads/ads-sweep-00084 (priority 10, elastic 4x1 GPU sweep) waiting though it "
           "fits team-ads-cq's nominal quota and reclaiming what its cohort borrows (recsys-train-00097, "
           "ads-notebook-00028, speech-embed-00100, vision-sweep-00104) would let it run: Kueue would reclaim",
-    915: "greedy leaves Job/team-bio/bio-eval-00068 (priority 100, 8 GPUs) waiting though it fits team-bio-cq's "
-         "nominal quota and reclaiming what its cohort borrows (recsys-sft-00072, recsys-notebook-00051, "
-         "search-distill-00099, search-rl-00040, all priority 10) would let it run: Kueue would reclaim",
     934: "greedy leaves Job/team-llm/llm-ablation-00083 (priority 10, 1 GPU) waiting though it fits "
          "team-llm-cq's nominal quota and reclaiming what its cohort borrows (multimodal-hpo-00088, admitted by "
          "greedy) would let it run: Kueue would reclaim",
