@@ -56,6 +56,7 @@ from planner.milp.model import Formulation, formulate
 from planner.milp.arrays import ModelArrays
 from planner.milp.solve import Backend, HighsBackend, PulpBackend
 from planner.verify import verify
+from planner.verify_needed import unneeded
 from planner.verify_stable import unstable
 
 
@@ -133,6 +134,9 @@ class CycleJudge:
 
     def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
         return frozenset(ref for ref, _ in unstable(self.snapshot, decisions))
+
+    def unneeded(self, decisions: Decisions) -> frozenset[ObjectRef]:
+        return frozenset(unneeded(self.snapshot, decisions))
 
     def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
         """Kueue's cycle run on from `decisions`, verified, on the second core (this one

@@ -22,8 +22,15 @@ most volume seldom leaves work waiting that its queue would reclaim for. So:
   4. the best plan the rule keeps (a pass's, or a carried one) has its tiers held,
      and the preemption cost, then the tie-breakers, are minimised from it.
 
-Every bound reported holds for the model with all its rows: each pass solves a
-relaxation of it (some rows off), and a tier's bound from an earlier pass is used
+A pass's plan that evicts work nobody needed (`Judge.unneeded`: the verifier's rule
+that an eviction is needed by whom it is for; the model lets any admission allowed
+to preempt a victim "carry" its eviction, wherever the room goes) is no candidate
+either: its needless victims are held running from then on (their eviction columns
+fixed at 0) and the next pass solves again. Holding is a restriction, not a
+relaxation: the passes after it give no bounds.
+
+Every bound reported holds for the model with all its rows: each pass that gives
+bounds solves a relaxation of it (some rows off, no victim held), and a tier's bound from an earlier pass is used
 only while every tier above it serves at least what it served there
 (planner.milp.stages). Each pass starts from a clean model (the holds of a pass do
 not bind the next). Only how far each stage gets depends on time.
@@ -69,6 +76,10 @@ class Judge(Protocol):
 
     def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
         """The waiting workloads Kueue's reclaim would admit after `decisions`."""
+        ...
+
+    def unneeded(self, decisions: Decisions) -> frozenset[ObjectRef]:
+        """The workloads `decisions` evicts although nobody needed their room."""
         ...
 
     def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
@@ -130,6 +141,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     way: Candidate | None = None
     asked = False
     repaired, passes = 0, 0
+    kept: set[ObjectRef] = set()     # victims held running: the rule found nobody needed them
     for index in range(MAX_PASSES):
         if index and budget.until_stages_end() <= 0:
             break        # out of time: the best plan in hand stands
@@ -140,7 +152,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
         outcome = stages.solve(form, incumbent, make_backend(form.arrays), part, gap, search=search, tails=False,
                                relaxed=outer)
         history += [_named(s, index) for s in outcome.stages]
-        passes_stages.append(outcome.stages)
+        if not kept:
+            passes_stages.append(outcome.stages)   # a relaxation: its bounds hold (holding victims is not one)
         if outcome.status == "failed":
             break
         try:
@@ -152,9 +165,13 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             break
         outer = outcome.stages
         flagged = judge.unstable(decoded.decisions)
+        held = judge.unneeded(decoded.decisions) - kept
+        if held:
+            kept |= held
+            _hold_running(form, held)
         starts: list[Candidate] = []
         new: frozenset[ObjectRef] = frozenset()
-        if not flagged:
+        if not flagged and not held:
             own = Candidate(decoded.decisions, outcome.values, f"pass {index + 1}")
             best = _better(form, best, own, outcome.stages)
         else:
@@ -167,7 +184,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             left = budget.until_stages_end()
             carried = judge.carried(decoded.decisions, CARRY_SHARE * left) if left > 0 else None
             values = start_from(form, carried, ease=True) if carried is not None else None
-            if carried is not None and values is not None:
+            if carried is not None and values is not None and feasible(form, values):
                 starts.append(Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle"))
         # Kueue's own plan, asked for once (it runs on the second core): a candidate,
         # and the next pass's start where it is the best plan in hand.
@@ -175,17 +192,17 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             asked = True
             plan = judge.kueue_way(KUEUE_WAIT_SHARE * budget.until_stages_end())
             values = start_from(form, plan, ease=True) if plan is not None else None
-            if plan is not None and values is not None:
+            if plan is not None and values is not None and feasible(form, values):
                 way = Candidate(plan, values, "Kueue's way")
                 starts.append(way)
         ahead = way is not None and any(c is way for c in starts) and best is not None and _ahead(form, way, best[0])
         for candidate in starts:
             best = _better(form, best, candidate, outcome.stages)
-        if ahead and way is not None and not flagged:
+        if ahead and way is not None and not flagged and not held:
             # Kueue's plan beats this pass's: one more pass from it (rows as they are).
             incumbent = way.values
             continue
-        if not new:
+        if not new and not held:
             break        # the plan is stable (or the rows on do not hold the rule here)
         chosen = None
         for candidate in starts:
@@ -205,6 +222,14 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     proven = all(s.status == "optimal" for s in standing) and all(s.status in ("optimal", "kept") for s in tails)
     return Found(decisions, "optimal" if proven else "feasible", objective, bound, history + standing + tails,
                  passes, len(on), chosen_plan.origin)
+
+
+def _hold_running(form: Formulation, refs: frozenset[ObjectRef]) -> None:
+    """Evict none of `refs` from now on: the rule found nobody needed their room in a
+    pass's plan. A restriction, not a relaxation: the passes after it give no bounds."""
+    for victim, col in zip(form.victims, form.evict_col):
+        if victim.ref in refs:
+            form.arrays.col_upper[col] = 0.0
 
 
 def _escalated(form: Formulation, rows: dict[ObjectRef, list[tuple[int, float]]], flagged: frozenset[ObjectRef],
@@ -329,6 +354,8 @@ def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, bud
         except DecodeError:
             return chosen.decisions, done
         if decoded.repaired:
+            return chosen.decisions, done
+        if judge.unneeded(decoded.decisions):
             return chosen.decisions, done
         flagged = judge.unstable(decoded.decisions)
         if not flagged:
