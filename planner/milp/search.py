@@ -22,6 +22,11 @@ most volume seldom leaves work waiting that its queue would reclaim for. So:
   4. the best plan the rule keeps (a pass's, or a carried one) has its tiers held,
      and the preemption cost, then the tie-breakers, are minimised from it.
 
+The policy's maxEvictionsVsKueue (default 2) caps the evictions at that many times
+Kueue's way's, once Kueue's way is in (after the first pass): a row of the model
+from then on, a restriction like the held victims; where Kueue's way is not in
+within the time limit, no cap applies and the plan's origin says which did.
+
 A pass's plan that evicts work nobody needed (`Judge.unneeded`: the verifier's rule
 that an eviction is needed by whom it is for; the model lets any admission allowed
 to preempt a victim "carry" its eviction, wherever the room goes) is no candidate
@@ -142,6 +147,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     asked = False
     repaired, passes = 0, 0
     kept: set[ObjectRef] = set()     # victims held running: the rule found nobody needed them
+    cap: int | None = None           # at most this many evictions (the policy's bound against Kueue's way)
     for index in range(MAX_PASSES):
         if index and budget.until_stages_end() <= 0:
             break        # out of time: the best plan in hand stands
@@ -152,7 +158,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
         outcome = stages.solve(form, incumbent, make_backend(form.arrays), part, gap, search=search, tails=False,
                                relaxed=outer)
         history += [_named(s, index) for s in outcome.stages]
-        if not kept:
+        if not kept and cap is None:
             passes_stages.append(outcome.stages)   # a relaxation: its bounds hold (holding victims is not one)
         if outcome.status == "failed":
             break
@@ -192,6 +198,14 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             asked = True
             plan = judge.kueue_way(KUEUE_WAIT_SHARE * budget.until_stages_end())
             values = start_from(form, plan, ease=True) if plan is not None else None
+            cap = _eviction_cap(form, plan)
+            if cap is not None:
+                _cap_evictions(form, cap)
+                starts = [c for c in starts if feasible(form, c.values)]
+                if best is not None and not feasible(form, best[0].values):
+                    best = None
+                if evictions(form, outcome.values) > cap:
+                    held = held | frozenset({_CAPPED})   # this pass's plan churns too much: pass again
             if plan is not None and values is not None and feasible(form, values):
                 way = Candidate(plan, values, "Kueue's way")
                 starts.append(way)
@@ -214,6 +228,10 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             message = f"{repaired} workload(s) left out: a pod without GPUs found no node"
         return Found(None, "failed", 0.0, 0.0, history, passes, len(on), message=message, repaired=repaired)
     chosen_plan, _ = best
+    if cap is not None:
+        chosen_plan = Candidate(chosen_plan.decisions, chosen_plan.values,
+                                f"{chosen_plan.origin}; evictions at most {cap} "
+                                f"({form.snapshot.policy.max_evictions_vs_kueue:g}x Kueue's way's)")
     standing = _standing(form, chosen_plan, passes_stages)
     decisions, tails = _tails(form, chosen_plan, make_backend, budget, gap, judge, rows, on)
     volume = [s for s in standing if s.name.startswith("priority")]
@@ -222,6 +240,27 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     proven = all(s.status == "optimal" for s in standing) and all(s.status in ("optimal", "kept") for s in tails)
     return Found(decisions, "optimal" if proven else "feasible", objective, bound, history + standing + tails,
                  passes, len(on), chosen_plan.origin)
+
+
+_CAPPED = ObjectRef("", "", "")   # stands for "over the eviction cap" among the held victims
+
+
+def _eviction_cap(form: Formulation, way: Decisions | None) -> int | None:
+    """The policy's bound on evictions against Kueue's way (maxEvictionsVsKueue times
+    its preemptions), once Kueue's way is in; None when off or not in."""
+    factor = form.snapshot.policy.max_evictions_vs_kueue
+    if way is None or factor <= 0 or not form.victims:
+        return None
+    return int(factor * sum(e.reason in ("Preempted", "Reclaimed") for e in way.evictions))
+
+
+def _cap_evictions(form: Formulation, cap: int) -> None:
+    """A row: at most `cap` evictions. A restriction: the passes after it give no bounds."""
+    form.arrays.add_row("evictions vs Kueue's way", [(e, 1.0) for e in form.evict_col], -INF, float(cap))
+
+
+def evictions(form: Formulation, values: np.ndarray) -> int:
+    return sum(value_of([(e, 1.0)], values) > 0.5 for e in form.evict_col)
 
 
 def _hold_running(form: Formulation, refs: frozenset[ObjectRef]) -> None:

@@ -111,6 +111,7 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "migrationCheckpointWindowSeconds": ("migration_checkpoint_window_seconds",
                                          _number(0, strict=False, maximum=MAX_SECONDS)),
     "maxEvictionsPerCycle": ("max_evictions_per_cycle", _integer(0, MAX_EVICTIONS)),
+    "maxEvictionsVsKueue": ("max_evictions_vs_kueue", _number(0, strict=False, maximum=MAX_EVICTIONS)),
     "minGainPerEviction": ("min_gain_per_eviction", _number(0, strict=False, maximum=MAX_COST)),
     "protectRunningAfterSeconds": ("protect_running_after_seconds", _number(0, strict=False, maximum=MAX_SECONDS)),
 }
