@@ -79,12 +79,14 @@ MAX_PASSES = 4
 class Judge(Protocol):
     """The verifier's stability rule and Kueue's cycle, as the caller supplies them."""
 
-    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
-        """The waiting workloads Kueue's reclaim would admit after `decisions`."""
+    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef] | None:
+        """The waiting workloads Kueue's reclaim would admit after `decisions` (None: not
+        judged in the time left)."""
         ...
 
-    def unneeded(self, decisions: Decisions) -> frozenset[ObjectRef]:
-        """The workloads `decisions` evicts although nobody needed their room."""
+    def unneeded(self, decisions: Decisions) -> frozenset[ObjectRef] | None:
+        """The workloads `decisions` evicts although nobody needed their room (None: not
+        judged in the time left)."""
         ...
 
     def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
@@ -171,7 +173,10 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             break
         outer = outcome.stages
         flagged = judge.unstable(decoded.decisions)
-        held = judge.unneeded(decoded.decisions) - kept
+        needless = judge.unneeded(decoded.decisions) if flagged is not None else None
+        if flagged is None or needless is None:
+            break        # not judged in time: this pass's plan is no candidate, the best in hand stands
+        held = needless - kept
         if held:
             kept |= held
             _hold_running(form, held)
@@ -394,9 +399,12 @@ def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, bud
             return chosen.decisions, done
         if decoded.repaired:
             return chosen.decisions, done
-        if judge.unneeded(decoded.decisions):
+        needless = judge.unneeded(decoded.decisions)
+        if needless is None or needless:
             return chosen.decisions, done
         flagged = judge.unstable(decoded.decisions)
+        if flagged is None:
+            return chosen.decisions, done
         if not flagged:
             return decoded.decisions, done
         new = _queue_mates(form, rows, flagged) - on
