@@ -160,3 +160,41 @@ def test_the_bounds_parse_and_bad_values_name_the_field():
         with pytest.raises(InputError) as err:
             parse_policy({"spec": spec}, "p.yaml")
         assert field in str(err.value) and "p.yaml" in str(err.value)
+
+
+# ---------------------------------------------------------------- the issue's fixture variant
+
+from pathlib import Path
+
+from models import FlavorQuotas, Quota, ResourceGroup
+from planner.snapshot import read_snapshot
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "multi-team-gpu.yaml"
+
+
+def with_more(quota_of, more):
+    """A resource group with `more` (flavor -> resource -> amount) added to its nominal quotas."""
+    return ResourceGroup(quota_of.covered_resources, tuple(
+        FlavorQuotas(fq.flavor, {r: Quota(q.nominal + more.get(fq.flavor, {}).get(r, 0), q.borrowing_limit,
+                                          q.lending_limit) for r, q in fq.resources.items()})
+        for fq in quota_of.flavors))
+
+
+def test_explains_suggested_change_for_llm_pretrain_moe_evicts_nothing_needlessly():
+    # explain's smallest change for team-llm/llm-pretrain-moe: 32 more h100 GPUs and 2 TiB
+    # more memory in llm-cq's quota, and 4 nodes like h100-node-01. The plan once evicted
+    # llm-pretrain-7b (257 GPU-hours) "for" llm-sft-70b, which had room anyway.
+    snap = read_snapshot([str(FIXTURE)])
+    more = {"h100": {GPU: 32}, "default-flavor": {"memory": 2 * 1024 ** 4}}
+    cq = snap.cluster_queues["llm-cq"]
+    grown = dataclasses.replace(cq, resource_groups=tuple(with_more(g, more) for g in cq.resource_groups))
+    template = next(n for n in snap.nodes if n.name == "h100-node-01")
+    extra = tuple(dataclasses.replace(template, name=f"h100-node-new-{i}",
+                                      labels={**template.labels, "kubernetes.io/hostname": f"h100-node-new-{i}"})
+                  for i in range(4))
+    variant = dataclasses.replace(snap, nodes=snap.nodes + extra,
+                                  cluster_queues={**snap.cluster_queues, "llm-cq": grown})
+    plan = plan_snapshot(variant)
+    assert "llm-pretrain-7b" not in {e.workload.name for e in plan.evictions}
+    assert "llm-pretrain-moe" in {a.workload.name for a in plan.admissions}
+    assert verify(variant, Decisions(plan.admissions, plan.evictions)) == []
