@@ -352,9 +352,11 @@ class Policy:
     # `protect_running_after_seconds` is evicted only by reclaim.
     max_evictions_per_cycle: int | None = None
     # At most this many times Kueue's way's preemptions, once Kueue's way is in (the
-    # MILP's search, planner/milp/search.py; 0: no such cap). A planning preference,
-    # not a rule the verifier checks: it knows no Kueue's way.
-    max_evictions_vs_kueue: float = 2.0
+    # MILP's search, planner/milp/search.py; 0: no such cap, the default: the cap
+    # depends on Kueue's way being in within the time, and it makes the passes after
+    # it restrictions that prove no bound). A planning preference, not a rule the
+    # verifier checks: it knows no Kueue's way.
+    max_evictions_vs_kueue: float = 0.0
     min_gain_per_eviction: float = 0.0
     protect_running_after_seconds: float | None = None
     # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here

@@ -601,7 +601,7 @@ def _check_preemption_policy(ix: SnapshotIndex, workload: Workload, eviction: Ev
     Never non-preemptible work, never work younger than policy.minimum_runtime_seconds
     (measured from admitted_at; work with no admitted_at is not held back). And at
     least one workload of `for_` admitted by this plan must be allowed to evict it by
-    its ClusterQueue's spec.preemption (see `_preemption_verdict`), with the reason
+    its ClusterQueue's spec.preemption (see `preemption_verdict`), with the reason
     that rule gives: Preempted within the queue, Reclaimed across the cohort.
     """
     ref, snapshot = workload.ref, ix.snapshot
@@ -622,8 +622,8 @@ def _check_preemption_policy(ix: SnapshotIndex, workload: Workload, eviction: Ev
         entry = admitted.get(target)
         if entry is None:
             continue  # reported by the caller
-        reason, why = _preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, workload,
-                                          _borrows_alone(ix, entry))
+        reason, why = preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, workload,
+                                          borrows_alone(ix, entry))
         if reason is None:
             refusals.append(f"not for {target}: {why}")
         elif reason != eviction.reason:
@@ -634,7 +634,7 @@ def _check_preemption_policy(ix: SnapshotIndex, workload: Workload, eviction: Ev
         out.append(f"{ref}: eviction not allowed by the preemption policies: " + "; ".join(refusals[:MAX_NAMED]))
 
 
-def _preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, victim: Workload,
+def preemption_verdict(ix: SnapshotIndex, preemptor: Workload, cq_name: str, victim: Workload,
                         borrows: bool) -> tuple[str | None, str]:
     """Kueue's rules on base priorities: ("Preempted" | "Reclaimed", "") or (None, why not).
 
@@ -724,7 +724,7 @@ def _borrowing_before(ix: SnapshotIndex) -> set[str]:
     return ix.borrowing
 
 
-def _borrows_alone(ix: SnapshotIndex, entry: "AdmittedEntry") -> bool:
+def borrows_alone(ix: SnapshotIndex, entry: "AdmittedEntry") -> bool:
     """Would this admission alone take its queue above nominal (running work before the
     plan plus its own charges, with the flavors it was given)?"""
     _borrowing_before(ix)

@@ -42,10 +42,10 @@ from typing import Callable, Mapping
 from models import Decisions, ObjectRef, PodSet, ResourceFlavor, Snapshot, Workload, WorkloadState, is_gpu
 from models.resources import dominant_units
 from planner.verify import (
-    FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, _borrows_alone,
-    _preemption_verdict, check_admissions, check_evictions,
+    FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, borrows_alone,
+    preemption_verdict, check_admissions, check_evictions,
 )
-from planner.verify_stable import _After, _pods_in
+from planner.verify_stable import PlanState, pods_in
 
 Key = tuple[str, str]
 
@@ -129,7 +129,7 @@ def _check(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef,
                and e.workload not in admitted]
     if not victims or not admitted:
         return
-    after = _After(ix, admitted, evicted)
+    after = PlanState(ix, admitted, evicted)
     tree = VerifierQuotaTree(ix)
     verdicts: dict[tuple[frozenset[ObjectRef], frozenset[ObjectRef]], list[ObjectRef] | None] = {}
     for victim in sorted(victims, key=lambda w: w.ref):
@@ -160,8 +160,8 @@ def _sides(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry],
     preemptors: list[AdmittedEntry] = []
     others: list[AdmittedEntry] = []
     for entry in admitted.values():
-        reason, _ = _preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, victim,
-                                        _borrows_alone(ix, entry))
+        reason, _ = preemption_verdict(ix, entry.workload, entry.admission.cluster_queue, victim,
+                                        borrows_alone(ix, entry))
         (preemptors if reason is not None else others).append(entry)
     top: dict[str, int] = {}
     for entry in preemptors:
@@ -171,7 +171,7 @@ def _sides(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry],
     return preemptors, excluded
 
 
-def _fit_without(ix: SnapshotIndex, after: _After, tree: VerifierQuotaTree,
+def _fit_without(ix: SnapshotIndex, after: PlanState, tree: VerifierQuotaTree,
                  admitted: Mapping[ObjectRef, AdmittedEntry], preemptors: list[AdmittedEntry],
                  excluded: list[AdmittedEntry], back: list[Workload]) -> list[ObjectRef] | None:
     """The preemptors, if they all fit with the `back` victims running and the excluded
@@ -289,7 +289,7 @@ def _entry_on_nodes(entry: AdmittedEntry) -> dict[str, dict[str, int]]:
     return out
 
 
-def _place(ix: SnapshotIndex, after: _After, entry: AdmittedEntry,
+def _place(ix: SnapshotIndex, after: PlanState, entry: AdmittedEntry,
            room: Callable[[str], dict[str, int]]) -> dict[str, dict[str, int]] | None:
     """Node -> what the admission's pods use there, on nodes with room now, with its
     planned flavors, inside one domain of a required level; None when this search
@@ -302,7 +302,7 @@ def _place(ix: SnapshotIndex, after: _After, entry: AdmittedEntry,
         return None
     flavors = [ix.snapshot.flavors[f] for f in sorted(set(psa.flavors.values())) if f in ix.snapshot.flavors]
     eligible = _eligible(after, pod_set, flavors)
-    fits = {n: _pods_in(room(n), pod_set) for n in eligible}
+    fits = {n: pods_in(room(n), pod_set) for n in eligible}
     count = psa.count
     required = request.level if request.mode == "required" and request.level else None
     levels = next((lv for f in flavors if (lv := ix.flavor_levels(f)) is not None), None)
@@ -331,6 +331,6 @@ def _place(ix: SnapshotIndex, after: _After, entry: AdmittedEntry,
     return None
 
 
-def _eligible(after: _After, pod_set: PodSet, flavors: list[ResourceFlavor]) -> list[str]:
+def _eligible(after: PlanState, pod_set: PodSet, flavors: list[ResourceFlavor]) -> list[str]:
     """Nodes the pod set may use with these flavors (the stability rule's own test)."""
     return sorted(after.pods_fitting(pod_set, flavors))

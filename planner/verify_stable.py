@@ -92,7 +92,7 @@ def check_stability(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntr
                if w.state is WorkloadState.PENDING and w.ref not in admitted and _may_reclaim(ix, w)]
     if not waiting:
         return
-    after = _After(ix, admitted, evicted)
+    after = PlanState(ix, admitted, evicted)
     seen: dict[object, tuple[str, list[ObjectRef]] | None] = {}
     for w in sorted(waiting, key=lambda w: w.ref):
         pod_set = w.pod_sets[0]
@@ -151,7 +151,7 @@ class _Runner:
         return self._on_nodes
 
 
-class _After:
+class PlanState:
     """The cluster once the plan is applied: who runs, quota usage, free node capacity."""
 
     def __init__(self, ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef]):
@@ -246,12 +246,12 @@ class _After:
                 if problems is None:
                     problems = self.ix.node_problems[shape] = node_problems(self.ix, node, pod_set, flavors)
                 if not problems:
-                    found[name] = _pods_in(free[name], pod_set)
+                    found[name] = pods_in(free[name], pod_set)
             self._fits[key] = found
         return found
 
 
-def _pods_in(free: Mapping[str, int], pod_set: PodSet) -> int:
+def pods_in(free: Mapping[str, int], pod_set: PodSet) -> int:
     """Whole pods of `pod_set` that `free` holds (never negative)."""
     most: int | None = None
     for resource, amount in pod_set.request.items():
@@ -263,7 +263,7 @@ def _pods_in(free: Mapping[str, int], pod_set: PodSet) -> int:
 
 # ---------------------------------------------------------------- one waiting workload
 
-def _reclaim_admits(ix: SnapshotIndex, after: _After, w: Workload) -> tuple[str, list[ObjectRef]] | None:
+def _reclaim_admits(ix: SnapshotIndex, after: PlanState, w: Workload) -> tuple[str, list[ObjectRef]] | None:
     """(queue, victims) when Kueue's reclaim would let `w` run, else None."""
     cq = ix.snapshot.cluster_queues[w.queue_name]
     pod_set = w.pod_sets[0]
@@ -340,7 +340,7 @@ class _Reclaim(NamedTuple):
     usage: dict[str, dict[FR, int]]
 
 
-def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, frs: set[FR]) -> _Reclaim:
+def _reclaimed(ix: SnapshotIndex, after: PlanState, cq: ClusterQueue, w: Workload, frs: set[FR]) -> _Reclaim:
     """What Kueue's reclaim removes for `w` (indexes into after.runners, in its order),
     whatever the order of this plan's own admissions among themselves.
 
@@ -418,7 +418,7 @@ def _reclaimed(ix: SnapshotIndex, after: _After, cq: ClusterQueue, w: Workload, 
     return _Reclaim(victims, possible, highest)
 
 
-def _unordered_runs(after: _After, candidates: list[int]) -> list[list[int]]:
+def _unordered_runs(after: PlanState, candidates: list[int]) -> list[list[int]]:
     """The candidates in order, as runs: each admission of this plan with the others of
     its priority (Kueue's order among them is not known), every other one alone."""
     runs: list[list[int]] = []
@@ -433,13 +433,13 @@ def _unordered_runs(after: _After, candidates: list[int]) -> list[list[int]]:
     return runs
 
 
-def _take(after: _After, usage: dict[str, dict[FR, int]], i: int, sign: int) -> None:
+def _take(after: PlanState, usage: dict[str, dict[FR, int]], i: int, sign: int) -> None:
     runner = after.runners[i]
     for fr, amount in after.runner_usage[i].items():
         usage[runner.cq][fr] = usage[runner.cq].get(fr, 0) + sign * amount
 
 
-def _over_with_back(ix: SnapshotIndex, after: _After, usage: dict[str, dict[FR, int]], i: int, preemptor: str,
+def _over_with_back(ix: SnapshotIndex, after: PlanState, usage: dict[str, dict[FR, int]], i: int, preemptor: str,
                     frs: set[FR]) -> bool:
     """_over_quota_to for runner `i` with its own usage given back to `usage` (it has
     not been removed when its turn comes)."""
@@ -505,7 +505,7 @@ def _available(tree: VerifierQuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, 
     return max(0, available(("cq", cq)))
 
 
-def _fits(ix: SnapshotIndex, after: _After, cq: ClusterQueue, pod_set: PodSet, count: int,
+def _fits(ix: SnapshotIndex, after: PlanState, cq: ClusterQueue, pod_set: PodSet, count: int,
           flavors: list[ResourceFlavor], need: Mapping[FR, int], victims: list[int],
           usage_after: Mapping[str, Mapping[FR, int]] | None = None) -> bool:
     """Quota and nodes, with the runners `victims` gone (quota: `usage_after` when given)."""
@@ -543,14 +543,14 @@ def _fits(ix: SnapshotIndex, after: _After, cq: ClusterQueue, pod_set: PodSet, c
             have = dict(free[node])
             for resource, amount in more.items():
                 have[resource] = have.get(resource, 0) + amount
-            delta = _pods_in(have, pod_set) - fitting[node]
+            delta = pods_in(have, pod_set) - fitting[node]
             if delta:
                 path = after.path(node, levels)
                 by_path[path] = by_path.get(path, 0) + delta
     return _placeable(by_path, pod_set, count, levels or None)
 
 
-def _by_path(after: "_After", fitting: Mapping[str, int], levels: tuple[str, ...]) -> dict[tuple[str | None, ...], int]:
+def _by_path(after: "PlanState", fitting: Mapping[str, int], levels: tuple[str, ...]) -> dict[tuple[str | None, ...], int]:
     """Pods per full domain path (each node's labels at `levels`, coarse to fine)."""
     capacity: dict[tuple[str | None, ...], int] = defaultdict(int)
     for name, pods in fitting.items():

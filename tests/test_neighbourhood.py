@@ -47,7 +47,10 @@ def test_search_never_loses_stays_valid_and_is_bounded_by_its_lp(tmp_path, seed)
     assert value_of(objective, found.values) >= value_of(objective, start) - 1e-9
     assert found.lp_optimum is not None
     assert found.lp_optimum >= value_of(objective, found.values) - 1e-6
-    assert verify(snap, decode(form, found.values).decisions) == []
+    # Every rule but "an eviction is needed by whom it is for": the model lets any allowed
+    # admission carry an eviction; the search's cut loop holds needless victims (test_needed_evictions).
+    violations = verify(snap, decode(form, found.values).decisions)
+    assert [v for v in violations if "nobody needed its room" not in v] == []
     top = form.tiers[0]     # the hold was kept
     assert value_of(form.tier_volume[top], found.values) >= value_of(form.tier_volume[top], start) - 1e-6
 
