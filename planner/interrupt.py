@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_received: int | None = None     # the first signal seen, for the rest of the process's life
+_received: int | None = None     # the first signal seen within handling()
 _deferring = 0                   # depth of deferred() blocks in the main thread
 
 
@@ -98,10 +98,9 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def handling() -> Iterator[None]:
-    """SIGINT and SIGTERM raise Interrupted while the block runs (their handlers restored after;
-    a signal this process was started ignoring stays ignored). A signal recorded before is
-    forgotten as the outermost block starts. Outside the main thread, where no handler can be
-    set, nothing changes."""
+    """SIGINT and SIGTERM raise Interrupted while the block runs (their handlers restored after,
+    and the signal forgotten; a signal this process was started ignoring stays ignored).
+    Outside the main thread, where no handler can be set, nothing changes."""
     global _received
     if not _main_thread():
         yield
@@ -110,7 +109,6 @@ def handling() -> Iterator[None]:
     if any(handler is _on_signal for handler in previous.values()):
         yield       # already handled by an enclosing block
         return
-    _received = None
     try:
         for sig, handler in previous.items():
             if handler is not signal.SIG_IGN:    # ignored (nohup, a background job's SIGINT): left so
@@ -119,4 +117,5 @@ def handling() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _received = None     # the command that saw it is over: later work in this process runs as before
 
