@@ -38,8 +38,11 @@ Exit codes:
   1  unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)
   2  bad input: unreadable or malformed file, malformed policy, bad flag,
      or any reported problem under --strict; nothing is written
-  3  the plan failed independent verification; nothing is written
-  130  stopped by Ctrl-C (SIGINT); 143: by SIGTERM; nothing is written"""
+  3  the plan failed independent verification; nothing is written"""
+
+SIGNAL_EXIT_CODES_HELP = """
+  130  stopped by Ctrl-C (SIGINT); nothing is written
+  143  stopped by SIGTERM (kill, a CronJob's deadline); nothing is written"""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -314,6 +317,9 @@ def _regular_or_absent(path: str, field: str = "--out") -> None:
         raise InputError(f"is {file_kind(mode)}: the output must be a regular file{stdout}", file=path, field=field)
 
 
+AFTER_WRITING = "it came during the final write, which was finished: the output is complete"
+
+
 def write_stdout(text: str) -> None:
     """The plan on stdout, whole: Ctrl-C meanwhile stops the command once it is written. A
     reader that went away (`| head`) ends us quietly with exit 1."""
@@ -321,6 +327,9 @@ def write_stdout(text: str) -> None:
         with interrupt.deferred():
             click.echo(text, nl=False)
             sys.stdout.flush()
+    except interrupt.Interrupted as stop:
+        stop.note = stop.note or AFTER_WRITING
+        raise
     except BrokenPipeError:
         with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -407,7 +416,7 @@ class Outputs:
                 if self._stdout is not None:
                     write_stdout(self._stdout)
         except interrupt.Interrupted as stop:
-            stop.note = "it came as the output was written, which was finished"
+            stop.note = AFTER_WRITING
             raise
 
 
@@ -493,7 +502,7 @@ def cli() -> None:
     """
 
 
-@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
+@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP + SIGNAL_EXIT_CODES_HELP)
 @click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
 @click.option("--policy", "policy", metavar="FILE", show_envvar=True,
@@ -768,7 +777,8 @@ def _outcome(plan: Plan) -> str:
 LIVE_EXIT_CODES_HELP = EXIT_CODES_HELP + """
   4  cluster API error (unreachable, forbidden, ...); no credentials are shown
   5  another planner holds the Lease; nothing applied
-  6  the saved plan is stale (an object it touches changed); nothing applied"""
+  6  the saved plan is stale (an object it touches changed); nothing applied""" + SIGNAL_EXIT_CODES_HELP + """
+       (apply: the write in flight finishes, no other starts; the line says how many were made)"""
 
 
 def _cluster_options(command: F) -> F:
@@ -1125,7 +1135,8 @@ def _generate_help_epilog() -> str:
 
     lines += ["", *help_lines()]
     lines += ["", "\b", "Exit codes:", "  0  snapshot written", "  1  unexpected internal error",
-              "  2  bad flag or parameter; nothing written"]
+              "  2  bad flag or parameter; nothing written",
+              "  130  stopped by Ctrl-C (SIGINT); nothing written", "  143  stopped by SIGTERM; nothing written"]
     return "\n".join(lines)
 
 

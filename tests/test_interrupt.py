@@ -219,3 +219,49 @@ def test_explain_stops(tmp_path: Path) -> None:
     assert _one_line(stderr, signal.SIGINT).endswith("; nothing written")
     assert stdout == ""
     assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+
+
+# -- the outputs: all or none
+
+def test_a_signal_while_staging_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner import cli as cli_module
+
+    real = os.fsync
+    fsyncs = [0]
+
+    def fsync(fd: int) -> None:
+        fsyncs[0] += 1
+        if fsyncs[0] == 2:                       # the second file: the first is staged already
+            os.kill(os.getpid(), signal.SIGINT)
+        real(fd)
+
+    monkeypatch.setattr(cli_module.os, "fsync", fsync)
+    with interrupt.handling():
+        with pytest.raises(interrupt.Interrupted) as caught:
+            with cli_module.Outputs() as outputs:
+                outputs.file(str(tmp_path / "plan.yaml"), "plan\n")
+                outputs.file(str(tmp_path / "m.prom"), "metrics\n", field="--metrics")
+                outputs.commit()
+    assert caught.value.note == "" and list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_during_the_final_renames_is_honoured_once_they_are_done(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner import cli as cli_module
+
+    real = os.replace
+
+    def replace(src: str, dst: str) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        real(src, dst)
+
+    monkeypatch.setattr(cli_module.os, "replace", replace)
+    with interrupt.handling():
+        with pytest.raises(interrupt.Interrupted) as caught:
+            with cli_module.Outputs() as outputs:
+                outputs.file(str(tmp_path / "plan.yaml"), "plan\n")
+                outputs.file(str(tmp_path / "m.prom"), "metrics\n", field="--metrics")
+                outputs.commit()
+    assert caught.value.exit_code == 143 and "output is complete" in caught.value.note
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.prom", "plan.yaml"]
+    assert (tmp_path / "plan.yaml").read_text() == "plan\n"
