@@ -265,3 +265,32 @@ def test_a_signal_during_the_final_renames_is_honoured_once_they_are_done(tmp_pa
     assert caught.value.exit_code == 143 and "output is complete" in caught.value.note
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.prom", "plan.yaml"]
     assert (tmp_path / "plan.yaml").read_text() == "plan\n"
+
+
+def test_a_solver_process_pulp_started_is_ended_too(tmp_path: Path) -> None:
+    """PuLP runs CBC as a process of its own; SIGTERM sent to stowplan alone (as kill or a
+    CronJob's deadline does) must not leave it running."""
+    proc = subprocess.Popen([*STOWPLAN, "what-if", str(META), "--solver", "pulp:CBC", "--time-limit", "600",
+                             "--out", "plan.yaml"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        def solver() -> set[int]:
+            found = set()
+            for pid in _children(proc.pid):
+                try:
+                    if "cbc" in Path(f"/proc/{pid}/comm").read_text(errors="replace"):
+                        found.add(pid)
+                except OSError:
+                    pass     # ended meanwhile
+            return found
+
+        _wait_for(solver, proc)
+        started = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=GENEROUS)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, stderr[-2000:]
+    _one_line(stderr, signal.SIGTERM)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in started)
+    assert list(tmp_path.iterdir()) == []
