@@ -294,3 +294,39 @@ def test_a_solver_process_pulp_started_is_ended_too(tmp_path: Path) -> None:
     _one_line(stderr, signal.SIGTERM)
     assert not any(Path(f"/proc/{pid}").exists() for pid in started)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- apply's writes, several at a time
+
+def test_writes_in_flight_finish_and_no_other_starts() -> None:
+    """Applier._each with 4 workers: the signal comes while 4 writes are in flight (each
+    holds until it has come); those finish, and none of the other 96 starts (each asks
+    first, as Kube.write does)."""
+    import threading
+
+    from planner.cluster.apply import Applier
+
+    class NoKube:
+        dry_run = False
+
+    applier = Applier(NoKube(), flavors={}, planned_versions={}, workers=4)   # type: ignore[arg-type]
+    started: list[int] = []
+    finished: list[int] = []
+    lock = threading.Lock()
+
+    def write(item: int) -> None:
+        interrupt.check()
+        with lock:
+            started.append(item)
+            if len(started) == 4:
+                os.kill(os.getpid(), signal.SIGINT)   # a real signal, delivered to the main thread
+        deadline = time.monotonic() + GENEROUS
+        while not interrupt.requested() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with lock:
+            finished.append(item)
+
+    with interrupt.handling():
+        with pytest.raises(interrupt.Interrupted):
+            applier._each(write, list(range(100)))
+    assert sorted(started) == [0, 1, 2, 3] and sorted(finished) == [0, 1, 2, 3]

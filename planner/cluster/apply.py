@@ -271,7 +271,11 @@ class Applier:
             return [fn(item) for item in items]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             try:
-                return list(pool.map(fn, items))
+                # Ctrl-C during a submission would leave a worker started but unknown to the
+                # pool (not waited for): they are all made first
+                with interrupt.deferred():
+                    futures = [pool.submit(fn, item) for item in items]
+                return [future.result() for future in futures]
             except BaseException:
                 if interrupt.requested():    # Ctrl-C: the writes in flight finish, no other starts
                     pool.shutdown(wait=True, cancel_futures=True)
