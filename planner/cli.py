@@ -79,11 +79,7 @@ def _run_command(command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise
     except (interrupt.Interrupted, KeyboardInterrupt) as stop:
         end_children(children() - before)
-        signum = stop.signum if isinstance(stop, interrupt.Interrupted) else int(signal.SIGINT)
-        how = "terminated" if signum == signal.SIGTERM else "interrupted"
-        note = getattr(stop, "note", "") or "nothing written"
-        click.echo(f"stowplan: {how} ({signal.Signals(signum).name}); {note}", err=True)
-        raise click.exceptions.Exit(128 + signum) from None
+        raise click.exceptions.Exit(_stopped(stop)) from None
     except StowplanError as error:
         if _debug():
             traceback.print_exc()
@@ -96,6 +92,15 @@ def _run_command(command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             traceback.print_exc()
         hint = "" if _debug() else " (run with STOWPLAN_DEBUG=1 for the traceback)"
         raise StowplanFailure(printable(f"internal error: {type(error).__name__}: {error}{hint}"), 1) from error
+
+
+def _stopped(stop: BaseException) -> int:
+    """The one line saying a signal stopped the command, and its exit code (130, 143)."""
+    signum = stop.signum if isinstance(stop, interrupt.Interrupted) else int(signal.SIGINT)
+    how = "terminated" if signum == signal.SIGTERM else "interrupted"
+    note = getattr(stop, "note", "") or "nothing written"
+    click.echo(f"stowplan: {how} ({signal.Signals(signum).name}); {note}", err=True)
+    return 128 + signum
 
 
 def children() -> set[int]:
@@ -1222,7 +1227,12 @@ cli.add_command(bench_command)
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: `stowplan` (every flag also from STOWPLAN_* env)."""
-    cli.main(args=list(argv) if argv is not None else None, prog_name="stowplan", auto_envvar_prefix="STOWPLAN")
+    with interrupt.handling():     # from the start: reading the flags and importing count too
+        try:
+            cli.main(args=list(argv) if argv is not None else None, prog_name="stowplan",
+                     auto_envvar_prefix="STOWPLAN")
+        except interrupt.Interrupted as stop:     # before a command's own handling (planner.cli._exits)
+            sys.exit(_stopped(stop))
 
 
 if __name__ == "__main__":
