@@ -1231,7 +1231,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         try:
             cli.main(args=list(argv) if argv is not None else None, prog_name="stowplan",
                      auto_envvar_prefix="STOWPLAN")
-        except interrupt.Interrupted as stop:     # before a command's own handling (planner.cli._exits)
+        except interrupt.Interrupted as stop:     # outside a command's own handling (_exits): flags, bench
+            stop.note = stop.note or "stopped where it was"
             sys.exit(_stopped(stop))
 
 
