@@ -13,7 +13,7 @@ Interrupted is raised as the deferred block ends. Worker threads (the applier's)
 a signal: they ask `requested()` before each write.
 
 Base layer: the deciding code may ask `requested()` and `check()`; only the CLI installs
-the handlers. Without them (a library caller, the benchmarks) nothing here changes
+the handlers. Without them (a library caller) nothing here changes
 anything: `requested()` stays False.
 """
 
