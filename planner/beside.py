@@ -9,15 +9,22 @@ on the machine, and the caller says which happened.
 A forked copy shares the parent's memory until either writes it, so the snapshot is
 not copied or sent. Where fork is not available the function runs in this process
 when its answer is first asked for (no second core, and no deadline either).
+
+A copy never outlives what it was made for: `reaped()` (the cycle) stops and waits for
+every copy made within it that is still running when it ends, an error or Ctrl-C
+included; and a copy dies with the process (PR_SET_PDEATHSIG), should that die first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing
 import signal
 import traceback
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+from planner import interrupt
 
 T = TypeVar("T")
 
@@ -47,6 +54,8 @@ class Beside(Generic[T]):
         self._process.start()
         send.close()
         self._conn = receive
+        for made in _scopes:
+            made.append(self)
 
     @property
     def forked(self) -> bool:
@@ -103,6 +112,24 @@ class Beside(Generic[T]):
             self._conn = None
 
 
+_scopes: list[list[Beside[Any]]] = []    # the copies made within each reaped() block, innermost last
+
+
+@contextlib.contextmanager
+def reaped() -> Iterator[None]:
+    """Every copy made within the block and still running at its end is stopped and waited
+    for (none left running, none left a zombie), however the block ends."""
+    made: list[Beside[Any]] = []
+    _scopes.append(made)
+    try:
+        yield
+    finally:
+        _scopes.remove(made)
+        with interrupt.deferred():     # a second Ctrl-C does not leave the rest running
+            for beside in made:
+                beside.stop()
+
+
 def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     """In the copy: die with the parent, compute, send the answer or the error."""
     try:
@@ -110,6 +137,7 @@ def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     except (OSError, AttributeError):   # not Linux: the daemon flag still ends it with the parent
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (planner.interrupt): stop() may end it
     try:
         message: tuple[str, Any] = ("ok", fn(*args))
     except BaseException:   # noqa: BLE001 - any failure goes back to the parent, which raises it

@@ -312,7 +312,8 @@ def size_units(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: S
     import highspy
     import numpy as np
 
-    from planner.milp.highs import new_highs
+    from planner import interrupt
+    from planner.milp.highs import new_highs, stop_on_signal
 
     free = _free_by_node(snapshot)
     needs, problems = _needs(snapshot, templates, targets, free, fresh)
@@ -377,7 +378,9 @@ def size_units(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: S
                  np.array([1.0] * len(columns) + [-float(_domains_per_unit(templates[i], level))]))
     h.changeColsIntegrality(len(integer), np.array(integer, dtype=np.int32),
                             np.array([highspy.HighsVarType.kInteger] * len(integer)))
-    h.run()
+    h.cbMipInterrupt.subscribe(stop_on_signal)
+    with interrupt.deferred():      # Ctrl-C stops the solve (the callback), then the command
+        h.run()
     status = h.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         notes.append(f"the capacity model has no answer within the templates' max counts ({h.modelStatusToString(status)})")

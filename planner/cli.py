@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 import click
 
 from models import Plan, Snapshot
+from planner import interrupt
 from planner.errors import InputError, StowplanError, VerificationError
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
@@ -38,6 +39,10 @@ Exit codes:
   2  bad input: unreadable or malformed file, malformed policy, bad flag,
      or any reported problem under --strict; nothing is written
   3  the plan failed independent verification; nothing is written"""
+
+SIGNAL_EXIT_CODES_HELP = """
+  130  stopped by Ctrl-C (SIGINT); nothing is written
+  143  stopped by SIGTERM (kill, a CronJob's deadline); nothing is written"""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,33 +60,78 @@ def _debug() -> bool:
 
 
 def _exits(command: F) -> F:
-    """Map Stowplan's errors to their exit codes and anything unexpected to exit 1."""
+    """Map Stowplan's errors to their exit codes and anything unexpected to exit 1; Ctrl-C
+    and SIGTERM stop the command (planner.interrupt): exit 130 / 143, one line on stderr."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except StowplanError as error:
-            if _debug():
-                traceback.print_exc()
-            # names from the input may hold control characters: shown escaped, on the lines
-            # the message itself chose (a verification error lists one violation a line)
-            text = printable_lines(error) if isinstance(error, VerificationError) else printable(error)
-            raise StowplanFailure(text, error.exit_code) from error
-        except KeyboardInterrupt:
-            raise
-        except Terminated:
-            click.echo("stowplan: terminated (SIGTERM); nothing written", err=True)
-            raise click.exceptions.Exit(Terminated.exit_code) from None
-        except Exception as error:  # noqa: BLE001 - the last line of defence
-            if _debug():
-                traceback.print_exc()
-            hint = "" if _debug() else " (run with STOWPLAN_DEBUG=1 for the traceback)"
-            raise StowplanFailure(printable(f"internal error: {type(error).__name__}: {error}{hint}"), 1) from error
+        with interrupt.handling():
+            return _run_command(command, *args, **kwargs)
 
     return cast(F, wrapper)
+
+
+def _run_command(command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    before = children()
+    try:
+        return command(*args, **kwargs)
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except (interrupt.Interrupted, KeyboardInterrupt) as stop:
+        end_children(children() - before)
+        raise click.exceptions.Exit(_stopped(stop)) from None
+    except StowplanError as error:
+        if _debug():
+            traceback.print_exc()
+        # names from the input may hold control characters: shown escaped, on the lines
+        # the message itself chose (a verification error lists one violation a line)
+        text = printable_lines(error) if isinstance(error, VerificationError) else printable(error)
+        raise StowplanFailure(text, error.exit_code) from error
+    except Exception as error:  # noqa: BLE001 - the last line of defence
+        if _debug():
+            traceback.print_exc()
+        hint = "" if _debug() else " (run with STOWPLAN_DEBUG=1 for the traceback)"
+        raise StowplanFailure(printable(f"internal error: {type(error).__name__}: {error}{hint}"), 1) from error
+
+
+def _stopped(stop: BaseException) -> int:
+    """The one line saying a signal stopped the command, and its exit code (130, 143)."""
+    signum = stop.signum if isinstance(stop, interrupt.Interrupted) else int(signal.SIGINT)
+    how = "terminated" if signum == signal.SIGTERM else "interrupted"
+    note = getattr(stop, "note", "") or "nothing written"
+    click.echo(f"stowplan: {how} ({signal.Signals(signum).name}); {note}", err=True)
+    return 128 + signum
+
+
+def children() -> set[int]:
+    """This process's child processes, running or zombies (Linux: read from /proc; elsewhere none)."""
+    me = str(os.getpid()).encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    found = set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rsplit(b")", 1)[1].split()   # after the name, which may hold anything
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == me:
+            found.add(int(entry))
+    return found
+
+
+def end_children(pids: set[int]) -> None:
+    """Kill and wait for these children, so that none outlives a stopped command, running or a
+    zombie. The cycle stops its own copies (planner.beside); this is for what a library
+    started and was waiting for when Ctrl-C ended the wait (PuLP's solver process)."""
+    for pid in sorted(pids):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 # ---------------------------------------------------------------- parameter types
@@ -272,11 +322,19 @@ def _regular_or_absent(path: str, field: str = "--out") -> None:
         raise InputError(f"is {file_kind(mode)}: the output must be a regular file{stdout}", file=path, field=field)
 
 
+AFTER_WRITING = "it came during the final write, which was finished: the output is complete"
+
+
 def write_stdout(text: str) -> None:
-    """The plan on stdout; a reader that went away (`| head`) ends us quietly with exit 1."""
+    """The plan on stdout, whole: Ctrl-C meanwhile stops the command once it is written. A
+    reader that went away (`| head`) ends us quietly with exit 1."""
     try:
-        click.echo(text, nl=False)
-        sys.stdout.flush()
+        with interrupt.deferred():
+            click.echo(text, nl=False)
+            sys.stdout.flush()
+    except interrupt.Interrupted as stop:
+        stop.note = stop.note or AFTER_WRITING
+        raise
     except BrokenPipeError:
         with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -284,65 +342,86 @@ def write_stdout(text: str) -> None:
         raise click.exceptions.Exit(1) from None
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived (a CronJob's deadline, kill): unwinds like Ctrl-C, cleaning up on the way."""
-
-    exit_code = 128 + signal.SIGTERM
-
-
-@contextlib.contextmanager
-def _terminate_cleanly() -> Iterator[None]:
-    """While a temp file exists, SIGTERM raises Terminated instead of ending the process on
-    the spot, so the temp file is removed (only in the main thread, where handlers run)."""
-    def on_term(signum: int, frame: Any) -> None:
-        raise Terminated()
-
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:       # not the main thread: no handler can be set
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def write_atomically(path: str, text: str, mode: int | None = None, field: str = "--out") -> None:
     """Write the whole file or nothing: a temp file in the same folder, then os.replace.
 
     `mode`: the file's permissions (default: an existing file's, else 0666 minus the umask).
     A failed write (a full disk, a quota) is an InputError naming the file, and leaves
-    neither the temp file nor a partial target; so does SIGTERM (exit 143)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    _regular_or_absent(path, field)
-    if mode is None:
-        try:
-            mode = os.stat(path).st_mode & 0o777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-    with _terminate_cleanly():
+    neither the temp file nor a partial target; so do Ctrl-C and SIGTERM (exit 130 / 143)."""
+    with Outputs() as outputs:
+        outputs.file(path, text, mode, field)
+        outputs.commit()
+
+
+class Outputs:
+    """A command's outputs, written together at its end, all or none: each file first to a
+    temp file beside it (an error, Ctrl-C or SIGTERM meanwhile: every temp file removed,
+    nothing written), then, with signals deferred (planner.interrupt), all renamed into
+    place and the text for stdout written. A signal during that last step stops the command
+    once it is done, and says so. Use as `with Outputs() as out: ...; out.commit()`."""
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[str, str, str]] = []     # (temp, path, field)
+        self._stdout: str | None = None
+
+    def __enter__(self) -> "Outputs":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for temp, _, _ in self._staged:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        self._staged = []
+
+    def stdout(self, text: str) -> None:
+        self._stdout = text
+
+    def file(self, path: str, text: str, mode: int | None = None, field: str = "--out") -> None:
+        """Stage `text` for `path` (see write_atomically for `mode`)."""
+        folder = os.path.dirname(os.path.abspath(path))
+        _regular_or_absent(path, field)
+        if mode is None:
+            try:
+                mode = os.stat(path).st_mode & 0o777
+            except FileNotFoundError:
+                umask = os.umask(0)
+                os.umask(umask)
+                mode = 0o666 & ~umask
         try:
             fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         except OSError as error:
             raise InputError(f"cannot write: {error.strerror}", file=path, field=field) from None
+        self._staged.append((temp, path, field))
         try:
             os.fchmod(fd, mode)     # before any byte is written: a 0600 file is never readable by others
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
                 out.write(text)
                 out.flush()
                 os.fsync(out.fileno())
-            os.replace(temp, path)
         except OSError as error:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
             raise InputError(f"cannot write: {error.strerror or error}; nothing was written", file=path,
                              field=field) from None
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
+
+    def staged(self, temp: str, path: str, field: str) -> None:
+        """A file already written whole at `temp` (beside `path`), to be renamed with the others."""
+        self._staged.append((temp, path, field))
+
+    def commit(self) -> None:
+        interrupt.check()     # a signal before this point: nothing is written
+        try:
+            with interrupt.deferred():
+                while self._staged:
+                    temp, path, field = self._staged[0]
+                    try:
+                        os.replace(temp, path)
+                    except OSError as error:
+                        raise InputError(f"cannot write: {error.strerror or error}; nothing was written",
+                                         file=path, field=field) from None
+                    self._staged.pop(0)
+                if self._stdout is not None:
+                    write_stdout(self._stdout)
+        except interrupt.Interrupted as stop:
+            stop.note = AFTER_WRITING
             raise
 
 
@@ -392,16 +471,20 @@ class PushgatewayType(click.ParamType[str]):
 
 
 def write_metrics(path: str | None, push_url: str | None, plan: Plan, queues: Any,
-                  say: Callable[[str], None], **extra: Any) -> None:
-    """--metrics FILE and --pushgateway URL: the cycle's metrics (planner.promtext). A
-    failed push is a warning: the cycle itself is done."""
+                  say: Callable[[str], None], outputs: "Outputs | None" = None, **extra: Any) -> None:
+    """--metrics FILE and --pushgateway URL: the cycle's metrics (planner.promtext); the file
+    staged with the command's other `outputs` where given. A failed push is a warning: the
+    cycle itself is done."""
     if path is None and push_url is None:
         return
     from planner import promtext
 
     registry = promtext.registry_for(plan, queues, **extra)
     if path is not None:
-        write_atomically(path, promtext.text(registry), field="--metrics")
+        if outputs is None:
+            write_atomically(path, promtext.text(registry), field="--metrics")
+        else:
+            outputs.file(path, promtext.text(registry), field="--metrics")
         say(f"wrote metrics to {path}")
     if push_url is not None:
         try:
@@ -424,7 +507,7 @@ def cli() -> None:
     """
 
 
-@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
+@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP + SIGNAL_EXIT_CODES_HELP)
 @click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
 @click.option("--policy", "policy", metavar="FILE", show_envvar=True,
@@ -594,21 +677,36 @@ def what_if(
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
     text = render(plan, fmt) if answer is None else render_what_if(plan, fmt, answer, lines)
-    emit(text, None if to_stdout else out, say)
     from planner.promtext import queues_of
 
-    write_metrics(metrics, None, plan, queues_of(snapshot), say)
-    if picture is not None:
-        from planner.picture import draw
+    done: list[str] = []
+    with Outputs() as outputs:     # the plan, its metrics and pictures: all written, or none
+        emit(text, None if to_stdout else out, done.append, outputs)
+        write_metrics(metrics, None, plan, queues_of(snapshot), done.append, outputs)
+        if picture is not None:
+            drawn = time.monotonic()
+            mode = _draw(outputs, snapshot, plan, picture, "--picture")
+            done.append(f"drew {picture} (one cell per {mode[:-1]}) in {time.monotonic() - drawn:.2f}s")
+        if picture_before is not None:
+            _draw(outputs, snapshot, plan, picture_before, "--picture-before", before=True)
+            done.append(f"drew {picture_before}")
+        outputs.commit()
+    for line in done:
+        say(line)
 
-        drawn = time.monotonic()
-        mode = draw(snapshot, plan, picture)
-        say(f"drew {picture} (one cell per {mode[:-1]}) in {time.monotonic() - drawn:.2f}s")
-    if picture_before is not None:
-        from planner.picture import draw
 
-        draw(snapshot, plan, picture_before, before=True)
-        say(f"drew {picture_before}")
+def _draw(outputs: "Outputs", snapshot: Snapshot, plan: Plan, path: str, field: str, before: bool = False) -> str:
+    """Draw the picture into a temp file beside `path`, renamed with the other outputs; the mode drawn."""
+    from planner.picture import draw
+
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=os.path.splitext(name)[1])
+    except OSError as error:
+        raise InputError(f"cannot write: {error.strerror}", file=path, field=field) from None
+    os.close(fd)
+    outputs.staged(temp, path, field)
+    return draw(snapshot, plan, temp, before=before)
 
 
 def _check_picture(path: str, field: str = "--picture") -> None:
@@ -621,12 +719,21 @@ def _check_picture(path: str, field: str = "--picture") -> None:
     check_writable(path, field)
 
 
-def emit(text: str, out: str | None, say: Callable[[str], None]) -> None:
-    """Write `text` to stdout, or atomically to `out`."""
-    if out is None:
-        write_stdout(text)
+def emit(text: str, out: str | None, say: Callable[[str], None], outputs: "Outputs | None" = None) -> None:
+    """Write `text` to stdout, or atomically to `out` (staged with the command's other
+    `outputs` where given)."""
+    if outputs is None:
+        done: list[str] = []
+        with Outputs() as alone:
+            emit(text, out, done.append, alone)
+            alone.commit()
+        for line in done:
+            say(line)
         return
-    write_atomically(out, text)
+    if out is None:
+        outputs.stdout(text)
+        return
+    outputs.file(out, text)
     say(f"wrote {out}")
 
 
@@ -675,7 +782,8 @@ def _outcome(plan: Plan) -> str:
 LIVE_EXIT_CODES_HELP = EXIT_CODES_HELP + """
   4  cluster API error (unreachable, forbidden, ...); no credentials are shown
   5  another planner holds the Lease; nothing applied
-  6  the saved plan is stale (an object it touches changed); nothing applied"""
+  6  the saved plan is stale (an object it touches changed); nothing applied""" + SIGNAL_EXIT_CODES_HELP + """
+       (apply: the write in flight finishes, no other starts; the line says how many were made)"""
 
 
 def _cluster_options(command: F) -> F:
@@ -822,17 +930,22 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
                                time_limit=time_limit, gap=gap, say=say)
     _report_problems(live.snapshot)
     say(_outcome(plan))
-    if out in (None, "-"):
-        fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
-        write_stdout(render(plan, fmt))
-    else:
-        assert out is not None
-        fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
-        write_atomically(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
-        say(f"wrote {out}")
     from planner.promtext import queues_of
 
-    write_metrics(metrics, None, plan, queues_of(live.snapshot), say)
+    done: list[str] = []
+    with Outputs() as outputs:     # the plan and its metrics: both written, or neither
+        if out in (None, "-"):
+            fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
+            outputs.stdout(render(plan, fmt))
+        else:
+            assert out is not None
+            fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
+            outputs.file(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
+            done.append(f"wrote {out}")
+        write_metrics(metrics, None, plan, queues_of(live.snapshot), done.append, outputs)
+        outputs.commit()
+    for line in done:
+        say(line)
 
 
 @cli.command("explain", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
@@ -979,20 +1092,33 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     _solver_log(verbose)
     kube = _kube(kubeconfig, context, dry_run=dry_run)
     seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
-    with stdout_to_stderr(discard=not verbose):
-        made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
-                                  solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
-                                  lease_name=lease_name, identity=identity, lease_duration=lease_duration,
-                                  release_wait=release_wait, workers=workers, say=say,
-                                  before_apply=lambda live, _plan: seen.append(live))
-    for ref, why in report.conflicts:
-        click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
-    write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
-    _write_status(kube, namespace, made, report, say)
-    from planner.promtext import queues_of
+    try:
+        with stdout_to_stderr(discard=not verbose):
+            made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
+                                      solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
+                                      lease_name=lease_name, identity=identity, lease_duration=lease_duration,
+                                      release_wait=release_wait, workers=workers, say=say,
+                                      before_apply=lambda live, _plan: seen.append(live))
+        for ref, why in report.conflicts:
+            click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
+        write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
+        _write_status(kube, namespace, made, report, say)
+        from planner.promtext import queues_of
 
-    write_metrics(metrics, pushgateway, made, queues_of(seen[0].snapshot) if seen else {}, say,
-                  apply_seconds=report.seconds.get("apply"), conflicts=len(report.conflicts))
+        write_metrics(metrics, pushgateway, made, queues_of(seen[0].snapshot) if seen else {}, say,
+                      apply_seconds=report.seconds.get("apply"), conflicts=len(report.conflicts))
+    except interrupt.Interrupted as stop:
+        stop.note = stop.note or _stopped_applying(kube)
+        raise
+
+
+def _stopped_applying(kube: Any) -> str:
+    """What an interrupted apply did to the cluster, for its one line."""
+    if kube.writes == 0:
+        return "nothing applied"
+    dry = " (dry run: nothing changed)" if kube.dry_run else ""
+    return (f"stopped after {kube.writes} write(s) to the cluster{dry}, none cut in half; "
+            "the next cycle plans from there")
 
 
 def _generate_help_epilog() -> str:
@@ -1014,7 +1140,8 @@ def _generate_help_epilog() -> str:
 
     lines += ["", *help_lines()]
     lines += ["", "\b", "Exit codes:", "  0  snapshot written", "  1  unexpected internal error",
-              "  2  bad flag or parameter; nothing written"]
+              "  2  bad flag or parameter; nothing written",
+              "  130  stopped by Ctrl-C (SIGINT); nothing written", "  143  stopped by SIGTERM; nothing written"]
     return "\n".join(lines)
 
 
@@ -1100,7 +1227,13 @@ cli.add_command(bench_command)
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: `stowplan` (every flag also from STOWPLAN_* env)."""
-    cli.main(args=list(argv) if argv is not None else None, prog_name="stowplan", auto_envvar_prefix="STOWPLAN")
+    with interrupt.handling():     # from the start: reading the flags and importing count too
+        try:
+            cli.main(args=list(argv) if argv is not None else None, prog_name="stowplan",
+                     auto_envvar_prefix="STOWPLAN")
+        except interrupt.Interrupted as stop:     # outside a command's own handling (_exits): flags, bench
+            stop.note = stop.note or "stopped where it was"
+            sys.exit(_stopped(stop))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from planner.kueue import fair_share
 from planner.kueue.semantics import QuotaTree, eviction_cost
 from planner.kueue.victims import PreemptionRules
 from planner.assemble import assemble
-from planner.beside import Beside
+from planner.beside import Beside, reaped
 from planner.budget import Budget
 from planner.continuation import continued
 from planner.errors import VerificationError
@@ -89,7 +89,7 @@ def plan_snapshot(
             mip_gap=policy.mip_gap if gap is None else gap,
         )
         snapshot = replace(snapshot, policy=policy)
-    with cycle_collector():
+    with cycle_collector(), reaped():     # no copy on the second core outlives the cycle (Ctrl-C included)
         return run_cycle(snapshot, solver, read_seconds)
 
 

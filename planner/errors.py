@@ -3,7 +3,9 @@
 Exit codes (documented in the README):
   0 ok · 1 unexpected internal error · 2 bad input (file, policy, flag, or any
   problem under --strict) · 3 a plan failed verification (never written) ·
-  4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale.
+  4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale ·
+  130 / 143 stopped by SIGINT / SIGTERM (planner.interrupt.Interrupted: nothing written,
+  no cluster write started after it).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ client or anything that reads files or the network. The guard is proven below: a
 forbidden import planted in a temporary copy of the tree makes it fail.
 
     models      the vocabulary: stdlib only, nothing of planner
-    base        errors, terminal-safe text and the cycle's time budget
+    base        errors, terminal-safe text, the cycle's time budget and its signals
     snapshot    reading: Kubernetes objects (files) -> models.Snapshot; and the
                 workload kinds' adapters (planner/kinds: pod sets out of an object,
                 the pure edits that admit and evict it, which cluster issues)
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Layer -> the modules it holds: a module name, or a package ending in ".*".
 LAYERS: dict[str, tuple[str, ...]] = {
     "models": ("models", "models.*"),
-    "base": ("planner", "planner.errors", "planner.terminal", "planner.budget"),
+    "base": ("planner", "planner.errors", "planner.terminal", "planner.budget", "planner.interrupt"),
     "snapshot": ("planner.snapshot", "planner.snapshot.*", "planner.kinds", "planner.kinds.*"),
     "kueue": ("planner.kueue", "planner.kueue.*"),
     "greedy": ("planner.greedy",),

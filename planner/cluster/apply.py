@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
-from planner import kinds
+from planner import interrupt, kinds
 from planner.cluster import lws as lws_writes
 from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_of
@@ -270,7 +270,16 @@ class Applier:
         if self.workers <= 1 or len(items) <= 1:
             return [fn(item) for item in items]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            return list(pool.map(fn, items))
+            try:
+                # Ctrl-C during a submission would leave a worker started but unknown to the
+                # pool (not waited for): they are all made first
+                with interrupt.deferred():
+                    futures = [pool.submit(fn, item) for item in items]
+                return [future.result() for future in futures]
+            except BaseException:
+                if interrupt.requested():    # Ctrl-C: the writes in flight finish, no other starts
+                    pool.shutdown(wait=True, cancel_futures=True)
+                raise
 
     # ------------------------------------------------------------ workloads
 

@@ -20,6 +20,7 @@ import threading
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from planner import interrupt
 from planner.errors import ClusterError, InputError
 
 JSON = "application/json"
@@ -216,13 +217,19 @@ class Kube:
                 return
 
     def write(self, method: str, path: str, body: Any, content_type: str = JSON) -> Any:
-        """A write, with dryRun=All when this Kube is a dry run."""
+        """A write, with dryRun=All when this Kube is a dry run.
+
+        Once Ctrl-C or SIGTERM has come (planner.interrupt), no write starts, from any thread
+        (Interrupted); a write already in flight finishes first, so the cluster is left as
+        after a crash between two writes, which every step is safe against (planner.cluster.apply)."""
         query = [("dryRun", "All")] if self.dry_run else []
-        if self.before_write is not None:
-            self.before_write(method, path)
-        result = self.request(method, path, query=query, body=body, content_type=content_type)
-        with self._lock:
-            self.writes += 1
+        interrupt.check()
+        with interrupt.deferred():
+            if self.before_write is not None:
+                self.before_write(method, path)
+            result = self.request(method, path, query=query, body=body, content_type=content_type)
+            with self._lock:
+                self.writes += 1
         return result
 
 

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from planner import interrupt
 from planner.milp.arrays import ModelArrays
 
 
@@ -125,6 +126,13 @@ def highs_from(arrays: ModelArrays, threads: int, integral: bool = True) -> Any:
     return h
 
 
+def stop_on_signal(event: Any) -> None:
+    """A HiGHS interrupt callback: stop the run once SIGINT or SIGTERM has arrived
+    (planner.interrupt; the run is then deferred's, which raises as it returns)."""
+    if interrupt.requested():
+        event.interrupt(True)
+
+
 class LpRelaxation:
     """The model's LP relaxation in its own HiGHS instance, kept between solves so that
     each starts from the last basis (planner.milp.neighbourhood solves it once per stage).
@@ -145,6 +153,7 @@ class LpRelaxation:
         self._assumed: dict[tuple[int, ...], tuple[int, float]] = {}   # columns -> (row, lower)
         self._confirmed: set[tuple[int, ...]] = set()
         self.out_of_time = False
+        self.h.cbSimplexInterrupt.subscribe(stop_on_signal)
 
     def add_row(self, lower: float, upper: float, cols: np.ndarray, vals: np.ndarray) -> None:
         key = tuple(int(c) for c in cols)
@@ -179,7 +188,8 @@ class LpRelaxation:
         if self.out_of_time:
             return None
         set_time_limit(self.h, time_limit)
-        self.h.run()
+        with interrupt.deferred():     # Ctrl-C stops the solve (the callback), then the cycle
+            self.h.run()
         status = self.h.getModelStatus()
         self.out_of_time = status == self._hs.HighsModelStatus.kTimeLimit
         if status != self._hs.HighsModelStatus.kOptimal:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from planner import interrupt
 from planner.milp.formulate import Formulation
 from planner.milp.highs import LpRelaxation, dense, highs_from, merged, set_time_limit
 from planner.milp.arrays import INF, ModelArrays
@@ -176,8 +177,9 @@ class HighsBackend:
 
     def _interrupt_when_late(self, event: Any) -> None:
         # Set both ways: HiGHS keeps the flag from one run to the next, so a run after one
-        # that was interrupted would stop at its first callback.
-        event.interrupt(time.monotonic() > self._deadline)
+        # that was interrupted would stop at its first callback. Ctrl-C and SIGTERM stop it
+        # too (planner.interrupt): the run returns, and `_solve` raises Interrupted.
+        event.interrupt(time.monotonic() > self._deadline or interrupt.requested())
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         cost = dense(terms, self.num_cols)
@@ -251,7 +253,7 @@ class HighsBackend:
         solution.col_value = list(map(float, start))
         solution.value_valid = True
         h.setSolution(solution)
-        h.run()
+        self._solve(h)
         result = self._result(h)
         if result[0] is not None and not self._consistent(h, cost, result[0]):
             # Seen with HiGHS 1.16: after a re-solve from a start, the reported objective
@@ -265,11 +267,19 @@ class HighsBackend:
                 return result[0], "feasible", None
             h.clearSolver()
             set_time_limit(h, left)
-            h.run()
+            self._solve(h)
             result = self._result(h)
             if result[0] is not None and not self._consistent(h, cost, result[0]):
                 return None, "failed", None
         return result
+
+    @staticmethod
+    def _solve(h: Any) -> None:
+        """h.run(), a signal deferred meanwhile: raised inside one of HiGHS's callbacks it
+        would end only this run, as a solver error, and the cycle would go on; so the
+        callback stops the run (`_interrupt_when_late`) and Interrupted is raised here."""
+        with interrupt.deferred():
+            h.run()
 
     @staticmethod
     def _consistent(h: Any, cost: np.ndarray, values: np.ndarray) -> bool:
@@ -278,6 +288,11 @@ class HighsBackend:
         return abs(reported - actual) <= 1e-6 * (1.0 + abs(reported))
 
     def _result(self, h: Any) -> tuple[np.ndarray | None, str, float | None]:
+        """Values, status and bound of the last run. Only kOptimal is `optimal`: an
+        interrupted run (kInterrupt: the deadline, or a signal) is at best `feasible`. The
+        dual bound is read only where HiGHS stopped searching with one (optimal, a limit,
+        an interrupt); after a solver error it holds nothing proven (0, or an old run's),
+        and a stage that took it would call its start optimal."""
         hs = self._hs
         model_status = h.getModelStatus()
         info = h.getInfo()
@@ -289,7 +304,10 @@ class HighsBackend:
             status = "feasible"  # time limit or interrupted with a solution: bound below is real
         else:
             status = "failed"
-        bound = float(info.mip_dual_bound) if np.isfinite(info.mip_dual_bound) else None
+        bounded = model_status in (hs.HighsModelStatus.kOptimal, hs.HighsModelStatus.kInterrupt,
+                                   hs.HighsModelStatus.kTimeLimit, hs.HighsModelStatus.kIterationLimit,
+                                   hs.HighsModelStatus.kSolutionLimit)
+        bound = float(info.mip_dual_bound) if bounded and np.isfinite(info.mip_dual_bound) else None
         return values, status, bound
 
 
