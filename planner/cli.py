@@ -448,7 +448,7 @@ def cli() -> None:
 @click.option("--strict", is_flag=True, show_envvar=True,
               help="Treat every reported input problem as an error (exit 2, nothing written).")
 @click.option("--max-file-size", "max_file_size", metavar="BYTES", show_envvar=True, type=SizeType(),
-              default="2Gi", show_default=True,
+              default="512Mi", show_default=True,
               help="Refuse (exit 2) any input file larger than this, checked before reading it.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True,
               help="No progress lines (warnings and errors still go to stderr).")

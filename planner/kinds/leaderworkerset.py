@@ -28,13 +28,12 @@ Pure: no I/O. Field errors raise `Bad` with the field's path.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
-from planner.snapshot.fields import Bad, integer, mapping
+from planner.snapshot.fields import Bad, integer, is_decimal, json_value, mapping
 
 LEADER = "leader"
 WORKER = "worker"
@@ -109,10 +108,7 @@ def group_assignments(annotations: Mapping[str, Any]) -> dict[str, dict[str, Any
     text = annotations.get(GROUPS)
     if not text:
         return {}
-    try:
-        value = json.loads(str(text))
-    except ValueError:
-        raise Bad(f"metadata.annotations[{GROUPS}]", "is not valid JSON") from None
+    value = json_value(text, f"metadata.annotations[{GROUPS}]", "group indexes to {podSets, admittedAt}")
     if type(value) is not dict or any(type(v) is not dict for v in value.values()):
         raise Bad(f"metadata.annotations[{GROUPS}]", "must map group indexes to {podSets, admittedAt}")
     return value
@@ -150,7 +146,7 @@ class LeaderWorkerSetAdapter(Adapter):
     def pod_owner(self, namespace: str, metadata: Mapping[str, Any],
                   labels: Mapping[str, Any]) -> tuple[ObjectRef, str] | None:
         name, index = labels.get(NAME_LABEL), labels.get(GROUP_INDEX_LABEL)
-        if not name or not str(index or "").isdigit():
+        if not name or not is_decimal(str(index or "")):
             return None
         annotations = metadata.get("annotations")
         role = annotations.get(ROLE) if isinstance(annotations, dict) else None

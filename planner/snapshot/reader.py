@@ -30,7 +30,7 @@ from planner.kinds import pods as pods_kind
 from planner.kinds.ray import Entry
 from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, workloads as wl
 from planner.snapshot.fields import (
-    Bad, boolean, mapping, number, string, string_map, taints, timestamp,
+    Bad, boolean, is_decimal, mapping, number, string, string_map, taints, timestamp,
 )
 from planner.snapshot.quantity import QuantityError, parse_quantity
 from planner.snapshot.requests import effective_request_dict, resources
@@ -753,7 +753,7 @@ class _Reader:
         fields["requeue_at"] = self.annotation_time(item, annotations, wl.REQUEUE_AT)
         if wl.REQUEUE_COUNT in annotations:
             text = annotations[wl.REQUEUE_COUNT].strip()
-            if text.isdigit():
+            if is_decimal(text):
                 fields["requeue_count"] = int(text)
             else:
                 self.problem(item, f"metadata.annotations[{wl.REQUEUE_COUNT}]",
