@@ -69,14 +69,17 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
 
 
 def _check_kubeconfig_files(kubeconfig: str | None) -> None:
-    """The kubeconfig files that exist are regular files of sane size (a FIFO would hang the client)."""
-    from planner.snapshot.loader import read_bytes
+    """The kubeconfig files that exist are regular files of sane size (a FIFO would hang the
+    client) whose YAML the snapshot's bounded decoder reads: an alias bomb is refused here,
+    before the client's own unbounded yaml.safe_load could expand it."""
+    from planner.snapshot import loader
 
     paths = [kubeconfig] if kubeconfig else (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
     for path in paths:
         path = os.path.expanduser(path)
         if path and os.path.lexists(path):
-            read_bytes(path, KUBECONFIG_MAX_BYTES)
+            for _ in loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)):
+                pass
 
 
 KUBECONFIG_MAX_BYTES = 64 * 2**20

@@ -534,3 +534,33 @@ def _name_of(doc: dict[str, Any]) -> str:
     metadata = doc.get("metadata")
     name = metadata.get("name") if type(metadata) is dict else None
     return name if type(name) is str else ""
+
+
+# ---------------------------------------------------------------- side files and embedded text
+
+def read_document(path: str, what: str, limits: Limits = DEFAULT_LIMITS, max_bytes: int | None = None) -> Any:
+    """The one document of a side file (a capacity spec, a kubeconfig), read as snapshots
+    are: a regular file (never a FIFO or device), at most `max_bytes` (default: the
+    --max-file-size limit), aliases bounded, each scalar typed; a key given twice is
+    refused (the last value would win silently). InputError names the file."""
+    limit = limits.max_file_bytes if max_bytes is None else min(max_bytes, limits.max_file_bytes)
+    return decode_document(path, read_bytes(path, limit), what, limits)
+
+
+def decode_document(label: str, data: bytes | str, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """The one document in `data` (None when empty), decoded by the snapshot's bounded
+    decoder; more than one document, or a key given twice, is an InputError on `label`."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    _text_only(label, raw, 0)
+    tainted: Tainted = {}
+    documents = list(decode(label, raw, limits, tainted))
+    if len(documents) > 1:
+        raise InputError(f"holds {len(documents)} YAML documents; {what} is one", file=label)
+    document = documents[0] if documents else None
+    if tainted:
+        where = _find_tainted(document, tainted) if type(document) is dict else None
+        keys = next(iter(tainted.values()))[1] if where is None else tainted[where[1]][1]
+        shown = ", ".join(repr(k) for k in keys)
+        raise InputError(f"key {shown} given twice (the last value would win silently); {what} must be "
+                         "unambiguous", file=label, field=(where[0] if where else "") or "")
+    return document
