@@ -659,9 +659,11 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 
 def _solver_log(verbose: bool) -> None:
     """HiGHS prints its banner and log only when asked (--verbose): solver chatter is not stderr's."""
+    import planner.cluster.kube
     import planner.milp.highs
 
     planner.milp.highs.log_to_console = verbose
+    planner.cluster.kube.verbose = verbose   # an exec credential plugin's stderr, too
 
 
 def _outcome(plan: Plan) -> str:
