@@ -273,15 +273,27 @@ def _regular_or_absent(path: str, field: str = "--out") -> None:
 
 
 def write_stdout(text: str) -> None:
-    """The plan on stdout; a reader that went away (`| head`) ends us quietly with exit 1."""
+    """The plan on stdout; a reader that went away (`| head`) ends us quietly with exit 1.
+    A closed stdout (`>&-`) or a full one (/dev/full, a full disk) is exit 2, one line."""
+    if sys.stdout is None:      # Python's stdout when fd 1 was closed at start
+        raise InputError("stdout is closed: nothing was written (give --out FILE)", field="stdout")
     try:
         click.echo(text, nl=False)
         sys.stdout.flush()
     except BrokenPipeError:
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+        _stdout_to_devnull()
         raise click.exceptions.Exit(1) from None
+    except (OSError, ValueError) as error:    # ENOSPC, EBADF; ValueError: a closed file object
+        _stdout_to_devnull()
+        reason = getattr(error, "strerror", None) or str(error)
+        raise InputError(f"cannot write to stdout: {reason}; the output is incomplete", field="stdout") from None
+
+
+def _stdout_to_devnull() -> None:
+    """What is still buffered is dropped at exit, not retried (a second error, exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 class Terminated(BaseException):
