@@ -537,6 +537,10 @@ def what_if(
 
     say = _progress(quiet)
     _solver_log(verbose)
+    from planner.snapshot.loader import refuse_overwriting
+
+    refuse_overwriting([("--out", out), ("--metrics", metrics), ("--picture", picture),
+                        ("--picture-before", picture_before)], [*snapshots, policy, add_nodes])
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None

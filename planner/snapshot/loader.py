@@ -564,3 +564,30 @@ def decode_document(label: str, data: bytes | str, what: str, limits: Limits = D
         raise InputError(f"key {shown} given twice (the last value would win silently); {what} must be "
                          "unambiguous", file=label, field=(where[0] if where else "") or "")
     return document
+
+
+def refuse_overwriting(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[str | None]) -> None:
+    """An output (flag, path) that is one of the input files (or inside an input folder) is
+    refused before anything is read: writing the plan over the snapshot would lose it."""
+    sources: list[tuple[str, os.stat_result]] = []
+    for source in inputs:
+        if source and source != STDIN:
+            try:
+                sources.append((source, os.stat(source)))
+            except OSError:
+                continue
+    for flag, path in outputs:
+        if not path or path == STDIN:
+            continue
+        target = os.path.realpath(path)
+        try:
+            info: os.stat_result | None = os.stat(path)
+        except OSError:
+            info = None
+        for source, source_info in sources:
+            if info is not None and (info.st_dev, info.st_ino) == (source_info.st_dev, source_info.st_ino):
+                raise InputError(f"is also an input ({source}): the output would replace it", file=path, field=flag)
+            if stat.S_ISDIR(source_info.st_mode) and target.startswith(os.path.realpath(source) + os.sep) \
+                    and target.endswith(SUFFIXES):
+                raise InputError(f"is inside the input folder {source}, whose *.yaml/*.json files are read: "
+                                 "the next read would take the output as input", file=path, field=flag)

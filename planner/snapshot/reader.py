@@ -43,6 +43,11 @@ TERMINATED = ("Succeeded", "Failed")
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 
 
+
+# Kueue's cohort trees are a few levels deep; the quota walks above them recurse per level,
+# so a chain of thousands (a generated or hostile snapshot) is cut here, as a reported problem
+MAX_COHORT_DEPTH = 100
+
 class Kind(NamedTuple):
     bucket: str
     versions: tuple[str, ...]
@@ -414,23 +419,65 @@ class _Reader:
             self.problem(items[name], field, f"is part of a cohort cycle ({text}); the cohorts in it and "
                                              "every ClusterQueue under them are inactive")
             own[name] = f"in a cohort cycle {text}"
+        for name, depth in self._cohort_depths(own).items():
+            if depth == MAX_COHORT_DEPTH + 1:   # reported once, where the tree passes the limit
+                self.problem(items[name], "spec.parentName", f"is {depth} levels below its root cohort, more than "
+                             f"{MAX_COHORT_DEPTH}: this cohort, those under it and their ClusterQueues are inactive")
+                own[name] = f"more than {MAX_COHORT_DEPTH} levels below its root cohort"
         self.cohort_reason: dict[str, str | None] = {}
+        faulty = self._first_faulty_above(own)
         for name in sorted(self.cohorts):
-            self.cohort_reason[name] = self._cohort_inactive(name, own)
+            source = faulty[name]
+            self.cohort_reason[name] = None if source is None else \
+                own[source] if source == name else f"cohort {source} is inactive ({own[source]})"
         for name, reason in self.cohort_reason.items():
             if reason:
                 self.cohorts[name] = dataclasses.replace(self.cohorts[name], inactive_reason=reason)
 
-    def _cohort_inactive(self, name: str, own: dict[str, str]) -> str | None:
-        """Why a cohort is inactive: its own fault, or the first inactive cohort above it."""
-        chain = []
-        current: str | None = name
-        while current is not None and current in self.cohorts and current not in chain:
-            if current in own:
-                return own[current] if current == name else f"cohort {current} is inactive ({own[current]})"
-            chain.append(current)
-            current = self.cohorts[current].parent
-        return None
+    def _cohort_depths(self, own: dict[str, str]) -> dict[str, int]:
+        """Each cohort's level (a root is 1), iteratively; cohorts in a cycle have none."""
+        depth: dict[str, int] = {}
+        for name in self.cohorts:
+            path: list[str] = []
+            current: str | None = name
+            base = 0
+            while current is not None and current in self.cohorts and current not in depth:
+                if current in own and own[current].startswith("in a cohort cycle"):
+                    path = []
+                    break
+                path.append(current)
+                current = self.cohorts[current].parent
+            else:
+                base = depth.get(current, 0) if current is not None else 0
+            for offset, member in enumerate(reversed(path)):
+                depth[member] = base + offset + 1
+        return depth
+
+    def _first_faulty_above(self, own: dict[str, str]) -> dict[str, str | None]:
+        """Each cohort's first cohort, itself or above it, with a fault of its own (or None).
+        Each chain is walked once, iteratively (a chain thousands deep costs no stack and
+        no quadratic time); a cycle's cohorts are all in `own`, so every walk ends."""
+        first: dict[str, str | None] = {}
+        for name in self.cohorts:
+            path: list[str] = []
+            on_path: set[str] = set()
+            current: str | None = name
+            found: str | None = None
+            while current is not None and current in self.cohorts and current not in on_path:
+                if current in first:
+                    found = first[current]
+                    break
+                if current in own:
+                    found = current
+                    break
+                path.append(current)
+                on_path.add(current)
+                current = self.cohorts[current].parent
+            for member in path:
+                first[member] = found
+            if name not in first:   # itself faulty
+                first[name] = found
+        return first
 
     def read_cluster_queues(self) -> None:
         for item in self.buckets["clusterqueue"]:
