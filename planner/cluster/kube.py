@@ -14,6 +14,7 @@ included, goes through `scrub`. A kubeconfig that is not valid YAML is bad input
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -45,6 +46,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
 
     import yaml
 
+    _scrub_client_logs()
     configuration = client.Configuration()
     where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
@@ -81,6 +83,29 @@ def _plugin_output(message: str) -> str:
     if verbose:
         return message
     return _PLUGIN_FAILED.sub(r"\1 (its stderr is shown with -v)", message)
+
+
+class _ScrubbedLog(logging.Filter):
+    """The Kubernetes client and urllib3 log through the root logger (the client's
+    `logging.error` of a failed exec plugin quotes the plugin's stderr): every record is
+    scrubbed of credentials, and the plugin's stderr kept only with -v."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub(_plugin_output(record.getMessage()))
+        record.args = ()
+        return True
+
+
+def _scrub_client_logs() -> None:
+    """A root handler with the filter, before the client's first `logging.error` would
+    install an unfiltered one (module-level logging calls basicConfig on an empty root)."""
+    root = logging.getLogger()
+    if any(isinstance(f, _ScrubbedLog) for handler in root.handlers for f in handler.filters):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+    handler.addFilter(_ScrubbedLog())
+    root.addHandler(handler)
 
 
 def _check_kubeconfig_files(kubeconfig: str | None) -> None:

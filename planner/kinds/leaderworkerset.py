@@ -45,7 +45,13 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 def groups(spec: dict[str, Any]) -> int:
     """How many groups (Kueue Workloads) the LeaderWorkerSet has: `replicas`, default 1."""
-    return integer(spec.get("replicas"), "spec.replicas", default=1, minimum=0)
+    count = integer(spec.get("replicas"), "spec.replicas", default=1, minimum=0)
+    if count > MAX_GROUPS:   # each group is a workload of its own: 10^7 would exhaust memory first
+        raise Bad("spec.replicas", f"{count:,} groups is more than {MAX_GROUPS:,} (each group is one workload)")
+    return count
+
+
+MAX_GROUPS = 10_000
 
 
 def group_entries(spec: dict[str, Any]) -> list[Entry]:

@@ -194,8 +194,28 @@ def decode(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS, tainted: Tai
         raise InputError(f"not UTF-8 text (byte {err.start})", file=path) from None
     head = text.lstrip()[:1]
     if head in ("{", "["):
-        yield _json(path, text, sink)
+        before = set(sink)
+        try:
+            yield _json(path, text, sink)
+            return
+        except InputError as err:
+            for key in set(sink) - before:   # what the failed JSON read noted is not the YAML's
+                del sink[key]
+            # flow-style YAML starts with { or [ too: read as YAML when it is not JSON (JSON
+            # is YAML, so nothing valid is read twice differently); if neither, JSON's message
+            if not err.detail.startswith("malformed JSON at"):
+                raise
+            json_error = err
+        try:
+            documents = list(_yaml(path, text, limits, sink))
+        except InputError:
+            raise json_error from None
+        yield from documents
         return
+    yield from _yaml(path, text, limits, sink)
+
+
+def _yaml(path: str, text: str, limits: Limits, sink: Tainted) -> Iterator[Any]:
     loader = _Loader(text, limits.max_alias_nodes, sink)
     try:
         while loader.check_data():   # type: ignore[no-untyped-call]  # types-PyYAML leaves check_data unannotated

@@ -47,6 +47,9 @@ KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 # Kueue's cohort trees are a few levels deep; the quota walks above them recurse per level,
 # so a chain of thousands (a generated or hostile snapshot) is cut here, as a reported problem
 MAX_COHORT_DEPTH = 100
+# Kubernetes' documented limit of pods in one cluster: a pod set asking for more can never
+# start, and the per-pod work of explaining it must not run out of memory first
+MAX_POD_SET_COUNT = 150_000
 
 class Kind(NamedTuple):
     bucket: str
@@ -713,6 +716,12 @@ class _Reader:
 
     def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
                 min_count: int | None, reasons: list[str]) -> PodSet:
+        if count > MAX_POD_SET_COUNT:   # no cluster holds it; planning it would only cost memory
+            message = (f"pod set {name} asks for {count:,} pods, more than a Kubernetes cluster holds "
+                       f"({MAX_POD_SET_COUNT:,}, its documented limit)")
+            self.problem(item, field, message)
+            reasons.append(message)
+            return PodSet(name, 1, Resources.of(pods=1), None)
         try:
             return wl.build_pod_set(name, count, template, field, min_count)
         except Bad as bad:
