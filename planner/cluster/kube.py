@@ -118,8 +118,12 @@ def _check_kubeconfig_files(kubeconfig: str | None) -> None:
     for path in paths:
         path = os.path.expanduser(path)
         if path and os.path.lexists(path):
-            for _ in loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)):
-                pass
+            try:
+                for _ in loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)):
+                    pass
+            except InputError as err:
+                raise InputError(err.detail.replace("malformed YAML", "malformed kubeconfig YAML", 1),
+                                 file=path) from None
 
 
 KUBECONFIG_MAX_BYTES = 64 * 2**20
