@@ -364,11 +364,20 @@ class _Reader:
             self.namespace_labels[item.name] = labels
 
     def read_priority_classes(self) -> None:
+        defaults: list[tuple[int, str, Item]] = []
         for item in self.buckets["priorityclass"]:
             value = None if item.invalid else self.attempt(item, kueue.read_priority_value, item.obj, default=None)
             self.priority_classes[item.name] = value
             if value is not None and item.obj.get("globalDefault") is True:
-                self.default_priority = value
+                defaults.append((value, item.name, item))
+        if defaults:
+            # as Kubernetes does with several global defaults: the lowest value wins (reported)
+            value, name, _ = min(defaults, key=lambda d: (d[0], d[1]))
+            self.default_priority = value
+            for other_value, other, item in defaults:
+                if len(defaults) > 1 and other != name:
+                    self.problem(item, "globalDefault", f"PriorityClass {name} is a global default too; as in "
+                                 f"Kubernetes the lowest value ({value}) is the default, not {other_value}")
         for item in self.buckets["workloadpriorityclass"]:
             self.workload_priority_classes[item.name] = None if item.invalid else self.attempt(
                 item, kueue.read_priority_value, item.obj, default=None)
@@ -856,14 +865,42 @@ class _Reader:
 
     def read_nodes(self) -> dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]]:
         nodes = {}
+        items: dict[str, Item] = {}
         for item in self.buckets["node"]:
             if item.invalid:
                 continue
             try:
                 nodes[item.name] = _node(item)
+                items[item.name] = item
             except Bad as bad:
                 self.problem(item, bad.field, f"{bad.message}; node skipped")
+        self.check_hostnames(nodes, items)
         return nodes
+
+    def check_hostnames(self, nodes: dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]],
+                        items: dict[str, Item]) -> None:
+        """Stowplan pins pods with nodeSelector kubernetes.io/hostname = the node's name, and
+        the scheduler matches the label: a node whose label names something else, or two
+        nodes sharing one, would take pods meant elsewhere. Each is reported, and Stowplan
+        places no new pod there (what runs there still counts)."""
+        field = f"metadata.labels[{HOSTNAME_LABEL}]"
+        holders: dict[str, list[str]] = {}
+        for name, (labels, *_) in nodes.items():
+            holders.setdefault(labels.get(HOSTNAME_LABEL, name), []).append(name)
+        for name in sorted(nodes):
+            labels, allocatable, node_taints, ready, unschedulable = nodes[name]
+            hostname = labels.get(HOSTNAME_LABEL, name)
+            sharing = sorted(n for n in holders[hostname] if n != name)
+            if hostname != name:
+                self.problem(items[name], field, f"is {hostname!r}, not the node's name: a pod pinned here (by "
+                                                 "hostname, as Stowplan pins) would go elsewhere; no new pod is "
+                                                 "placed on this node")
+            elif sharing:
+                self.problem(items[name], field, f"{hostname!r} is also the label of {_listed(sharing)}: a pod "
+                                                 "pinned here could land there; no new pod is placed on this node")
+            else:
+                continue
+            nodes[name] = (labels, allocatable, node_taints, ready, True)
 
     def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], PodsOf]:
         """Unmanaged requests per node, and what the pods of each running workload say."""
@@ -1024,6 +1061,10 @@ class _Reader:
         """Running work that asks for more than a node has: reported on the node (it takes no more pods)."""
         used: dict[str, dict[str, int]] = {}
         users: dict[str, list[str]] = {}
+        for node, usage in unmanaged.items():   # pods Stowplan does not manage over-commit a node too
+            if node in nodes:
+                used[node] = dict(usage)
+                users[node] = ["pods not managed by Stowplan"]
         for w in workloads:
             if w.state is not WorkloadState.RUNNING:
                 continue
@@ -1035,7 +1076,7 @@ class _Reader:
                 for node, count in entry.pods_per_node().items():
                     if node not in nodes:
                         continue
-                    usage = used.setdefault(node, dict(unmanaged.get(node, {})))
+                    usage = used.setdefault(node, {})
                     for resource, amount in request.items():
                         usage[resource] = usage.get(resource, 0) + amount * count
                     users.setdefault(node, []).append(str(w.ref))
@@ -1047,8 +1088,8 @@ class _Reader:
                 shown = "; ".join(f"{r} {used[name][r]} of {allocatable.get(r)}" for r in over)
                 self.problem(item, "status.allocatable",
                              f"running work asks for more than the node has ({shown}; running there: "
-                             f"{_listed(sorted(set(users[name])))}): no more pods asking for {', '.join(over)} "
-                             "fit on it")
+                             f"{_listed(sorted(set(users.get(name, ()))))}): no more pods asking for "
+                             f"{', '.join(over)} fit on it")
 
     def planning_time(self, now: float | None, workloads: tuple[Workload, ...]) -> float:
         """--now, else the List's snapshot-time annotation, else the newest timestamp read."""
