@@ -412,3 +412,71 @@ def test_a_list_answer_of_the_wrong_shape_or_a_repeated_token_is_exit_2(answer: 
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------- silently wrong, resolved as REFERENCE §2 says
+
+def placed_on(plan: dict[str, Any]) -> set[str]:
+    return {value for a in plan["admissions"] for ps in a["podSets"]
+            for d in ps.get("topologyAssignment", {}).get("domains", []) for value in d["values"]}
+
+
+def test_a_node_whose_hostname_label_is_not_its_name_takes_no_new_pod(tmp_path: Path) -> None:
+    def change(items: list[dict[str, Any]]) -> None:
+        item(items, "Node", "gpu-node-1")["metadata"]["labels"]["kubernetes.io/hostname"] = "other-host"
+
+    plan = assert_planned(what_if(tiny_with(tmp_path, change=change)), "gpu-node-1",
+                          "metadata.labels[kubernetes.io/hostname]", "'other-host', not the node's name")
+    assert placed_on(plan) == {"gpu-node-2"}
+
+
+def test_two_nodes_sharing_a_hostname_label_take_no_new_pod(tmp_path: Path) -> None:
+    def change(items: list[dict[str, Any]]) -> None:
+        item(items, "Node", "gpu-node-2")["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-node-1"
+
+    result = what_if(tiny_with(tmp_path, change=change))
+    plan = assert_planned(result, "is also the label of gpu-node-2")
+    assert placed_on(plan) == set()
+
+
+def test_several_global_default_priority_classes_the_lowest_wins(tmp_path: Path) -> None:
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                "value": value, "globalDefault": True} for name, value in (("high-default", 5000), ("low-default", 50))]
+    assert_planned(what_if(tiny_with(tmp_path, *classes)), "PriorityClass/high-default", "lowest value (50)")
+
+
+def test_a_topology_with_hostname_above_rack_is_refused_as_kueues_crd_does(tmp_path: Path) -> None:
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "upside-down"},
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "example.com/rack"}]}}
+    assert_planned(what_if(tiny_with(tmp_path, topology)), "Topology/upside-down", "spec.levels[0].nodeLabel",
+                   "must be the last level")
+
+
+def test_unmanaged_pods_over_committing_a_node_are_reported_and_it_counts_as_full(tmp_path: Path) -> None:
+    hog = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog", "namespace": "default"},
+           "spec": {"nodeName": "gpu-node-1", "containers": [{"name": "c", "resources": {
+               "requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}}]},
+           "status": {"phase": "Running"}}
+    plan = assert_planned(what_if(tiny_with(tmp_path, hog)), "Node/gpu-node-1", "nvidia.com/gpu 8 of 4",
+                          "pods not managed by Stowplan")
+    assert "gpu-node-1" not in placed_on(plan)
+
+
+# ---------------------------------------------------------------- the decisions (README, Bad input)
+
+@pytest.mark.parametrize("gpus, ok", [("1Ei", True), ("9223372036854775807", True), ("9223372036854775808", False)])
+def test_huge_gpu_counts_within_int64_are_taken_as_written(tmp_path: Path, gpus: str, ok: bool) -> None:
+    def change(items: list[dict[str, Any]]) -> None:
+        item(items, "Node", "gpu-node-1")["status"]["allocatable"]["nvidia.com/gpu"] = gpus
+
+    result = what_if(tiny_with(tmp_path, change=change))
+    if ok:
+        assert_planned(result)
+    else:
+        assert_planned(result, "gpu-node-1", "too large")
+
+
+def test_a_time_limit_of_one_millisecond_still_gives_a_verified_plan() -> None:
+    result = run("what-if", str(TINY), "-o", "json", "--time-limit", "0.001")
+    plan = assert_planned(result)
+    assert plan["solver"]["status"] in ("optimal", "feasible", "fallback")
