@@ -480,3 +480,14 @@ def test_a_time_limit_of_one_millisecond_still_gives_a_verified_plan() -> None:
     result = run("what-if", str(TINY), "-o", "json", "--time-limit", "0.001")
     plan = assert_planned(result)
     assert plan["solver"]["status"] in ("optimal", "feasible", "fallback")
+
+
+def test_a_file_name_of_invalid_utf8_reaches_every_output_escaped(tmp_path: Path) -> None:
+    name = os.fsdecode(b"snap-\xff\xfe.yaml")    # the OS's bytes, as Python gives them (lone surrogates)
+    path = tmp_path / name
+    path.write_text(tiny_text())
+    for fmt in ("yaml", "json", "table"):
+        result = subprocess.run([*STOWPLAN, "what-if", os.fsencode(path).decode("utf-8", "surrogateescape"),
+                                 "-o", fmt], cwd=REPO, capture_output=True, timeout=HANG)
+        assert result.returncode == 0, result.stderr.decode("utf-8", "replace")
+        result.stdout.decode("utf-8")   # valid UTF-8 throughout

@@ -16,6 +16,18 @@ themselves; nesting deeper than about a thousand levels is refused for JSON as
 libyaml refuses it for YAML. A key given twice in one mapping is not an error here:
 it is recorded (`Loaded.duplicates`) for the reader to report, as the API server
 would reject such an object.
+
+Every other reader comes through here too (`read_document`, `decode_document`: the
+policy, Kueue's Configuration inside its ConfigMap, `--add-nodes` specs, kubeconfigs,
+saved plans), so they share one set of bounds and one error, InputError (exit 2). The
+scalars are built as Kubernetes' YAML-to-JSON step builds them: a tag Python cannot
+build (`!!int abc`, an integer of 5,000 digits, `!!bool maybe`) is a YAML error at its
+line, a timestamp stays its text, a number or boolean key becomes its text, and tags
+with no JSON form (`!!binary`, `!!set`) are refused. Field types are then checked by
+planner.snapshot.fields, per object, so a bad field costs only its object. No schema
+library sits on this path: pydantic or msgspec would validate whole documents at once,
+where Kueue's rule is that one bad object leaves the others planned; and YAML
+construction, not validation, is what a read costs (BENCHMARKS.md).
 """
 
 from __future__ import annotations
