@@ -316,7 +316,7 @@ KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
 @FUZZ
 @given(index=st.integers(min_value=0), value=hostile, raw=st.one_of(st.none(), raw_yaml))
 def test_kubeconfig(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
-    from planner.cluster.kube import _check_kubeconfig_files
+    from planner.cluster.kube import check_kubeconfig_files
 
     config = json.loads(json.dumps(KUBECONFIG))
     path = tmp_path / "kubeconfig"
@@ -326,7 +326,7 @@ def test_kubeconfig(tmp_path: Path, bounded: None, index: int, value: Any, raw: 
     else:
         put(config, index, MARK)
         path.write_text(yaml_text(config, raw))
-    _direct(lambda: _check_kubeconfig_files(str(path)), f"kubeconfig {path.read_text()[:300]!r}")
+    _direct(lambda: check_kubeconfig_files(str(path)), f"kubeconfig {path.read_text()[:300]!r}")
 
 
 PLAN = (REPO / "fixtures" / "tiny.plan.yaml").read_text()

@@ -51,7 +51,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
         if kubeconfig or not _in_cluster():
-            _check_kubeconfig_files(kubeconfig)
+            check_kubeconfig_files(kubeconfig)
             config.load_kube_config(   # type: ignore[no-untyped-call]  # the kubernetes client leaves it unannotated
                 config_file=kubeconfig, context=context, client_configuration=configuration)
         else:
@@ -108,7 +108,7 @@ def _scrub_client_logs() -> None:
     root.addHandler(handler)
 
 
-def _check_kubeconfig_files(kubeconfig: str | None) -> None:
+def check_kubeconfig_files(kubeconfig: str | None) -> None:
     """The kubeconfig files that exist are regular files of sane size (a FIFO would hang the
     client) whose YAML the snapshot's bounded decoder reads: an alias bomb is refused here,
     before the client's own unbounded yaml.safe_load could expand it."""
