@@ -828,6 +828,9 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     from planner.cluster.planfile import render_saved
 
     say = _progress(quiet)
+    from planner.snapshot.loader import refuse_overwriting
+
+    refuse_overwriting([("--out", out), ("--metrics", metrics)], [*config, policy, kubeconfig])
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
