@@ -499,3 +499,13 @@ def test_plan_refuses_an_out_that_is_its_config_or_kubeconfig(tmp_path: Path) ->
     kubeconfig = written(tmp_path, "apiVersion: v1\nkind: Config\n", "kubeconfig")
     assert_refused(run("plan", "--kubeconfig", kubeconfig, "--metrics", kubeconfig), "--metrics", "is also an input")
     assert Path(config).read_text() == tiny_text()
+
+
+def test_a_snapshot_of_more_objects_than_the_limit_is_refused(tmp_path: Path) -> None:
+    from planner.errors import InputError
+    from planner.snapshot.loader import Limits, load
+
+    path = written(tmp_path, "\n---\n".join(["{kind: ConfigMap, apiVersion: v1, metadata: {name: x}}"] * 20))
+    assert len(load([path]).objects) == 20
+    with pytest.raises(InputError, match="more than 10 objects"):
+        load([path], Limits(max_objects=10))

@@ -66,6 +66,9 @@ class Limits:
     # 20,000 workloads are about 40 MB of JSON, so XL fits too, and a sparse 1 GiB file does not
     max_file_bytes: int = 512 * MIB
     max_alias_nodes: int = 1_000_000     # nodes YAML aliases may add to one document
+    # objects in one snapshot: XL (65,536 nodes, 80,000 workloads and their pods) is far
+    # below; a file of millions of empty objects is refused before planning multiplies them
+    max_objects: int = 4_000_000
 
 
 DEFAULT_LIMITS = Limits()
@@ -124,6 +127,9 @@ def load(sources: Sequence[str], limits: Limits = DEFAULT_LIMITS) -> Loaded:
         first = len(loaded.objects)
         for index, doc in enumerate(decode(path, data, limits, tainted)):
             flatten(path, doc, f"document {index + 1}", loaded, None)
+            if len(loaded.objects) > limits.max_objects:
+                raise InputError(f"the snapshot holds more than {limits.max_objects:,} objects, the most one "
+                                 "read takes", file=path)
         if tainted:
             locate_duplicates(path, loaded, first, tainted)
     loaded.digest = "sha256:" + digest.hexdigest()
