@@ -3,7 +3,8 @@ int64 and past Python's 4,300 digits, non-finite and out-of-range floats, supers
 Arabic-Indic digits, lone surrogates, bidi overrides, `$...$`, deep nesting, wrong types,
 non-string keys, YAML tags Python cannot build) into every field of every door: the
 snapshot's objects and annotations, a policy file, Kueue's Configuration, an --add-nodes
-spec, a kubeconfig and a saved plan file. The contract each example must keep: exit 0
+spec, a kubeconfig, a saved plan file and an API server's list pages (a real local HTTP
+server). The contract each example must keep: exit 0
 with a valid plan, or exit 2 with one `Error:` line naming the file; never exit 1 or a
 traceback, never past a generous time and memory bound measured in this process.
 
@@ -345,3 +346,70 @@ def test_plan_file(tmp_path: Path, bounded: None, index: int, value: Any) -> Non
     path.write_text(json_text(document))
     _direct(lambda: load_plan(str(path)), f"plan {path.read_text()[:300]!r}")
 
+
+
+class _Server:
+    """A real local HTTP server answering every GET with `answer` (bytes), for Kube.list."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        server_self = self
+        self.answer = b"{}"
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:   # noqa: N802 - http.server's name
+                body = server_self.answer
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+
+@pytest.fixture(scope="module")
+def api_server() -> Iterator[_Server]:
+    server = _Server()
+    yield server
+    server.http.shutdown()
+    server.http.server_close()
+
+
+page = st.fixed_dictionaries({"kind": st.one_of(st.just("NodeList"), hostile), "apiVersion": st.one_of(st.just("v1"), hostile)},
+                             optional={"items": st.one_of(st.lists(st.one_of(hostile, st.just({"metadata": {"name": "n"}})),
+                                                                   max_size=3), hostile),
+                                       "metadata": st.one_of(st.fixed_dictionaries({"continue": hostile}), hostile)})
+
+
+@FUZZ
+@given(answer=st.one_of(page, hostile))
+def test_api_server_list_pages(api_server: _Server, bounded: None, answer: Any) -> None:
+    from kubernetes import client
+
+    from planner.cluster.kube import Kube
+    from planner.errors import ClusterError
+
+    api_server.answer = json_text(answer).encode()
+    configuration = client.Configuration()
+    configuration.host = api_server.url
+    kube = Kube(client.ApiClient(configuration), timeout=10)
+    signal.alarm(HANG)
+    try:
+        items = list(kube.list("/api/v1/nodes"))
+    except InputError as error:          # a page of the wrong shape, a repeated token: exit 2
+        assert error.exit_code == 2, str(error)
+        return
+    except ClusterError as error:        # not JSON at all: the cluster's fault, exit 4
+        assert error.exit_code == 4, str(error)
+        return
+    finally:
+        signal.alarm(0)
+    assert all(isinstance(i, dict) and "kind" in i and "apiVersion" in i for i in items)
