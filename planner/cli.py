@@ -765,7 +765,9 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     stowplan.io/snapshot-time annotation (the planning time). What planning never
     reads is left out: managedFields, annotations other than stowplan.io/* and
     kueue.x-k8s.io/*, and of each container all but name, image, resources and
-    restartPolicy (no env, command, args or probes). The file is written 0600.
+    restartPolicy (no env, command, args or probes), and at any depth of any kind's
+    spec its env, args, command, entrypoint, runtimeEnvYAML and rayStartParams. The
+    file is written 0600.
 
     \b
     Examples:
@@ -778,8 +780,10 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
 
     from planner.cluster import read_cluster
     from planner.cluster.reader import pruned
+    from planner.snapshot.loader import refuse_overwriting
 
     say = _progress(quiet)
+    refuse_overwriting([("--out", out)], [*config, policy, kubeconfig])
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)

@@ -493,9 +493,10 @@ def test_a_file_name_of_invalid_utf8_reaches_every_output_escaped(tmp_path: Path
         result.stdout.decode("utf-8")   # valid UTF-8 throughout
 
 
-def test_plan_refuses_an_out_that_is_its_config_or_kubeconfig(tmp_path: Path) -> None:
+def test_plan_and_snapshot_refuse_an_out_that_is_their_config_or_kubeconfig(tmp_path: Path) -> None:
     config = written(tmp_path, tiny_text(), "kueue.yaml")
     assert_refused(run("plan", "--config", config, "--out", config), "--out", "is also an input")
+    assert_refused(run("snapshot", "--config", config, "--out", config), "--out", "is also an input")
     kubeconfig = written(tmp_path, "apiVersion: v1\nkind: Config\n", "kubeconfig")
     assert_refused(run("plan", "--kubeconfig", kubeconfig, "--metrics", kubeconfig), "--metrics", "is also an input")
     assert Path(config).read_text() == tiny_text()
