@@ -33,6 +33,9 @@ from planner.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = yaml.safe_load((REPO / "fixtures" / "tiny.yaml").read_text())
+# every workload kind's adapter, running work with assignments and pods, cohorts, fair sharing
+BASES = {name: yaml.safe_load((REPO / "fixtures" / name).read_text())
+         for name in ("tiny.yaml", "many-kinds.yaml", "fair-sharing.yaml")}
 LONG = int(os.environ.get("STOWPLAN_FUZZ_EXAMPLES", "0"))
 EXAMPLES = LONG or 12
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not LONG, database=None,
@@ -187,20 +190,22 @@ def put(document: Any, index: int, value: Any) -> tuple[Any, Any]:
 
 # ---------------------------------------------------------------- readers
 
+@pytest.mark.parametrize("base", sorted(BASES))
 @FUZZ
 @given(index=st.integers(min_value=0), value=hostile)
-def test_snapshot_fields(tmp_path: Path, bounded: None, index: int, value: Any) -> None:
-    document = json.loads(json.dumps(TINY))
+def test_snapshot_fields(tmp_path: Path, bounded: None, base: str, index: int, value: Any) -> None:
+    document = json.loads(json.dumps(BASES[base]))
     _, key = put(document, index, value)
     path = tmp_path / "snap.json"
     path.write_text(json_text(document))
     holds(what_if(str(path)), str(path), f"snapshot field {key!r} = {value!r:.200}")
 
 
+@pytest.mark.parametrize("base", sorted(BASES))
 @FUZZ
 @given(index=st.integers(min_value=0), raw=raw_yaml)
-def test_snapshot_yaml_scalars(tmp_path: Path, bounded: None, index: int, raw: str) -> None:
-    document = json.loads(json.dumps(TINY))
+def test_snapshot_yaml_scalars(tmp_path: Path, bounded: None, base: str, index: int, raw: str) -> None:
+    document = json.loads(json.dumps(BASES[base]))
     places = [p for p in slots(document) if not isinstance(p[0][p[1]], (dict, list))]
     container, key = places[index % len(places)]
     container[key] = MARK
