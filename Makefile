@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test unit cluster-build cluster-up bench clean
+.PHONY: setup demo test unit fuzz cluster-build cluster-up bench clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,11 @@ test: setup cluster-build
 unit: setup
 	$(PY) -m mypy
 	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster"
+
+## The readers' property tests with a long budget and fresh randomness (`make test` runs a fixed small one).
+FUZZ_EXAMPLES ?= 500
+fuzz: setup
+	STOWPLAN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q tests/test_fuzz_readers.py
 
 ## Build (first time only) kube-apiserver, controller-manager, scheduler, etcd, KWOK.
 cluster-build:

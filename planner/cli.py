@@ -327,7 +327,10 @@ AFTER_WRITING = "it came during the final write, which was finished: the output 
 
 def write_stdout(text: str) -> None:
     """The plan on stdout, whole: Ctrl-C meanwhile stops the command once it is written. A
-    reader that went away (`| head`) ends us quietly with exit 1."""
+    reader that went away (`| head`) ends us quietly with exit 1. A closed stdout (`>&-`)
+    or a full one (/dev/full, a full disk) is exit 2, one line."""
+    if sys.stdout is None:      # Python's stdout when fd 1 was closed at start
+        raise InputError("stdout is closed: nothing was written (give --out FILE)", field="stdout")
     try:
         with interrupt.deferred():
             click.echo(text, nl=False)
@@ -336,10 +339,19 @@ def write_stdout(text: str) -> None:
         stop.note = stop.note or AFTER_WRITING
         raise
     except BrokenPipeError:
-        with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+        _stdout_to_devnull()
         raise click.exceptions.Exit(1) from None
+    except (OSError, ValueError) as error:    # ENOSPC, EBADF; ValueError: a closed file object
+        _stdout_to_devnull()
+        reason = getattr(error, "strerror", None) or str(error)
+        raise InputError(f"cannot write to stdout: {reason}; the output is incomplete", field="stdout") from None
+
+
+def _stdout_to_devnull() -> None:
+    """What is still buffered is dropped at exit, not retried (a second error, exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def write_atomically(path: str, text: str, mode: int | None = None, field: str = "--out") -> None:
@@ -531,7 +543,7 @@ def cli() -> None:
 @click.option("--strict", is_flag=True, show_envvar=True,
               help="Treat every reported input problem as an error (exit 2, nothing written).")
 @click.option("--max-file-size", "max_file_size", metavar="BYTES", show_envvar=True, type=SizeType(),
-              default="2Gi", show_default=True,
+              default="512Mi", show_default=True,
               help="Refuse (exit 2) any input file larger than this, checked before reading it.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True,
               help="No progress lines (warnings and errors still go to stderr).")
@@ -608,6 +620,10 @@ def what_if(
 
     say = _progress(quiet)
     _solver_log(verbose)
+    from planner.snapshot.loader import refuse_overwriting
+
+    refuse_overwriting([("--out", out), ("--metrics", metrics), ("--picture", picture),
+                        ("--picture-before", picture_before)], [*snapshots, policy, add_nodes])
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None
@@ -766,9 +782,11 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 
 def _solver_log(verbose: bool) -> None:
     """HiGHS prints its banner and log only when asked (--verbose): solver chatter is not stderr's."""
+    import planner.cluster.kube
     import planner.milp.highs
 
     planner.milp.highs.log_to_console = verbose
+    planner.cluster.kube.verbose = verbose   # an exec credential plugin's stderr, too
 
 
 def _outcome(plan: Plan) -> str:
@@ -855,7 +873,9 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     stowplan.io/snapshot-time annotation (the planning time). What planning never
     reads is left out: managedFields, annotations other than stowplan.io/* and
     kueue.x-k8s.io/*, and of each container all but name, image, resources and
-    restartPolicy (no env, command, args or probes). The file is written 0600.
+    restartPolicy (no env, command, args or probes), and at any depth of any kind's
+    spec its env, args, command, entrypoint, runtimeEnvYAML and rayStartParams. The
+    file is written 0600.
 
     \b
     Examples:
@@ -868,8 +888,10 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
 
     from planner.cluster import read_cluster
     from planner.cluster.reader import pruned
+    from planner.snapshot.loader import refuse_overwriting
 
     say = _progress(quiet)
+    refuse_overwriting([("--out", out)], [*config, policy, kubeconfig])
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
@@ -918,6 +940,9 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     from planner.cluster.planfile import render_saved
 
     say = _progress(quiet)
+    from planner.snapshot.loader import refuse_overwriting
+
+    refuse_overwriting([("--out", out), ("--metrics", metrics)], [*config, policy, kubeconfig])
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -190,6 +191,39 @@ _PlanDumper.add_representer(
 )
 
 
+# Characters a YAML or JSON writer leaves raw (they are "printable") that reorder or hide
+# text on a screen: bidirectional overrides and isolates, line and paragraph separators,
+# the BOM. Written as \\uXXXX escapes: in JSON any string may hold one; in YAML the
+# string is double-quoted first (where \\uXXXX is an escape), so the text reads back the same.
+_HIDDEN = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]")
+# A lone surrogate (from a file name the OS gave undecodable bytes) is no text at all:
+# shown as its escape, so that the output can be written
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_hidden(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def escaped(text: str) -> str:
+    """JSON or YAML output with the hidden characters (and, in JSON, lone surrogates) escaped."""
+    return _SURROGATE.sub(_escape_hidden, _HIDDEN.sub(_escape_hidden, text))
+
+
+def _represent_str(dumper: Any, data: str) -> Any:
+    if _SURROGATE.search(data):
+        data = _SURROGATE.sub(_escape_hidden, data)
+    style = '"' if _HIDDEN.search(data) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_PlanDumper.add_representer(str, _represent_str)
+
+
+def _json(value: Any, **options: Any) -> str:
+    return escaped(json.dumps(value, ensure_ascii=False, **options))
+
+
 def _is_scalar(value: Any) -> bool:
     return not isinstance(value, (dict, list))
 
@@ -211,7 +245,7 @@ def _flowed(value: Any) -> Any:
 
 def dump_yaml(data: Any) -> str:
     """Plan-shaped data as yaml: blocks, with leaves in flow style (the style of every plan file)."""
-    return str(
+    return escaped(str(
         yaml.dump(
             _flowed(data),
             Dumper=_PlanDumper,
@@ -221,7 +255,7 @@ def dump_yaml(data: Any) -> str:
             width=4096,
             indent=2,
         )
-    )
+    ))
 
 
 def to_yaml(plan: Plan) -> str:
@@ -229,7 +263,7 @@ def to_yaml(plan: Plan) -> str:
 
 
 def to_json(plan: Plan) -> str:
-    return json.dumps(plan_to_dict(plan), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return _json(plan_to_dict(plan), indent=2, allow_nan=False) + "\n"
 
 
 # ---------------------------------------------------------------- table
@@ -373,7 +407,7 @@ def render_what_if(plan: Plan, fmt: str, answer: Mapping[str, Any], lines: Seque
     if fmt == "yaml":
         return dump_yaml(data)
     if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return _json(data, indent=2, allow_nan=False) + "\n"
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
@@ -393,7 +427,7 @@ def render_explanation(explanation: "why.Explanation", fmt: str) -> str:
     if fmt == "yaml":
         return dump_yaml(why.as_dict(explanation))
     if fmt == "json":
-        return json.dumps(why.as_dict(explanation), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        return _json(why.as_dict(explanation), indent=2, allow_nan=False) + "\n"
     return "\n".join(printable(line) for line in why.lines(explanation)) + "\n"
 
 
@@ -403,8 +437,8 @@ def render_explanations(explanations: "list[why.Explanation]", fmt: str) -> str:
     if fmt == "yaml":
         return dump_yaml({"explanations": [why.as_dict(e) for e in explanations]})
     if fmt == "json":
-        return json.dumps({"explanations": [why.as_dict(e) for e in explanations]}, indent=2, ensure_ascii=False,
-                          allow_nan=False) + "\n"
+        return _json({"explanations": [why.as_dict(e) for e in explanations]}, indent=2,
+                     allow_nan=False) + "\n"
     if not explanations:
         return "no workload waits in this plan\n"
     return "\n".join("\n".join(printable(line) for line in why.lines(e)) + "\n" for e in explanations)

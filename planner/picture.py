@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from models import Decisions, Node, Plan, Snapshot, Workload, WorkloadState, is_gpu
+from planner.terminal import printable_lines
 
 FORMATS = (".svg", ".png")
 MAX_HOSTS = 2048
@@ -183,6 +184,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Patch, Rectangle
     from matplotlib.lines import Line2D
+    from matplotlib.text import Text
 
     check_path(path)
     decisions = Decisions(plan.admissions, plan.evictions)
@@ -320,6 +322,11 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                Patch(fill=False, edgecolor="#1a9850", label="whole block free")]
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
               title="colour: team (ClusterQueue)\nshade: priority", title_fontsize=7, alignment="left")
+    # names come from input: `$x^2$` must not reach mathtext (a malformed one raises), nor
+    # a control character the SVG or the font; every text is drawn as the literal it is
+    for artist in fig.findobj(Text):
+        artist.set_parse_math(False)
+        artist.set_text(printable_lines(artist.get_text()))
     buffer = io.BytesIO()
     with matplotlib.rc_context({"svg.fonttype": "none"}):     # SVG text stays text (searchable, smaller)
         fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower(), bbox_inches="tight", dpi=110)

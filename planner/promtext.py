@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from models import ObjectRef, Plan, Snapshot
 from planner import vs_kueue
+from planner.terminal import printable
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in prometheus-client; `_created` samples mean nothing for a one-cycle process
 
@@ -51,7 +52,7 @@ def registry_for(plan: Plan, queues: Mapping[ObjectRef, str | None], *, apply_se
     registry = CollectorRegistry(auto_describe=True)
 
     def queue(ref: ObjectRef) -> str:
-        return queues.get(ref) or ""
+        return printable(queues.get(ref) or "")
 
     pending = Gauge("stowplan_pending_workloads", "Workloads pending after the plan, per ClusterQueue.",
                     ["cluster_queue"], registry=registry)
@@ -59,7 +60,8 @@ def registry_for(plan: Plan, queues: Mapping[ObjectRef, str | None], *, apply_se
                        ["cluster_queue"], registry=registry)
     evicted = Counter("stowplan_evicted_workloads", "Workloads this cycle evicts, per ClusterQueue and reason.",
                       ["cluster_queue", "reason"], registry=registry)
-    every_queue = sorted({q for q in queues.values() if q})
+    # label values come from input: control characters escaped (the client escapes only \\, " and newline)
+    every_queue = sorted({printable(q) for q in queues.values() if q})
     for name in every_queue:     # a queue with nothing pending reads 0, not absent
         pending.labels(name)
         admitted.labels(name)
@@ -68,7 +70,8 @@ def registry_for(plan: Plan, queues: Mapping[ObjectRef, str | None], *, apply_se
     for name, count in sorted(Tally(queue(p.workload) for p in plan.pending).items()):
         pending.labels(name).set(count)
     for admission in plan.admissions:
-        admitted.labels(admission.cluster_queue or queue(admission.workload)).inc()
+        admitted.labels(printable(admission.cluster_queue) if admission.cluster_queue
+                        else queue(admission.workload)).inc()
     for eviction in plan.evictions:
         evicted.labels(queue(eviction.workload), eviction.reason).inc()
 

@@ -2,8 +2,9 @@
 
 Names, reasons and file names come from input: an object called "\\x1b]0;...\\a" or
 one with a newline in it would otherwise retitle the terminal, move the cursor or
-forge a line of output. Every control character (C0, DEL, C1) and every bidirectional
-override is written as a visible escape instead. YAML and JSON output escape on
+forge a line of output. Every control character (C0, DEL, C1), every bidirectional
+override, the line separators and a lone surrogate (a file name's undecodable byte) is
+written as a visible escape instead. YAML and JSON output escape on
 their own; this is for tables, warnings, errors and progress lines.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

@@ -91,7 +91,7 @@ def test_bad_spec_is_exit_2_naming_file_and_field(tmp_path: Path, text: str, fie
 def test_spec_that_is_not_yaml_is_exit_2(tmp_path: Path) -> None:
     path = spec(tmp_path, "templates: [\n")
     result = run("what-if", FIXTURE, "--add-nodes", path, "-q")
-    assert result.exit_code == 2 and path in result.stderr and "not YAML" in result.stderr
+    assert result.exit_code == 2 and path in result.stderr and "malformed YAML at line 2" in result.stderr
 
 
 @pytest.mark.parametrize("args", [

@@ -166,7 +166,7 @@ def _original_scheduling(adapter: kinds.Adapter, obj: dict[str, Any], lookup: ki
             value = json.loads(recorded)
             if isinstance(value, dict):
                 return value
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     return adapter.original_scheduling(obj, lookup)
 
@@ -748,7 +748,7 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
             continue
         try:
             out[ref] = parse_pod_sets(json.loads(text))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue   # the reader reports an unreadable assignment
     return out
 
@@ -766,7 +766,7 @@ def moving_assignments(document: Mapping[str, Any]) -> dict[ObjectRef, Admission
         ref = ObjectRef("Job", meta.get("namespace", ""), meta.get("name", ""))
         try:
             out[ref] = Admission(ref, "", tuple(parse_pod_sets(json.loads(text))))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue   # the reader reports an unreadable annotation
     return out
 

@@ -14,6 +14,7 @@ included, goes through `scrub`. A kubeconfig that is not valid YAML is bad input
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -27,6 +28,7 @@ JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 PAGE_SIZE = 500
+MAX_PAGES = 20_000   # 10 million objects of one kind at PAGE_SIZE: past any cluster Kubernetes supports
 TIMEOUT = 30.0
 
 
@@ -45,11 +47,12 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
 
     import yaml
 
+    _scrub_client_logs()
     configuration = client.Configuration()
     where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
         if kubeconfig or not _in_cluster():
-            _check_kubeconfig_files(kubeconfig)
+            check_kubeconfig_files(kubeconfig)
             config.load_kube_config(   # type: ignore[no-untyped-call]  # the kubernetes client leaves it unannotated
                 config_file=kubeconfig, context=context, client_configuration=configuration)
         else:
@@ -62,22 +65,66 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
         raise InputError(f"malformed kubeconfig YAML{line}: {scrub(str(problem))}",
                          file=str(getattr(mark, "name", "") or where)) from None
     except (ConfigException, OSError) as err:
-        raise ClusterError(f"cannot load the cluster configuration ({where}): {_scrub(str(err))}") from None
+        raise ClusterError(f"cannot load the cluster configuration ({where}): {_scrub(_plugin_output(str(err)))}") \
+            from None
     except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
         # the client reads fields without checking their shape: `users: 5` ends here
         raise InputError(f"malformed kubeconfig: {type(err).__name__}: {_scrub(str(err))}", file=where) from None
     return client.ApiClient(configuration)
 
 
-def _check_kubeconfig_files(kubeconfig: str | None) -> None:
-    """The kubeconfig files that exist are regular files of sane size (a FIFO would hang the client)."""
-    from planner.snapshot.loader import read_bytes
+# Set by the CLI's -v: an exec credential plugin's own stderr (which may echo a token or a
+# login URL) is shown only then
+verbose = False
+_PLUGIN_FAILED = re.compile(r"^(exec: process returned -?\d+)\. .*", re.DOTALL)
+
+
+def _plugin_output(message: str) -> str:
+    """The client's exec-plugin failure without the plugin's stderr, unless -v."""
+    if verbose:
+        return message
+    return _PLUGIN_FAILED.sub(r"\1 (its stderr is shown with -v)", message)
+
+
+class _ScrubbedLog(logging.Filter):
+    """The Kubernetes client and urllib3 log through the root logger (the client's
+    `logging.error` of a failed exec plugin quotes the plugin's stderr): every record is
+    scrubbed of credentials, and the plugin's stderr kept only with -v."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub(_plugin_output(record.getMessage()))
+        record.args = ()
+        return True
+
+
+def _scrub_client_logs() -> None:
+    """A root handler with the filter, before the client's first `logging.error` would
+    install an unfiltered one (module-level logging calls basicConfig on an empty root)."""
+    root = logging.getLogger()
+    if any(isinstance(f, _ScrubbedLog) for handler in root.handlers for f in handler.filters):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
+    handler.addFilter(_ScrubbedLog())
+    root.addHandler(handler)
+
+
+def check_kubeconfig_files(kubeconfig: str | None) -> None:
+    """The kubeconfig files that exist are regular files of sane size (a FIFO would hang the
+    client) whose YAML the snapshot's bounded decoder reads: an alias bomb is refused here,
+    before the client's own unbounded yaml.safe_load could expand it."""
+    from planner.snapshot import loader
 
     paths = [kubeconfig] if kubeconfig else (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
     for path in paths:
         path = os.path.expanduser(path)
         if path and os.path.lexists(path):
-            read_bytes(path, KUBECONFIG_MAX_BYTES)
+            try:
+                for _ in loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)):
+                    pass
+            except InputError as err:
+                raise InputError(err.detail.replace("malformed YAML", "malformed kubeconfig YAML", 1),
+                                 file=path) from None
 
 
 KUBECONFIG_MAX_BYTES = 64 * 2**20
@@ -98,6 +145,12 @@ _SECRET_PATTERNS = (   # (pattern, replacement)
      r'\1"<redacted>"'),
     # values quoted back in a diff of a refused update ("Value": "...", env and tolerations alike)
     (re.compile(r'("(?:Value|value)":\s*)"(?:[^"\\]|\\.)*"'), r'\1"<redacted>"'),
+    # the same in Go's struct format (`Env:[]EnvVar{EnvVar{Name:PASS,Value:"s3cret",...}`), quoted
+    # or not, and the command lines of a container quoted back whole
+    (re.compile(r'\b(Value:)"(?:[^"\\]|\\.)*"'), r'\1"<redacted>"'),
+    (re.compile(r'\b(Value:)(?!nil\b|&|")[^,}\s]*'), r"\1<redacted>"),
+    (re.compile(r"\b(Command|Args|Entrypoint|RuntimeEnvYAML|RayStartParams):(\[\]string|map\[string\]string)?\{[^}]*\}"),
+     r"\1:\2{<redacted>}"),
     # a whole object quoted back ("spec.template.spec: Invalid value: {...}: field is immutable")
     # carries env values and commands: only its place is kept
     (re.compile(r"Invalid value: \{.*?(?:\}(: )|$)"), r"Invalid value: {...}\1"),
@@ -198,6 +251,7 @@ class Kube:
     def list(self, path: str, *, label_selector: str | None = None, page_size: int = PAGE_SIZE) -> Iterator[dict[str, Any]]:
         """Every item of a collection, page by page (limit/continue), with kind and apiVersion set."""
         token = ""
+        seen: set[str] = set()
         while True:
             query: list[tuple[str, Any]] = [("limit", page_size)]
             if token:
@@ -205,16 +259,38 @@ class Kube:
             if label_selector:
                 query.append(("labelSelector", label_selector))
             page = self.request("GET", path, query=query)
+            where = f"{self.host}{path}"
+            if type(page) is not dict:
+                raise InputError(f"the API server's list answer is {type(page).__name__}, not a List object",
+                                 file=where)
+            items = page.get("items")
+            metadata = page.get("metadata")
+            if items is not None and type(items) is not list or metadata is not None and type(metadata) is not dict:
+                raise InputError("the API server's list answer is malformed", file=where,
+                                 field="items" if items is not None and type(items) is not list else "metadata")
             kind = str(page.get("kind", ""))
             item_kind = kind[:-4] if kind.endswith("List") else kind
             api_version = page.get("apiVersion", "")
-            for item in page.get("items") or ():
+            for index, item in enumerate(items or ()):
+                if type(item) is not dict:
+                    raise InputError(f"the API server's list answer holds {type(item).__name__}, not an object",
+                                     file=where, field=f"items[{index}]")
                 item.setdefault("kind", item_kind)
                 item.setdefault("apiVersion", api_version)
                 yield item
-            token = (page.get("metadata") or {}).get("continue") or ""
+            token = (metadata or {}).get("continue") or ""
             if not token:
                 return
+            if type(token) is not str:
+                raise InputError("the API server's continue token is not a string", file=where,
+                                 field="metadata.continue")
+            if token in seen:   # a server (or proxy) that repeats a page would be read forever
+                raise InputError(f"the API server repeated a continue token after {len(seen) + 1} pages; "
+                                 "the list would never end", file=where, field="metadata.continue")
+            seen.add(token)
+            if len(seen) >= MAX_PAGES:
+                raise InputError(f"more than {MAX_PAGES:,} pages of {page_size} (more than "
+                                 f"{MAX_PAGES * page_size:,} objects of one kind)", file=where)
 
     def write(self, method: str, path: str, body: Any, content_type: str = JSON) -> Any:
         """A write, with dryRun=All when this Kube is a dry run.

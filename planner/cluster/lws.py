@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from models import Admission, Eviction, ObjectRef, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import ApiStatus, Kube, path_of
 from planner.kinds import leaderworkerset as lws
-from planner.snapshot.fields import Bad
+from planner.snapshot.fields import Bad, is_decimal
 
 ATTEMPTS = 3
 KIND = lws.KIND
@@ -203,7 +203,7 @@ def running(obj: Mapping[str, Any]) -> dict[ObjectRef, list[PodSetAssignment]]:
         return {}
     out = {}
     for index, entry in admitted.items():
-        if not index.isdigit():
+        if not is_decimal(index):
             continue
         try:
             out[lws.group_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), int(index))] = \

@@ -42,9 +42,10 @@ def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
                  prints: Mapping[ObjectRef, str] | None = None) -> str:
     """The plan file `plan --out` writes (yaml or json), with the resourceVersions (and fingerprints)."""
     data = plan_document(plan, versions, prints)
-    if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     from planner import output
+
+    if fmt == "json":
+        return output.escaped(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
 
     return output.dump_yaml(data)
 

@@ -202,7 +202,43 @@ def _pruned_template(template: Any) -> Any:
     return _with(_with(template, "metadata", _pruned_metadata), "spec", _pruned_pod_spec)
 
 
+# Fields that hold programs, their arguments and environments wherever a kind puts them
+# (a RayJob's entrypoint and runtimeEnvYAML, a Ray group's rayStartParams with a redis
+# password, env and args outside the pod templates): planning never reads them, so a
+# snapshot never keeps them, at any depth of any kind's spec.
+SECRET_FIELDS = frozenset({"entrypoint", "runtimeEnvYAML", "rayStartParams", "env", "envFrom", "args", "command",
+                           "jobSubmitterPodTemplateEnv"})
+
+
+def _without_secret_fields(value: Any) -> Any:
+    """`value` copied without SECRET_FIELDS at any depth (iteratively: depth costs no stack)."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, parent, key = stack.pop()
+        if isinstance(item, dict):
+            copy: Any = {}
+            for k, v in item.items():
+                if k not in SECRET_FIELDS:
+                    copy[k] = None
+                    stack.append((v, copy, k))
+        elif isinstance(item, list):
+            copy = [None] * len(item)
+            stack.extend((v, copy, i) for i, v in enumerate(item))
+        else:
+            copy = item
+        parent[key] = copy
+    return root[0]
+
+
 def _pruned_object(obj: Any) -> Any:
+    pruned = _pruned_kind(obj)
+    if isinstance(pruned, dict) and isinstance(pruned.get("spec"), dict):
+        return {**pruned, "spec": _without_secret_fields(pruned["spec"])}
+    return pruned
+
+
+def _pruned_kind(obj: Any) -> Any:
     if not isinstance(obj, dict):
         return obj
     out = _with(obj, "metadata", _pruned_metadata)

@@ -28,13 +28,12 @@ Pure: no I/O. Field errors raise `Bad` with the field's path.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
-from planner.snapshot.fields import Bad, integer, mapping
+from planner.snapshot.fields import Bad, integer, is_decimal, json_value, mapping
 
 LEADER = "leader"
 WORKER = "worker"
@@ -46,7 +45,13 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 def groups(spec: dict[str, Any]) -> int:
     """How many groups (Kueue Workloads) the LeaderWorkerSet has: `replicas`, default 1."""
-    return integer(spec.get("replicas"), "spec.replicas", default=1, minimum=0)
+    count = integer(spec.get("replicas"), "spec.replicas", default=1, minimum=0)
+    if count > MAX_GROUPS:   # each group is a workload of its own: 10^7 would exhaust memory first
+        raise Bad("spec.replicas", f"{count:,} groups is more than {MAX_GROUPS:,} (each group is one workload)")
+    return count
+
+
+MAX_GROUPS = 10_000
 
 
 def group_entries(spec: dict[str, Any]) -> list[Entry]:
@@ -109,10 +114,7 @@ def group_assignments(annotations: Mapping[str, Any]) -> dict[str, dict[str, Any
     text = annotations.get(GROUPS)
     if not text:
         return {}
-    try:
-        value = json.loads(str(text))
-    except ValueError:
-        raise Bad(f"metadata.annotations[{GROUPS}]", "is not valid JSON") from None
+    value = json_value(text, f"metadata.annotations[{GROUPS}]", "group indexes to {podSets, admittedAt}")
     if type(value) is not dict or any(type(v) is not dict for v in value.values()):
         raise Bad(f"metadata.annotations[{GROUPS}]", "must map group indexes to {podSets, admittedAt}")
     return value
@@ -150,7 +152,7 @@ class LeaderWorkerSetAdapter(Adapter):
     def pod_owner(self, namespace: str, metadata: Mapping[str, Any],
                   labels: Mapping[str, Any]) -> tuple[ObjectRef, str] | None:
         name, index = labels.get(NAME_LABEL), labels.get(GROUP_INDEX_LABEL)
-        if not name or not str(index or "").isdigit():
+        if not name or not is_decimal(str(index or "")):
             return None
         annotations = metadata.get("annotations")
         role = annotations.get(ROLE) if isinstance(annotations, dict) else None

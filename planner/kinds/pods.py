@@ -29,7 +29,7 @@ from typing import Any, Mapping, NamedTuple
 from models import HOSTNAME_LABEL as HOSTNAME, ObjectRef, PodSet
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
-from planner.snapshot.fields import Bad, mapping, sequence
+from planner.snapshot.fields import Bad, decimal, mapping, sequence
 from planner.snapshot.workloads import QUEUE_LABEL, build_pod_set
 
 GATE = "kueue.x-k8s.io/admission"
@@ -93,9 +93,7 @@ def total_count(annotations: dict[str, str], field: str) -> int:
     where = f"{field}.metadata.annotations[{TOTAL_COUNT}]"
     if text is None:
         raise Bad(where, "is required on every pod of a pod group")
-    if not text.strip().isdigit() or int(text) < 1:
-        raise Bad(where, f"must be a positive integer, got {text!r}")
-    return int(text)
+    return decimal(text, where, minimum=1)
 
 
 def member_field(name: str) -> str:

@@ -7,7 +7,9 @@ where the planner cannot run without the value). Nothing here copies the input.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any, overload
 
@@ -77,9 +79,11 @@ def integer(value: object, field: str, default: int | None = None, minimum: int 
     if value is None:
         return default
     if type(value) is not int:
-        raise Bad(field, f"must be an integer, got {type_name(value)} {value!r}")
+        raise Bad(field, f"must be an integer, got {type_name(value)} {shown(value)}")
     if minimum is not None and value < minimum:
-        raise Bad(field, f"must be at least {minimum}, got {value}")
+        raise Bad(field, f"must be at least {minimum}, got {shown(value)}")
+    if abs(value) > MAX_EXACT_INT:
+        raise Bad(field, f"{shown(value)} is out of range (Kubernetes' integers are int64)")
     return value
 
 
@@ -118,15 +122,87 @@ def timestamp(value: object, field: str) -> float | None:
     return moment.timestamp()
 
 
+MAX_EXACT_INT = 2**63 - 1   # past int64 a number is no Kubernetes value (and float() of 10**400 overflows)
+_DECIMAL = re.compile(r"[0-9]{1,18}", re.ASCII)   # str.isdigit() also takes "²" and "٣", which int() refuses
+
+
+def shown(value: object, width: int = 40) -> str:
+    """`value` for a message: its repr, cut to `width` characters (an integer of 5,000 digits
+    is refused by repr itself, so it is described instead)."""
+    if type(value) is int and abs(value) > 10**width:
+        return f"an integer of more than {width} digits"
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width]}... ({len(text):,} characters)"
+
+
+def decimal(text: str, field: str, minimum: int = 0) -> int:
+    """An integer written in ASCII digits (annotation values): at most 18 of them."""
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise Bad(field, f"{shown(text)} is not a whole number of at most 18 digits")
+    value = int(stripped)
+    if value < minimum:
+        raise Bad(field, f"must be at least {minimum}, got {value}")
+    return value
+
+
+MAX_JSON_TEXT = 256 * 1024   # an annotation as a whole may hold 256 KiB (the API server's limit)
+
+
+def json_value(text: object, field: str, expected: str = "") -> Any:
+    """JSON embedded in an annotation, decoded within bounds: at most 256 KiB, nested no
+    deeper than the decoder's recursion allows (its RecursionError is caught: a check of
+    every character in Python would cost the L benchmark's 10,000 assignments a second),
+    integers within int64's digits, no NaN, no lone UTF-16 surrogate. Bad says why."""
+    hint = f"; expected {expected}" if expected else ""
+    if type(text) is not str:
+        raise Bad(field, f"must be a string holding JSON, got {type_name(text)}")
+    if len(text) > MAX_JSON_TEXT:
+        raise Bad(field, f"is {len(text):,} characters, more than the {MAX_JSON_TEXT:,} an annotation may hold")
+    try:
+        value = json.loads(text, parse_int=_json_int, parse_constant=_json_constant)
+    except RecursionError:
+        raise Bad(field, f"is JSON nested too deeply (about 1,000 levels){hint}") from None
+    except json.JSONDecodeError as err:
+        raise Bad(field, f"is not valid JSON ({err.msg} at column {err.colno}){hint}") from None
+    except ValueError as err:
+        raise Bad(field, f"is not valid JSON ({err}){hint}") from None
+    if "\\u" in text:   # only an escape can make a lone surrogate
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise Bad(field, "holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text") from None
+    return value
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > 19:
+        raise ValueError(f"the integer {text[:20]}... is out of int64's range")
+    return int(text)
+
+
+def _json_constant(text: str) -> float:
+    raise ValueError(f"{text} is not JSON")
+
+
+def is_decimal(text: str) -> bool:
+    """ASCII digits only, at most 18 (so int() of it is an int64), unlike str.isdigit()."""
+    return _DECIMAL.fullmatch(text) is not None
+
+
 def number(value: object, field: str) -> float:
     """A finite number; numeric strings are accepted since annotations are strings."""
     if type(value) is int or type(value) is float:
+        if type(value) is int and abs(value) > MAX_EXACT_INT:
+            raise Bad(field, f"{shown(value)} is out of range (at most {MAX_EXACT_INT:,} in size)")
         result = float(value)
     elif type(value) is str:
+        if len(value) > 64:
+            raise Bad(field, f"{shown(value)} is not a number (too long)")
         try:
             result = float(value)
         except ValueError:
-            raise Bad(field, f"{value!r} is not a number") from None
+            raise Bad(field, f"{shown(value)} is not a number") from None
     else:
         raise Bad(field, f"must be a number, got {type_name(value)} {value!r}")
     if not math.isfinite(result):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from models import (
-    ClusterQueue, Cohort, FlavorQuotas, LocalQueue, PreemptionPolicy, Quota, ResourceFlavor,
+    HOSTNAME_LABEL, ClusterQueue, Cohort, FlavorQuotas, LocalQueue, PreemptionPolicy, Quota, ResourceFlavor,
     ResourceGroup, Topology,
 )
 from planner.snapshot.fields import (
@@ -59,7 +59,16 @@ def read_topology(name: str, spec: dict[str, Any]) -> Topology:
         if label in levels:
             raise Bad(f"spec.levels[{i}].nodeLabel", f"{label!r} appears twice")
         levels.append(label)
+    if HOSTNAME_LABEL in levels[:-1]:   # Kueue's CRD: "kubernetes.io/hostname can only be the last level"
+        at = levels.index(HOSTNAME_LABEL)
+        raise Bad(f"spec.levels[{at}].nodeLabel", f"{HOSTNAME_LABEL} must be the last level (Kueue refuses a "
+                                                  "Topology with levels below the hostname)")
+    if len(levels) > MAX_TOPOLOGY_LEVELS:
+        raise Bad("spec.levels", f"has {len(levels)} levels, more than Kueue's {MAX_TOPOLOGY_LEVELS}")
     return Topology(name, tuple(levels))
+
+
+MAX_TOPOLOGY_LEVELS = 16   # Kueue's CRD: maxItems 16
 
 
 def _quantity(value: object, resource: str, field: str) -> int:

@@ -16,13 +16,27 @@ themselves; nesting deeper than about a thousand levels is refused for JSON as
 libyaml refuses it for YAML. A key given twice in one mapping is not an error here:
 it is recorded (`Loaded.duplicates`) for the reader to report, as the API server
 would reject such an object.
+
+Every other reader comes through here too (`read_document`, `decode_document`: the
+policy, Kueue's Configuration inside its ConfigMap, `--add-nodes` specs, kubeconfigs,
+saved plans), so they share one set of bounds and one error, InputError (exit 2). The
+scalars are built as Kubernetes' YAML-to-JSON step builds them: a tag Python cannot
+build (`!!int abc`, an integer of 5,000 digits, `!!bool maybe`) is a YAML error at its
+line, a timestamp stays its text, a number or boolean key becomes its text, and tags
+with no JSON form (`!!binary`, `!!set`) are refused. Field types are then checked by
+planner.snapshot.fields, per object, so a bad field costs only its object. No schema
+library sits on this path: pydantic or msgspec would validate whole documents at once,
+where Kueue's rule is that one bad object leaves the others planned; and YAML
+construction, not validation, is what a read costs (BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -41,14 +55,20 @@ SUFFIXES = (".yaml", ".yml", ".json")
 SNAPSHOT_TIME = "stowplan.io/snapshot-time"
 STDIN = "-"
 GIB = 2**30
+MIB = 2**20
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one read may cost; see the README's "Bad input" table."""
 
-    max_file_bytes: int = 2 * GIB        # per file, checked before reading (--max-file-size)
+    # per file, checked before reading (--max-file-size): the L benchmark's 16,384 nodes and
+    # 20,000 workloads are about 40 MB of JSON, so XL fits too, and a sparse 1 GiB file does not
+    max_file_bytes: int = 512 * MIB
     max_alias_nodes: int = 1_000_000     # nodes YAML aliases may add to one document
+    # objects in one snapshot: XL (65,536 nodes, 80,000 workloads and their pods) is far
+    # below; a file of millions of empty objects is refused before planning multiplies them
+    max_objects: int = 4_000_000
 
 
 DEFAULT_LIMITS = Limits()
@@ -107,6 +127,9 @@ def load(sources: Sequence[str], limits: Limits = DEFAULT_LIMITS) -> Loaded:
         first = len(loaded.objects)
         for index, doc in enumerate(decode(path, data, limits, tainted)):
             flatten(path, doc, f"document {index + 1}", loaded, None)
+            if len(loaded.objects) > limits.max_objects:
+                raise InputError(f"the snapshot holds more than {limits.max_objects:,} objects, the most one "
+                                 "read takes", file=path)
         if tainted:
             locate_duplicates(path, loaded, first, tainted)
     loaded.digest = "sha256:" + digest.hexdigest()
@@ -158,12 +181,23 @@ def _read_limited(handle: Any, path: str, limit: int, expected: int = 0) -> byte
     limit itself is never allocated); a file that grows past it while read is refused too."""
     chunks = [handle.read(min(expected, limit) + 1)]
     total = len(chunks[0])
+    _text_only(path, chunks[0], 0)
     while total <= limit and (chunk := handle.read(min(1 << 20, limit + 1 - total))):
+        _text_only(path, chunk, total)   # per chunk: /dev/zero on stdin stops at its first MiB
         chunks.append(chunk)
         total += len(chunk)
     if total > limit:
         raise InputError(f"is more than the limit of {limit:,} bytes (--max-file-size)", file=path)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _text_only(path: str, chunk: bytes, offset: int) -> None:
+    """YAML and JSON text never holds a NUL byte (a sparse file's holes, /dev/zero, a
+    binary or UTF-16 file do): refused as soon as one is read."""
+    at = chunk.find(b"\0")
+    if at >= 0:
+        raise InputError(f"holds a NUL byte (at byte {offset + at:,}): not YAML or JSON text "
+                         "(a binary file, a sparse file's hole, or UTF-16?)", file=path)
 
 
 # ---------------------------------------------------------------- decoding
@@ -178,8 +212,28 @@ def decode(path: str, data: bytes, limits: Limits = DEFAULT_LIMITS, tainted: Tai
         raise InputError(f"not UTF-8 text (byte {err.start})", file=path) from None
     head = text.lstrip()[:1]
     if head in ("{", "["):
-        yield _json(path, text, sink)
+        before = set(sink)
+        try:
+            yield _json(path, text, sink)
+            return
+        except InputError as err:
+            for key in set(sink) - before:   # what the failed JSON read noted is not the YAML's
+                del sink[key]
+            # flow-style YAML starts with { or [ too: read as YAML when it is not JSON (JSON
+            # is YAML, so nothing valid is read twice differently); if neither, JSON's message
+            if not err.detail.startswith("malformed JSON at"):
+                raise
+            json_error = err
+        try:
+            documents = list(_yaml(path, text, limits, sink))
+        except InputError:
+            raise json_error from None
+        yield from documents
         return
+    yield from _yaml(path, text, limits, sink)
+
+
+def _yaml(path: str, text: str, limits: Limits, sink: Tainted) -> Iterator[Any]:
     loader = _Loader(text, limits.max_alias_nodes, sink)
     try:
         while loader.check_data():   # type: ignore[no-untyped-call]  # types-PyYAML leaves check_data unannotated
@@ -207,12 +261,57 @@ def _json(path: str, text: str, tainted: Tainted) -> Any:
         return mapping
 
     try:
-        return json.loads(text, object_pairs_hook=pairs_hook)
+        doc = json.loads(text, object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as err:
         raise InputError(f"malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}",
                          file=path) from None
     except RecursionError:
         raise InputError(f"malformed JSON: exceeded maximum nesting depth ({MAX_DEPTH_TEXT})", file=path) from None
+    except ValueError as err:   # an integer of more than 4,300 digits
+        raise InputError(f"malformed JSON: {str(err)[:120]}", file=path) from None
+    check_text(path, text, doc)
+    return doc
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def check_text(path: str, text: str, doc: Any) -> None:
+    """JSON's `\\ud800` escapes decode to a lone UTF-16 surrogate, which is no character:
+    it cannot be written as UTF-8, so a name holding one would break every output. Refused
+    (the scan of the decoded document runs only when the text holds such an escape)."""
+    if not _ESCAPED_SURROGATE.search(text):
+        return
+    where = lone_surrogate(doc)
+    if where is not None:
+        raise InputError("holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair), "
+                         "which is not text", file=path, field=where)
+
+
+def lone_surrogate(doc: Any) -> str | None:
+    """The path of the first key or string holding a lone surrogate, or None (iterative)."""
+    stack: list[tuple[Any, str]] = [(doc, "")]
+    while stack:
+        value, where = stack.pop()
+        if type(value) is str:
+            if _has_surrogate(value):
+                return where or "(top level)"
+        elif type(value) is dict:
+            for key, child in value.items():
+                if type(key) is str and _has_surrogate(key):
+                    return f"{where}.{key.encode('utf-8', 'backslashreplace').decode()}".lstrip(".")
+                stack.append((child, f"{where}.{key}" if where else str(key)))
+        elif type(value) is list:
+            stack.extend((child, f"{where}[{i}]") for i, child in enumerate(value))
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _twice(keys: list[Any]) -> list[str]:
@@ -261,6 +360,73 @@ class _Loader(_BaseLoader):
         self.recursive_objects = {}
         self.deep_construct = False
         return data
+
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        # JSON has string keys only; Kubernetes' YAML-to-JSON step writes a bare number or
+        # boolean key as its text (labels `1: x` is `"1": x`); anything else is refused
+        mapping = super().construct_mapping(node, deep=deep)
+        if all(type(key) is str for key in mapping):
+            return mapping
+        out: dict[Any, Any] = {}
+        for key, value in mapping.items():
+            text = _key_text(key)
+            if text is None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a mapping key must be a string, got {_kind_of(key)}", node.start_mark)
+            out[text] = value
+        return out
+
+
+def _key_text(key: object) -> str | None:
+    if type(key) is str:
+        return key
+    if type(key) is bool:
+        return "true" if key else "false"
+    if type(key) is int:
+        return str(key)
+    if type(key) is float and math.isfinite(key):
+        return repr(key)
+    return None
+
+
+def _kind_of(value: object) -> str:
+    return {type(None): "null", dict: "a mapping", list: "a list", tuple: "a list"}.get(type(value), type(value).__name__)
+
+
+def _scalar(kind: str, build: Any) -> Any:
+    """A constructor for one scalar tag that turns Python's own failure (int("abc"), an
+    integer of more than 4,300 digits, !!bool maybe) into a YAML error at the value's line."""
+    def construct(loader: Any, node: Any) -> Any:
+        try:
+            return build(loader, node)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as err:
+            value = str(getattr(node, "value", ""))
+            shown = value if len(value) <= 40 else f"{value[:40]}... ({len(value):,} characters)"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{shown!r} is not {kind} ({type(err).__name__}: {str(err)[:80]})",
+                node.start_mark) from None
+    return construct
+
+
+def _timestamp_as_text(loader: Any, node: Any) -> str:
+    # Kubernetes reads YAML as JSON, where a time is a string: `2026-01-31` stays the text
+    # it is (month 13 or February 30 is then refused by the field that wants a time, if any)
+    return str(loader.construct_scalar(node))
+
+
+def _refused_tag(loader: Any, node: Any) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"the tag {node.tag!r} has no JSON equivalent: Kubernetes objects cannot hold it",
+        node.start_mark)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _scalar("an integer", yaml.constructor.SafeConstructor.construct_yaml_int))
+_Loader.add_constructor("tag:yaml.org,2002:float", _scalar("a number", yaml.constructor.SafeConstructor.construct_yaml_float))
+_Loader.add_constructor("tag:yaml.org,2002:bool", _scalar("true or false", yaml.constructor.SafeConstructor.construct_yaml_bool))
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+for _tag in ("binary", "set", "omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refused_tag)
 
 
 _MERGE = "tag:yaml.org,2002:merge"
@@ -406,3 +572,60 @@ def _name_of(doc: dict[str, Any]) -> str:
     metadata = doc.get("metadata")
     name = metadata.get("name") if type(metadata) is dict else None
     return name if type(name) is str else ""
+
+
+# ---------------------------------------------------------------- side files and embedded text
+
+def read_document(path: str, what: str, limits: Limits = DEFAULT_LIMITS, max_bytes: int | None = None) -> Any:
+    """The one document of a side file (a capacity spec, a kubeconfig), read as snapshots
+    are: a regular file (never a FIFO or device), at most `max_bytes` (default: the
+    --max-file-size limit), aliases bounded, each scalar typed; a key given twice is
+    refused (the last value would win silently). InputError names the file."""
+    limit = limits.max_file_bytes if max_bytes is None else min(max_bytes, limits.max_file_bytes)
+    return decode_document(path, read_bytes(path, limit), what, limits)
+
+
+def decode_document(label: str, data: bytes | str, what: str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """The one document in `data` (None when empty), decoded by the snapshot's bounded
+    decoder; more than one document, or a key given twice, is an InputError on `label`."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    _text_only(label, raw, 0)
+    tainted: Tainted = {}
+    documents = list(decode(label, raw, limits, tainted))
+    if len(documents) > 1:
+        raise InputError(f"holds {len(documents)} YAML documents; {what} is one", file=label)
+    document = documents[0] if documents else None
+    if tainted:
+        where = _find_tainted(document, tainted) if type(document) is dict else None
+        keys = next(iter(tainted.values()))[1] if where is None else tainted[where[1]][1]
+        shown = ", ".join(repr(k) for k in keys)
+        raise InputError(f"key {shown} given twice (the last value would win silently); {what} must be "
+                         "unambiguous", file=label, field=(where[0] if where else "") or "")
+    return document
+
+
+def refuse_overwriting(outputs: Sequence[tuple[str, str | None]], inputs: Sequence[str | None]) -> None:
+    """An output (flag, path) that is one of the input files (or inside an input folder) is
+    refused before anything is read: writing the plan over the snapshot would lose it."""
+    sources: list[tuple[str, os.stat_result]] = []
+    for source in inputs:
+        if source and source != STDIN:
+            try:
+                sources.append((source, os.stat(source)))
+            except OSError:
+                continue
+    for flag, path in outputs:
+        if not path or path == STDIN:
+            continue
+        target = os.path.realpath(path)
+        try:
+            info: os.stat_result | None = os.stat(path)
+        except OSError:
+            info = None
+        for source, source_info in sources:
+            if info is not None and (info.st_dev, info.st_ino) == (source_info.st_dev, source_info.st_ino):
+                raise InputError(f"is also an input ({source}): the output would replace it", file=path, field=flag)
+            if stat.S_ISDIR(source_info.st_mode) and target.startswith(os.path.realpath(source) + os.sep) \
+                    and target.endswith(SUFFIXES):
+                raise InputError(f"is inside the input folder {source}, whose *.yaml/*.json files are read: "
+                                 "the next read would take the output as input", file=path, field=flag)

@@ -11,33 +11,35 @@
       allocatable: {nvidia.com/gpu: 8, cpu: "96", memory: 1Ti, pods: 110}
       max: 50                  # units at most (default 1000)
 
-A bad file raises InputError naming the file and the field (exit 2).
+A bad file raises InputError naming the file and the field (exit 2). The file is read
+as snapshots are (a regular file only, bounded in size and alias expansion, a key given
+twice refused: the last template would silently win), and what it may buy is bounded:
+`hosts` at most MAX_HOSTS, `max` at most MAX_UNITS, and the nodes all templates could
+add together at most MAX_NODES (what the planner could ever place on).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from models import Resources
 from models.capacity import NodeTemplate
 from planner.errors import InputError
+from planner.snapshot import loader
 from planner.snapshot.fields import Bad, integer, mapping, number, sequence, string, string_map, taints
 from planner.snapshot.quantity import QuantityError, parse_quantity
+
+MAX_HOSTS = 16_384        # nodes in one rack or block unit
+MAX_UNITS = 100_000       # units of one template (`max`)
+MAX_NODES = 262_144       # nodes all templates may add together (4 x the XL benchmark)
+MAX_TEMPLATES = 1_000
 
 _KEYS = {"name", "cost", "per", "hosts", "topology", "labels", "taints", "allocatable", "max"}
 
 
 def read_templates(path: str) -> tuple[NodeTemplate, ...]:
     """The templates in the YAML file at `path`."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as error:
-        raise InputError(f"cannot read: {error.strerror}", file=path) from None
-    except yaml.YAMLError as error:
-        raise InputError(f"not YAML: {error}", file=path) from None
+    data = loader.read_document(path, "a capacity spec (--add-nodes)")
     try:
         return parse_templates(data)
     except Bad as bad:
@@ -50,10 +52,16 @@ def parse_templates(data: Any) -> tuple[NodeTemplate, ...]:
     items = sequence(top.get("templates"), "templates")
     if not items:
         raise Bad("templates", "must list at least one node template")
+    if len(items) > MAX_TEMPLATES:
+        raise Bad("templates", f"lists {len(items):,} templates, more than {MAX_TEMPLATES:,}")
     out: list[NodeTemplate] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         out.append(_template(mapping(item, f"templates[{i}]"), f"templates[{i}]", seen))
+    total = sum(t.hosts * t.max_units for t in out)
+    if total > MAX_NODES:
+        raise Bad("templates", f"could add {total:,} nodes (hosts x max, summed), more than {MAX_NODES:,}: "
+                               "lower max or hosts")
     return tuple(out)
 
 
@@ -75,9 +83,12 @@ def _template(raw: dict[str, Any], where: str, seen: set[str]) -> NodeTemplate:
     if per not in ("node", "rack"):
         raise Bad(f"{where}.per", f"must be node or rack, got {per!r}")
     hosts = integer(raw.get("hosts"), f"{where}.hosts", default=1, minimum=1)
+    if hosts > MAX_HOSTS:
+        raise Bad(f"{where}.hosts", f"{hosts:,} nodes in one unit is more than {MAX_HOSTS:,}")
     if per == "node" and hosts != 1:
         raise Bad(f"{where}.hosts", "is for per: rack (a node template is one host)")
-    topology = tuple(str(v) for v in sequence(raw.get("topology"), f"{where}.topology"))
+    topology = tuple(string(v, f"{where}.topology[{i}]", required=True) or ""
+                     for i, v in enumerate(sequence(raw.get("topology"), f"{where}.topology")))
     if per == "rack" and not topology:
         raise Bad(f"{where}.topology", "per: rack needs the topology labels its new racks get fresh values of")
     allocatable_raw = mapping(raw.get("allocatable"), f"{where}.allocatable")
@@ -95,5 +106,12 @@ def _template(raw: dict[str, Any], where: str, seen: set[str]) -> NodeTemplate:
         labels=string_map(raw.get("labels"), f"{where}.labels"),
         taints=taints(raw.get("taints"), f"{where}.taints"),
         per=per, hosts=hosts, topology=topology,
-        max_units=integer(raw.get("max"), f"{where}.max", default=1000, minimum=0),
+        max_units=_max_units(raw.get("max"), f"{where}.max"),
     )
+
+
+def _max_units(value: object, field: str) -> int:
+    units = integer(value, field, default=1000, minimum=0)
+    if units > MAX_UNITS:
+        raise Bad(field, f"{units:,} units is more than {MAX_UNITS:,}")
+    return units

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from models import ObjectRef, Policy
 from planner.errors import InputError
 from planner.snapshot import kueue_config, loader
-from planner.snapshot.fields import Bad
+from planner.snapshot.fields import Bad, shown
 
 KIND = "PlannerPolicy"
 API_VERSION = "stowplan.io/v1alpha1"
@@ -35,8 +35,10 @@ MAX_SEED = 2**31 - 1               # HiGHS's random_seed is a 32-bit int
 
 def _number(minimum: float, strict: bool, maximum: float) -> Callable[[object], float | str]:
     def check(value: object) -> float | str:
+        if type(value) is int and abs(value) > 2**63:   # math.isfinite(10**400) overflows
+            return f"must be at most {maximum:g}, got {shown(value)}"
         if not (type(value) is int or type(value) is float) or not math.isfinite(value):
-            return f"must be a finite number, got {value!r}"
+            return f"must be a finite number, got {shown(value)}"
         if value < minimum or (strict and value == minimum):
             return f"must be {'greater than' if strict else 'at least'} {minimum:g}, got {value!r}"
         if value > maximum:
@@ -48,9 +50,9 @@ def _number(minimum: float, strict: bool, maximum: float) -> Callable[[object], 
 def _integer(minimum: int, maximum: int) -> Callable[[object], int | str]:
     def check(value: object) -> int | str:
         if type(value) is not int:
-            return f"must be an integer, got {value!r}"
+            return f"must be an integer, got {shown(value)}"
         if not minimum <= value <= maximum:
-            return f"must be from {minimum} to {maximum}, got {value}"
+            return f"must be from {minimum} to {maximum}, got {shown(value)}"
         return value
     return check
 
@@ -65,7 +67,7 @@ def _checked(check: Callable[[object], float | str], value: object) -> float:
         try:
             value = float(value.strip())
         except ValueError:
-            raise ValueError(f"must be a number, got {value!r}") from None
+            raise ValueError(f"must be a number, got {shown(value)}") from None
     result = check(value)
     if isinstance(result, str):
         raise ValueError(result)
@@ -84,13 +86,13 @@ def check_gap(value: object) -> float:
 
 def _boolean(value: object) -> bool | str:
     if type(value) is not bool:
-        return f"must be true or false, got {value!r}"
+        return f"must be true or false, got {shown(value)}"
     return value
 
 
 def _names(value: object) -> tuple[str, ...] | str:
     if type(value) is not list or any(type(v) is not str or not v for v in value):
-        return f"must be a list of resource names, got {value!r}"
+        return f"must be a list of resource names, got {shown(value)}"
     return tuple(value)
 
 

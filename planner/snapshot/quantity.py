@@ -29,6 +29,11 @@ _QUANTITY = re.compile(
 )
 _MAX_EXPONENT = 30          # Kubernetes stores int64 with a scale; anything wider is nonsense input
 _MAX_VALUE = 2**63 - 1
+_MAX_DIGITS = 64            # digits and decimals together; a longer number is out of int64's range or noise
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text):,} characters)"
 
 
 class QuantityError(ValueError):
@@ -75,9 +80,11 @@ def quantity_fraction(text: str) -> Fraction:
     match = _QUANTITY.fullmatch(text)
     if match is None:
         raise QuantityError(
-            f"{text!r} is not a quantity (expected Kubernetes notation such as 2, 0.5, 500m, 64Gi, 1e3)"
+            f"{_shown(text)} is not a quantity (expected Kubernetes notation such as 2, 0.5, 500m, 64Gi, 1e3)"
         )
     sign, number, suffix, exponent = match.groups()
+    if len(number) > _MAX_DIGITS:   # int64 has 19 digits; Fraction() of 4,301 digits would raise
+        raise QuantityError(f"{_shown(text)} has more than {_MAX_DIGITS} digits: out of range")
     amount = Fraction(number)
     if exponent is not None:
         power = int(exponent)

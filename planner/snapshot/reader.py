@@ -30,7 +30,7 @@ from planner.kinds import pods as pods_kind
 from planner.kinds.ray import Entry
 from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, workloads as wl
 from planner.snapshot.fields import (
-    Bad, boolean, mapping, number, string, string_map, taints, timestamp,
+    Bad, boolean, is_decimal, mapping, number, string, string_map, taints, timestamp,
 )
 from planner.snapshot.quantity import QuantityError, parse_quantity
 from planner.snapshot.requests import effective_request_dict, resources
@@ -42,6 +42,14 @@ DEFAULT_MAX_PODS = 110
 TERMINATED = ("Succeeded", "Failed")
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 
+
+
+# Kueue's cohort trees are a few levels deep; the quota walks above them recurse per level,
+# so a chain of thousands (a generated or hostile snapshot) is cut here, as a reported problem
+MAX_COHORT_DEPTH = 100
+# Kubernetes' documented limit of pods in one cluster: a pod set asking for more can never
+# start, and the per-pod work of explaining it must not run out of memory first
+MAX_POD_SET_COUNT = 150_000
 
 class Kind(NamedTuple):
     bucket: str
@@ -356,11 +364,20 @@ class _Reader:
             self.namespace_labels[item.name] = labels
 
     def read_priority_classes(self) -> None:
+        defaults: list[tuple[int, str, Item]] = []
         for item in self.buckets["priorityclass"]:
             value = None if item.invalid else self.attempt(item, kueue.read_priority_value, item.obj, default=None)
             self.priority_classes[item.name] = value
             if value is not None and item.obj.get("globalDefault") is True:
-                self.default_priority = value
+                defaults.append((value, item.name, item))
+        if defaults:
+            # as Kubernetes does with several global defaults: the lowest value wins (reported)
+            value, name, _ = min(defaults, key=lambda d: (d[0], d[1]))
+            self.default_priority = value
+            for other_value, other, item in defaults:
+                if len(defaults) > 1 and other != name:
+                    self.problem(item, "globalDefault", f"PriorityClass {name} is a global default too; as in "
+                                 f"Kubernetes the lowest value ({value}) is the default, not {other_value}")
         for item in self.buckets["workloadpriorityclass"]:
             self.workload_priority_classes[item.name] = None if item.invalid else self.attempt(
                 item, kueue.read_priority_value, item.obj, default=None)
@@ -414,23 +431,65 @@ class _Reader:
             self.problem(items[name], field, f"is part of a cohort cycle ({text}); the cohorts in it and "
                                              "every ClusterQueue under them are inactive")
             own[name] = f"in a cohort cycle {text}"
+        for name, depth in self._cohort_depths(own).items():
+            if depth == MAX_COHORT_DEPTH + 1:   # reported once, where the tree passes the limit
+                self.problem(items[name], "spec.parentName", f"is {depth} levels below its root cohort, more than "
+                             f"{MAX_COHORT_DEPTH}: this cohort, those under it and their ClusterQueues are inactive")
+                own[name] = f"more than {MAX_COHORT_DEPTH} levels below its root cohort"
         self.cohort_reason: dict[str, str | None] = {}
+        faulty = self._first_faulty_above(own)
         for name in sorted(self.cohorts):
-            self.cohort_reason[name] = self._cohort_inactive(name, own)
+            source = faulty[name]
+            self.cohort_reason[name] = None if source is None else \
+                own[source] if source == name else f"cohort {source} is inactive ({own[source]})"
         for name, reason in self.cohort_reason.items():
             if reason:
                 self.cohorts[name] = dataclasses.replace(self.cohorts[name], inactive_reason=reason)
 
-    def _cohort_inactive(self, name: str, own: dict[str, str]) -> str | None:
-        """Why a cohort is inactive: its own fault, or the first inactive cohort above it."""
-        chain = []
-        current: str | None = name
-        while current is not None and current in self.cohorts and current not in chain:
-            if current in own:
-                return own[current] if current == name else f"cohort {current} is inactive ({own[current]})"
-            chain.append(current)
-            current = self.cohorts[current].parent
-        return None
+    def _cohort_depths(self, own: dict[str, str]) -> dict[str, int]:
+        """Each cohort's level (a root is 1), iteratively; cohorts in a cycle have none."""
+        depth: dict[str, int] = {}
+        for name in self.cohorts:
+            path: list[str] = []
+            current: str | None = name
+            base = 0
+            while current is not None and current in self.cohorts and current not in depth:
+                if current in own and own[current].startswith("in a cohort cycle"):
+                    path = []
+                    break
+                path.append(current)
+                current = self.cohorts[current].parent
+            else:
+                base = depth.get(current, 0) if current is not None else 0
+            for offset, member in enumerate(reversed(path)):
+                depth[member] = base + offset + 1
+        return depth
+
+    def _first_faulty_above(self, own: dict[str, str]) -> dict[str, str | None]:
+        """Each cohort's first cohort, itself or above it, with a fault of its own (or None).
+        Each chain is walked once, iteratively (a chain thousands deep costs no stack and
+        no quadratic time); a cycle's cohorts are all in `own`, so every walk ends."""
+        first: dict[str, str | None] = {}
+        for name in self.cohorts:
+            path: list[str] = []
+            on_path: set[str] = set()
+            current: str | None = name
+            found: str | None = None
+            while current is not None and current in self.cohorts and current not in on_path:
+                if current in first:
+                    found = first[current]
+                    break
+                if current in own:
+                    found = current
+                    break
+                path.append(current)
+                on_path.add(current)
+                current = self.cohorts[current].parent
+            for member in path:
+                first[member] = found
+            if name not in first:   # itself faulty
+                first[name] = found
+        return first
 
     def read_cluster_queues(self) -> None:
         for item in self.buckets["clusterqueue"]:
@@ -666,6 +725,12 @@ class _Reader:
 
     def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
                 min_count: int | None, reasons: list[str]) -> PodSet:
+        if count > MAX_POD_SET_COUNT:   # no cluster holds it; planning it would only cost memory
+            message = (f"pod set {name} asks for {count:,} pods, more than a Kubernetes cluster holds "
+                       f"({MAX_POD_SET_COUNT:,}, its documented limit)")
+            self.problem(item, field, message)
+            reasons.append(message)
+            return PodSet(name, 1, Resources.of(pods=1), None)
         try:
             return wl.build_pod_set(name, count, template, field, min_count)
         except Bad as bad:
@@ -753,7 +818,7 @@ class _Reader:
         fields["requeue_at"] = self.annotation_time(item, annotations, wl.REQUEUE_AT)
         if wl.REQUEUE_COUNT in annotations:
             text = annotations[wl.REQUEUE_COUNT].strip()
-            if text.isdigit():
+            if is_decimal(text):
                 fields["requeue_count"] = int(text)
             else:
                 self.problem(item, f"metadata.annotations[{wl.REQUEUE_COUNT}]",
@@ -800,14 +865,42 @@ class _Reader:
 
     def read_nodes(self) -> dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]]:
         nodes = {}
+        items: dict[str, Item] = {}
         for item in self.buckets["node"]:
             if item.invalid:
                 continue
             try:
                 nodes[item.name] = _node(item)
+                items[item.name] = item
             except Bad as bad:
                 self.problem(item, bad.field, f"{bad.message}; node skipped")
+        self.check_hostnames(nodes, items)
         return nodes
+
+    def check_hostnames(self, nodes: dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]],
+                        items: dict[str, Item]) -> None:
+        """Stowplan pins pods with nodeSelector kubernetes.io/hostname = the node's name, and
+        the scheduler matches the label: a node whose label names something else, or two
+        nodes sharing one, would take pods meant elsewhere. Each is reported, and Stowplan
+        places no new pod there (what runs there still counts)."""
+        field = f"metadata.labels[{HOSTNAME_LABEL}]"
+        holders: dict[str, list[str]] = {}
+        for name, (labels, *_) in nodes.items():
+            holders.setdefault(labels.get(HOSTNAME_LABEL, name), []).append(name)
+        for name in sorted(nodes):
+            labels, allocatable, node_taints, ready, unschedulable = nodes[name]
+            hostname = labels.get(HOSTNAME_LABEL, name)
+            sharing = sorted(n for n in holders[hostname] if n != name)
+            if hostname != name:
+                self.problem(items[name], field, f"is {hostname!r}, not the node's name: a pod pinned here (by "
+                                                 "hostname, as Stowplan pins) would go elsewhere; no new pod is "
+                                                 "placed on this node")
+            elif sharing:
+                self.problem(items[name], field, f"{hostname!r} is also the label of {_listed(sharing)}: a pod "
+                                                 "pinned here could land there; no new pod is placed on this node")
+            else:
+                continue
+            nodes[name] = (labels, allocatable, node_taints, ready, True)
 
     def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], PodsOf]:
         """Unmanaged requests per node, and what the pods of each running workload say."""
@@ -968,6 +1061,10 @@ class _Reader:
         """Running work that asks for more than a node has: reported on the node (it takes no more pods)."""
         used: dict[str, dict[str, int]] = {}
         users: dict[str, list[str]] = {}
+        for node, usage in unmanaged.items():   # pods Stowplan does not manage over-commit a node too
+            if node in nodes:
+                used[node] = dict(usage)
+                users[node] = ["pods not managed by Stowplan"]
         for w in workloads:
             if w.state is not WorkloadState.RUNNING:
                 continue
@@ -979,7 +1076,7 @@ class _Reader:
                 for node, count in entry.pods_per_node().items():
                     if node not in nodes:
                         continue
-                    usage = used.setdefault(node, dict(unmanaged.get(node, {})))
+                    usage = used.setdefault(node, {})
                     for resource, amount in request.items():
                         usage[resource] = usage.get(resource, 0) + amount * count
                     users.setdefault(node, []).append(str(w.ref))
@@ -991,8 +1088,8 @@ class _Reader:
                 shown = "; ".join(f"{r} {used[name][r]} of {allocatable.get(r)}" for r in over)
                 self.problem(item, "status.allocatable",
                              f"running work asks for more than the node has ({shown}; running there: "
-                             f"{_listed(sorted(set(users[name])))}): no more pods asking for {', '.join(over)} "
-                             "fit on it")
+                             f"{_listed(sorted(set(users.get(name, ()))))}): no more pods asking for "
+                             f"{', '.join(over)} fit on it")
 
     def planning_time(self, now: float | None, workloads: tuple[Workload, ...]) -> float:
         """--now, else the List's snapshot-time annotation, else the newest timestamp read."""

@@ -7,11 +7,10 @@ errors raise `Bad`; the reader decides what they block.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from models import HOSTNAME_LABEL, PodSet, PodSetAssignment, SliceLayer, TopologyRequest
-from planner.snapshot.fields import Bad, integer, mapping, required, sequence, string, string_map, tolerations
+from planner.snapshot.fields import Bad, decimal, integer, json_value, mapping, required, sequence, string, string_map, tolerations
 from planner.snapshot.requests import effective_request_dict, resources
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -52,10 +51,7 @@ def _annotation(field: str, key: str) -> str:
 
 
 def _positive_int_text(value: str, field: str) -> int:
-    text = value.strip()
-    if not text.isdigit() or int(text) < 1:
-        raise Bad(field, f"{value!r} is not a positive integer")
-    return int(text)
+    return decimal(value, field, minimum=1)
 
 
 def topology_request(annotations: dict[str, str], field: str) -> TopologyRequest:
@@ -104,11 +100,7 @@ def topology_request(annotations: dict[str, str], field: str) -> TopologyRequest
 
 
 def _slice_constraints(text: str, field: str) -> tuple[SliceLayer, ...]:
-    try:
-        layers = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise Bad(field, f"is not valid JSON ({err.msg} at column {err.colno}); expected "
-                         '[{"topology": LEVEL, "size": N}, ...]') from None
+    layers = json_value(text, field, '[{"topology": LEVEL, "size": N}, ...]')
     if type(layers) is not list or not 1 <= len(layers) <= MAX_SLICE_LAYERS:
         raise Bad(field, f"must be a JSON list of 1 to {MAX_SLICE_LAYERS} {{topology, size}} layers, outer to inner")
     out = []
@@ -172,10 +164,7 @@ def parse_assignment(text: str, pod_sets: tuple[PodSet, ...], key: str = ASSIGNM
     """The stowplan.io/assignment annotation (or `key`, of the same form): the plan's
     podSets entries, one per pod set."""
     field = f"metadata.annotations[{key}]"
-    try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise Bad(field, f"is not valid JSON ({err.msg} at column {err.colno})") from None
+    entries = json_value(text, field, "a JSON list of podSets entries")
     if type(entries) is not list:
         raise Bad(field, "must be a JSON list of podSets entries")
     by_name = {ps.name: ps for ps in pod_sets}
