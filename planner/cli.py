@@ -14,6 +14,7 @@ import datetime as dt
 import functools
 import math
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -373,6 +374,37 @@ def _versions() -> str:
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def _table_options(command: F) -> F:
+    """The table's filters (-o table / -o wide): which rows a person sees."""
+    for option in reversed([
+        click.option("--namespace", "namespace", metavar="NS", show_envvar=True,
+                     help="Table: only the workloads of namespace NS (the headline stays the whole plan's)."),
+        click.option("--queue", "queue", metavar="Q", show_envvar=True,
+                     help="Table: only the workloads of ClusterQueue or LocalQueue Q."),
+        click.option("--summary-only", "summary_only", is_flag=True, show_envvar=True,
+                     help="Table: the headline, counts and summary, no workload rows."),
+    ]):
+        command = option(command)
+    return command
+
+
+def table_view(namespace: str | None, queue: str | None, summary_only: bool, time_limit: float | None) -> Any:
+    """What the table shows: the filters, the terminal's width and colour (a terminal only,
+    NO_COLOR honoured; off a terminal $COLUMNS, else 120 columns)."""
+    from planner.table import DEFAULT_WIDTH, View
+
+    tty = _isatty(sys.stdout)
+    width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if tty else 0
+    if not width:
+        try:
+            width = int(os.environ.get("COLUMNS", "")) or DEFAULT_WIDTH
+        except ValueError:
+            width = DEFAULT_WIDTH
+    color = tty and os.environ.get("NO_COLOR", "") == "" and os.environ.get("TERM") != "dumb"
+    return View(namespace=namespace, queue=queue, summary_only=summary_only, width=width, color=color,
+                time_limit=time_limit)
+
+
 def _metrics_option(command: F) -> F:
     return click.option("--metrics", "metrics", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
                         help="Also write the cycle's metrics to FILE in Prometheus text format (atomically), "
@@ -474,6 +506,7 @@ def cli() -> None:
 @click.option("--remove-nodes", "remove_nodes", metavar="SELECTOR", show_envvar=True,
               help="Drain what-if: plan without the nodes this label selector matches (k=v,k!=v,k,!k); "
                    "their running workloads wait again, and the answer says where each goes or why it waits.")
+@_table_options
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -495,6 +528,9 @@ def what_if(
     min_priority: int | None = None,
     workload_names: str | None = None,
     remove_nodes: str | None = None,
+    namespace: str | None = None,
+    queue: str | None = None,
+    summary_only: bool = False,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
@@ -593,7 +629,8 @@ def what_if(
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
-    text = render(plan, fmt) if answer is None else render_what_if(plan, fmt, answer, lines)
+    view = table_view(namespace, queue, summary_only, time_limit)
+    text = render(plan, fmt, snapshot, view) if answer is None else render_what_if(plan, fmt, answer, lines, snapshot, view)
     emit(text, None if to_stdout else out, say)
     from planner.promtext import queues_of
 
@@ -794,10 +831,12 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
                    "`stowplan apply --plan FILE`.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
+@_table_options
 @_exits
 def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[str], policy: str | None,
                  solver: str, time_limit: float | None, gap: float | None, verbose: bool, output: str | None,
-                 out: str | None, quiet: bool, metrics: str | None = None) -> None:
+                 out: str | None, quiet: bool, metrics: str | None = None, namespace: str | None = None,
+                 queue: str | None = None, summary_only: bool = False) -> None:
     """Plan the live cluster and show the plan; nothing is written to the cluster.
 
     \b
@@ -824,7 +863,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     say(_outcome(plan))
     if out in (None, "-"):
         fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
-        write_stdout(render(plan, fmt))
+        write_stdout(render(plan, fmt, live.snapshot, table_view(namespace, queue, summary_only, time_limit)))
     else:
         assert out is not None
         fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
