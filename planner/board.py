@@ -66,10 +66,11 @@ def host_ranges(names: Iterable[str], bracket: bool = False) -> str:
     for name in sorted(set(names)):
         match = _TRAILING_DIGITS.match(name)
         if match:
-            numbered[(match.group(1), len(match.group(2)))].append(int(match.group(2)))
+            digits = match.group(2)   # zero-padded names keep their width; n9 and n10 are one run
+            numbered[(match.group(1), len(digits) if digits.startswith("0") and len(digits) > 1 else 0)].append(int(digits))
         else:
             plain.append(name)
-    parts: list[tuple[str, str]] = [(name, name) for name in plain]
+    parts: list[tuple[tuple[str, int], str]] = [((name, -1), name) for name in plain]
     for (stem, width), numbers in numbered.items():
         numbers.sort()
         runs: list[tuple[int, int]] = []
@@ -80,11 +81,11 @@ def host_ranges(names: Iterable[str], bracket: bool = False) -> str:
                 runs.append((number, number))
         if bracket and (len(runs) > 1 or runs[0][0] != runs[0][1]):
             inner = ",".join(f"{a:0{width}d}" + (f"-{b:0{width}d}" if b != a else "") for a, b in runs)
-            parts.append((f"{stem}{numbers[0]:0{width}d}", f"{stem}[{inner}]"))
+            parts.append(((stem, numbers[0]), f"{stem}[{inner}]"))
             continue
         for a, b in runs:
             first = f"{stem}{a:0{width}d}"
-            parts.append((first, first if a == b else f"{first}-{stem}{b:0{width}d}"))
+            parts.append(((stem, a), first if a == b else f"{first}-{stem}{b:0{width}d}"))
     return ",".join(text for _, text in sorted(parts))
 
 
@@ -143,6 +144,11 @@ def _per_node(pod_sets: Iterable[PodSetAssignment]) -> dict[str, int]:
         for host, count in pod_set.pods_per_node().items():
             out[host] += count
     return dict(out)
+
+
+def _assigned_parents(pod_sets: Iterable[PodSetAssignment]) -> dict[str, str]:
+    """Host -> the domain above it as the assignment itself names it (its own levels)."""
+    return {values[-1]: values[-2] for ps in pod_sets for values, _ in ps.domains if len(values) >= 2}
 
 
 def flavor_texts(pod_sets: Iterable[PodSetAssignment]) -> tuple[str, str]:
@@ -210,7 +216,7 @@ def rows(plan: Plan, snapshot: Snapshot | None) -> list[Row]:
             wait=max(0.0, now - created) if waiting and workload and created else None,
             position=place.get(ref) if waiting else None,
             pods=pods, gpus=gpus, flavor=short if pod_sets else "-", flavors=wide if pod_sets else "-",
-            nodes=nodes_text(per_node, parents) if per_node else "-",
+            nodes=nodes_text(per_node, {**_assigned_parents(pod_sets), **parents}) if per_node else "-",
             nodes_wide=nodes_wide(per_node) if per_node else "-", note=note,
         )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping
@@ -93,7 +94,10 @@ def headline(plan: Plan, snapshot: Snapshot | None, view: View) -> list[str]:
              f"{s.method} {s.status} in {took}"]
     if s.message:
         lines.append(f"  solver: {printable(s.message)}")
-    if snapshot is not None:
+    if snapshot is None:   # a plan read back alone: the solver's numbers, said for what they are
+        bound = "-" if not math.isfinite(s.bound) else _num(s.bound)
+        lines.append(f"  objective summed over the stages {_num(s.objective)}, bound {bound}")
+    else:
         tiers = board.tiers(plan, snapshot)
         if tiers:
             lines.append("  objective, in order (higher priority first, then volume, then less preemption cost):")
@@ -137,8 +141,8 @@ WIDE_COLUMNS = ("WORKLOAD", "QUEUE", "LOCALQUEUE", "PRIORITY", "WAIT", "POSITION
                 "NODES (REASON)")
 _NUMBERS = {"PRIORITY", "WAIT", "POSITION", "PODS", "GPUS"}
 # Cut in this order when the terminal is narrow, each down to its floor (the rest is never cut).
-_CUTS = (("FLAVOR", 8), ("WORKLOAD", 28), ("NODES (REASON)", 24), ("QUEUE", 10), ("WORKLOAD", 16),
-         ("NODES (REASON)", 12), ("FLAVOR", 4))
+_CUTS = (("NODES (REASON)", 48), ("WORKLOAD", 32), ("FLAVOR", 9), ("WORKLOAD", 28), ("NODES (REASON)", 24),
+         ("QUEUE", 10), ("WORKLOAD", 16), ("NODES (REASON)", 12), ("FLAVOR", 4))
 _GUTTER = 2
 
 
@@ -249,8 +253,8 @@ def render(plan: Plan, snapshot: Snapshot | None = None, view: View = View(), be
                       color_system="standard" if view.color else None, highlight=False, emoji=False,
                       markup=False, soft_wrap=False, legacy_windows=False)
 
-    def say(line: str = "", style: str = "") -> None:
-        console.print(Text(line, style=style if view.color else "", no_wrap=True, overflow="ellipsis"))
+    def say(line: str = "", style: str = "") -> None:   # prose wraps at the width; table cells are cut
+        console.print(Text(line, style=style if view.color else ""))
 
     for line in before or ():
         say(printable(line))
@@ -265,7 +269,12 @@ def render(plan: Plan, snapshot: Snapshot | None = None, view: View = View(), be
     say(f"Workloads{f' ({filters})' if filters else ''}: {_counts(chosen)}")
     shown = [r for r in chosen if view.wide or r.decision != "running"]
     if not view.summary_only and shown:
-        console.print(_table(shown, view))
+        grid = _table(shown, view)
+        # never narrower than the columns' floors: below them the terminal wraps, the header stays whole
+        needed = sum(c.width or 0 for c in grid.columns) + _GUTTER * (len(grid.columns) - 1)
+        console.width = max(width, needed)
+        console.print(grid)
+        console.width = width
     running = [r for r in chosen if r.decision == "running"]
     if running and not view.wide and not view.summary_only:
         say(f"Running and unchanged: {_plural(len(running), 'workload')}, {sum(r.gpus for r in running)} GPUs "
