@@ -224,7 +224,10 @@ def rows(plan: Plan, snapshot: Snapshot | None) -> list[Row]:
         out.append(row("admit", admission.workload, admission.cluster_queue, admission.pod_sets, "", True))
     moved = {m.workload for m in plan.migrations}
     for migration in plan.migrations:
-        note = "for " + ", ".join(str(r) for r in migration.for_) if migration.for_ else ""
+        frees = ", ".join("/".join(d.values) for d in migration.frees)
+        note = " ".join(part for part in (f"frees {frees}" if frees else "",
+                                          "for " + ", ".join(str(r) for r in migration.for_) if migration.for_ else "",
+                                          f"(cost {migration.cost:.6g})") if part)
         out.append(row("move", migration.workload, migration.cluster_queue, migration.to, note, False))
     for eviction in plan.evictions:
         if eviction.workload in moved:
