@@ -32,13 +32,50 @@ from planner.errors import InputError, StowplanError, VerificationError
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
 
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0  plan written (warnings, if any, on stderr)
-  1  unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)
-  2  bad input: unreadable or malformed file, malformed policy, bad flag,
-     or any reported problem under --strict; nothing is written
-  3  the plan failed independent verification; nothing is written"""
+_INTERNAL = "unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)"
+_API = "cluster API error (unreachable, forbidden, ...); no credentials are shown"
+_UNVERIFIED = "the plan failed independent verification; nothing is written"
+# What each command's exit codes mean: its --help prints its own block from here, and
+# tests/test_exit_codes.py provokes the codes a test can reach without a cluster.
+EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
+    "what-if": ((0, "plan written (warnings, if any, on stderr)"), (1, _INTERNAL),
+                (2, "bad input: unreadable or malformed file, malformed policy, bad flag, or any reported "
+                    "problem under --strict; nothing is written"),
+                (3, _UNVERIFIED)),
+    "snapshot": ((0, "snapshot written (warnings, if any, on stderr)"), (1, _INTERNAL),
+                 (2, "bad input: a bad flag, an unreadable or malformed --config or --policy file; "
+                     "nothing is written"),
+                 (4, _API)),
+    "plan": ((0, "plan shown, or saved with --out (warnings, if any, on stderr)"), (1, _INTERNAL),
+             (2, "bad input: a bad flag, an unreadable or malformed --config or --policy file; "
+                 "nothing is written"),
+             (3, _UNVERIFIED), (4, _API)),
+    "explain": ((0, "explanation written (warnings, if any, on stderr)"), (1, _INTERNAL),
+                (2, "bad input: a bad flag, an unreadable or malformed snapshot, or WORKLOAD not in it"),
+                (3, "the plan it explains failed independent verification; nothing is written"),
+                (4, "with --live: " + _API)),
+    "apply": ((0, "plan applied (objects skipped as conflicts, if any, named on stderr)"), (1, _INTERNAL),
+              (2, "bad input: a bad flag, an unreadable or malformed --plan, --config or --policy file; "
+                  "nothing applied"),
+              (3, "the plan failed independent verification; nothing applied"), (4, _API),
+              (5, "another planner holds the Lease; nothing applied"),
+              (6, "the saved plan is stale (an object it touches changed); nothing applied")),
+    "generate": ((0, "snapshot written"), (1, _INTERNAL),
+                 (2, "bad argument (the flag is named) or an unwritable --out; nothing is written")),
+}
+
+
+def exit_codes_help(command: str) -> str:
+    """The `Exit codes:` block of `command`'s --help, from EXIT_CODES (kept as laid out: \\b)."""
+    import textwrap
+
+    lines = ["\b", "Exit codes:"]
+    for code, meaning in EXIT_CODES[command]:
+        lines += textwrap.wrap(meaning, 76, initial_indent=f"  {code}  ", subsequent_indent="     ")
+    return "\n".join(lines)
+
+
+EXIT_CODES_HELP = exit_codes_help("what-if")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -355,6 +392,18 @@ def _report_problems(snapshot: Snapshot) -> int:
     return len(problems)
 
 
+def _warn_early_now(snapshot: Snapshot, now: dt.datetime | None) -> int:
+    """--now before every workload was created: every wait reads 0, nothing has aged and no
+    work is lost; likely a mistyped date, so said (once, on stderr; an error under --strict)."""
+    created = [w.created_at for w in snapshot.workloads if w.created_at]
+    if now is None or not created or now.timestamp() >= min(created):
+        return 0
+    first = dt.datetime.fromtimestamp(min(created), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    click.echo(f"warning: --now {now.astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ} is before every workload's "
+               f"creation time (the first: {first}): waits read as 0, nothing has aged", err=True)
+    return 1
+
+
 def _versions() -> str:
     def version(dist: str) -> str:
         try:
@@ -463,7 +512,8 @@ def cli() -> None:
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
-              help="Output format. Default: table when stdout is a terminal, else yaml (yaml with --out).")
+              help="Output format (wide: the table with every flavor and node, and the running work). "
+                   "Default: table when stdout is a terminal, else yaml (yaml with --out).")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the plan to FILE (atomically: all or nothing) instead of stdout.")
 @click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
@@ -571,6 +621,9 @@ def what_if(
         _check_picture(picture)
     if picture_before is not None:
         _check_picture(picture_before, "--picture-before")
+        if picture is not None and os.path.realpath(picture) == os.path.realpath(picture_before):
+            raise InputError("names the file --picture names: one picture would overwrite the other",
+                             file=picture_before, field="--picture-before")
     if add_nodes is not None and remove_nodes is not None:
         raise InputError("give --add-nodes or --remove-nodes, not both", field="--remove-nodes")
     if add_nodes is None and (min_priority is not None or workload_names is not None):
@@ -591,7 +644,7 @@ def what_if(
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
                              limits=Limits(max_file_bytes=max_file_size))
-    problems = _report_problems(snapshot)
+    problems = _report_problems(snapshot) + _warn_early_now(snapshot, now)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started
@@ -709,10 +762,6 @@ def _outcome(plan: Plan) -> str:
 
 # ---------------------------------------------------------------- live cluster
 
-LIVE_EXIT_CODES_HELP = EXIT_CODES_HELP + """
-  4  cluster API error (unreachable, forbidden, ...); no credentials are shown
-  5  another planner holds the Lease; nothing applied
-  6  the saved plan is stale (an object it touches changed); nothing applied"""
 
 
 def _cluster_options(command: F) -> F:
@@ -770,7 +819,7 @@ def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) ->
     return Kube(connect(kubeconfig, context), dry_run=dry_run)
 
 
-@cli.command("snapshot", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("snapshot", context_settings=CONTEXT, epilog=exit_codes_help("snapshot"))
 @click.option("-o", "--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the snapshot to FILE (JSON when it ends in .json, else YAML) instead of stdout.")
 @_cluster_options
@@ -821,11 +870,12 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
         say(f"wrote {out}")
 
 
-@cli.command("plan", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("plan", context_settings=CONTEXT, epilog=exit_codes_help("plan"))
 @_cluster_options
 @_solver_options
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
-              help="Output format. Default: table on a terminal, else yaml.")
+              help="Output format (wide: the table with every flavor and node, and the running work). "
+                   "Default: table on a terminal, else yaml.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Save the plan to FILE (yaml, or json for *.json) with snapshot.resourceVersions, for "
                    "`stowplan apply --plan FILE`.")
@@ -874,7 +924,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     write_metrics(metrics, None, plan, queues_of(live.snapshot), say)
 
 
-@cli.command("explain", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("explain", context_settings=CONTEXT, epilog=exit_codes_help("explain"))
 @click.argument("workload", metavar="WORKLOAD", required=False)
 @click.argument("snapshots", metavar="[SNAPSHOT...]", nargs=-1,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
@@ -890,7 +940,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
               help="Time limit of each plan of a changed snapshot while searching for the smallest change.")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
               help="Planning time (SNAPSHOT files only). Default: the snapshot's.")
-@click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
+@click.option("-o", "--output", "output", type=click.Choice([f for f in FORMATS if f != "wide"]), show_envvar=True,
               help="Output format. Default: table when stdout is a terminal, else yaml.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_exits
@@ -944,6 +994,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
         say(f"reading {', '.join(snapshots)}")
         snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
     _report_problems(snapshot)
+    _warn_early_now(snapshot, now)
     say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
     fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
     if workload is None:
@@ -959,7 +1010,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
     write_stdout(render_explanation(explanation, fmt))
 
 
-@cli.command("apply", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("apply", context_settings=CONTEXT, epilog=exit_codes_help("apply"))
 @click.option("--plan", "plan", metavar="FILE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="Apply this saved plan (from `plan --out`) instead of planning now; refused (exit 6) if "
@@ -1052,8 +1103,7 @@ def _generate_help_epilog() -> str:
     from planner.tools.family import help_lines
 
     lines += ["", *help_lines()]
-    lines += ["", "\b", "Exit codes:", "  0  snapshot written", "  1  unexpected internal error",
-              "  2  bad flag or parameter; nothing written"]
+    lines += ["", exit_codes_help("generate")]
     return "\n".join(lines)
 
 
