@@ -247,3 +247,14 @@ def test_bench_writes_no_file_unless_told_and_names_no_issue(tmp_path: Path, mon
     result = CliRunner().invoke(cli, ["bench", "--from-json", str(raw), "--out", str(out)])
     assert result.exit_code == 0 and "## The family of shapes: the targets on every member" in out.read_text()
     assert "issue 32" not in out.read_text() and "(issue" not in out.read_text()
+
+
+def test_help_and_readme_agree_on_xl() -> None:
+    """Issue 39: `bench --help` said ~10 GiB for XL where the README says 6 GiB."""
+    import re
+
+    help_text = " ".join(CliRunner().invoke(cli, ["bench", "--help"]).output.split())
+    readme = (REPO / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if "stowplan bench --xl" in line)
+    said = re.search(r"(\d+) GiB", line)
+    assert said and f"{said.group(1)} GiB" in help_text and "~10 GiB" not in help_text
