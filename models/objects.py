@@ -343,6 +343,20 @@ class Policy:
     defragment: bool = False
     max_migrations_per_cycle: int = 4
     migration_checkpoint_window_seconds: float = 3600.0
+    # Bounds on churn, for preemptions (Preempted, Reclaimed): off by default. Each is a
+    # constraint of the model and a check of the verifier; the objective's order holds
+    # within them. At most `max_evictions_per_cycle` a cycle; for each priority p of a
+    # victim, the net volume admitted above p pays for what is evicted at or below p
+    # plus `min_gain_per_eviction` units per such eviction (dominant-resource units:
+    # GPUs where a workload asks for GPUs); a workload that has run
+    # `protect_running_after_seconds` is evicted only by reclaim.
+    max_evictions_per_cycle: int | None = None
+    # At most this many times Kueue's way's preemptions, once Kueue's way is in (the
+    # MILP's search, planner/milp/search.py; 0: no such cap). A planning preference,
+    # not a rule the verifier checks: it knows no Kueue's way.
+    max_evictions_vs_kueue: float = 2.0
+    min_gain_per_eviction: float = 0.0
+    protect_running_after_seconds: float | None = None
     # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here
     kueue: KueueConfigOverride = KueueConfigOverride()
 

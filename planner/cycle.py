@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from models import Decisions, ObjectRef, Plan, Snapshot, SolverReport
 from planner import fair_report, metrics, tiers, vs_kueue, why
@@ -56,6 +56,7 @@ from planner.milp.model import Formulation, formulate
 from planner.milp.arrays import ModelArrays
 from planner.milp.solve import Backend, HighsBackend, PulpBackend
 from planner.verify import verify
+from planner.verify_needed import unneeded
 from planner.verify_stable import unstable
 
 
@@ -119,6 +120,14 @@ def carry_on(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules | 
     return onward if onward is not None and not verify(snapshot, onward) else None
 
 
+def _unstable_refs(snapshot: Snapshot, decisions: Decisions) -> frozenset[ObjectRef]:
+    return frozenset(ref for ref, _ in unstable(snapshot, decisions))
+
+
+def _unneeded_refs(snapshot: Snapshot, decisions: Decisions) -> frozenset[ObjectRef]:
+    return frozenset(unneeded(snapshot, decisions))
+
+
 class CycleJudge:
     """planner.milp.search's Judge: the verifier's stability rule, Kueue's cycle carrying
     a plan on (planner.continuation) to one the verifier accepts, and Kueue's way from
@@ -131,8 +140,21 @@ class CycleJudge:
         way = self.beside.result(timeout=0) if self.beside.wait(timeout) else None
         return way.decisions if way is not None and not way.violations else None
 
-    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
-        return frozenset(ref for ref, _ in unstable(self.snapshot, decisions))
+    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef] | None:
+        return self._judged(_unstable_refs, decisions)
+
+    def unneeded(self, decisions: Decisions) -> frozenset[ObjectRef] | None:
+        return self._judged(_unneeded_refs, decisions)
+
+    def _judged(self, rule: Callable[[Snapshot, Decisions], frozenset[ObjectRef]],
+                decisions: Decisions) -> frozenset[ObjectRef] | None:
+        """The rule's verdict by the stages' end, or None: judging a plan at scale (the
+        stability rule over 20,000 running workloads at L) can take longer than the
+        cycle has left, and the limit is a limit. Judged in a copy that can be stopped."""
+        left = self.budget.until_stages_end()
+        if left <= 0:
+            return None
+        return Beside(rule, self.snapshot, decisions).result(timeout=left)
 
     def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
         """Kueue's cycle run on from `decisions`, verified, on the second core (this one

@@ -97,6 +97,8 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     unstable: list[tuple[ObjectRef, str]] = []
     check_stability(ix, admitted, evicted, unstable)
     out.extend(message for _, message in unstable)
+    from planner.verify_needed import check_needed  # each eviction needed by whom it is for
+    check_needed(ix, decisions, admitted, evicted, out)
     from planner.verify_fair import check_fair_preemption, check_fair_shares  # fair sharing's rules
     check_fair_preemption(ix, decisions, admitted, evicted, out)
     check_fair_shares(ix, decisions, admitted, evicted, out)

@@ -40,6 +40,19 @@ GREEDY_FAILS: dict[int, str] = {
          "team-llm-cq's nominal quota and reclaiming what its cohort borrows (multimodal-hpo-00088, admitted by "
          "greedy) would let it run: Kueue would reclaim",
 }
+# Kueue decides each preemption in its own cycle; with BestEffortFIFO a lower-priority
+# job of the preemptor's queue can be admitted first (the preemptor was inadmissible
+# then) and a later eviction can free room the preemptor ends up using. The verifier
+# judges the end state (planner/verify_needed.py) and refuses these four of Kueue's
+# plans as evicting work nobody needed.
+_NEEDED = ("the needed-eviction rule refuses Kueue's sequence: {victim} evicted for {queue} work that, with every "
+           "victim kept and the lower work of the preemptor's queue out, still fits")
+GREEDY_FAILS.update({
+    5007: _NEEDED.format(victim="recsys-2-notebook-00027", queue="team-agents and others'"),
+    5019: _NEEDED.format(victim="recsys-ablation-00018 (and 2 more)", queue="team-recsys"),
+    5058: _NEEDED.format(victim="JobSet llm-rlhf-00002", queue="team-llm (equal priority, newer)"),
+    5062: _NEEDED.format(victim="research-embed-00028 (and 2 more)", queue="team-infra and team-llm"),
+})
 MILP_FAILS: dict[int, str] = {}
 
 

@@ -184,7 +184,7 @@ LOWER = PreemptionPolicy(within_cluster_queue="LowerPriority")
 def test_eviction_frees_capacity() -> None:
     r = running("r", {"n1": 8}, cpu=1000)
     w = mk_workload("w", count=1, cpu=1000, priority=1)
-    snap = mk_snapshot([r, w], cqs=[mk_cq("cq-a", preemption=LOWER)])
+    snap = mk_snapshot([r, w], nodes=plain_nodes(1), cqs=[mk_cq("cq-a", preemption=LOWER)])
     assert_caught(snap, D(admit(w, psa({"n1": 1}, gpu=False))), w.ref, "node n1")
     assert_valid(snap, D(admit(w, psa({"n1": 1}, gpu=False)),
                          evictions=(Eviction(r.ref, "Preempted", (w.ref,)),)))
@@ -546,22 +546,23 @@ def test_evicting_non_preemptible() -> None:
     r = running("r", {"n1": 1})
     keep = running("keep", {"n2": 1}, non_preemptible=True)
     w = mk_workload("w", priority=1)
-    snap = mk_snapshot([r, keep, w], cqs=[mk_cq("cq-a", preemption=LOWER)])
-    w_in = admit(w, psa({"n3": 1}, gpu=False))
-    assert_valid(snap, D(w_in, evictions=(Eviction(r.ref, "Preempted", (w.ref,)),)))
-    assert_caught(snap, D(w_in, evictions=(Eviction(keep.ref, "Preempted", (w.ref,)),)), keep.ref, "non-preemptible")
+    # Full nodes: each eviction is needed (planner/verify_needed) where it is allowed.
+    snap = mk_snapshot([r, keep, w], nodes=plain_nodes(2, cpu=1000), cqs=[mk_cq("cq-a", preemption=LOWER)])
+    assert_valid(snap, D(admit(w, psa({"n1": 1}, gpu=False)), evictions=(Eviction(r.ref, "Preempted", (w.ref,)),)))
+    assert_caught(snap, D(admit(w, psa({"n2": 1}, gpu=False)), evictions=(Eviction(keep.ref, "Preempted", (w.ref,)),)),
+                  keep.ref, "non-preemptible")
 
 
 def test_eviction_rules() -> None:
     r = running("r", {"n1": 1})
     p = mk_workload("p", priority=1)
-    snap = mk_snapshot([r, p], cqs=[mk_cq("cq-a", preemption=LOWER)])
+    snap = mk_snapshot([r, p], nodes=plain_nodes(1, cpu=1000), cqs=[mk_cq("cq-a", preemption=LOWER)])
     assert_caught(snap, D(evictions=(Eviction(p.ref, "Preempted"),)), p.ref, "not running")
     assert_caught(snap, D(evictions=(Eviction(r.ref, "Preempted"),)), r.ref, "for no workload")
     assert_caught(snap, D(evictions=(Eviction(r.ref, "Preempted"), Eviction(r.ref, "Preempted"))), r.ref, "more than once")
     assert_caught(snap, D(evictions=(Eviction(r.ref, "Because"),)), r.ref, "reason")
     assert_caught(snap, D(evictions=(Eviction(r.ref, "Preempted", (p.ref,)),)), r.ref, "does not admit")
-    p_in = admit(p, psa({"n2": 1}, gpu=False))
+    p_in = admit(p, psa({"n1": 1}, gpu=False))
     assert_valid(snap, D(p_in, evictions=(Eviction(r.ref, "Preempted", (p.ref,)),)))
     assert_caught(snap, D(p_in, evictions=(Eviction(r.ref, "Reclaimed", (p.ref,)),)), r.ref, "reason is Preempted")
     assert_caught(snap, D(p_in, evictions=(Eviction(r.ref, "Preempted", (p.ref,), cost=-1.0),)), r.ref, "cost")
@@ -571,11 +572,11 @@ def test_minimum_runtime() -> None:
     young = running("young", {"n1": 1}, admitted_at=1000.0)
     old = running("old", {"n2": 1}, admitted_at=0.0)
     w = mk_workload("w", priority=1)
-    snap = mk_snapshot([young, old, w], now=1500.0, policy=Policy(minimum_runtime_seconds=600),
-                       cqs=[mk_cq("cq-a", preemption=LOWER)])
-    w_in = admit(w, psa({"n3": 1}, gpu=False))
-    assert_valid(snap, D(w_in, evictions=(Eviction(old.ref, "Preempted", (w.ref,)),)))
-    assert_caught(snap, D(w_in, evictions=(Eviction(young.ref, "Preempted", (w.ref,)),)), young.ref, "minimum runtime")
+    snap = mk_snapshot([young, old, w], nodes=plain_nodes(2, cpu=1000), now=1500.0,
+                       policy=Policy(minimum_runtime_seconds=600), cqs=[mk_cq("cq-a", preemption=LOWER)])
+    assert_valid(snap, D(admit(w, psa({"n2": 1}, gpu=False)), evictions=(Eviction(old.ref, "Preempted", (w.ref,)),)))
+    assert_caught(snap, D(admit(w, psa({"n1": 1}, gpu=False)), evictions=(Eviction(young.ref, "Preempted", (w.ref,)),)),
+                  young.ref, "minimum runtime")
 
 
 def test_admitting_a_running_workload() -> None:

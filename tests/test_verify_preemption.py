@@ -1,12 +1,13 @@
 """The verifier's preemption rules, one hand-computed case per policy value, allowed
 and forbidden (Kueue's spec.preemption on base priorities, REFERENCE §3).
 
-The world: one 64-core node; ClusterQueues cq-a (the preemptor's) and cq-b in cohort
+The world: one node; ClusterQueues cq-a (the preemptor's) and cq-b in cohort
 `org`, each with 8 cores nominal; cq-c alone, outside any cohort. The preemptor p
 (1 pod, 1 core; 9 pods when it must borrow) is admitted to cq-a; the victim v runs 10 pods of 1 core in the
 queue the case names, which makes cq-b borrowing (10 > 8); with `borrowing=False`
-it runs 4 pods, within nominal. Capacity and quota are ample, so every violation
-reported is about preemption.
+it runs 4 pods, within nominal. Quota is ample, and the node holds the victim and
+all but one of the preemptor's pods: the eviction is needed (planner/verify_needed),
+so every violation reported is about preemption.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def world(*, within: str = "Never", reclaim: str = "Never", borrow: str = "Never
                          created=victim_queued, **victim_kw)
     preemptor = job("team-a", "p", cq="cq-a", priority=preemptor_priority, created=preemptor_queued,
                     pods=preemptor_pods)
-    snap = snapshot(nodes=[node("n1", cpu=64)], flavors=[flavor("default")], cqs=queues,
+    # The node holds the victim and all but one of the preemptor's pods: the eviction is needed.
+    snap = snapshot(nodes=[node("n1", cpu=pods + preemptor_pods - 1)], flavors=[flavor("default")], cqs=queues,
                     workloads=[victim, preemptor])
     return snap, victim, preemptor
 

@@ -246,8 +246,8 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     for workload in sorted(capacity.running(snapshot), key=lambda w: w.ref):
         if not semantics.evictable(workload, snapshot):
             continue
-        if not (rules.wide_classes(classes, workload, wide)
-                or any(rules.allowed(classes[k], workload) for k in rules.own_classes(classes, workload))):
+        keys, own = _preemptor_classes(rules, classes, workload, wide)
+        if not (keys or any(own.values())):
             continue
         model.victims.append(workload)
         model.evict_col.append(model.arrays.add_binary(f"e[{workload.ref}]"))
@@ -276,10 +276,61 @@ def add_preemption_rows(model: Formulation) -> None:
                              [(g, 1.0)] + [(model.admit_col[index[w.ref]], -1.0) for w in members], -INF, 0.0)
     for victim, e in zip(model.victims, model.evict_col):
         terms: list[tuple[int, float]] = [(e, 1.0)]
-        terms += [(model.class_cols[key], -1.0) for key in rules.wide_classes(classes, victim, wide)]
-        for key in rules.own_classes(classes, victim):
-            terms.extend((model.admit_col[index[w.ref]], -1.0) for w in rules.allowed(classes[key], victim))
+        keys, own = _preemptor_classes(rules, classes, victim, wide)
+        terms += [(model.class_cols[key], -1.0) for key in keys]
+        for members in own.values():
+            terms.extend((model.admit_col[index[w.ref]], -1.0) for w in members)
         model.arrays.add_row(f"preempt[{victim.ref}]", terms, -INF, 0.0)
+
+
+def protected(victim: Workload, snapshot: Snapshot) -> bool:
+    """Has `victim` run long enough (policy protectRunningAfterSeconds) to be evicted
+    only by reclaim?"""
+    after = snapshot.policy.protect_running_after_seconds
+    return after is not None and victim.admitted_at is not None and snapshot.now - victim.admitted_at >= after
+
+
+def _preemptor_classes(rules: PreemptionRules, classes: dict[tuple[str, int, bool], list[Workload]],
+                       victim: Workload, wide: dict[tuple[str | None, int], list[tuple[str, int, bool]]]
+                       ) -> tuple[list[tuple[str, int, bool]], dict[tuple[str, int, bool], list[Workload]]]:
+    """The classes that may evict `victim` as a whole, and per class of its own queue and
+    priority the members that may; only reclaimers where the policy protects it."""
+    keys = rules.wide_classes(classes, victim, wide)
+    own = {k: rules.allowed(classes[k], victim) for k in rules.own_classes(classes, victim)}
+    if protected(victim, rules.snapshot):
+        keys = [k for k in keys if rules.reason(classes[k][0], victim) == "Reclaimed"]
+        own = {}   # the victim's own queue preempts, it never reclaims
+    return keys, own
+
+
+def add_churn_rows(model: Formulation) -> None:
+    """The policy's bounds on churn: at most maxEvictionsPerCycle evictions; and for
+    each priority p of a victim, the volume admitted above p, less what is evicted
+    above p, at least the volume evicted at or below p plus minGainPerEviction for
+    each such eviction (every eviction pays for itself and buys the gain, in the tiers
+    it makes way for)."""
+    policy = model.snapshot.policy
+    if not model.victims:
+        return
+    if policy.max_evictions_per_cycle is not None:
+        model.arrays.add_row("evictions", [(e, 1.0) for e in model.evict_col], -INF,
+                             float(policy.max_evictions_per_cycle))
+    if policy.min_gain_per_eviction <= 0:
+        return
+    snapshot = model.snapshot
+    admitted: list[tuple[int, int, float]] = []   # (base priority, column, volume per unit)
+    for choice in model.choices:
+        if choice.workload in model.clones:
+            continue
+        workload = model.workloads[choice.workload]
+        per_pod = semantics.pod_volume(workload, workload.pod_sets[choice.pod_set], snapshot)
+        admitted.extend((workload.priority, c, k * per_pod) for c, k in choice.pods)
+    lost = [(v.priority, e, semantics.running_volume(v, snapshot)) for v, e in zip(model.victims, model.evict_col)]
+    for p in sorted({priority for priority, _, _ in lost}):
+        terms = [(c, k) for priority, c, k in admitted if priority > p]
+        terms += [(e, -volume) for priority, e, volume in lost if priority > p]
+        terms += [(e, -(volume + policy.min_gain_per_eviction)) for priority, e, volume in lost if priority <= p]
+        model.arrays.add_row(f"gain[{p}]", terms, 0.0, INF)
 
 
 # ---------------------------------------------------------------- workloads and pod sets

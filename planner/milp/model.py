@@ -41,7 +41,7 @@ from planner.kueue import capacity, semantics, topology
 from planner.milp import fairness, guarantee
 from planner.milp.formulate import (
     OptionColumns, Demand, Formulation as BaseFormulation, Path, RoomTable, Shape, ShapeKey, add_container, add_objectives,
-    add_preemption_rows, add_quota_rows, add_required_domains, add_victims, candidates,
+    add_churn_rows, add_preemption_rows, add_quota_rows, add_required_domains, add_victims, candidates,
     FREE_WEIGHT, domain_room, domains_at, domains_within, free_volume, resource_units, workload_classes,
 )
 from planner.milp.pools import Pools, ShapeView, Victim
@@ -120,6 +120,7 @@ def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:
     guarantee.add_guarantee_rows(model)
     fairness.add_fairness(model)
     add_objectives(model)
+    add_churn_rows(model)
     model.secondary += [(w, -reward) for w, reward in model.kept_cols]
     return model
 

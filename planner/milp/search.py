@@ -22,8 +22,20 @@ most volume seldom leaves work waiting that its queue would reclaim for. So:
   4. the best plan the rule keeps (a pass's, or a carried one) has its tiers held,
      and the preemption cost, then the tie-breakers, are minimised from it.
 
-Every bound reported holds for the model with all its rows: each pass solves a
-relaxation of it (some rows off), and a tier's bound from an earlier pass is used
+The policy's maxEvictionsVsKueue (default 2) caps the evictions at that many times
+Kueue's way's, once Kueue's way is in (after the first pass): a row of the model
+from then on, a restriction like the held victims; where Kueue's way is not in
+within the time limit, no cap applies and the plan's origin says which did.
+
+A pass's plan that evicts work nobody needed (`Judge.unneeded`: the verifier's rule
+that an eviction is needed by whom it is for; the model lets any admission allowed
+to preempt a victim "carry" its eviction, wherever the room goes) is no candidate
+either: its needless victims are held running from then on (their eviction columns
+fixed at 0) and the next pass solves again. Holding is a restriction, not a
+relaxation: the passes after it give no bounds.
+
+Every bound reported holds for the model with all its rows: each pass that gives
+bounds solves a relaxation of it (some rows off, no victim held), and a tier's bound from an earlier pass is used
 only while every tier above it serves at least what it served there
 (planner.milp.stages). Each pass starts from a clean model (the holds of a pass do
 not bind the next). Only how far each stage gets depends on time.
@@ -67,8 +79,14 @@ MAX_PASSES = 4
 class Judge(Protocol):
     """The verifier's stability rule and Kueue's cycle, as the caller supplies them."""
 
-    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef]:
-        """The waiting workloads Kueue's reclaim would admit after `decisions`."""
+    def unstable(self, decisions: Decisions) -> frozenset[ObjectRef] | None:
+        """The waiting workloads Kueue's reclaim would admit after `decisions` (None: not
+        judged in the time left)."""
+        ...
+
+    def unneeded(self, decisions: Decisions) -> frozenset[ObjectRef] | None:
+        """The workloads `decisions` evicts although nobody needed their room (None: not
+        judged in the time left)."""
         ...
 
     def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
@@ -130,6 +148,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     way: Candidate | None = None
     asked = False
     repaired, passes = 0, 0
+    kept: set[ObjectRef] = set()     # victims held running: the rule found nobody needed them
+    cap: int | None = None           # at most this many evictions (the policy's bound against Kueue's way)
     for index in range(MAX_PASSES):
         if index and budget.until_stages_end() <= 0:
             break        # out of time: the best plan in hand stands
@@ -140,7 +160,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
         outcome = stages.solve(form, incumbent, make_backend(form.arrays), part, gap, search=search, tails=False,
                                relaxed=outer)
         history += [_named(s, index) for s in outcome.stages]
-        passes_stages.append(outcome.stages)
+        if not kept and cap is None:
+            passes_stages.append(outcome.stages)   # a relaxation: its bounds hold (holding victims is not one)
         if outcome.status == "failed":
             break
         try:
@@ -152,9 +173,16 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             break
         outer = outcome.stages
         flagged = judge.unstable(decoded.decisions)
+        needless = judge.unneeded(decoded.decisions) if flagged is not None else None
+        if flagged is None or needless is None:
+            break        # not judged in time: this pass's plan is no candidate, the best in hand stands
+        held = needless - kept
+        if held:
+            kept |= held
+            _hold_running(form, held)
         starts: list[Candidate] = []
         new: frozenset[ObjectRef] = frozenset()
-        if not flagged:
+        if not flagged and not held:
             own = Candidate(decoded.decisions, outcome.values, f"pass {index + 1}")
             best = _better(form, best, own, outcome.stages)
         else:
@@ -167,7 +195,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             left = budget.until_stages_end()
             carried = judge.carried(decoded.decisions, CARRY_SHARE * left) if left > 0 else None
             values = start_from(form, carried, ease=True) if carried is not None else None
-            if carried is not None and values is not None:
+            if carried is not None and values is not None and feasible(form, values):
                 starts.append(Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle"))
         # Kueue's own plan, asked for once (it runs on the second core): a candidate,
         # and the next pass's start where it is the best plan in hand.
@@ -175,17 +203,25 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             asked = True
             plan = judge.kueue_way(KUEUE_WAIT_SHARE * budget.until_stages_end())
             values = start_from(form, plan, ease=True) if plan is not None else None
-            if plan is not None and values is not None:
+            cap = _eviction_cap(form, plan)
+            if cap is not None:
+                _cap_evictions(form, cap)
+                starts = [c for c in starts if feasible(form, c.values)]
+                if best is not None and not feasible(form, best[0].values):
+                    best = None
+                if evictions(form, outcome.values) > cap:
+                    held = held | frozenset({_CAPPED})   # this pass's plan churns too much: pass again
+            if plan is not None and values is not None and feasible(form, values):
                 way = Candidate(plan, values, "Kueue's way")
                 starts.append(way)
         ahead = way is not None and any(c is way for c in starts) and best is not None and _ahead(form, way, best[0])
         for candidate in starts:
             best = _better(form, best, candidate, outcome.stages)
-        if ahead and way is not None and not flagged:
+        if ahead and way is not None and not flagged and not held:
             # Kueue's plan beats this pass's: one more pass from it (rows as they are).
             incumbent = way.values
             continue
-        if not new:
+        if not new and not held:
             break        # the plan is stable (or the rows on do not hold the rule here)
         chosen = None
         for candidate in starts:
@@ -197,6 +233,10 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             message = f"{repaired} workload(s) left out: a pod without GPUs found no node"
         return Found(None, "failed", 0.0, 0.0, history, passes, len(on), message=message, repaired=repaired)
     chosen_plan, _ = best
+    if cap is not None:
+        chosen_plan = Candidate(chosen_plan.decisions, chosen_plan.values,
+                                f"{chosen_plan.origin}; evictions at most {cap} "
+                                f"({form.snapshot.policy.max_evictions_vs_kueue:g}x Kueue's way's)")
     standing = _standing(form, chosen_plan, passes_stages)
     decisions, tails = _tails(form, chosen_plan, make_backend, budget, gap, judge, rows, on)
     volume = [s for s in standing if s.name.startswith("priority")]
@@ -205,6 +245,35 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
     proven = all(s.status == "optimal" for s in standing) and all(s.status in ("optimal", "kept") for s in tails)
     return Found(decisions, "optimal" if proven else "feasible", objective, bound, history + standing + tails,
                  passes, len(on), chosen_plan.origin)
+
+
+_CAPPED = ObjectRef("", "", "")   # stands for "over the eviction cap" among the held victims
+
+
+def _eviction_cap(form: Formulation, way: Decisions | None) -> int | None:
+    """The policy's bound on evictions against Kueue's way (maxEvictionsVsKueue times
+    its preemptions), once Kueue's way is in; None when off or not in."""
+    factor = form.snapshot.policy.max_evictions_vs_kueue
+    if way is None or factor <= 0 or not form.victims:
+        return None
+    return int(factor * sum(e.reason in ("Preempted", "Reclaimed") for e in way.evictions))
+
+
+def _cap_evictions(form: Formulation, cap: int) -> None:
+    """A row: at most `cap` evictions. A restriction: the passes after it give no bounds."""
+    form.arrays.add_row("evictions vs Kueue's way", [(e, 1.0) for e in form.evict_col], -INF, float(cap))
+
+
+def evictions(form: Formulation, values: np.ndarray) -> int:
+    return sum(value_of([(e, 1.0)], values) > 0.5 for e in form.evict_col)
+
+
+def _hold_running(form: Formulation, refs: frozenset[ObjectRef]) -> None:
+    """Evict none of `refs` from now on: the rule found nobody needed their room in a
+    pass's plan. A restriction, not a relaxation: the passes after it give no bounds."""
+    for victim, col in zip(form.victims, form.evict_col):
+        if victim.ref in refs:
+            form.arrays.col_upper[col] = 0.0
 
 
 def _escalated(form: Formulation, rows: dict[ObjectRef, list[tuple[int, float]]], flagged: frozenset[ObjectRef],
@@ -330,7 +399,12 @@ def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, bud
             return chosen.decisions, done
         if decoded.repaired:
             return chosen.decisions, done
+        needless = judge.unneeded(decoded.decisions)
+        if needless is None or needless:
+            return chosen.decisions, done
         flagged = judge.unstable(decoded.decisions)
+        if flagged is None:
+            return chosen.decisions, done
         if not flagged:
             return decoded.decisions, done
         new = _queue_mates(form, rows, flagged) - on

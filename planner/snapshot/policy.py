@@ -29,6 +29,7 @@ MAX_AGING_PER_HOUR = 1e6
 MAX_SECONDS = 1e9
 MAX_THREADS = 256
 MAX_MIGRATIONS = 10_000            # migrations per cycle
+MAX_EVICTIONS = 1_000_000          # evictions per cycle
 MAX_SEED = 2**31 - 1               # HiGHS's random_seed is a 32-bit int
 
 
@@ -109,6 +110,10 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
     "maxMigrationsPerCycle": ("max_migrations_per_cycle", _integer(0, MAX_MIGRATIONS)),
     "migrationCheckpointWindowSeconds": ("migration_checkpoint_window_seconds",
                                          _number(0, strict=False, maximum=MAX_SECONDS)),
+    "maxEvictionsPerCycle": ("max_evictions_per_cycle", _integer(0, MAX_EVICTIONS)),
+    "maxEvictionsVsKueue": ("max_evictions_vs_kueue", _number(0, strict=False, maximum=MAX_EVICTIONS)),
+    "minGainPerEviction": ("min_gain_per_eviction", _number(0, strict=False, maximum=MAX_COST)),
+    "protectRunningAfterSeconds": ("protect_running_after_seconds", _number(0, strict=False, maximum=MAX_SECONDS)),
 }
 
 
