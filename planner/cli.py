@@ -437,12 +437,13 @@ def _table_options(command: F) -> F:
     return command
 
 
-def table_view(namespace: str | None, queue: str | None, summary_only: bool, time_limit: float | None) -> Any:
+def table_view(namespace: str | None, queue: str | None, summary_only: bool, time_limit: float | None,
+               to_stdout: bool = True) -> Any:
     """What the table shows: the filters, the terminal's width and colour (a terminal only,
-    NO_COLOR honoured; off a terminal $COLUMNS, else 120 columns)."""
+    NO_COLOR honoured; off a terminal, or into --out, $COLUMNS, else 120 columns)."""
     from planner.table import DEFAULT_WIDTH, View
 
-    tty = _isatty(sys.stdout)
+    tty = to_stdout and _isatty(sys.stdout)
     width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if tty else 0
     if not width:
         try:
@@ -682,7 +683,7 @@ def what_if(
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
-    view = table_view(namespace, queue, summary_only, time_limit)
+    view = table_view(namespace, queue, summary_only, time_limit, to_stdout)
     text = render(plan, fmt, snapshot, view) if answer is None else render_what_if(plan, fmt, answer, lines, snapshot, view)
     emit(text, None if to_stdout else out, say)
     from planner.promtext import queues_of
