@@ -141,8 +141,9 @@ WIDE_COLUMNS = ("WORKLOAD", "QUEUE", "LOCALQUEUE", "PRIORITY", "WAIT", "POSITION
                 "NODES (REASON)")
 _NUMBERS = {"PRIORITY", "WAIT", "POSITION", "PODS", "GPUS"}
 # Cut in this order when the terminal is narrow, each down to its floor (the rest is never cut).
+# Every floor is at least its header's length: a narrow terminal wraps lines, never cuts a header.
 _CUTS = (("NODES (REASON)", 48), ("WORKLOAD", 32), ("FLAVOR", 9), ("WORKLOAD", 28), ("NODES (REASON)", 24),
-         ("QUEUE", 10), ("WORKLOAD", 16), ("NODES (REASON)", 12), ("FLAVOR", 4))
+         ("QUEUE", 10), ("WORKLOAD", 16), ("NODES (REASON)", 14), ("FLAVOR", 6))
 _GUTTER = 2
 
 
