@@ -33,7 +33,7 @@ from models import (
 )
 from models.capacity import NodeTemplate
 from planner.errors import InputError
-from planner.kueue.semantics import QuotaTree, flavor_options, node_allows, quota_usage
+from planner.kueue.semantics import QuotaTree, eviction_cost, flavor_options, node_allows, quota_usage
 
 Planner = Callable[[Snapshot], Plan]
 
@@ -66,12 +66,17 @@ class CapacityAnswer:
     waiting: tuple[ObjectRef, ...]      # targets it does not (quota-blocked or beyond the bound)
     quota_blocked: tuple[QuotaBlock, ...]
     notes: tuple[str, ...]
+    tried: tuple[Mapping[str, int], ...] = ()   # the units planned with, in order (the answer among them)
 
 
 @dataclass(frozen=True)
 class Displaced:
     workload: ObjectRef
     outcome: str                        # "admitted on n1 x4, n2 x4" | "waits: REASON"
+    from_: tuple[tuple[str, int], ...] = ()    # (node, pods) it ran on
+    to: tuple[tuple[str, int], ...] = ()       # (node, pods) the plan admits it on; () when it waits
+    cost: float = 0.0                          # the work its eviction throws away (the preemption cost model)
+    reason: str = ""                           # why it waits, when it does
 
 
 @dataclass(frozen=True)
@@ -406,9 +411,8 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
         block = None if w.ref in admitted else quota_block(snapshot, w, ahead)
         if block is None:
             ahead.append(w)
-        else:
+        else:   # said once, in quota_blocked
             blocked.append(block)
-            notes.append(f"{w.ref}: nodes cannot help: {block.reason}")
     blocked_refs = {b.workload for b in blocked}
     zero = {t.name: 0 for t in templates}
     if not [w for w in missing if w.ref not in blocked_refs]:
@@ -459,12 +463,13 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
         if extra is None:
             notes.append(f"no template can take more units for {waiting}")
             break
-        notes.append(f"the cycle still left {waiting} waiting with {_units_text(chosen)}: added one more {extra}")
+        notes.append(f"the cycle still left {waiting} waiting with {_units_text(chosen)}: tried one more {extra}")
         chosen[extra] = chosen.get(extra, 0) + 1
         tried.append(dict(chosen))
     assert best is not None
     _, _, chosen, nodes, plan = best
-    return _answer(refs, chosen, units, templates, nodes, plan, blocked, notes)
+    return replace(_answer(refs, chosen, units, templates, nodes, plan, blocked, notes),
+                   tried=tuple(t for t in tried if any(t.values())))
 
 
 def _units_text(units: Mapping[str, int]) -> str:
@@ -563,13 +568,18 @@ def plan_drain(snapshot: Snapshot, selector: Sequence[Requirement], planner: Pla
     admissions = {a.workload: a for a in plan.admissions}
     waits = {p.workload: p.reason for p in plan.pending}
     outcomes = []
+    before = {w.ref: w for w in snapshot.workloads}
     for w in displaced:
         admission = admissions.get(w.ref)
+        ran = before[w.ref]
+        cost = eviction_cost(ran, snapshot)
         if admission is not None:
-            outcome = "admitted on " + ", ".join(f"{host} x{count}" for host, count in _hosts(admission.pod_sets))
+            to = tuple(_hosts(admission.pod_sets))
+            outcome = "admitted on " + ", ".join(f"{host} x{count}" for host, count in to)
+            outcomes.append(Displaced(w.ref, outcome, tuple(_hosts(ran.assignment)), to, cost))
         else:
-            outcome = f"waits: {waits.get(w.ref, 'not admitted')}"
-        outcomes.append(Displaced(w.ref, outcome))
+            reason = waits.get(w.ref, "not admitted")
+            outcomes.append(Displaced(w.ref, f"waits: {reason}", tuple(_hosts(ran.assignment)), (), cost, reason))
     return DrainAnswer(tuple(sorted(removed)), tuple(outcomes), plan)
 
 
@@ -610,10 +620,21 @@ def capacity_to_dict(answer: CapacityAnswer, templates: Sequence[NodeTemplate]) 
     }
 
 
+def _plural(count: int, noun: str, plural: str = "") -> str:
+    return f"{count} {noun if count == 1 else (plural or noun + 's')}"
+
+
 def capacity_lines(answer: CapacityAnswer, templates: Sequence[NodeTemplate]) -> list[str]:
-    added = [f"{answer.units[t.name]} x {t.name} ({t.per}, {answer.units[t.name] * t.hosts} nodes, "
+    added = [f"{answer.units[t.name]} x {t.name} ({t.per}, {_plural(answer.units[t.name] * t.hosts, 'node')}, "
              f"cost {t.cost * answer.units[t.name]:g})" for t in templates if answer.units.get(t.name)]
-    lines = [f"Add nodes: {', '.join(added) if added else 'none'}; total cost {answer.cost:g}",
+    if added:
+        head = ", ".join(added)
+    elif answer.tried:   # additions were planned with, and none admitted more targets than none
+        head = (f"none: no addition tried admits more targets "
+                f"(tried {'; '.join(_units_text(t) for t in answer.tried)})")
+    else:
+        head = "none"
+    lines = [f"Add nodes: {head}; total cost {answer.cost:g}",
              f"Targets: {len(answer.targets)}, admitted with them: {len(answer.admitted)}, "
              f"still waiting: {len(answer.waiting)}"]
     lines += [f"  quota, not nodes: {b.workload}: {b.reason}" for b in answer.quota_blocked]
@@ -622,13 +643,26 @@ def capacity_lines(answer: CapacityAnswer, templates: Sequence[NodeTemplate]) ->
     return lines
 
 
+def _displaced_to_dict(d: Displaced) -> dict[str, object]:
+    out: dict[str, object] = {
+        "workload": {"kind": d.workload.kind, "namespace": d.workload.namespace, "name": d.workload.name},
+        "from": [{"node": host, "count": count} for host, count in d.from_],
+        "to": [{"node": host, "count": count} for host, count in d.to] if d.to else None,
+        "cost": d.cost,
+        "outcome": d.outcome,
+    }
+    if d.reason:
+        out["reason"] = d.reason
+    return out
+
+
 def drain_to_dict(answer: DrainAnswer) -> dict[str, object]:
     return {"removedNodes": list(answer.removed_nodes),
-            "displaced": [{"workload": str(d.workload), "outcome": d.outcome} for d in answer.displaced]}
+            "displaced": [_displaced_to_dict(d) for d in answer.displaced]}
 
 
 def drain_lines(answer: DrainAnswer) -> list[str]:
-    lines = [f"Removed {len(answer.removed_nodes)} nodes: {', '.join(answer.removed_nodes) or 'none'}",
-             f"Displaced: {len(answer.displaced)} running workloads"]
+    lines = [f"Removed {_plural(len(answer.removed_nodes), 'node')}: {', '.join(answer.removed_nodes) or 'none'}",
+             f"Displaced: {_plural(len(answer.displaced), 'running workload')}"]
     lines += [f"  {d.workload}: {d.outcome}" for d in answer.displaced]
     return lines

@@ -14,6 +14,7 @@ import datetime as dt
 import functools
 import math
 import os
+import shutil
 import signal
 import stat
 import sys
@@ -32,17 +33,57 @@ from planner.errors import InputError, StowplanError, VerificationError
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
 
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0  plan written (warnings, if any, on stderr)
-  1  unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)
-  2  bad input: unreadable or malformed file, malformed policy, bad flag,
-     or any reported problem under --strict; nothing is written
-  3  the plan failed independent verification; nothing is written"""
+_INTERNAL = "unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)"
+_API = "cluster API error (unreachable, forbidden, ...); no credentials are shown"
+_UNVERIFIED = "the plan failed independent verification; nothing is written"
+# What each command's exit codes mean: its --help prints its own block from here, and
+# tests/test_exit_codes.py provokes the codes a test can reach without a cluster.
+EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
+    "what-if": ((0, "plan written (warnings, if any, on stderr)"), (1, _INTERNAL),
+                (2, "bad input: unreadable or malformed file, malformed policy, bad flag, or any reported "
+                    "problem under --strict; nothing is written"),
+                (3, _UNVERIFIED)),
+    "snapshot": ((0, "snapshot written (warnings, if any, on stderr)"), (1, _INTERNAL),
+                 (2, "bad input: a bad flag, an unreadable or malformed --config or --policy file; "
+                     "nothing is written"),
+                 (4, _API)),
+    "plan": ((0, "plan shown, or saved with --out (warnings, if any, on stderr)"), (1, _INTERNAL),
+             (2, "bad input: a bad flag, an unreadable or malformed --config or --policy file; "
+                 "nothing is written"),
+             (3, _UNVERIFIED), (4, _API)),
+    "explain": ((0, "explanation written (warnings, if any, on stderr)"), (1, _INTERNAL),
+                (2, "bad input: a bad flag, an unreadable or malformed snapshot, or WORKLOAD not in it"),
+                (3, "the plan it explains failed independent verification; nothing is written"),
+                (4, "with --live: " + _API)),
+    "apply": ((0, "plan applied (objects skipped as conflicts, if any, named on stderr)"), (1, _INTERNAL),
+              (2, "bad input: a bad flag, an unreadable or malformed --plan, --config or --policy file; "
+                  "nothing applied"),
+              (3, "the plan failed independent verification; nothing applied"), (4, _API),
+              (5, "another planner holds the Lease; nothing applied"),
+              (6, "the saved plan is stale (an object it touches changed); nothing applied")),
+    "generate": ((0, "snapshot written"), (1, _INTERNAL),
+                 (2, "bad argument (the flag is named) or an unwritable --out; nothing is written")),
+}
+# Every command stops on SIGINT and SIGTERM (planner/interrupt.py), writing nothing.
+_SIGNALS = ((130, "stopped by Ctrl-C (SIGINT); nothing is written"),
+            (143, "stopped by SIGTERM (kill, a CronJob's deadline); nothing is written"))
+for _command in EXIT_CODES:
+    EXIT_CODES[_command] += _SIGNALS if _command != "apply" else tuple(
+        (code, meaning.replace("nothing is written", "the write in flight finishes, no other starts; the line "
+                                                     "says how many were made")) for code, meaning in _SIGNALS)
 
-SIGNAL_EXIT_CODES_HELP = """
-  130  stopped by Ctrl-C (SIGINT); nothing is written
-  143  stopped by SIGTERM (kill, a CronJob's deadline); nothing is written"""
+
+def exit_codes_help(command: str) -> str:
+    """The `Exit codes:` block of `command`'s --help, from EXIT_CODES (kept as laid out: \\b)."""
+    import textwrap
+
+    lines = ["\b", "Exit codes:"]
+    for code, meaning in EXIT_CODES[command]:
+        lines += textwrap.wrap(meaning, 76, initial_indent=f"  {code}  ", subsequent_indent="     ")
+    return "\n".join(lines)
+
+
+EXIT_CODES_HELP = exit_codes_help("what-if")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -445,6 +486,18 @@ def _report_problems(snapshot: Snapshot) -> int:
     return len(problems)
 
 
+def _warn_early_now(snapshot: Snapshot, now: dt.datetime | None) -> int:
+    """--now before every workload was created: every wait reads 0, nothing has aged and no
+    work is lost; likely a mistyped date, so said (once, on stderr; an error under --strict)."""
+    created = [w.created_at for w in snapshot.workloads if w.created_at]
+    if now is None or not created or now.timestamp() >= min(created):
+        return 0
+    first = dt.datetime.fromtimestamp(min(created), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    click.echo(f"warning: --now {now.astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ} is before every workload's "
+               f"creation time (the first: {first}): waits read as 0, nothing has aged", err=True)
+    return 1
+
+
 def _versions() -> str:
     def version(dist: str) -> str:
         try:
@@ -462,6 +515,38 @@ def _versions() -> str:
 # ---------------------------------------------------------------- commands
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _table_options(command: F) -> F:
+    """The table's filters (-o table / -o wide): which rows a person sees."""
+    for option in reversed([
+        click.option("--namespace", "namespace", metavar="NS", show_envvar=True,
+                     help="Table: only the workloads of namespace NS (the headline stays the whole plan's)."),
+        click.option("--queue", "queue", metavar="Q", show_envvar=True,
+                     help="Table: only the workloads of ClusterQueue or LocalQueue Q."),
+        click.option("--summary-only", "summary_only", is_flag=True, show_envvar=True,
+                     help="Table: the headline, counts and summary, no workload rows."),
+    ]):
+        command = option(command)
+    return command
+
+
+def table_view(namespace: str | None, queue: str | None, summary_only: bool, time_limit: float | None,
+               to_stdout: bool = True) -> Any:
+    """What the table shows: the filters, the terminal's width and colour (a terminal only,
+    NO_COLOR honoured; off a terminal, or into --out, $COLUMNS, else 120 columns)."""
+    from planner.table import DEFAULT_WIDTH, View
+
+    tty = to_stdout and _isatty(sys.stdout)
+    width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if tty else 0
+    if not width:
+        try:
+            width = int(os.environ.get("COLUMNS", "")) or DEFAULT_WIDTH
+        except ValueError:
+            width = DEFAULT_WIDTH
+    color = tty and os.environ.get("NO_COLOR", "") == "" and os.environ.get("TERM") != "dumb"
+    return View(namespace=namespace, queue=queue, summary_only=summary_only, width=width, color=color,
+                time_limit=time_limit)
 
 
 def _metrics_option(command: F) -> F:
@@ -519,14 +604,15 @@ def cli() -> None:
     """
 
 
-@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP + SIGNAL_EXIT_CODES_HELP)
+@cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
 @click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
 @click.option("--policy", "policy", metavar="FILE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
-              help="Output format. Default: table when stdout is a terminal, else yaml (yaml with --out).")
+              help="Output format (wide: the table with every flavor and node, and the running work). "
+                   "Default: table when stdout is a terminal, else yaml (yaml with --out).")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the plan to FILE (atomically: all or nothing) instead of stdout.")
 @click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
@@ -569,6 +655,7 @@ def cli() -> None:
 @click.option("--remove-nodes", "remove_nodes", metavar="SELECTOR", show_envvar=True,
               help="Drain what-if: plan without the nodes this label selector matches (k=v,k!=v,k,!k); "
                    "their running workloads wait again, and the answer says where each goes or why it waits.")
+@_table_options
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -590,6 +677,9 @@ def what_if(
     min_priority: int | None = None,
     workload_names: str | None = None,
     remove_nodes: str | None = None,
+    namespace: str | None = None,
+    queue: str | None = None,
+    summary_only: bool = False,
 ) -> None:
     """Plan a snapshot offline: what would start, where, and what would be evicted.
 
@@ -634,6 +724,9 @@ def what_if(
         _check_picture(picture)
     if picture_before is not None:
         _check_picture(picture_before, "--picture-before")
+        if picture is not None and os.path.realpath(picture) == os.path.realpath(picture_before):
+            raise InputError("names the file --picture names: one picture would overwrite the other",
+                             file=picture_before, field="--picture-before")
     if add_nodes is not None and remove_nodes is not None:
         raise InputError("give --add-nodes or --remove-nodes, not both", field="--remove-nodes")
     if add_nodes is None and (min_priority is not None or workload_names is not None):
@@ -654,7 +747,7 @@ def what_if(
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
                              limits=Limits(max_file_bytes=max_file_size))
-    problems = _report_problems(snapshot)
+    problems = _report_problems(snapshot) + _warn_early_now(snapshot, now)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started
@@ -692,7 +785,8 @@ def what_if(
     say(_outcome(plan))
 
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
-    text = render(plan, fmt) if answer is None else render_what_if(plan, fmt, answer, lines)
+    view = table_view(namespace, queue, summary_only, time_limit, to_stdout)
+    text = render(plan, fmt, snapshot, view) if answer is None else render_what_if(plan, fmt, answer, lines, snapshot, view)
     from planner.promtext import queues_of
 
     done: list[str] = []
@@ -797,11 +891,6 @@ def _outcome(plan: Plan) -> str:
 
 # ---------------------------------------------------------------- live cluster
 
-LIVE_EXIT_CODES_HELP = EXIT_CODES_HELP + """
-  4  cluster API error (unreachable, forbidden, ...); no credentials are shown
-  5  another planner holds the Lease; nothing applied
-  6  the saved plan is stale (an object it touches changed); nothing applied""" + SIGNAL_EXIT_CODES_HELP + """
-       (apply: the write in flight finishes, no other starts; the line says how many were made)"""
 
 
 def _cluster_options(command: F) -> F:
@@ -859,7 +948,7 @@ def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) ->
     return Kube(connect(kubeconfig, context), dry_run=dry_run)
 
 
-@cli.command("snapshot", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("snapshot", context_settings=CONTEXT, epilog=exit_codes_help("snapshot"))
 @click.option("-o", "--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the snapshot to FILE (JSON when it ends in .json, else YAML) instead of stdout.")
 @_cluster_options
@@ -914,20 +1003,23 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
         say(f"wrote {out}")
 
 
-@cli.command("plan", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("plan", context_settings=CONTEXT, epilog=exit_codes_help("plan"))
 @_cluster_options
 @_solver_options
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
-              help="Output format. Default: table on a terminal, else yaml.")
+              help="Output format (wide: the table with every flavor and node, and the running work). "
+                   "Default: table on a terminal, else yaml.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Save the plan to FILE (yaml, or json for *.json) with snapshot.resourceVersions, for "
                    "`stowplan apply --plan FILE`.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
+@_table_options
 @_exits
 def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[str], policy: str | None,
                  solver: str, time_limit: float | None, gap: float | None, verbose: bool, output: str | None,
-                 out: str | None, quiet: bool, metrics: str | None = None) -> None:
+                 out: str | None, quiet: bool, metrics: str | None = None, namespace: str | None = None,
+                 queue: str | None = None, summary_only: bool = False) -> None:
     """Plan the live cluster and show the plan; nothing is written to the cluster.
 
     \b
@@ -961,7 +1053,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     with Outputs() as outputs:     # the plan and its metrics: both written, or neither
         if out in (None, "-"):
             fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
-            outputs.stdout(render(plan, fmt))
+            outputs.stdout(render(plan, fmt, live.snapshot, table_view(namespace, queue, summary_only, time_limit)))
         else:
             assert out is not None
             fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
@@ -973,7 +1065,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
         say(line)
 
 
-@cli.command("explain", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("explain", context_settings=CONTEXT, epilog=exit_codes_help("explain"))
 @click.argument("workload", metavar="WORKLOAD", required=False)
 @click.argument("snapshots", metavar="[SNAPSHOT...]", nargs=-1,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
@@ -989,7 +1081,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
               help="Time limit of each plan of a changed snapshot while searching for the smallest change.")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
               help="Planning time (SNAPSHOT files only). Default: the snapshot's.")
-@click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
+@click.option("-o", "--output", "output", type=click.Choice([f for f in FORMATS if f != "wide"]), show_envvar=True,
               help="Output format. Default: table when stdout is a terminal, else yaml.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_exits
@@ -1043,6 +1135,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
         say(f"reading {', '.join(snapshots)}")
         snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
     _report_problems(snapshot)
+    _warn_early_now(snapshot, now)
     say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
     fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
     if workload is None:
@@ -1058,7 +1151,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
     write_stdout(render_explanation(explanation, fmt))
 
 
-@cli.command("apply", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
+@cli.command("apply", context_settings=CONTEXT, epilog=exit_codes_help("apply"))
 @click.option("--plan", "plan", metavar="FILE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="Apply this saved plan (from `plan --out`) instead of planning now; refused (exit 6) if "
@@ -1164,9 +1257,7 @@ def _generate_help_epilog() -> str:
     from planner.tools.family import help_lines
 
     lines += ["", *help_lines()]
-    lines += ["", "\b", "Exit codes:", "  0  snapshot written", "  1  unexpected internal error",
-              "  2  bad flag or parameter; nothing written",
-              "  130  stopped by Ctrl-C (SIGINT); nothing written", "  143  stopped by SIGTERM; nothing written"]
+    lines += ["", exit_codes_help("generate")]
     return "\n".join(lines)
 
 

@@ -13,18 +13,20 @@ import json
 import math
 import numbers
 import re
+from dataclasses import replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
-from planner import fair_report, vs_kueue, why
+from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, Snapshot, SolverReport
+from planner import table, why
 from planner.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
 KIND = "Plan"
-FORMATS = ("table", "yaml", "json")
+FORMATS = ("table", "wide", "yaml", "json")
+TABLES = ("table", "wide")
 SECONDS_KEYS = ("read", "build", "solve", "verify", "total")
 
 _DIGITS = 6
@@ -268,141 +270,18 @@ def to_json(plan: Plan) -> str:
 
 # ---------------------------------------------------------------- table
 
-MAX_NODES_SHOWN = 4
-MAX_REFS_SHOWN = 3
+def to_table(plan: Plan, snapshot: Snapshot | None = None, view: table.View = table.View(),
+             before: Sequence[str] = ()) -> str:
+    """For people: the headline, the workloads, the summary (planner.table)."""
+    return table.render(plan, snapshot, view, list(before), summary=_plain(plan.summary))
 
 
-def _show(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.6g}"
-
-
-def _compressed(items: list[str], limit: int) -> str:
-    """`a, b, c +N more`: enough to recognise, short enough for a terminal."""
-    shown = ", ".join(items[:limit])
-    return shown + (f" +{len(items) - limit} more" if len(items) > limit else "")
-
-
-def _nodes(pod_set: PodSetAssignment) -> str:
-    return _compressed([f"{node}×{count}" for node, count in pod_set.pods_per_node().items()], MAX_NODES_SHOWN)
-
-
-def _flavors(pod_set: PodSetAssignment) -> str:
-    distinct = sorted(set(pod_set.flavors.values()))
-    if len(distinct) <= 1:
-        return distinct[0] if distinct else "-"
-    return ", ".join(f"{resource}={pod_set.flavors[resource]}" for resource in sorted(pod_set.flavors))
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    rows = [tuple(printable(cell) for cell in row) for row in rows]   # escaped before widths are measured
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    lines = []
-    for row in [header, *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths)] + [row[-1]]
-        lines.append("  ".join(cells).rstrip())
-    return lines
-
-
-def _section(title: str, count: int, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    if not rows:
-        return [f"{title}: none"]
-    return [f"{title} ({count}):", *("  " + line for line in _table(header, rows))]
-
-
-def _admission_rows(admissions: Iterable[Admission]) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
-    for admission in admissions:
-        for pod_set in admission.pod_sets:
-            name = str(admission.workload)
-            if len(admission.pod_sets) > 1:
-                name += f" [{pod_set.name}]"
-            rows.append((name, admission.cluster_queue, str(pod_set.count), _flavors(pod_set), _nodes(pod_set)))
-    return rows
-
-
-def _summary_lines(summary: Mapping[str, Any]) -> list[str]:
-    lines = []
-    for key, value in summary.items():
-        if isinstance(value, dict):
-            shown = ", ".join(f"{k}={_scalar_text(v)}" for k, v in value.items()) or "-"
-        elif isinstance(value, list):
-            shown = ", ".join(_scalar_text(v) for v in value) or "-"
-        else:
-            shown = _scalar_text(value)
-        lines.append(printable(f"  {key}: {shown}"))
-    return lines
-
-
-def _scalar_text(value: Any) -> str:
-    if isinstance(value, float) or value is None:
-        return _show(value)
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return str(value)
-
-
-def to_table(plan: Plan) -> str:
-    """For people: status line, admissions, evictions, pending with reasons, summary."""
-    data = plan_to_dict(plan)
-    solver = data["solver"]
-    seconds = solver["seconds"]
-    gap = "-" if solver["gap"] is None else f"{solver['gap'] * 100:.2f}%"
-    lines = [
-        f"Plan for {printable(plan.source or '-')} ({plan.object_count} objects): "
-        f"{solver['method']} {solver['status']}, objective {_show(solver['objective'])}, "
-        f"bound {_show(solver['bound'])}, gap {gap}, time {seconds['total']:.3f}s "
-        f"(read {seconds['read']:.3f}, build {seconds['build']:.3f}, "
-        f"solve {seconds['solve']:.3f}, verify {seconds['verify']:.3f})"
-        + (f", peak RSS {solver['peak_rss_mib']:.1f} MiB" if solver.get("peak_rss_mib") is not None else ""),
-    ]
-    if plan.solver.message:
-        lines.append(f"Solver: {printable(plan.solver.message)}")
-    lines.append("")
-    lines += _section(
-        "Admissions", len(plan.admissions), ("WORKLOAD", "QUEUE", "PODS", "FLAVORS", "NODES"), _admission_rows(plan.admissions)
-    )
-    lines.append("")
-    lines += _section(
-        "Evictions",
-        len(plan.evictions),
-        ("WORKLOAD", "REASON", "COST", "FOR"),
-        [
-            (str(e.workload), e.reason, _show(_number(e.cost)),
-             _compressed([str(r) for r in e.for_], MAX_REFS_SHOWN) or e.message or "-")
-            for e in plan.evictions
-        ],
-    )
-    if plan.migrations:
-        lines.append("")
-        lines += _section(
-            "Migrations", len(plan.migrations), ("WORKLOAD", "FROM", "TO", "FREES", "FOR", "COST"),
-            [(str(m.workload), _compressed([_nodes(ps) for ps in m.from_], MAX_NODES_SHOWN),
-              _compressed([_nodes(ps) for ps in m.to], MAX_NODES_SHOWN),
-              _compressed(["/".join(d.values) for d in m.frees], MAX_REFS_SHOWN) or "-",
-              _compressed([str(r) for r in m.for_], MAX_REFS_SHOWN) or "-", _show(_number(m.cost)))
-             for m in plan.migrations])
-    lines.append("")
-    lines += _section("Pending", len(plan.pending), ("WORKLOAD", "REASON"), [(str(p.workload), p.reason) for p in plan.pending])
-    if data["summary"]:
-        shown = {k: v for k, v in data["summary"].items() if k not in (vs_kueue.KEY, fair_report.KEY)}
-        lines += ["", "Summary:", *_summary_lines(shown)]
-        beside = vs_kueue.table_lines(data["summary"])
-        if beside:
-            lines += ["", *(printable(line) for line in beside)]
-        block = data["summary"].get(vs_kueue.KEY)
-        fair = fair_report.table_lines(data["summary"], block.get("baseline") if isinstance(block, dict) else None)
-        if fair:
-            lines += ["", *(printable(line) for line in fair)]
-    return "\n".join(lines) + "\n"
-
-
-def render_what_if(plan: Plan, fmt: str, answer: Mapping[str, Any], lines: Sequence[str]) -> str:
+def render_what_if(plan: Plan, fmt: str, answer: Mapping[str, Any], lines: Sequence[str],
+                   snapshot: Snapshot | None = None, view: table.View = table.View()) -> str:
     """A capacity or drain what-if: the plan with the answer (`whatIf`) beside it; in a
     table, the answer's lines first."""
-    if fmt == "table":
-        return "".join(f"{printable(line)}\n" for line in lines) + "\n" + to_table(plan)
+    if fmt in TABLES:
+        return to_table(plan, snapshot, replace(view, wide=view.wide or fmt == "wide"), lines)
     data = {**plan_to_dict(plan), "whatIf": _plain(answer)}
     if fmt == "yaml":
         return dump_yaml(data)
@@ -411,14 +290,15 @@ def render_what_if(plan: Plan, fmt: str, answer: Mapping[str, Any], lines: Seque
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def render(plan: Plan, fmt: str) -> str:
-    """The plan in one of FORMATS."""
+def render(plan: Plan, fmt: str, snapshot: Snapshot | None = None, view: table.View = table.View()) -> str:
+    """The plan in one of FORMATS; a table (`table`, `wide`) reads `snapshot` for
+    priorities, waits, queue positions and the running work."""
     if fmt == "yaml":
         return to_yaml(plan)
     if fmt == "json":
         return to_json(plan)
-    if fmt == "table":
-        return to_table(plan)
+    if fmt in TABLES:
+        return to_table(plan, snapshot, replace(view, wide=view.wide or fmt == "wide"))
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 

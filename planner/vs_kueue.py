@@ -20,6 +20,15 @@ from typing import Any, Mapping
 
 KEY = "vs_kueue"
 COUNTS = ("admitted", "evicted", "pending", "preemption_cost")
+# Relative: two plans whose costs differ in the sixth digit (sums of the same evictions'
+# costs added in another order) are the same plan, not "preemption cost -2e-06".
+TOLERANCE = 1e-6
+
+
+def _minus(a: float, b: float) -> int | float:
+    """a - b, 0 when the two agree within TOLERANCE (relative to the larger)."""
+    difference = float(a) - float(b)
+    return 0 if abs(difference) <= TOLERANCE * max(1.0, abs(float(a)), abs(float(b))) else _num(difference)
 
 
 def _num(value: float) -> int | float:
@@ -49,11 +58,11 @@ def compare(plan_summary: Mapping[str, Any], baseline_summary: Mapping[str, Any]
     """The `vs_kueue` block: `baseline_summary` (greedy's) and the plan's minus it."""
     plan, base = baseline_of(plan_summary), baseline_of(baseline_summary)
     priorities = sorted(set(plan["served_gpus"]) | set(base["served_gpus"]))
-    served = {p: _num(plan["served_gpus"].get(p, 0) - base["served_gpus"].get(p, 0)) for p in priorities}
-    cores = {p: _num(plan["served_cores"].get(p, 0) - base["served_cores"].get(p, 0)) for p in priorities}
+    served = {p: _minus(plan["served_gpus"].get(p, 0), base["served_gpus"].get(p, 0)) for p in priorities}
+    cores = {p: _minus(plan["served_cores"].get(p, 0), base["served_cores"].get(p, 0)) for p in priorities}
     difference: dict[str, Any] = {"served_gpus": served}
     for key in COUNTS:
-        difference[key] = _num(plan[key] - base[key])
+        difference[key] = _minus(plan[key], base[key])
     return {"baseline": base, "difference": difference, "says": says(served, cores, difference)}
 
 

@@ -59,6 +59,7 @@ class QuotaFact:
     used: int            # by the ClusterQueue after the plan
     available: int       # what the ClusterQueue could still take (nominal left and borrowable)
     needs: int           # what the workload would charge (minimum counts)
+    own: int = 0         # the part of `available` that is its own nominal quota left; the rest the cohort lends
 
     @property
     def short(self) -> bool:
@@ -134,6 +135,7 @@ class Explanation:
     changes: tuple[Change, ...] = ()
     search_time_limit: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    blocker: str = ""                  # what no change of quota or nodes undoes (then quota is not what is short)
 
     @property
     def served(self) -> bool:
@@ -155,11 +157,24 @@ def find_workload(snapshot: Snapshot, text: str) -> Workload:
                if (w.ref.namespace, w.ref.name) == tuple(parts[-2:])
                and (len(parts) == 2 or w.ref.kind.lower() == parts[0].lower())]
     if not matches:
+        groups = _groups_of(snapshot, parts[-2], parts[-1])
+        if groups:   # a LeaderWorkerSet is planned as one workload per group, NAME-0, NAME-1, ...
+            shown = ", ".join(groups[:4]) + (f" +{len(groups) - 4} more" if len(groups) > 4 else "")
+            raise UnknownWorkload(f"workload {text} is not in the snapshot; its groups are: {shown} "
+                                  "(a LeaderWorkerSet is planned one group at a time)")
         raise UnknownWorkload(f"workload {text} is not in the snapshot")
     if len(matches) > 1:
         kinds = ", ".join(sorted(str(w.ref) for w in matches))
         raise UnknownWorkload(f"workload {text} is ambiguous ({kinds}): name it as KIND/NAMESPACE/NAME")
     return matches[0]
+
+
+def _groups_of(snapshot: Snapshot, namespace: str, name: str) -> list[str]:
+    """`namespace/NAME-0`, `namespace/NAME-1`, ...: the workloads named as groups of `name`, in index order."""
+    found = [(int(w.ref.name[len(name) + 1:]), f"{w.ref.namespace}/{w.ref.name}") for w in snapshot.workloads
+             if w.ref.namespace == namespace and w.ref.name.startswith(name + "-")
+             and w.ref.name[len(name) + 1:].isdigit()]
+    return [text for _, text in sorted(found)]
 
 
 def served(plan: Plan, snapshot: Snapshot, ref: ObjectRef) -> bool:
@@ -211,7 +226,7 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
         if blocker is not None else \
         _changes(snapshot, plan, cq, w, quota, capacity, replans, _waiting_ahead(snapshot, plan, w), first_only)
     return replace(base, quota=tuple(quota), capacity=tuple(capacity), victims=tuple(victims),
-                   changes=tuple(changes), notes=tuple(notes))
+                   changes=tuple(changes), notes=tuple(notes), blocker=blocker or "")
 
 
 def _no_node(snapshot: Snapshot, state: ClusterState, cq: ClusterQueue, w: Workload) -> str | None:
@@ -290,7 +305,9 @@ def _quota_facts(state: ClusterState, cq: ClusterQueue, w: Workload) -> list[Quo
         flavor, resource = fr
         nominal, borrowing, _ = state.quota.limits(f"cq:{cq.name}", fr)
         available = max(0, state.available(cq.name, fr)) if state.lists(cq.name, fr) else 0
-        facts.append(QuotaFact(flavor, resource, nominal, borrowing, state.used(cq.name, fr), available, needs[fr]))
+        used = state.used(cq.name, fr)
+        own = min(available, max(0, nominal - used))
+        facts.append(QuotaFact(flavor, resource, nominal, borrowing, used, available, needs[fr], own))
     return facts
 
 
@@ -741,7 +758,8 @@ def as_dict(e: Explanation) -> dict[str, object]:
         "ahead": [{"workload": ref(a.workload), "priority": a.priority, "state": a.state} for a in e.ahead],
         "quota": [{"flavor": q.flavor, "resource": q.resource, "nominal": q.nominal,
                    "borrowingLimit": q.borrowing_limit, "usedAfterPlan": q.used, "available": q.available,
-                   "needs": q.needs, "short": q.short} for q in e.quota],
+                   "availableOwn": q.own, "availableFromCohort": q.available - q.own,
+                   "needs": q.needs, "short": q.short and not e.blocker} for q in e.quota],
         "capacity": [{"podSet": c.pod_set, "flavors": list(c.flavors), "fits": c.fits, "neededPods": c.needed,
                       "bestRoomPods": c.room, "level": c.level, "reason": c.reason} for c in e.capacity],
         "victims": [{"workload": ref(v.workload), "clusterQueue": v.cluster_queue, "priority": v.priority,
@@ -776,35 +794,58 @@ def lines(e: Explanation) -> list[str]:
     for a in e.ahead:
         out.append(f"    ahead: {a.workload} priority {a.priority} ({a.state})")
     if e.quota:
-        out.append("  quota (after the plan):")
+        out.append("  quota (after the plan)" + (": not what keeps it waiting" if e.blocker else "") + ":")
         for q in e.quota:
             limit = "none" if q.borrowing_limit is None else amount(q.resource, q.borrowing_limit)
+            lent = q.available - q.own
+            split = f" ({amount(q.resource, q.own)} its own, {amount(q.resource, lent)} lent by the cohort)" if lent else ""
             out.append(f"    {q.flavor}/{q.resource}: nominal {amount(q.resource, q.nominal)}, borrowing limit "
-                       f"{limit}, used {amount(q.resource, q.used)}, available {amount(q.resource, q.available)}, "
-                       f"needs {amount(q.resource, q.needs)}" + ("  <- short" if q.short else ""))
+                       f"{limit}, used {amount(q.resource, q.used)}, available {amount(q.resource, q.available)}{split}, "
+                       f"needs {amount(q.resource, q.needs)}" + ("  <- short" if q.short and not e.blocker else ""))
     for c in e.capacity:
         where = f"in one {c.level}" if c.level else "on eligible nodes"
         state_text = "fits" if c.fits else f"room for {c.room}" + (f" ({c.reason})" if c.reason else "")
-        out.append(f"  capacity: pod set {c.pod_set} on {'/'.join(c.flavors)} needs {c.needed} pods {where}: "
+        out.append(f"  capacity: pod set {c.pod_set} on {'/'.join(c.flavors)} needs {c.needed} "
+                   f"{'pod' if c.needed == 1 else 'pods'} {where}: "
                    f"{state_text}")
     for v in e.victims:
         verdict = "preemptible (the plan chose not to)" if v.allowed else f"protected: {v.why}"
         out.append(f"  candidate victim: {v.workload} (ClusterQueue {v.cluster_queue}, priority {v.priority}): "
                    f"{verdict}")
-    out.append(f"  changes tried (each planned again by the cycle, time limit {e.search_time_limit:g}s a plan):")
+    if e.changes:
+        out.append(f"  changes tried (each planned again by the cycle, time limit {e.search_time_limit:g}s a plan):")
     for ch in e.changes:
-        unit = {"quota": "pods' worth", "finishing": "workloads"}.get(ch.kind, "nodes")
-        out.append(f"    {_change_text(ch)}: tried {unit} " + ", ".join(f"{k} {'admits' if ok else 'no'}"
-                                                                    for k, ok in ch.tried))
+        unit = {"quota": ("pod's worth", "pods' worth"), "finishing": ("workload", "workloads")}.get(
+            ch.kind, ("node", "nodes"))
+        out.append(f"    {_change_text(ch)}: {tried_text(ch.tried, unit)}")
         if ch.quota_tried:
-            out.append("      then, with those nodes, quota tried in pods' worth "
-                       + ", ".join(f"{k} {'admits' if ok else 'no'}" for k, ok in ch.quota_tried))
+            out.append("      then, with those nodes, quota: " + tried_text(ch.quota_tried, ("pod's worth", "pods' worth")))
     for note in e.notes:
         out.append(f"  note: {note}")
     smallest = e.smallest()
-    out.append(f"  smallest change found: {_change_text(smallest)}" if smallest is not None
-               else "  smallest change found: none of those tried admits it")
+    if smallest is not None:
+        out.append(f"  smallest change found: {_change_text(smallest)}")
+    elif e.changes:
+        out.append("  smallest change found: none of those tried admits it")
     return out
+
+
+def tried_text(tried: Iterable[tuple[int, bool]], unit: tuple[str, str]) -> str:
+    """`admits from 4 pods' worth, not 3 (tried 1, 2, 3, 4, 24)`: the answer first, the
+    amounts planned after it."""
+    tried = sorted(tried)
+    if not tried:
+        return "not tried"
+
+    def many(k: int) -> str:
+        return f"{k} {unit[0] if k == 1 else unit[1]}"
+
+    yes = [k for k, ok in tried if ok]
+    amounts = ", ".join(str(k) for k, _ in tried)
+    if not yes:
+        return f"none admits, up to {many(tried[-1][0])} (tried {amounts})"
+    below = [k for k, ok in tried if not ok and k < yes[0]]
+    return f"admits from {many(yes[0])}" + (f", not {below[-1]}" if below else "") + f" (tried {amounts})"
 
 
 def _change_text(c: Change) -> str:
@@ -814,10 +855,15 @@ def _change_text(c: Change) -> str:
         parts.append(" and ".join(f"{upto}+{amount(r, a)} {r} nominal quota on flavor {f}" for f, r, a in c.quota)
                      + f" in ClusterQueue {c.cluster_queue}")
     if c.template:
-        parts.append(f"+{c.nodes if c.amount is not None else '?'} node(s) like {c.template}")
+        if c.amount is not None:
+            parts.append(f"+{c.nodes} {'node' if c.nodes == 1 else 'nodes'} like {c.template}")
+        else:   # none admitted: the most tried, not a placeholder
+            most = max((k for k, _ in c.tried), default=0) if c.kind == "nodes" else c.nodes
+            parts.append(f"up to +{most} {'node' if most == 1 else 'nodes'} like {c.template}" if most
+                         else f"more nodes like {c.template}")
     if c.kind == "finishing":
         names = [str(r) for r in c.finishing]
         shown = ", ".join(names[:4]) + (f" +{len(names) - 4} more" if len(names) > 4 else "")
-        parts.append(f"{len(names)} running workload(s) finishing: {shown}" if names
+        parts.append(f"{len(names)} running {'workload' if len(names) == 1 else 'workloads'} finishing: {shown}" if names
                      else "running workloads finishing, lowest priority first")
     return f"[{c.kind}] " + " with ".join(parts)

@@ -231,3 +231,30 @@ def test_the_tiers_read_are_where_the_plan_stands_not_each_pass() -> None:
                          {"stage": "priority -5", "objective": -2.0, "bound": -1.0},
                          {"stage": "preemption cost", "objective": 3.0, "bound": 3.0}]}
     assert family_bench.tiers_of(record) == [(100, 7.0, 8.0), (-5, -2.0, -1.0)]
+
+
+def test_bench_writes_no_file_unless_told_and_names_no_issue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: `bench` without --out wrote BENCHMARKS.md into the current folder, under a
+    heading naming an internal issue number."""
+    monkeypatch.chdir(tmp_path)
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps({"meta": META, "scale": [], "fixtures": [], "family": FAMILY_ROWS}))
+    result = CliRunner().invoke(cli, ["bench", "--from-json", str(raw)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.json"]
+    assert "## The family of shapes" in result.output and "issue" not in result.output.split("\n", 3)[0]
+    out = tmp_path / "B.md"
+    result = CliRunner().invoke(cli, ["bench", "--from-json", str(raw), "--out", str(out)])
+    assert result.exit_code == 0 and "## The family of shapes: the targets on every member" in out.read_text()
+    assert "issue 32" not in out.read_text() and "(issue" not in out.read_text()
+
+
+def test_help_and_readme_agree_on_xl() -> None:
+    """Issue 39: `bench --help` said ~10 GiB for XL where the README says 6 GiB."""
+    import re
+
+    help_text = " ".join(CliRunner().invoke(cli, ["bench", "--help"]).output.split())
+    readme = (REPO / "README.md").read_text()
+    line = next(line for line in readme.splitlines() if "stowplan bench --xl" in line)
+    said = re.search(r"(\d+) GiB", line)
+    assert said and f"{said.group(1)} GiB" in help_text and "~10 GiB" not in help_text

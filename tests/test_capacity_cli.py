@@ -106,3 +106,32 @@ def test_bad_combinations_are_exit_2(tmp_path: Path, args: tuple[str, ...]) -> N
     result = run("what-if", FIXTURE, *(path if a == "SPEC" else a for a in args), "-q")
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
+
+
+def test_add_nodes_that_help_nothing_say_so_once_and_in_the_singular(tmp_path: Path) -> None:
+    """Issue 39: "Add nodes: none; total cost 0" followed by notes that one was added; each
+    quota-blocked target printed twice; "1 nodes"."""
+    result = run("what-if", FIXTURE, "--add-nodes", spec(tmp_path, H100), "-o", "table", "-q", "--solver", "greedy")
+    assert result.exit_code == 0, result.output
+    head = result.stdout.split("\nPlan for ")[0]
+    first = head.splitlines()[0]
+    assert first.startswith("Add nodes: none: no addition tried admits more targets (tried h100-node x1")
+    assert "added one more" not in head
+    assert head.count("Job/team-data/data-gpu-ocr") == 1
+    answer = json.loads(run("what-if", FIXTURE, "--add-nodes", spec(tmp_path, H100), "-o", "json", "-q",
+                            "--solver", "greedy").stdout)["whatIf"]
+    assert not any("data-gpu-ocr" in note for note in answer["notes"])
+
+
+def test_remove_one_node_in_the_singular_and_displaced_structured() -> None:
+    result = run("what-if", FIXTURE, "--remove-nodes", "kubernetes.io/hostname=h100-node-01", "-o", "json", "-q",
+                 "--solver", "greedy")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)["whatIf"]
+    assert answer["removedNodes"] == ["h100-node-01"] and len(answer["displaced"]) == 1
+    for d in answer["displaced"]:
+        assert set(d) >= {"workload", "from", "to", "cost"} and set(d["workload"]) == {"kind", "namespace", "name"}
+        assert any(f["node"] == "h100-node-01" for f in d["from"])
+    table = run("what-if", FIXTURE, "--remove-nodes", "kubernetes.io/hostname=h100-node-01", "-o", "table", "-q",
+                "--solver", "greedy").stdout
+    assert table.startswith("Removed 1 node: h100-node-01\nDisplaced: 1 running workload\n")

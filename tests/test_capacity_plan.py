@@ -11,7 +11,8 @@ from builders import (
 from models import HOSTNAME_LABEL, ObjectRef, Snapshot, Taint
 from models.capacity import NodeTemplate
 from planner.capacity_plan import (
-    parse_selector, plan_additions, plan_drain, select_targets, selects, size_units,
+    capacity_lines, drain_lines, drain_to_dict, parse_selector, plan_additions, plan_drain, select_targets, selects,
+    size_units,
 )
 from planner.cycle import plan_snapshot
 from planner.errors import InputError
@@ -95,7 +96,10 @@ def test_quota_blocks_so_nodes_cannot_help() -> None:
     assert (block.cluster_queue, block.flavor, block.resource, block.need, block.available) == \
         ("team", "gpu", GPU, 5, 0)
     assert answer.waiting == (ObjectRef("Job", "team", "j1"),)
-    assert any("nodes cannot help" in n and "ClusterQueue team flavor gpu" in n for n in answer.notes)
+    assert "ClusterQueue team flavor gpu" in block.reason
+    assert not any("j1" in n for n in answer.notes)    # said once, as quota_blocked (issue 39: it was said twice)
+    lines = capacity_lines(answer, [rack_template()])
+    assert sum("team/j1" in line for line in lines) == 1
 
 
 def test_targets_by_name_and_unknown_name() -> None:
@@ -123,6 +127,13 @@ def test_drained_rack_work_moves_or_waits_as_by_hand() -> None:
     assert outcomes["small"].startswith("waits")
     assert set(outcomes) == {"small", "big"}
     assert answer.plan.evictions == ()
+    # structured as well (issue 39): workload, from, to, cost
+    data = {d["workload"]["name"]: d for d in drain_to_dict(answer)["displaced"]}  # type: ignore[union-attr]
+    assert data["big"]["from"] == [{"node": "n2", "count": 4}] and data["big"]["to"] == [{"node": "n4", "count": 4}]
+    assert data["small"]["to"] is None and data["small"]["reason"]
+    assert data["big"]["workload"] == {"kind": "Job", "namespace": "team", "name": "big"}
+    assert all(isinstance(d["cost"], float) and d["cost"] > 0 for d in data.values())
+    assert drain_lines(answer)[1] == "Displaced: 2 running workloads"
 
 
 def test_selector() -> None:

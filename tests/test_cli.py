@@ -179,7 +179,7 @@ def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
 
     result = run("what-if", str(snap), "-o", fmt)
     assert result.exit_code == 0
-    assert result.stdout == output.render(small_plan(), fmt)
+    assert result.stdout == output.render(small_plan(), fmt, fakes.snapshot, cli_module.table_view(None, None, False, None))
 
 
 def test_the_read_time_is_handed_to_the_pipeline(fakes: Fakes, snap: Path,
@@ -933,7 +933,7 @@ def test_control_characters_are_escaped_in_the_table_and_warnings(tmp_path: Path
     objects = base_objects() + [k8s_job(EVIL), k8s_job("j", queue="nope\x1b[31m")]
     snap = tmp_path / "snap.yaml"
     snap.write_text(as_list(objects))
-    result = run("what-if", str(snap), "-o", "table", "--solver", "greedy")
+    result = run("what-if", str(snap), "-o", "wide", "--solver", "greedy")   # wide: no cell is cut
     assert result.exit_code == 0, result.stderr
     for text in (result.stdout, result.stderr):
         assert not any(c in text for c in "\x1b\x07\u202e"), repr(text)

@@ -463,6 +463,21 @@ def test_cli_bad_parameter_writes_nothing_and_keeps_the_old_file(tmp_path):
     assert result.exit_code == 2 and "does not exist" in result.output
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--nodes", "abc"], "--nodes 'abc': expected AxBx... of whole numbers above 0"),
+    (["--nodes", "4x0x2"], "--nodes '4x0x2': expected AxBx... of whole numbers above 0"),
+    (["--set", "pending=x"], "--set pending='x': expected a whole number"),
+    (["--set", "second_flavor_share=lots"], "--set second_flavor_share='lots': expected a number"),
+    (["--set", "priorities=a:1"], "--set priorities='a:1': expected NAME:VALUE:SHARE"),
+    (["--preset", "family", "--nodes", "abc"], "--nodes 'abc': expected AxBx..."),
+])
+def test_cli_bad_argument_names_the_flag_not_python(args, message):
+    """Issue 39: `generate --nodes abc` printed int()'s message."""
+    result = CliRunner().invoke(cli, ["generate", *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "invalid literal" not in result.output
+
+
 def test_cli_help_documents_every_parameter_and_preset():
     result = CliRunner().invoke(cli, ["generate", "--help"])
     assert result.exit_code == 0

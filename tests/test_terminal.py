@@ -26,7 +26,7 @@ def test_the_table_escapes_names_reasons_and_the_source():
     table = render(plan, "table")
     assert not any(c in table for c in "\x1b\x07\r\t\x7f\x9b\u202e")
     assert table.count("\n") == render(plan, "table").replace(EVIL, "x").count("\n")   # no forged lines
-    assert "Job/ns/a\\x1b]0;title" in table
+    assert "ns/a\\x1b]0;title" in table and "Job/ns/a\\x1b]0;title" in render(plan, "wide")
     assert json.loads(render(plan, "json"))["pending"][0]["workload"]["name"] == EVIL   # machines get it exact
 
 

@@ -71,3 +71,14 @@ def test_says_counts_and_cores():
     assert vs_kueue.gain_gpus(block) == {1: 8.0, 0: 2.0}
     one = vs_kueue.compare({**plan, "evicted": 4}, base)
     assert "1 more eviction" in one["says"]
+
+
+def test_equal_within_tolerance_is_the_same_as_kueues_way():
+    """Issue 39: identical plans read `preemption cost -2e-06` (one sum added in another order)."""
+    plan = {"served_gpus": {100: 8}, "served_cores": {100: 0}, "admitted": 3, "evicted": 2, "pending": 1,
+            "preemption_cost": 797.830554}
+    base = {**plan, "preemption_cost": 797.830556}
+    block = vs_kueue.compare(plan, base)
+    assert block["says"] == "same as Kueue's way"
+    assert block["difference"]["preemption_cost"] == 0
+    assert vs_kueue.compare({**plan, "preemption_cost": 798.0}, base)["says"] == "preemption cost +0.169444"

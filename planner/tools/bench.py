@@ -469,7 +469,7 @@ How fast Stowplan plans, how close to optimal, and what the MILP buys over greed
 Regenerate everything between the `bench:` markers with
 
 ```sh
-.venv/bin/stowplan bench              # S, M, L and every fixture; --xl adds XL
+.venv/bin/stowplan bench --out BENCHMARKS.md   # S, M, L and every fixture; --xl adds XL
 .venv/bin/stowplan bench --scenario S --no-fixtures    # one scenario, quick
 .venv/bin/stowplan bench --json results.json           # every measured record as JSON too
 .venv/bin/stowplan bench --from-json results.json      # re-render the tables, measure nothing
@@ -479,7 +479,7 @@ Method: each scenario is the generator's preset (`stowplan generate --preset S`,
 fixed seed) written to JSON; each plan runs in its own process as
 `stowplan what-if FILE -o json --quiet --time-limit T --solver milp|greedy`, and the
 numbers are read from the JSON plan (`solver.seconds`, `objective`, `bound`, `gap`,
-`status`, `peak_rss_mib` and the REFERENCE §5 `summary`). The targets (issue 6) are
+`status`, `peak_rss_mib` and the REFERENCE §5 `summary`). The targets are
 end to end, and so is `--time-limit` (reading included); each plan gets its target
 less 5% for what must finish past the limit and for writing the plan (S 1.9 s,
 M 4.75 s, L 28.5 s, XL 114 s). A
@@ -585,7 +585,7 @@ def run_bench(scenarios: Mapping[str, tuple[Any, Target]], fixtures: Sequence[Pa
     return report(meta, rows, fixture_rows, family_rows, out)
 
 
-FAMILY_HEADING = "## The family of shapes: issue 32's targets on every member"
+FAMILY_HEADING = "## The family of shapes: the targets on every member"
 
 
 def report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], fixture_rows: Sequence[Mapping[str, Any]],
@@ -597,12 +597,12 @@ def report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], fixture_r
     markdown: list[str] = []
     if rows:
         body = scale_markdown(rows, meta)
-        sections["scale"] = ("## Scale (issue 6)", "\n".join(body))
-        markdown += ["## Scale (issue 6)", ""] + body + [""]
+        sections["scale"] = ("## Scale", "\n".join(body))
+        markdown += ["## Scale", ""] + body + [""]
     if fixture_rows:
         body = fixtures_markdown(fixture_rows, meta)
-        sections["fixtures"] = ("## Every fixture, milp beside greedy (issues 3, 4)", "\n".join(body))
-        markdown += ["## Every fixture, milp beside greedy (issues 3, 4)", ""] + body + [""]
+        sections["fixtures"] = ("## Every fixture, milp beside greedy", "\n".join(body))
+        markdown += ["## Every fixture, milp beside greedy", ""] + body + [""]
     if family_rows:
         body = family_markdown(family_rows, meta)
         sections["family"] = (FAMILY_HEADING, "\n".join(body))
@@ -642,12 +642,12 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
 @click.option("--scenario", "scenario_names", multiple=True, type=click.Choice(list(TARGETS)), show_envvar=True,
               envvar="STOWPLAN_BENCH_SCENARIO",
               help="Scenario (generator preset) to run; repeat for several. Default: S, M, L.")
-@click.option("--xl", is_flag=True, show_envvar=True, help="Add XL (65,536 nodes; minutes and ~10 GiB).")
+@click.option("--xl", is_flag=True, show_envvar=True, help="Add XL (65,536 nodes: the whole run about 15 minutes and 6 GiB on 2 cores).")
 @click.option("--scenarios/--no-scenarios", "with_scenarios", default=True, show_default=True, show_envvar=True,
               envvar="STOWPLAN_BENCH_SCENARIOS", help="Run the scale scenarios (the presets).")
 @click.option("--family/--no-family", "with_family", default=True, show_default=True, show_envvar=True,
               envvar="STOWPLAN_BENCH_FAMILY",
-              help="Run the family section: issue 32's targets on members of the generated family "
+              help="Run the family section: the family's targets on members of the generated family "
                    "(stowplan generate --preset family).")
 @click.option("--family-scale", "family_scales", multiple=True, type=click.Choice(["tiny", *TARGETS]), show_envvar=True,
               envvar="STOWPLAN_BENCH_FAMILY_SCALE",
@@ -660,9 +660,10 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
 @click.option("--time-limit-factor", "factor", type=click.FloatRange(min=0, min_open=True), default=1.0,
               show_default=True, show_envvar=True, envvar="STOWPLAN_BENCH_TIME_LIMIT_FACTOR",
               help="Multiply each scenario's time limit (target less 5%) by this.")
-@click.option("--out", "out", metavar="FILE", default="BENCHMARKS.md", show_default=True, show_envvar=True,
+@click.option("--out", "out", metavar="FILE", default="-", show_envvar=True,
               type=click.Path(dir_okay=False),
-              help="Markdown file whose bench: sections are refreshed ('-': write none).")
+              help="Also refresh the bench: sections of this markdown file (e.g. BENCHMARKS.md). "
+                   "Default: none, the tables go to stdout only.")
 @click.option("--fixtures/--no-fixtures", "with_fixtures", default=True, show_default=True, show_envvar=True,
               envvar="STOWPLAN_BENCH_FIXTURES",
               help="Also plan every fixture with milp and greedy.")
@@ -686,24 +687,26 @@ def bench_command(scenario_names: Sequence[str], xl: bool, with_scenarios: bool,
                   family_scales: Sequence[str], family_seeds: str | None, factor: float, out: str,
                   with_fixtures: bool, fixtures_dir: str, keep: str | None, raw: str | None, from_json: str | None,
                   quiet: bool, peer: str | None, peer_scenarios: Sequence[str]) -> None:
-    """Benchmark planning at scale and compare milp with greedy (writes BENCHMARKS.md).
+    """Benchmark planning at scale and compare milp with greedy (markdown on stdout; --out FILE too).
 
     For each scenario, the generator's preset (fixed seed) is written to JSON and
     planned twice, each in its own process (`what-if -o json --solver milp`, then
     `--solver greedy`), with the time limit (end to end, as the targets: S 2 s, M 5 s,
     L 30 s, XL 120 s) at the scenario's target less 5% for writing the plan.
     Every fixture is planned the same way. The family section plans members of the
-    generated family (issue 32) at the limit, at half of it and with greedy, and
-    judges each of issue 32's targets on each member. Tables go to stdout and
-    between the `<!-- bench:... -->` markers of --out; the rest of that file is kept.
+    generated family at the limit, at half of it and with greedy, and judges each
+    of the family's targets on each member. Tables go to stdout and, with --out
+    FILE, between the `<!-- bench:... -->` markers of FILE; the rest of it is kept.
+    Nothing else is written (no file without --out).
 
     \b
     Examples:
-      stowplan bench                          # S, M, L, the fixtures, the family at S and M
-      stowplan bench --xl                     # and XL
-      stowplan bench --scenario S --no-fixtures --no-family --out -
-      stowplan bench --no-scenarios --no-fixtures --family-scale L --out -
-      stowplan bench --peer kueue --out -     # Kueue beside greedy and the MILP
+      stowplan bench                          # S, M, L, the fixtures, the family at S and M; stdout
+      stowplan bench --out BENCHMARKS.md      # and refresh BENCHMARKS.md's tables
+      stowplan bench --xl --out BENCHMARKS.md # and XL
+      stowplan bench --scenario S --no-fixtures --no-family
+      stowplan bench --no-scenarios --no-fixtures --family-scale L
+      stowplan bench --peer kueue             # Kueue beside greedy and the MILP
     """
     from planner.tools.family_bench import DEFAULT_FAMILY_SCALES
     from planner.tools.generate import preset

@@ -176,10 +176,16 @@ def from_options(seed: int, nodes: str | None, settings: list[tuple[str, str]]) 
     base = family(seed, scale)
     fixed: dict[str, Any] = {}
     if nodes is not None:
-        fixed.update(parse_setting(base, "nodes", nodes))
+        try:
+            fixed.update(parse_setting(base, "nodes", nodes))
+        except ValueError as error:   # the flag named, as generate names it
+            raise ValueError(f"--nodes {str(error).partition('=')[2]}") from None
     for key, value in settings:
         if key != "scale":
-            fixed.update(parse_setting(dataclasses.replace(base, **fixed), key, value))
+            try:
+                fixed.update(parse_setting(dataclasses.replace(base, **fixed), key, value))
+            except ValueError as error:
+                raise ValueError(f"--set {error}") from None
     return family(seed, scale, **fixed)
 
 

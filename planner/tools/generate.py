@@ -389,9 +389,15 @@ def spec_from_options(preset_name: str, seed: int | None, nodes: str | None, set
         if seed is not None:
             spec = dataclasses.replace(spec, seed=seed)
         if nodes is not None:
-            spec = dataclasses.replace(spec, **parse_setting(spec, "nodes", nodes))
+            try:
+                spec = dataclasses.replace(spec, **parse_setting(spec, "nodes", nodes))
+            except ValueError as error:
+                raise ValueError(f"--nodes {str(error).partition('=')[2]}") from None
         for key, value in pairs:
-            spec = dataclasses.replace(spec, **parse_setting(spec, key, value))
+            try:
+                spec = dataclasses.replace(spec, **parse_setting(spec, key, value))
+            except ValueError as error:
+                raise ValueError(f"--set {error}") from None
     spec.validate()
     return spec
 
@@ -417,7 +423,8 @@ def parse_setting(spec: GeneratorSpec, key: str, text: str) -> dict[str, Any]:
     names = {f.name: f for f in dataclasses.fields(GeneratorSpec)}
     try:
         if key in ("nodes", "fanout"):
-            fanout = tuple(int(v) for v in text.replace(",", "x").split("x"))
+            fanout = tuple(_whole(v, "AxBx... of whole numbers above 0, e.g. 8x16x16", low=1)
+                           for v in text.replace(",", "x").split("x"))
             out: dict[str, Any] = {"fanout": fanout}
             if len(fanout) != len(spec.levels):
                 if len(fanout) not in STANDARD_LEVELS:
@@ -433,23 +440,50 @@ def parse_setting(spec: GeneratorSpec, key: str, text: str) -> dict[str, Any]:
             pairs = []
             for item in text.split(","):
                 gpus, _, weight = item.partition(":")
-                pairs.append((int(gpus), int(weight or 1)))
+                pairs.append((_whole(gpus, "GPUS:WEIGHT,... of whole numbers"),
+                               _whole(weight or "1", "GPUS:WEIGHT,... of whole numbers")))
             return {key: tuple(pairs)}
         if key == "priorities":
             triples = []
             for item in text.split(","):
-                name, value, share = item.split(":")
-                triples.append((name.strip(), int(value), float(share)))
+                parts = item.split(":")
+                if len(parts) != 3 or not parts[0].strip():
+                    raise ValueError("expected NAME:VALUE:SHARE,...")
+                name, value, share = parts
+                triples.append((name.strip(), _whole(value, "NAME:VALUE:SHARE,... with a whole VALUE"),
+                                _real(share, "NAME:VALUE:SHARE,... with a number SHARE")))
             return {key: tuple(triples)}
         if isinstance(default, bool):
             return {key: text.lower() in ("1", "true", "yes")}
         if isinstance(default, int):
-            return {key: int(text)}
+            return {key: _whole(text, "a whole number")}
         if isinstance(default, float):
-            return {key: float(text)}
+            return {key: _real(text, "a number")}
         return {key: text}
     except ValueError as error:
-        raise ValueError(f"parameter {key}={text!r}: {error}") from None
+        raise ValueError(f"{key}={text!r}: {error}") from None
+
+
+def _whole(text: str, expected: str, low: int | None = None) -> int:
+    """An integer from the command line, or a ValueError that says what was expected
+    (not Python's `invalid literal for int() with base 10`)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected {expected}") from None
+    if low is not None and value < low:
+        raise ValueError(f"expected {expected}")
+    return value
+
+
+def _real(text: str, expected: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"expected {expected}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected {expected} (finite)")
+    return value
 
 
 # ---------------------------------------------------------------- helpers
