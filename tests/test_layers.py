@@ -49,7 +49,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "describe": ("planner.explain", "planner.why", "planner.metrics", "planner.vs_kueue", "planner.fair_report"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
               "planner.podsready"),
-    "whatif": ("planner.capacity_plan",),
+    "whatif": ("planner.capacity_plan", "planner.simulate"),
     "output": ("planner.output", "planner.promtext", "planner.picture"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
