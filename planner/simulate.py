@@ -83,7 +83,8 @@ class Job:
 class Counters:
     admitted: int = 0
     evictions: int = 0
-    lost_gpu_seconds: float = 0.0
+    lost_gpu_seconds: float = 0.0           # all the work evictions threw away
+    lost_window_gpu_seconds: float = 0.0    # the part of it done within the simulated window
     allocated_gpu_seconds: float = 0.0
     finished: int = 0
     cycle_seconds: list[float] = field(default_factory=list)
@@ -242,8 +243,10 @@ class _Sim:
         assert job.run_start is not None
         checkpoint = job.last_checkpoint(now)
         kept = checkpoint - job.run_start if checkpoint is not None else 0.0
-        self.counters.lost_gpu_seconds += max(0.0, min(now, self.end) - max(job.run_start + kept, self.start)) \
-            * job.gpus
+        since = job.run_start + kept
+        self.counters.lost_gpu_seconds += max(0.0, now - since) * job.gpus
+        # utilisation counts only the window: what was lost of the GPU-seconds counted in it
+        self.counters.lost_window_gpu_seconds += max(0.0, min(now, self.end) - max(since, self.start)) * job.gpus
         self.counters.evictions += 1
         job.done = min(job.duration, job.done + kept)
         self.stop(job, now)
@@ -355,7 +358,7 @@ def summarize(result: Result) -> dict[str, object]:
             largest[level] = min(largest.get(level, int(gpus)), int(gpus))
     return {
         "utilization_allocated": round(c.allocated_gpu_seconds / capacity, 6) if capacity else 0.0,
-        "utilization_useful": round(max(0.0, c.allocated_gpu_seconds - c.lost_gpu_seconds) / capacity, 6)
+        "utilization_useful": round(max(0.0, c.allocated_gpu_seconds - c.lost_window_gpu_seconds) / capacity, 6)
         if capacity else 0.0,
         "wait_seconds": {k: percentiles(by_priority[k]) for k in _by_number(by_priority)},
         "wait_seconds_by_cluster_queue": {k: percentiles(v) for k, v in sorted(by_queue.items())},

@@ -50,7 +50,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
               "planner.podsready"),
     "whatif": ("planner.capacity_plan", "planner.simulate"),
-    "output": ("planner.output", "planner.promtext", "planner.picture"),
+    "output": ("planner.output", "planner.promtext", "planner.picture", "planner.sim_output"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
     "tools": ("planner.tools", "planner.tools.*"),
