@@ -70,6 +70,11 @@ def _rows(planners: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
     for q in queues:
         row(f"wait p50/p95, {q}", lambda s, q=q: "/".join(
             _hours(s["wait_seconds_by_cluster_queue"].get(q, {}).get(k, 0.0)) for k in ("p50", "p95")))
+    required = sorted({lv for s in planners.values() for lv in s["wait_seconds_topology_required"]})
+    for lv in required:
+        row(f"wait p50/max (never started), requiring one {lv.rsplit('/', 1)[-1]}", lambda s, lv=lv: (
+            lambda w: f"{_hours(w['p50'])}/{_hours(w['max'])} ({w['unstarted']})" if w else "-")(
+            s["wait_seconds_topology_required"].get(lv)))
     levels = sorted({lv for s in planners.values() for lv in s["smallest_largest_free_gpus"]})
     for lv in levels:
         row(f"largest free {lv.rsplit('/', 1)[-1]} (least seen), GPUs",

@@ -340,6 +340,24 @@ def waits(result: Result) -> tuple[dict[str, list[float]], dict[str, list[float]
     return by_priority, by_queue, unstarted
 
 
+def required_waits(result: Result) -> dict[str, dict[str, float]]:
+    """Per topology level that trace jobs require (above the host): their waits' percentiles,
+    the longest, and how many never started (can rack- and block-sized jobs start?)."""
+    by_level: dict[str, list[tuple[float, bool]]] = {}
+    for job in result.jobs:
+        levels = {ps.topology.level for ps in job.workload.pod_sets
+                  if ps.topology.mode == "required" and ps.topology.level not in (None, HOSTNAME_LABEL)}
+        if not job.from_trace or not levels:
+            continue
+        started = job.first_start if job.first_start is not None else result.end
+        for level in levels:
+            assert level is not None
+            by_level.setdefault(level, []).append((max(0.0, started - job.submitted), job.first_start is None))
+    return {level: {**percentiles([w for w, _ in entries]), "max": round(max(w for w, _ in entries), 3),
+                    "unstarted": sum(1 for _, never in entries if never)}
+            for level, entries in sorted(by_level.items())}
+
+
 def _by_number(keys: Iterable[str]) -> list[str]:
     return sorted(keys, key=lambda k: (-int(k), k) if k.lstrip("-").isdigit() else (0, k))
 
@@ -362,6 +380,7 @@ def summarize(result: Result) -> dict[str, object]:
         if capacity else 0.0,
         "wait_seconds": {k: percentiles(by_priority[k]) for k in _by_number(by_priority)},
         "wait_seconds_by_cluster_queue": {k: percentiles(v) for k, v in sorted(by_queue.items())},
+        "wait_seconds_topology_required": required_waits(result),
         "admitted": c.admitted,
         "admissions_per_minute": round(c.admitted / (span / 60.0), 4) if span else 0.0,
         "evictions": c.evictions,

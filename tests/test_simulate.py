@@ -112,3 +112,22 @@ def test_percentiles_take_the_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
     assert percentiles(values) == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "count": 100}
     assert percentiles([])["p95"] == 0.0
+
+
+def test_waits_of_jobs_that_require_a_rack_are_reported_per_level() -> None:
+    from tests.builders import required, topology
+
+    rack = "example.com/rack"
+    snap = snapshot(
+        nodes=[node(f"n{i}", gpu=4, cpu="32", labels={rack: "r1"}) for i in (1, 2)],
+        flavors=[flavor("default", topology="t")],
+        topologies=[topology("t", rack, "kubernetes.io/hostname")],
+        cqs=[cq("team", quotas={"default": {"nvidia.com/gpu": 8, "cpu": 64, "memory": "512Gi"}})],
+    )
+    small = arrival("small", 0, 200, gpu=4)
+    big_w = job("team", "big", cq="team", gpu=4, pods=2, topology=required(rack))
+    big = Arrival(replace(big_w, cluster_queue="team"), 10, 100)
+    summary = simulate(snap, Trace("t", (small, big), hours=400 / 3600), planner(), interval=60).as_dict()
+    # big needs the whole rack: it starts at the first cycle after small ends (240), 230 s after submit
+    assert summary["wait_seconds_topology_required"] == {
+        rack: {"p50": 230.0, "p95": 230.0, "p99": 230.0, "count": 1, "max": 230.0, "unstarted": 0}}
