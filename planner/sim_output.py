@@ -61,6 +61,9 @@ def _rows(planners: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
     row("evictions", lambda s: f"{s['evictions']} ({s['evictions_per_hour']:.2f}/h)")
     row("lost GPU-hours", lambda s: f"{s['lost_gpu_hours']:.2f}")
     row("trace jobs never started", lambda s: f"{s['unstarted']} of {s['trace_jobs']}")
+    row("snapshot's pending work started (GPUs)", lambda s: (
+        f"{s['backlog']['started']} of {s['backlog']['pending_at_start']} "
+        f"({s['backlog']['gpus_started']} of {s['backlog']['gpus_at_start']})"))
     priorities = sorted({p for s in planners.values() for p in s["wait_seconds"]},
                         key=lambda p: -int(p) if p.lstrip("-").isdigit() else 0)
     for p in priorities:

@@ -61,6 +61,7 @@ class Job:
     first_start: float | None = None
     finished_at: float | None = None
     evictions: int = 0
+    requested_gpus: int = 0             # GPUs of all its pods, at full count
 
     @property
     def running(self) -> bool:
@@ -161,10 +162,14 @@ class _Sim:
         low, high = SHORT if self.rng.random() < 0.8 else LONG
         return math.exp(self.rng.uniform(math.log(low), math.log(high)))
 
+    def requested(self, w: Workload) -> int:
+        return sum(ps.count * self.gpus_of(ps.request.items()) for ps in w.pod_sets)
+
     def adopt(self, w: Workload) -> None:
         """A workload of the starting snapshot: no trace line, so a drawn duration."""
         duration = self.draw_duration()
-        job = Job(replace(w, pods_ready=None), duration, None, w.created_at, False, w.queued_at)
+        job = Job(replace(w, pods_ready=None), duration, None, w.created_at, False, w.queued_at,
+                  requested_gpus=self.requested(w))
         if w.state is WorkloadState.RUNNING:
             began = w.admitted_at if w.admitted_at is not None else self.start
             # Somewhere in its run: what is left is a share of a drawn duration, at least a minute.
@@ -182,7 +187,7 @@ class _Sim:
             raise ValueError(f"{w.ref} is in the snapshot and in the trace (line {arrival.line})")
         at = start + arrival.submit
         self.jobs[w.ref] = Job(replace(w, created_at=at, queued_at=at, pods_ready=None), arrival.duration,
-                               arrival.checkpoint_interval, at, True, at)
+                               arrival.checkpoint_interval, at, True, at, requested_gpus=self.requested(w))
 
     def finish_until(self, now: float) -> None:
         for job in self.jobs.values():
@@ -340,6 +345,16 @@ def waits(result: Result) -> tuple[dict[str, list[float]], dict[str, list[float]
     return by_priority, by_queue, unstarted
 
 
+def backlog(result: Result) -> dict[str, int]:
+    """The starting snapshot's pending work (no trace line, so outside `wait_seconds`): how
+    much there was, in workloads and GPUs, and how much of it started within the window."""
+    waiting = [j for j in result.jobs if not j.from_trace and j.submitted <= result.start
+               and (j.first_start is None or j.first_start >= result.start)]
+    started = [j for j in waiting if j.first_start is not None]
+    return {"pending_at_start": len(waiting), "gpus_at_start": sum(j.requested_gpus for j in waiting),
+            "started": len(started), "gpus_started": sum(j.requested_gpus for j in started)}
+
+
 def required_waits(result: Result) -> dict[str, dict[str, float]]:
     """Per topology level that trace jobs require (above the host): their waits' percentiles,
     the longest, and how many never started (can rack- and block-sized jobs start?)."""
@@ -388,6 +403,7 @@ def summarize(result: Result) -> dict[str, object]:
         "lost_gpu_hours": round(c.lost_gpu_seconds / 3600.0, 4),
         "finished": c.finished,
         "trace_jobs": sum(1 for j in result.jobs if j.from_trace),
+        "backlog": backlog(result),
         "unstarted": unstarted,
         "cycles": len(c.cycle_seconds),
         "cycle_seconds": {"p50": percentiles(cycle)["p50"], "max": round(max(cycle, default=0.0), 3),

@@ -131,3 +131,12 @@ def test_waits_of_jobs_that_require_a_rack_are_reported_per_level() -> None:
     # big needs the whole rack: it starts at the first cycle after small ends (240), 230 s after submit
     assert summary["wait_seconds_topology_required"] == {
         rack: {"p50": 230.0, "p95": 230.0, "p99": 230.0, "count": 1, "max": 230.0, "unstarted": 0}}
+
+
+def test_the_snapshots_pending_work_is_counted_as_backlog() -> None:
+    waiting = job("team", "old", cq="team", gpu=4)
+    blocked = job("team", "huge", cq="team", gpu=4, pods=2)          # 8 GPUs: never fits the node
+    summary = simulate(one_node_cluster((waiting, blocked)), Trace("t", (), hours=120 / 3600), planner(),
+                       interval=60).as_dict()
+    assert summary["backlog"] == {"pending_at_start": 2, "gpus_at_start": 12, "started": 1, "gpus_started": 4}
+    assert summary["wait_seconds"] == {} and summary["trace_jobs"] == 0
