@@ -119,13 +119,15 @@ def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: fl
     span = hours if hours is not None else trace.hours
     end = start + (span * 3600.0 if span is not None else max((a.submit for a in trace.arrivals), default=0.0))
     sim = _Sim(snapshot, start, end, seed)
-    arrivals = list(trace.arrivals)
+    arrivals = sorted(trace.arrivals, key=lambda a: (a.submit, a.line))
+    next_arrival = 0
     cycles = int(math.floor((end - start) / interval)) + 1
     for k in range(cycles):
         now = start + k * interval
         sim.finish_until(now)
-        while arrivals and start + arrivals[0].submit <= now:
-            sim.arrive(arrivals.pop(0), start)
+        while next_arrival < len(arrivals) and start + arrivals[next_arrival].submit <= now:
+            sim.arrive(arrivals[next_arrival], start)
+            next_arrival += 1
         plan = planner(sim.snapshot_at(now))
         sim.apply(plan, now)
         sim.sample(now, plan)

@@ -158,3 +158,47 @@ def test_a_table_and_a_picture(tmp_path: Path, cluster: tuple[Path, Path]) -> No
     assert result.exit_code == 0, result.stderr
     assert "useful GPU utilisation" in result.stdout and "greedy" in result.stdout
     assert picture.read_text().lstrip().startswith("<?xml")
+
+
+# ---------------------------------------------------------------- a cluster's history
+
+def finished_job(name: str, created: str, started: str | None, completed: str | None, **extra: object) -> dict:
+    status: dict[str, object] = {}
+    if started:
+        status["startTime"] = started
+    if completed:
+        status["completionTime"] = completed
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "team-llm", "creationTimestamp": created,
+                         "labels": {"kueue.x-k8s.io/queue-name": "team-llm-queue",
+                                    "kueue.x-k8s.io/priority-class": "standard"}},
+            "spec": {"parallelism": 2, "suspend": False, "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology":
+                                             "cloud.provider.com/topology-rack"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {
+                    "cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "8"}}}]}}},
+            "status": status, **extra}
+
+
+def test_finished_jobs_of_a_history_become_a_trace_that_simulates(tmp_path: Path, cluster: tuple[Path, Path]) -> None:
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        finished_job("done-2", "2026-12-01T12:10:00Z", "2026-12-01T12:12:00Z", "2026-12-01T13:12:00Z"),
+        finished_job("done-1", "2026-12-01T12:00:00Z", "2026-12-01T12:01:00Z", "2026-12-01T12:31:00Z"),
+        finished_job("still-running", "2026-12-01T12:05:00Z", "2026-12-01T12:06:00Z", None),
+    ]}))
+    out = tmp_path / "trace.jsonl"
+    result = run("trace", str(history), "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0]["kind"] == "Trace" and [line["name"] for line in lines[1:]] == ["done-1", "done-2"]
+    first, second = lines[1], lines[2]
+    assert (first["submit"], first["duration"], second["submit"], second["duration"]) == (0.0, 1800.0, 600.0, 3600.0)
+    assert first["podSets"] == [{"name": "main", "count": 2,
+                                 "requests": {"cpu": "500m", "memory": str(2**30), "nvidia.com/gpu": "8"},
+                                 "topology": {"required": "cloud.provider.com/topology-rack"}}]
+    assert "left out 1 queued Job(s): not finished" in result.stderr
+    # it reads back as a trace for the generated cluster, whose queues it names
+    snapshot, trace = read_with_snapshot(str(out), [str(cluster[0])])
+    assert [a.workload.ref.name for a in trace.arrivals] == ["done-1", "done-2"]
+    assert all(a.workload.cluster_queue == "team-llm-cq" and a.workload.priority == 100 for a in trace.arrivals)
