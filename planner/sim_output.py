@@ -60,6 +60,9 @@ def _rows(planners: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
     row("admissions per minute", lambda s: f"{s['admissions_per_minute']:.2f}")
     row("evictions", lambda s: f"{s['evictions']} ({s['evictions_per_hour']:.2f}/h)")
     row("lost GPU-hours", lambda s: f"{s['lost_gpu_hours']:.2f}")
+    row("evictions by priority", lambda s: ", ".join(f"{p}: {n}" for p, n in s["evictions_by_priority"].items())
+        or "-")
+    row("workloads evicted more than once", lambda s: str(s["evicted_more_than_once"]))
     row("trace jobs never started", lambda s: f"{s['unstarted']} of {s['trace_jobs']}")
     row("snapshot's pending work started (GPUs)", lambda s: (
         f"{s['backlog']['started']} of {s['backlog']['pending_at_start']} "

@@ -88,6 +88,8 @@ class Counters:
     lost_window_gpu_seconds: float = 0.0    # the part of it done within the simulated window
     allocated_gpu_seconds: float = 0.0
     finished: int = 0
+    evictions_by_priority: dict[str, int] = field(default_factory=dict)
+    lost_by_priority: dict[str, float] = field(default_factory=dict)   # GPU-seconds
     cycle_seconds: list[float] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
     series: list[dict[str, object]] = field(default_factory=list)
@@ -255,6 +257,10 @@ class _Sim:
         # utilisation counts only the window: what was lost of the GPU-seconds counted in it
         self.counters.lost_window_gpu_seconds += max(0.0, min(now, self.end) - max(since, self.start)) * job.gpus
         self.counters.evictions += 1
+        key = str(job.workload.priority)
+        self.counters.evictions_by_priority[key] = self.counters.evictions_by_priority.get(key, 0) + 1
+        self.counters.lost_by_priority[key] = self.counters.lost_by_priority.get(key, 0.0) + max(0.0, now - since) \
+            * job.gpus
         job.done = min(job.duration, job.done + kept)
         self.stop(job, now)
         job.queued_at = now          # Kueue requeues an evicted workload at its eviction time
@@ -403,6 +409,10 @@ def summarize(result: Result) -> dict[str, object]:
         "evictions": c.evictions,
         "evictions_per_hour": round(c.evictions / (span / 3600.0), 4) if span else 0.0,
         "lost_gpu_hours": round(c.lost_gpu_seconds / 3600.0, 4),
+        "evictions_by_priority": {k: c.evictions_by_priority[k] for k in _by_number(c.evictions_by_priority)},
+        "lost_gpu_hours_by_priority": {k: round(c.lost_by_priority[k] / 3600.0, 4)
+                                       for k in _by_number(c.lost_by_priority)},
+        "evicted_more_than_once": sum(1 for j in result.jobs if j.evictions > 1),
         "finished": c.finished,
         "trace_jobs": sum(1 for j in result.jobs if j.from_trace),
         "backlog": backlog(result),

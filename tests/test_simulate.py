@@ -65,6 +65,8 @@ def test_an_eviction_loses_the_work_since_the_last_checkpoint() -> None:
     low, high = jobs["low"], jobs["high"]
     summary = result.as_dict()
     assert summary["evictions"] == 1 and low.evictions == 1  # type: ignore[attr-defined]
+    assert summary["evictions_by_priority"] == {"0": 1} and summary["evicted_more_than_once"] == 0
+    assert summary["lost_gpu_hours_by_priority"] == {"0": pytest.approx(4 * 60 / 3600, abs=1e-4)}
     assert summary["lost_gpu_hours"] == pytest.approx(4 * 60 / 3600, abs=1e-4)
     assert high.first_start == NOW + 300 and high.finished_at == NOW + 400  # type: ignore[attr-defined]
     # back at the next cycle after high ends (420), with 240 s saved
