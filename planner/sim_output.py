@@ -85,6 +85,9 @@ def _rows(planners: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, ...]]:
     for lv in levels:
         row(f"largest free {lv.rsplit('/', 1)[-1]} (least seen), GPUs",
             lambda s, lv=lv: str(s["smallest_largest_free_gpus"].get(lv, "-")))
+    if any("fair_distance" in s for s in planners.values()):
+        row("fair-share distance mean/max/last, GPUs", lambda s: "/".join(
+            f"{s['fair_distance'][k]:g}" for k in ("mean", "max", "last")) if "fair_distance" in s else "-")
     row("cycles", lambda s: str(s["cycles"]))
     row("cycle seconds p50/max", lambda s: f"{s['cycle_seconds']['p50']:.2f}/{s['cycle_seconds']['max']:.2f}")
     row("plan status", lambda s: ", ".join(f"{k} {v}" for k, v in s["plan_status"].items()))

@@ -292,6 +292,7 @@ class _Sim:
             "evicted": len(plan.evictions),
             "largest_free": self.largest_free(running),
             "cycle_seconds": self.counters.cycle_seconds[-1],
+            **fair_distance(plan),
         })
 
     def largest_free(self, running: list[Job]) -> dict[str, int]:
@@ -319,6 +320,22 @@ class _Sim:
             if job.running:
                 assert job.run_start is not None
                 self.counters.allocated_gpu_seconds += max(0.0, end - max(job.run_start, self.start)) * job.gpus
+
+
+def fair_distance(plan: Plan) -> dict[str, float]:
+    """With fair sharing on: how far the queues are from their fair allocation after the
+    plan, in the cohort tree's measured resource (GPUs where it has any): the sum over
+    queues of |used - fair| (the plan's own fair-sharing report). Empty when it is off."""
+    report = plan.summary.get("fair_sharing")
+    queues = report.get("queues") if isinstance(report, Mapping) else None
+    if not isinstance(queues, Mapping):
+        return {}
+    total = 0.0
+    for entry in queues.values():
+        over = entry.get("over_fair") if isinstance(entry, Mapping) else None
+        if isinstance(over, (int, float)):
+            total += abs(float(over))
+    return {"fair_distance": round(total, 3)}
 
 
 # ---------------------------------------------------------------- metrics
@@ -385,6 +402,15 @@ def _by_number(keys: Iterable[str]) -> list[str]:
     return sorted(keys, key=lambda k: (-int(k), k) if k.lstrip("-").isdigit() else (0, k))
 
 
+def fair_summary(series: list[dict[str, object]]) -> dict[str, object]:
+    """Fair-share distance over the cycles (mean, max, last), when fair sharing is on."""
+    values = [float(v) for v in (p.get("fair_distance") for p in series) if isinstance(v, (int, float))]
+    if not values:
+        return {}
+    return {"fair_distance": {"mean": round(sum(values) / len(values), 3), "max": round(max(values), 3),
+                              "last": round(values[-1], 3)}}
+
+
 def summarize(result: Result) -> dict[str, object]:
     c = result.counters
     span = max(0.0, result.end - result.start)
@@ -421,6 +447,7 @@ def summarize(result: Result) -> dict[str, object]:
         "cycle_seconds": {"p50": percentiles(cycle)["p50"], "max": round(max(cycle, default=0.0), 3),
                           "total": round(sum(cycle), 3)},
         "plan_status": dict(sorted(c.statuses.items())),
+        **fair_summary(c.series),
         "smallest_largest_free_gpus": dict(sorted(largest.items())),
         "total_gpus": result.total_gpus,
         "hours": round(span / 3600.0, 4),

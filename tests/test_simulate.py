@@ -142,3 +142,17 @@ def test_the_snapshots_pending_work_is_counted_as_backlog() -> None:
                        interval=60).as_dict()
     assert summary["backlog"] == {"pending_at_start": 2, "gpus_at_start": 12, "started": 1, "gpus_started": 4}
     assert summary["wait_seconds"] == {} and summary["trace_jobs"] == 0
+
+
+def test_fair_share_distance_sums_each_queues_distance_from_its_fair_allocation() -> None:
+    from models import Plan, SolverReport
+    from planner.simulate import fair_distance, fair_summary
+
+    report = SolverReport("greedy", "feasible", 0.0, 0.0, 0.0)
+    fair_on = Plan("s", "", 0, report, summary={"fair_sharing": {"strategies": [], "queues": {
+        "a": {"used": 10, "fair": 6, "over_fair": 4}, "b": {"used": 2, "fair": 6.5, "over_fair": -4.5}}}})
+    assert fair_distance(fair_on) == {"fair_distance": 8.5}
+    assert fair_distance(Plan("s", "", 0, report)) == {}                  # fair sharing off: nothing
+    series: list[dict[str, object]] = [{"fair_distance": 8.5}, {"fair_distance": 1.5}]
+    assert fair_summary(series) == {"fair_distance": {"mean": 5.0, "max": 8.5, "last": 1.5}}
+    assert fair_summary([{"t": 0}]) == {}
