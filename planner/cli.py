@@ -1028,7 +1028,7 @@ class _LazyEpilogCommand(click.Command):
 
 @cli.command("generate", cls=_LazyEpilogCommand, context_settings=CONTEXT)
 @click.option("--preset", type=click.Choice(["S", "M", "L", "XL", "meta-like", "nvl72", "four-level", "fragmented", "fair",
-                                            "family"]),
+                                            "family", "kueue-baseline"]),
               default="S", show_default=True, show_envvar=True,
               help="Starting shape: S/M/L/XL (512/4,096/16,384/65,536 nodes, the scale benchmark's) or a "
                    "topology fixture's (meta-like, nvl72, four-level); fair: four weighted teams with fair sharing on; "
@@ -1086,6 +1086,9 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     if not to_stdout:
         assert out is not None
         check_writable(out)
+    if preset == "kueue-baseline":
+        _kueue_baseline(trace, settings, out, say)
+        return
     try:
         spec = spec_from_options(preset, seed, nodes, settings)
     except ValueError as error:
@@ -1102,6 +1105,29 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     meta = document["metadata"]["annotations"]["stowplan.io/generator"]
     say(f"generated {len(document['items'])} objects ({meta}) in {time.monotonic() - started:.2f}s")
     emit(text, None if to_stdout else out, say)
+
+
+def _kueue_baseline(trace: bool, settings: Sequence[str], out: str | None, say: Callable[[str], None]) -> None:
+    """`generate --preset kueue-baseline`: Kueue's performance baseline (planner/tools/kueue_perf.py),
+    the cluster or (--trace) its 15,000 workloads; --set scale=X keeps that share of them,
+    --set nodes_per_queue=N sizes the cluster."""
+    from planner.tools.generate import to_json, to_json_lines
+    from planner.tools.kueue_perf import baseline_snapshot, baseline_trace
+
+    values = {"scale": 1.0, "nodes_per_queue": 1.0}
+    for setting in settings:
+        key, _, text = setting.partition("=")
+        if key.strip() not in values:
+            raise InputError(f"--set {setting!r}: kueue-baseline takes scale and nodes_per_queue", field="--set")
+        try:
+            values[key.strip()] = float(text)
+        except ValueError:
+            raise InputError(f"--set {setting!r}: not a number", field="--set") from None
+    if not 0 < values["scale"] <= 1 or not 1 <= values["nodes_per_queue"] <= 64:
+        raise InputError("scale: above 0 and at most 1; nodes_per_queue: 1 to 64", field="--set")
+    text = to_json_lines(baseline_trace(values["scale"])) if trace else \
+        to_json(baseline_snapshot(int(values["nodes_per_queue"])))
+    emit(text, None if out in (None, "-") else out, say)
 
 
 SIMULATE_EXIT_CODES_HELP = """\b
@@ -1127,6 +1153,8 @@ Exit codes:
               show_envvar=True, help="The planner under test: milp (Stowplan) or greedy (Kueue's way).")
 @click.option("--compare", is_flag=True, show_envvar=True,
               help="Run both planners on the same trace and seed, side by side.")
+@click.option("--drain", is_flag=True, show_envvar=True,
+              help="After the trace's end, keep planning until every trace job has finished.")
 @click.option("--policy", "policy", metavar="FILE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
@@ -1149,7 +1177,7 @@ Exit codes:
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 @_exits
 def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hours: float | None, solver: str,
-                     compare: bool, policy: str | None, time_limit: float | None, gap: float | None, seed: int,
+                     compare: bool, drain: bool, policy: str | None, time_limit: float | None, gap: float | None, seed: int,
                      output: str | None, out: str | None, picture: str | None, max_file_size: int,
                      quiet: bool) -> None:
     """Replay a trace of jobs through repeated planning cycles, in simulated time.
@@ -1207,10 +1235,10 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
 
         with stdout_to_stderr(discard=True):
             result = simulate(snapshot, jobs, planner, interval=interval, seed=seed, solver=name, hours=hours,
-                              progress=progress)
+                              drain=drain, progress=progress)
         results[name] = result.as_dict()
     doc = document(results, snapshot=",".join(snapshots), trace=trace, interval=interval, seed=seed,
-                   hours=next(iter(results.values()))["hours"], time_limit=time_limit)
+                   hours=max(float(str(r["hours"])) for r in results.values()), time_limit=time_limit, drain=drain)
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "json")
     emit(render(doc, fmt), None if to_stdout else out, say)
     if picture is not None:

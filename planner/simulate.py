@@ -41,6 +41,7 @@ Planner = Callable[[Snapshot], Plan]
 # mix (REFERENCE §7: 80% between 30 min and 17 h, 20% between 17 h and 7 days, log-uniform).
 SHORT, LONG = (1800.0, 17 * 3600.0), (17 * 3600.0, 7 * 86400.0)
 SNAPSHOT_CHECKPOINT_INTERVAL = 3600.0   # snapshot work with a checkpointed-at saves this often
+MAX_DRAIN_CYCLES = 100_000
 
 
 @dataclass
@@ -111,10 +112,12 @@ class Result:
 
 
 def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: float = 60.0, seed: int = 0,
-             solver: str = "", hours: float | None = None,
+             solver: str = "", hours: float | None = None, drain: bool = False,
              progress: Callable[[int, int], None] | None = None) -> Result:
     """Replay `trace` from `snapshot` through `planner` every `interval` simulated seconds,
-    until `hours` after the start (default: the trace's hours, else its last arrival)."""
+    until `hours` after the start (default: the trace's hours, else its last arrival); with
+    `drain`, on past that until every trace job has finished (at most MAX_DRAIN_CYCLES more
+    cycles: a job that never fits would keep it going for ever)."""
     if interval <= 0:
         raise ValueError("interval must be above 0")
     start = snapshot.now
@@ -124,8 +127,11 @@ def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: fl
     arrivals = sorted(trace.arrivals, key=lambda a: (a.submit, a.line))
     next_arrival = 0
     cycles = int(math.floor((end - start) / interval)) + 1
-    for k in range(cycles):
+    k = 0
+    while k < cycles or (drain and k < cycles + MAX_DRAIN_CYCLES and sim.trace_work_left(next_arrival < len(arrivals))):
         now = start + k * interval
+        if now > end:
+            end = sim.end = now
         sim.finish_until(now)
         while next_arrival < len(arrivals) and start + arrivals[next_arrival].submit <= now:
             sim.arrive(arrivals[next_arrival], start)
@@ -133,8 +139,9 @@ def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: fl
         plan = planner(sim.snapshot_at(now))
         sim.apply(plan, now)
         sim.sample(now, plan)
+        k += 1
         if progress is not None:
-            progress(k + 1, cycles)
+            progress(k, max(cycles, k))
     sim.finish_until(end)
     sim.close(end)
     return Result(solver, start, end, sim.total_gpus, tuple(sim.jobs[r] for r in sorted(sim.jobs)), sim.counters)
@@ -192,6 +199,9 @@ class _Sim:
         at = start + arrival.submit
         self.jobs[w.ref] = Job(replace(w, created_at=at, queued_at=at, pods_ready=None), arrival.duration,
                                arrival.checkpoint_interval, at, True, at, requested_gpus=self.requested(w))
+
+    def trace_work_left(self, more_to_come: bool) -> bool:
+        return more_to_come or any(j.from_trace and j.finished_at is None for j in self.jobs.values())
 
     def finish_until(self, now: float) -> None:
         for job in self.jobs.values():
@@ -343,14 +353,14 @@ def fair_distance(plan: Plan) -> dict[str, float]:
 def percentiles(values: list[float]) -> dict[str, float]:
     """p50, p95, p99 by the nearest rank (0 for no values)."""
     if not values:
-        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "count": 0}
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "mean": 0.0, "count": 0}
     ordered = sorted(values)
 
     def rank(q: float) -> float:
         return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
     return {"p50": round(rank(0.50), 3), "p95": round(rank(0.95), 3), "p99": round(rank(0.99), 3),
-            "count": len(ordered)}
+            "mean": round(sum(ordered) / len(ordered), 3), "count": len(ordered)}
 
 
 def waits(result: Result) -> tuple[dict[str, list[float]], dict[str, list[float]], int]:
@@ -446,6 +456,7 @@ def summarize(result: Result) -> dict[str, object]:
         "cycles": len(c.cycle_seconds),
         "cycle_seconds": {"p50": percentiles(cycle)["p50"], "max": round(max(cycle, default=0.0), 3),
                           "total": round(sum(cycle), 3)},
+        "admissions_per_planner_second": round(c.admitted / sum(cycle), 3) if sum(cycle) > 0 else 0.0,
         "plan_status": dict(sorted(c.statuses.items())),
         **fair_summary(c.series),
         "smallest_largest_free_gpus": dict(sorted(largest.items())),

@@ -50,7 +50,7 @@ def test_a_job_arrives_waits_runs_and_finishes() -> None:
     assert summary["cycles"] == 6 and summary["admitted"] == 2 and summary["finished"] == 2
     assert summary["evictions"] == 0 and summary["lost_gpu_hours"] == 0
     # waits: a 0 s, b 150 s (submit 30, start 180)
-    assert summary["wait_seconds"] == {"0": {"p50": 0.0, "p95": 150.0, "p99": 150.0, "count": 2}}
+    assert summary["wait_seconds"] == {"0": {"p50": 0.0, "p95": 150.0, "p99": 150.0, "mean": 75.0, "count": 2}}
     # 4 GPUs busy for 150 + 100 of 300 seconds
     assert summary["utilization_useful"] == pytest.approx(250 / 300)
 
@@ -112,7 +112,7 @@ def test_the_same_seed_gives_the_same_day() -> None:
 
 def test_percentiles_take_the_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert percentiles(values) == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "count": 100}
+    assert percentiles(values) == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "mean": 50.5, "count": 100}
     assert percentiles([])["p95"] == 0.0
 
 
@@ -132,7 +132,7 @@ def test_waits_of_jobs_that_require_a_rack_are_reported_per_level() -> None:
     summary = simulate(snap, Trace("t", (small, big), hours=400 / 3600), planner(), interval=60).as_dict()
     # big needs the whole rack: it starts at the first cycle after small ends (240), 230 s after submit
     assert summary["wait_seconds_topology_required"] == {
-        rack: {"p50": 230.0, "p95": 230.0, "p99": 230.0, "count": 1, "max": 230.0, "unstarted": 0}}
+        rack: {"p50": 230.0, "p95": 230.0, "p99": 230.0, "mean": 230.0, "count": 1, "max": 230.0, "unstarted": 0}}
 
 
 def test_the_snapshots_pending_work_is_counted_as_backlog() -> None:
@@ -156,3 +156,13 @@ def test_fair_share_distance_sums_each_queues_distance_from_its_fair_allocation(
     series: list[dict[str, object]] = [{"fair_distance": 8.5}, {"fair_distance": 1.5}]
     assert fair_summary(series) == {"fair_distance": {"mean": 5.0, "max": 8.5, "last": 1.5}}
     assert fair_summary([{"t": 0}]) == {}
+
+
+def test_drain_keeps_planning_until_every_trace_job_has_finished() -> None:
+    trace = Trace("t", (arrival("a", 0, 150), arrival("b", 30, 100)), hours=60 / 3600)
+    short = simulate(one_node_cluster(), trace, planner(), interval=60).as_dict()
+    drained = simulate(one_node_cluster(), trace, planner(), interval=60, drain=True)
+    assert short["cycles"] == 2 and short["finished"] == 0
+    summary = drained.as_dict()
+    # b starts at 180 and ends at 280: the cycle at 300 sees every trace job finished
+    assert summary["cycles"] == 6 and summary["finished"] == 2 and summary["hours"] == round(300 / 3600, 4)

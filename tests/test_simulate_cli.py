@@ -5,6 +5,7 @@ small generated cluster and a short trace so it stays a few cycles."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,32 @@ def test_finished_jobs_of_a_history_become_a_trace_that_simulates(tmp_path: Path
     snapshot, trace = read_with_snapshot(str(out), [str(cluster[0])])
     assert [a.workload.ref.name for a in trace.arrivals] == ["done-1", "done-2"]
     assert all(a.workload.cluster_queue == "team-llm-cq" and a.workload.priority == 100 for a in trace.arrivals)
+
+
+# ---------------------------------------------------------------- Kueue's performance baseline
+
+def test_kueues_baseline_reads_as_its_30_queues_and_streams(tmp_path: Path) -> None:
+    snap, trace = tmp_path / "kb.json", tmp_path / "kb.jsonl"
+    assert run("generate", "--preset", "kueue-baseline", "--out", str(snap), "-q").exit_code == 0
+    result = run("generate", "--preset", "kueue-baseline", "--trace", "--set", "scale=0.02", "--out", str(trace), "-q")
+    assert result.exit_code == 0, result.stderr
+    snapshot, read = read_with_snapshot(str(trace), [str(snap)])
+    assert len(snapshot.cluster_queues) == 30 and not snapshot.problems
+    assert {cq.cohort for cq in snapshot.cluster_queues.values()} == {f"cohort-{c}" for c in range(5)}
+    # per queue: 7 small (1 cpu, priority 50), 2 medium (5 cpu, 100), 1 large (20 cpu, 200)
+    by_class = Counter((a.workload.priority, a.workload.pod_sets[0].request["cpu"], a.duration) for a in read.arrivals)
+    assert by_class == {(50, 1000, 0.2): 30 * 7, (100, 5000, 0.5): 30 * 2, (200, 20000, 1.0): 30 * 1}
+    assert run("generate", "--preset", "kueue-baseline", "--set", "scale=2", "-q").exit_code == 2
+
+
+def test_kueues_baseline_drains_through_both_planners(tmp_path: Path) -> None:
+    snap, trace, out = tmp_path / "kb.json", tmp_path / "kb.jsonl", tmp_path / "sim.json"
+    run("generate", "--preset", "kueue-baseline", "--out", str(snap), "-q")
+    run("generate", "--preset", "kueue-baseline", "--trace", "--set", "scale=0.01", "--out", str(trace), "-q")
+    result = run("simulate", str(snap), "--trace", str(trace), "--compare", "--interval", "1", "--drain",
+                 "--time-limit", "5", "-o", "json", "--out", str(out), "-q")
+    assert result.exit_code == 0, result.stderr
+    for summary in json.loads(out.read_text())["planners"].values():
+        # per queue at scale 0.01: 4 small, 1 medium, 1 large (each stream rounded up)
+        assert summary["finished"] == summary["trace_jobs"] == 30 * 6 and summary["unstarted"] == 0
+        assert summary["admissions_per_planner_second"] > 0
