@@ -127,10 +127,17 @@ def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: fl
     arrivals = sorted(trace.arrivals, key=lambda a: (a.submit, a.line))
     next_arrival = 0
     cycles = int(math.floor((end - start) / interval)) + 1
+
+    def going_on(k: int) -> bool:
+        """The planned cycles, then (draining) until the trace's work is done."""
+        if k < cycles:
+            return True
+        return drain and k < cycles + MAX_DRAIN_CYCLES and sim.trace_work_left(next_arrival < len(arrivals))
+
     k = 0
-    while k < cycles or (drain and k < cycles + MAX_DRAIN_CYCLES and sim.trace_work_left(next_arrival < len(arrivals))):
+    while going_on(k):
         now = start + k * interval
-        if now > end:
+        if now > end:          # draining: the window grows with the cycles
             end = sim.end = now
         sim.finish_until(now)
         while next_arrival < len(arrivals) and start + arrivals[next_arrival].submit <= now:
