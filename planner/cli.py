@@ -1050,15 +1050,14 @@ class _LazyEpilogCommand(click.Command):
 @click.option("--trace", "trace", is_flag=True, show_envvar=True,
               help="Write a trace (JSON lines, docs/simulate.md) of jobs arriving on the preset's cluster "
                    "instead of a snapshot: the snapshot's job mix, Philly's durations, Poisson arrivals.")
-@click.option("--hours", "hours", type=click.FloatRange(min=0, max=24 * 366, min_open=True), default=24.0,
-              show_default=True, show_envvar=True, help="With --trace: the hours of arrivals.")
-@click.option("--load", "load", type=click.FloatRange(min=0, max=100, min_open=True), default=1.0,
-              show_default=True, show_envvar=True,
-              help="With --trace: offered GPU-time per hour as a multiple of the cluster's GPUs.")
+@click.option("--hours", "hours", type=click.FloatRange(min=0, max=24 * 366, min_open=True), show_envvar=True,
+              help="With --trace: the hours of arrivals (default 24).")
+@click.option("--load", "load", type=click.FloatRange(min=0, max=100, min_open=True), show_envvar=True,
+              help="With --trace: offered GPU-time per hour as a multiple of the cluster's GPUs (default 1).")
 @_exits
 def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str], output: str,
-                     out: str | None, quiet: bool, trace: bool = False, hours: float = 24.0,
-                     load: float = 1.0) -> None:
+                     out: str | None, quiet: bool, trace: bool = False, hours: float | None = None,
+                     load: float | None = None) -> None:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
@@ -1086,6 +1085,8 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     if not to_stdout:
         assert out is not None
         check_writable(out)
+    if not trace and (hours is not None or load is not None):
+        raise InputError("--hours and --load shape a trace: give --trace too", field="--hours" if hours else "--load")
     if preset == "kueue-baseline":
         _kueue_baseline(trace, settings, out, say)
         return
@@ -1095,7 +1096,8 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
         raise InputError(str(error)) from None
     started = time.monotonic()
     if trace:
-        lines = generate_trace(spec, hours, load)
+        hours = 24.0 if hours is None else hours
+        lines = generate_trace(spec, hours, 1.0 if load is None else load)
         say(f"generated a trace of {len(lines) - 1} jobs over {hours:g} h for {spec.nodes} nodes "
             f"in {time.monotonic() - started:.2f}s")
         emit(to_json_lines(lines), None if to_stdout else out, say)

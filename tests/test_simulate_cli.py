@@ -119,6 +119,11 @@ def test_generated_traces_are_deterministic_and_read_back(cluster: tuple[Path, P
     assert all(a.workload.cluster_queue for a in trace.arrivals)
 
 
+def test_hours_and_load_without_trace_are_a_bad_flag() -> None:
+    result = run("generate", "--preset", "S", "--hours", "4", "-q")
+    assert result.exit_code == 2 and "give --trace too" in result.stderr
+
+
 def test_philly_durations_follow_the_mix() -> None:
     import random
 
