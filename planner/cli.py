@@ -1032,7 +1032,8 @@ class _LazyEpilogCommand(click.Command):
               default="S", show_default=True, show_envvar=True,
               help="Starting shape: S/M/L/XL (512/4,096/16,384/65,536 nodes, the scale benchmark's) or a "
                    "topology fixture's (meta-like, nvl72, four-level); fair: four weighted teams with fair sharing on; "
-                   "family: the seed draws the shape (issue 32's family; --set scale=S|M|L|XL|tiny).")
+                   "family: the seed draws the shape (issue 32's family; --set scale=S|M|L|XL|tiny); "
+                   "kueue-baseline: Kueue's scheduler performance baseline (docs/simulate.md; --set scale=X).")
 @click.option("--seed", type=int, show_envvar=True,
               help="Random seed (default: the preset's). The same seed and parameters give the same bytes.")
 @click.option("--nodes", "nodes", metavar="AxBx...", show_envvar=True,
