@@ -42,6 +42,9 @@ Planner = Callable[[Snapshot], Plan]
 SHORT, LONG = (1800.0, 17 * 3600.0), (17 * 3600.0, 7 * 86400.0)
 SNAPSHOT_CHECKPOINT_INTERVAL = 3600.0   # snapshot work with a checkpointed-at saves this often
 MAX_DRAIN_CYCLES = 100_000
+# Draining stops after this many cycles in a row with nothing running and nothing admitted:
+# what waits then cannot start (it never fits, or the planner runs out of time every cycle).
+MAX_STALLED_CYCLES = 30
 
 
 @dataclass
@@ -116,8 +119,8 @@ def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: fl
              progress: Callable[[int, int], None] | None = None) -> Result:
     """Replay `trace` from `snapshot` through `planner` every `interval` simulated seconds,
     until `hours` after the start (default: the trace's hours, else its last arrival); with
-    `drain`, on past that until every trace job has finished (at most MAX_DRAIN_CYCLES more
-    cycles: a job that never fits would keep it going for ever)."""
+    `drain`, on past that until every trace job has finished, or nothing has run or started
+    for MAX_STALLED_CYCLES cycles (a job that never fits would keep it going for ever)."""
     if interval <= 0:
         raise ValueError("interval must be above 0")
     start = snapshot.now
@@ -132,7 +135,8 @@ def simulate(snapshot: Snapshot, trace: Trace, planner: Planner, *, interval: fl
         """The planned cycles, then (draining) until the trace's work is done."""
         if k < cycles:
             return True
-        return drain and k < cycles + MAX_DRAIN_CYCLES and sim.trace_work_left(next_arrival < len(arrivals))
+        return (drain and k < cycles + MAX_DRAIN_CYCLES and sim.stalled < MAX_STALLED_CYCLES
+                and sim.trace_work_left(next_arrival < len(arrivals)))
 
     k = 0
     while going_on(k):
@@ -163,6 +167,7 @@ class _Sim:
         self.static = tuple(w for w in snapshot.workloads if w.state is WorkloadState.EXTERNAL)
         self.jobs: dict[ObjectRef, Job] = {}
         self.counters = Counters()
+        self.stalled = 0            # cycles in a row with nothing running and nothing admitted
         for w in snapshot.workloads:
             if w.state is not WorkloadState.EXTERNAL:
                 self.adopt(w)
@@ -298,6 +303,7 @@ class _Sim:
 
     def sample(self, now: float, plan: Plan) -> None:
         running = [j for j in self.jobs.values() if j.running]
+        self.stalled = 0 if running or plan.admissions else self.stalled + 1
         pending = sum(1 for j in self.jobs.values()
                       if not j.running and j.finished_at is None and j.submitted <= now)
         self.counters.series.append({

@@ -166,3 +166,14 @@ def test_drain_keeps_planning_until_every_trace_job_has_finished() -> None:
     summary = drained.as_dict()
     # b starts at 180 and ends at 280: the cycle at 300 sees every trace job finished
     assert summary["cycles"] == 6 and summary["finished"] == 2 and summary["hours"] == round(300 / 3600, 4)
+
+
+def test_drain_stops_when_what_waits_can_never_start() -> None:
+    from planner.simulate import MAX_STALLED_CYCLES
+
+    too_big = Arrival(replace(job("team", "huge", cq="team", gpu=4, pods=2), cluster_queue="team"), 0, 60)
+    summary = simulate(one_node_cluster(), Trace("t", (too_big,), hours=0.0), planner(), interval=60,
+                       drain=True).as_dict()
+    # 8 GPUs on a 4-GPU node: every cycle admits nothing and nothing runs; the 30th ends it
+    assert summary["cycles"] == MAX_STALLED_CYCLES
+    assert summary["unstarted"] == 1
