@@ -1271,11 +1271,12 @@ class _LazyEpilogCommand(click.Command):
 
 @cli.command("generate", cls=_LazyEpilogCommand, context_settings=CONTEXT)
 @click.option("--preset", type=click.Choice(["S", "M", "L", "XL", "meta-like", "nvl72", "four-level", "fragmented", "fair",
-                                            "family"]),
+                                            "family", "kueue-baseline"]),
               default="S", show_default=True, show_envvar=True,
               help="Starting shape: S/M/L/XL (512/4,096/16,384/65,536 nodes, the scale benchmark's) or a "
                    "topology fixture's (meta-like, nvl72, four-level); fair: four weighted teams with fair sharing on; "
-                   "family: the seed draws the shape (issue 32's family; --set scale=S|M|L|XL|tiny).")
+                   "family: the seed draws the shape (issue 32's family; --set scale=S|M|L|XL|tiny); "
+                   "kueue-baseline: Kueue's scheduler performance baseline (docs/simulate.md; --set scale=X).")
 @click.option("--seed", type=int, show_envvar=True,
               help="Random seed (default: the preset's). The same seed and parameters give the same bytes.")
 @click.option("--nodes", "nodes", metavar="AxBx...", show_envvar=True,
@@ -1290,9 +1291,17 @@ class _LazyEpilogCommand(click.Command):
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the snapshot to FILE (atomically: all or nothing) instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
+@click.option("--trace", "trace", is_flag=True, show_envvar=True,
+              help="Write a trace (JSON lines, docs/simulate.md) of jobs arriving on the preset's cluster "
+                   "instead of a snapshot: the snapshot's job mix, Philly's durations, Poisson arrivals.")
+@click.option("--hours", "hours", type=click.FloatRange(min=0, max=24 * 366, min_open=True), show_envvar=True,
+              help="With --trace: the hours of arrivals (default 24).")
+@click.option("--load", "load", type=click.FloatRange(min=0, max=100, min_open=True), show_envvar=True,
+              help="With --trace: offered GPU-time per hour as a multiple of the cluster's GPUs (default 1).")
 @_exits
 def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str], output: str,
-                     out: str | None, quiet: bool) -> None:
+                     out: str | None, quiet: bool, trace: bool = False, hours: float | None = None,
+                     load: float | None = None) -> None:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
@@ -1311,24 +1320,220 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
       stowplan generate --preset meta-like --seed 7 --set pending=400 -o yaml --out meta.yaml
       stowplan generate --nodes 2x8x18 --set gpus_per_node=4 --set running=50 --out small.json
       stowplan generate --preset family --seed 7 --set scale=M --out family-7-m.json
+      stowplan generate --preset S --trace --hours 4 --seed 7 --out trace.jsonl
     """
-    from planner.tools.generate import generate, spec_from_options, to_json, to_yaml
+    from planner.tools.generate import generate, generate_trace, spec_from_options, to_json, to_json_lines, to_yaml
 
     say = _progress(quiet)
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None
         check_writable(out)
+    if not trace and (hours is not None or load is not None):
+        raise InputError("--hours and --load shape a trace: give --trace too", field="--hours" if hours else "--load")
+    if preset == "kueue-baseline":
+        _kueue_baseline(trace, settings, out, say)
+        return
     try:
         spec = spec_from_options(preset, seed, nodes, settings)
     except ValueError as error:
         raise InputError(str(error)) from None
     started = time.monotonic()
+    if trace:
+        hours = 24.0 if hours is None else hours
+        lines = generate_trace(spec, hours, 1.0 if load is None else load)
+        say(f"generated a trace of {len(lines) - 1} jobs over {hours:g} h for {spec.nodes} nodes "
+            f"in {time.monotonic() - started:.2f}s")
+        emit(to_json_lines(lines), None if to_stdout else out, say)
+        return
     document = generate(spec)
     text = to_json(document) if output == "json" else to_yaml(document)
     meta = document["metadata"]["annotations"]["stowplan.io/generator"]
     say(f"generated {len(document['items'])} objects ({meta}) in {time.monotonic() - started:.2f}s")
     emit(text, None if to_stdout else out, say)
+
+
+def _kueue_baseline(trace: bool, settings: Sequence[str], out: str | None, say: Callable[[str], None]) -> None:
+    """`generate --preset kueue-baseline`: Kueue's performance baseline (planner/tools/kueue_perf.py),
+    the cluster or (--trace) its 15,000 workloads; --set scale=X keeps that share of them,
+    --set nodes_per_queue=N sizes the cluster."""
+    from planner.tools.generate import to_json, to_json_lines
+    from planner.tools.kueue_perf import baseline_snapshot, baseline_trace
+
+    values = {"scale": 1.0, "nodes_per_queue": 1.0}
+    for setting in settings:
+        key, _, text = setting.partition("=")
+        if key.strip() not in values:
+            raise InputError(f"--set {setting!r}: kueue-baseline takes scale and nodes_per_queue", field="--set")
+        try:
+            values[key.strip()] = float(text)
+        except ValueError:
+            raise InputError(f"--set {setting!r}: not a number", field="--set") from None
+    if not 0 < values["scale"] <= 1 or not 1 <= values["nodes_per_queue"] <= 64:
+        raise InputError("scale: above 0 and at most 1; nodes_per_queue: 1 to 64", field="--set")
+    text = to_json_lines(baseline_trace(values["scale"])) if trace else \
+        to_json(baseline_snapshot(int(values["nodes_per_queue"])))
+    emit(text, None if out in (None, "-") else out, say)
+
+
+SIMULATE_EXIT_CODES_HELP = """\b
+Exit codes:
+  0  simulation written
+  1  unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)
+  2  bad input: unreadable or malformed snapshot or trace (the message names the file,
+     line and field), malformed policy, bad flag; nothing is written
+  3  a cycle's plan failed independent verification; nothing is written"""
+
+
+@cli.command("simulate", context_settings=CONTEXT, epilog=SIMULATE_EXIT_CODES_HELP)
+@click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.option("--trace", "trace", metavar="FILE", required=True, show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="The jobs to feed in (JSON lines, docs/simulate.md; `stowplan generate --trace` writes one).")
+@click.option("--interval", "interval", type=click.FloatRange(min=1, max=86400), default=60.0, show_default=True,
+              show_envvar=True, help="Simulated seconds between planning cycles (the CronJob's schedule).")
+@click.option("--hours", "hours", type=click.FloatRange(min=0, max=24 * 366, min_open=True), show_envvar=True,
+              help="Simulated hours. Default: the trace header's, else until the last arrival.")
+@click.option("--solver", type=click.Choice(["milp", "greedy"]), default="milp", show_default=True,
+              show_envvar=True, help="The planner under test: milp (Stowplan) or greedy (Kueue's way).")
+@click.option("--compare", is_flag=True, show_envvar=True,
+              help="Run both planners on the same trace and seed, side by side.")
+@click.option("--drain", is_flag=True, show_envvar=True,
+              help="After the trace's end, keep planning until every trace job has finished.")
+@click.option("--policy", "policy", metavar="FILE", show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
+@click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True, type=_time_limit_type(),
+              help="Each cycle's time limit in seconds (default: the policy's, 20). A short one keeps a long "
+                   "simulation quick; each plan says how far its search got.")
+@click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=_gap_type(),
+              help="Relative MIP gap to stop at, 0 to 1. Default: the policy's (0.001).")
+@click.option("--seed", "seed", type=int, default=0, show_default=True, show_envvar=True,
+              help="Draws the durations of the snapshot's own workloads (no trace line describes them).")
+@click.option("-o", "--output", "output", type=click.Choice(["table", "yaml", "json"]), show_envvar=True,
+              help="Output format. Default: table when stdout is a terminal, else json.")
+@click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Write the result to FILE (atomically) instead of stdout.")
+@click.option("--picture", "picture", metavar="FILE.svg|FILE.png", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Also draw the time series: allocated GPUs, pending work, the largest free rack/block, "
+                   "cycle seconds, one line per planner.")
+@click.option("--max-file-size", "max_file_size", metavar="BYTES", show_envvar=True, type=SizeType(),
+              default="2Gi", show_default=True, help="Refuse (exit 2) any input file larger than this.")
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
+@_exits
+def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hours: float | None, solver: str,
+                     compare: bool, drain: bool, policy: str | None, time_limit: float | None, gap: float | None, seed: int,
+                     output: str | None, out: str | None, picture: str | None, max_file_size: int,
+                     quiet: bool) -> None:
+    """Replay a trace of jobs through repeated planning cycles, in simulated time.
+
+    Starts from SNAPSHOT (nodes, quotas, running and pending work), feeds the trace's
+    jobs as they are submitted, runs a planning cycle every --interval simulated seconds
+    with the planner under test (each plan verified), applies it (admitted work starts
+    on its planned nodes, evicted work loses its progress since its last checkpoint and
+    waits again, finished work frees its room) and reports what the users lived
+    through: useful GPU utilisation, queueing delay per priority and ClusterQueue,
+    admissions, evictions, lost GPU-hours, the largest free rack or block, and each
+    cycle's seconds. Simulated time never reads the clock: the same inputs and --seed
+    give the same decisions, except where a cycle's search stops at its time limit.
+
+    \b
+    Examples:
+      stowplan generate --preset S -o json --out snap.json
+      stowplan generate --preset S --trace --hours 4 --seed 7 --out trace.jsonl
+      stowplan simulate snap.json --trace trace.jsonl --compare --time-limit 5
+      stowplan simulate snap.json --trace trace.jsonl --compare -o json --out sim.json --picture sim.svg
+    """
+    from planner.cycle import plan_snapshot
+    from planner.sim_output import check_picture, document, draw, render
+    from planner.simulate import simulate
+    from planner.snapshot.loader import Limits
+    from planner.snapshot.trace import read_with_snapshot
+
+    say = _progress(quiet)
+    to_stdout = out in (None, "-")
+    if not to_stdout:
+        assert out is not None
+        check_writable(out)
+    if picture is not None:
+        try:
+            check_picture(picture)
+        except ValueError as error:
+            raise InputError(str(error), field="--picture") from None
+        check_writable(picture, "--picture")
+    say(f"reading {', '.join(snapshots)} and {trace}")
+    snapshot, jobs = read_with_snapshot(trace, list(snapshots), policy_file=policy,
+                                        limits=Limits(max_file_bytes=max_file_size))
+    _report_problems(snapshot)
+    solvers = ["milp", "greedy"] if compare else [solver]
+    results: dict[str, dict[str, object]] = {}
+    for name in solvers:
+        say(f"simulating {len(jobs.arrivals)} trace jobs with {name}, a cycle every {interval:g} s")
+        step = max(1, int(3600 // interval))
+
+        def planner(snap: Snapshot, name: str = name) -> Plan:
+            return plan_snapshot(snap, solver=name, time_limit=time_limit, gap=gap)
+
+        def progress(done: int, total: int, name: str = name) -> None:
+            if done % step == 0 or done == total:
+                say(f"{name}: cycle {done} of {total}")
+
+        with stdout_to_stderr(discard=True):
+            result = simulate(snapshot, jobs, planner, interval=interval, seed=seed, solver=name, hours=hours,
+                              drain=drain, progress=progress)
+        results[name] = result.as_dict()
+    doc = document(results, snapshot=",".join(snapshots), trace=trace, interval=interval, seed=seed,
+                   hours=max(float(str(r["hours"])) for r in results.values()), time_limit=time_limit, drain=drain)
+    fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "json")
+    emit(render(doc, fmt), None if to_stdout else out, say)
+    if picture is not None:
+        draw(doc, picture)
+        say(f"drew {picture}")
+
+
+@cli.command("trace", context_settings=CONTEXT)
+@click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=True, readable=True))
+@click.option("--since", "since", type=RFC3339Type(), show_envvar=True,
+              help="Only Jobs created at or after this time; submit times count from it. "
+                   "Default: the first finished Job's creation.")
+@click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Write the trace to FILE (atomically) instead of stdout.")
+@click.option("--max-file-size", "max_file_size", metavar="BYTES", show_envvar=True, type=SizeType(),
+              default="2Gi", show_default=True, help="Refuse (exit 2) any input file larger than this.")
+@click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
+@_exits
+def trace_command(snapshots: Sequence[str], since: dt.datetime | None, out: str | None, max_file_size: int,
+                  quiet: bool) -> None:
+    """Write a trace (docs/simulate.md) from a cluster's history: its finished Jobs.
+
+    Every batch/v1 Job queued through Kueue whose status has a startTime and a
+    completionTime becomes one line: submitted at its creation, running for
+    completionTime - startTime, with its queue, priority class, pods, effective
+    request and topology annotations. Others (failed, running, never started) are
+    counted on stderr. Replay it with `stowplan simulate SNAPSHOT --trace FILE`.
+
+    \b
+    Examples:
+      kubectl get jobs -A -o yaml > history.yaml
+      stowplan trace history.yaml --since 2026-12-01T00:00:00Z --out week.jsonl
+    """
+    from planner.snapshot.history import trace_from_history
+    from planner.snapshot.loader import Limits
+    from planner.tools.generate import to_json_lines
+
+    say = _progress(quiet)
+    to_stdout = out in (None, "-")
+    if not to_stdout:
+        assert out is not None
+        check_writable(out)
+    history = trace_from_history(list(snapshots), since.timestamp() if since else None,
+                                 Limits(max_file_bytes=max_file_size))
+    for reason, count in sorted(history.skipped.items()):
+        click.echo(printable(f"warning: left out {count} queued Job(s): {reason}"), err=True)
+    say(f"{len(history.lines) - 1} finished Jobs in the trace")
+    emit(to_json_lines(history.lines), None if to_stdout else out, say)
 
 
 @cli.command("version", context_settings=CONTEXT)

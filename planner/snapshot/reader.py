@@ -146,13 +146,19 @@ class Draft:
 
 
 def read_snapshot(sources: Sequence[str], *, policy_file: str | None = None, now: float | None = None,
-                  limits: loader.Limits = loader.DEFAULT_LIMITS) -> Snapshot:
-    """Read snapshot files or folders (see planner.snapshot) into a models.Snapshot."""
+                  limits: loader.Limits = loader.DEFAULT_LIMITS,
+                  extra: Sequence[tuple[str, dict[str, Any]]] = ()) -> Snapshot:
+    """Read snapshot files or folders (see planner.snapshot) into a models.Snapshot.
+
+    `extra`: objects read as if they were in the snapshot, each with the file (and
+    place) problems name for it (a simulation's trace: planner/snapshot/trace.py)."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     paths = [os.fspath(source) for source in sources]
     with _no_gc():
         loaded = loader.load(paths, limits)
+        for file, obj in extra:
+            loader.flatten(file, obj, "object", loaded, None)
         return _Reader(loaded, limits).snapshot(",".join(paths), policy_file, now)
 
 

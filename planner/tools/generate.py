@@ -1362,3 +1362,94 @@ def to_yaml(snapshot: dict[str, Any]) -> str:
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     dumper = type("Dumper", (base,), {"ignore_aliases": lambda self, data: True})
     return str(yaml.dump(snapshot, Dumper=dumper, sort_keys=False, allow_unicode=True, width=4096))
+
+
+# ---------------------------------------------------------------- traces (docs/simulate.md)
+
+TRACE_API_VERSION = "stowplan.io/v1alpha1"
+CHECKPOINT_INTERVALS = (1800.0, 3600.0, 7200.0)
+_TRACE_TOPOLOGY = {REQUIRED: "required", PREFERRED: "preferred", UNCONSTRAINED: "unconstrained",
+                   SLICE_TOPOLOGY: "sliceRequired", SLICE_SIZE: "sliceSize", GROUP: "group"}
+
+
+def philly_duration(rng: random.Random) -> float:
+    """Seconds of running a job needs: Philly's mix as Gavel uses it (REFERENCE §7), 80% between
+    30 min and 17 h, 20% between 17 h and 7 days, log-uniform within each range."""
+    if rng.random() < 0.8:
+        return math.exp(rng.uniform(math.log(1800), math.log(17 * 3600)))
+    return math.exp(rng.uniform(math.log(17 * 3600), math.log(7 * 86400)))
+
+
+def mean_philly_duration() -> float:
+    """The mix's mean: a log-uniform range [a, b] has mean (b - a) / ln(b / a)."""
+    def mean(a: float, b: float) -> float:
+        return (b - a) / math.log(b / a)
+
+    return 0.8 * mean(1800, 17 * 3600) + 0.2 * mean(17 * 3600, 7 * 86400)
+
+
+def generate_trace(spec: GeneratorSpec, hours: float, load: float = 1.0) -> list[dict[str, Any]]:
+    """A trace for `spec`'s cluster (the snapshot `generate(spec)` writes, whatever its seed):
+    the header line, then jobs drawn as the snapshot's pending jobs are (sizes, shapes, topology
+    requests, priorities, teams), submitted as a Poisson process whose rate offers `load` times
+    the cluster's GPUs in GPU-seconds per second, each with a Philly duration and a checkpoint
+    interval as the snapshot's running work has (`checkpoint_share`; multi-node 0.9). Pure and
+    deterministic for the spec (seed included)."""
+    if not 0 < hours <= 24 * 366:
+        raise ValueError("hours: above 0 and at most a year")
+    if not 0 < load <= 100:
+        raise ValueError("load: above 0 and at most 100")
+    gen = _Generator(spec)
+    gen.setup_flavors()
+    gen.setup_teams()
+    rng = gen.rng
+    # the mean GPUs of a job, from a sample of the same draws (a separate stream: the trace's
+    # own draws stay those of its seed)
+    sample = _Generator(dataclasses.replace(spec, seed=spec.seed + 1))
+    sample.setup_flavors()
+    sample.setup_teams()
+    drawn = [sample.draw_job(sample.pick_team(), running=False) for _ in range(2000)]
+    mean_gpus = sum(ps.count * ps.gpus for j in drawn for ps in j.pod_sets) / len(drawn)
+    rate = load * spec.nodes * spec.gpus_per_node / (max(mean_gpus, 1e-9) * mean_philly_duration())
+    header = {"apiVersion": TRACE_API_VERSION, "kind": "Trace", "hours": hours,
+              "generator": {"seed": spec.seed, "nodes": spec.nodes, "load": load,
+                            "jobsPerHour": round(rate * 3600, 3), "durations": "philly"}}
+    lines: list[dict[str, Any]] = [header]
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= hours * 3600:
+            break
+        job = gen.draw_job(gen.pick_team(), running=False)
+        lines.append(_trace_line(gen, job, round(t, 3), rng))
+    return lines
+
+
+def _trace_line(gen: _Generator, job: _Job, submit: float, rng: random.Random) -> dict[str, Any]:
+    spec = gen.spec
+    team = gen.team_names[job.team]
+    pod_sets = []
+    for ps in job.pod_sets:
+        requests: dict[str, str] = {"cpu": _cpu_text(ps.cpu), "memory": f"{ps.mem}Gi"}
+        if ps.gpus:
+            requests[spec.gpu_resource] = str(ps.gpus)
+        entry: dict[str, Any] = {"name": ps.name, "count": ps.count, "requests": requests}
+        if ps.min_count is not None:
+            entry["minCount"] = ps.min_count
+        topology: dict[str, Any] = {}
+        for key, value in ps.annotations.items():
+            name = _TRACE_TOPOLOGY[key]
+            topology[name] = True if name == "unconstrained" else int(value) if name == "sliceSize" else value
+        if topology:
+            entry["topology"] = dict(sorted(topology.items()))
+        pod_sets.append(entry)
+    line: dict[str, Any] = {"submit": submit, "namespace": team, "queue": f"{team}-queue", "name": f"{job.name}-t",
+                            "kind": job.kind, "priorityClass": job.priority, "podSets": pod_sets,
+                            "duration": round(philly_duration(rng), 1)}
+    if rng.random() < (0.9 if job.large else spec.checkpoint_share):
+        line["checkpointInterval"] = rng.choice(CHECKPOINT_INTERVALS)
+    return line
+
+
+def to_json_lines(lines: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n" for line in lines)
