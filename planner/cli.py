@@ -63,6 +63,12 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
               (6, "the saved plan is stale (an object it touches changed); nothing applied")),
     "generate": ((0, "snapshot written"), (1, _INTERNAL),
                  (2, "bad argument (the flag is named) or an unwritable --out; nothing is written")),
+    "simulate": ((0, "simulation written"), (1, _INTERNAL),
+                 (2, "bad input: unreadable or malformed snapshot or trace (the message names the file, line "
+                     "and field), malformed policy, bad flag; nothing is written"),
+                 (3, "a cycle's plan failed independent verification; nothing is written")),
+    "trace": ((0, "trace written"), (1, _INTERNAL),
+              (2, "bad input: unreadable or malformed history files, bad flag; nothing is written")),
 }
 # Every command stops on SIGINT and SIGTERM (planner/interrupt.py), writing nothing.
 _SIGNALS = ((130, "stopped by Ctrl-C (SIGINT); nothing is written"),
@@ -1376,13 +1382,7 @@ def _kueue_baseline(trace: bool, settings: Sequence[str], out: str | None, say: 
     emit(text, None if out in (None, "-") else out, say)
 
 
-SIMULATE_EXIT_CODES_HELP = """\b
-Exit codes:
-  0  simulation written
-  1  unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)
-  2  bad input: unreadable or malformed snapshot or trace (the message names the file,
-     line and field), malformed policy, bad flag; nothing is written
-  3  a cycle's plan failed independent verification; nothing is written"""
+SIMULATE_EXIT_CODES_HELP = exit_codes_help("simulate")
 
 
 @cli.command("simulate", context_settings=CONTEXT, epilog=SIMULATE_EXIT_CODES_HELP)
@@ -1492,7 +1492,7 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
         say(f"drew {picture}")
 
 
-@cli.command("trace", context_settings=CONTEXT)
+@cli.command("trace", context_settings=CONTEXT, epilog=exit_codes_help("trace"))
 @click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=True, readable=True))
 @click.option("--since", "since", type=RFC3339Type(), show_envvar=True,
