@@ -346,12 +346,22 @@ def write_atomically(path: str, text: str, mode: int | None = None, field: str =
             raise
 
 
-def _report_problems(snapshot: Snapshot) -> int:
-    """Each problem once on stderr, in the reader's order; returns how many."""
-    problems = list(dict.fromkeys(snapshot.problems))
+def _report_problems(snapshot: Snapshot, extra: Sequence[str] = ()) -> int:
+    """Each problem once on stderr, in the reader's order, then what the snapshot lacks
+    and `extra`; returns how many (--strict fails on any)."""
+    problems = [str(p) for p in dict.fromkeys(snapshot.problems)] + _missing(snapshot) + list(extra)
     for problem in problems:
         click.echo(f"warning: {printable(problem)}", err=True)
     return len(problems)
+
+
+def _missing(snapshot: Snapshot) -> list[str]:
+    """An empty snapshot plans "optimal" with nothing in it: say what was not read, as a
+    wrong file, a kubectl recipe that left a kind out or a wrong context would leave it."""
+    lacks = [("Node", "nothing can be placed", snapshot.nodes),
+             ("ClusterQueue", "no workload can be admitted", snapshot.cluster_queues),
+             ("workload", "there is nothing to plan", snapshot.workloads)]
+    return [f"{snapshot.source or 'snapshot'}: no {kind} was read: {why}" for kind, why, have in lacks if not have]
 
 
 def _versions() -> str:
@@ -472,8 +482,10 @@ def cli() -> None:
 @click.option("--workloads", "workload_names", metavar="NAMES", show_envvar=True,
               help="With --add-nodes: the targets are these pending workloads (comma-separated NAME or NAMESPACE/NAME).")
 @click.option("--remove-nodes", "remove_nodes", metavar="SELECTOR", show_envvar=True,
-              help="Drain what-if: plan without the nodes this label selector matches (k=v,k!=v,k,!k); "
-                   "their running workloads wait again, and the answer says where each goes or why it waits.")
+              help="Drain what-if: plan without the nodes this label selector matches, parsed as kubectl -l "
+                   "parses it (k=v, k==v, k!=v, 'k in (a,b)', 'k notin (a)', k, !k, comma-separated; a "
+                   "malformed one exits 2); their running workloads wait again, and the answer says where "
+                   "each goes or why it waits. A selector matching no node is a warning (--strict: exit 2).")
 @_exits
 def what_if(
     snapshots: Sequence[str],
@@ -555,7 +567,14 @@ def what_if(
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
                              limits=Limits(max_file_bytes=max_file_size))
-    problems = _report_problems(snapshot)
+    extra: list[str] = []
+    if selector is not None:
+        from planner.capacity_plan import drained_nodes
+
+        if not drained_nodes(snapshot, selector):
+            extra.append(f"--remove-nodes: {remove_nodes!r} matches no node of the snapshot's "
+                         f"{len(snapshot.nodes)}: nothing is drained")
+    problems = _report_problems(snapshot, extra)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started

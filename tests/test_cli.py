@@ -22,6 +22,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from models import ObjectRef, PendingEntry, Plan, Problem, Snapshot, SolverReport
+import builders
 from planner import cli as cli_module
 from planner.errors import InputError, VerificationError
 
@@ -50,7 +51,10 @@ class Fakes:
     """Stand-ins for the reader and the pipeline; they record how they were called."""
 
     def __init__(self) -> None:
-        self.snapshot = Snapshot(source="snap.yaml", object_count=3)
+        # one Node, ClusterQueue and workload: an empty snapshot is warned about (test_empty_snapshot)
+        self.snapshot = replace(builders.snapshot(nodes=[builders.node("n1")], cqs=[builders.cq("cq")],
+                                                  workloads=[builders.job("team-a", "j")]),
+                                source="snap.yaml", object_count=3)
         self.read_error: Exception | None = None
         self.plan_error: Exception | None = None
         self.read_calls: list[dict[str, Any]] = []
