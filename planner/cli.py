@@ -246,6 +246,32 @@ def stdout_to_stderr(discard: bool = False) -> Iterator[None]:
             target.close()
 
 
+FILE_FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
+def out_format(output: str | None, out: str | None, formats: Sequence[str], default: str) -> str:
+    """The format to write: -o when given, else the one --out's extension names (.json,
+    .yaml/.yml), else `default`. An --out FILE whose extension names another format than
+    -o is refused (exit 2): `--out plan.json -o yaml` would write YAML into a .json file."""
+    named = FILE_FORMATS.get(os.path.splitext(out or "")[1].lower()) if out not in (None, "-") else None
+    if output is not None:
+        if named is not None and named != output and named in formats:
+            raise InputError(f"--out {out} names {named} but -o is {output}: give one of them, or make them agree",
+                             field="--out")
+        return output
+    return named if named is not None and named in formats else default
+
+
+def check_distinct(out: str | None, **others: str | None) -> None:
+    """--out and --metrics (or --picture) on one path would overwrite each other: refused."""
+    if out in (None, "-"):
+        return
+    assert out is not None
+    for flag, path in others.items():
+        if path is not None and os.path.realpath(path) == os.path.realpath(out):
+            raise InputError(f"--out and --{flag.replace('_', '-')} name the same file {out!r}", field="--out")
+
+
 def check_writable(path: str, field: str = "--out") -> None:
     """The plan's folder exists and takes new files (the temp file of write_atomically),
     and `path` is a regular file if it exists: replacing /dev/null (or a link to a
@@ -355,6 +381,26 @@ def _report_problems(snapshot: Snapshot, extra: Sequence[str] = ()) -> int:
     return len(problems)
 
 
+def _say_assumed_configuration(snapshot: Snapshot) -> None:
+    """A snapshot file without Kueue's ConfigMap plans with Kueue's defaults: say which
+    Configuration that is, as fair sharing or waitForPodsReady silently off changes plans.
+    Informational (a snapshot without it is valid): not counted under --strict."""
+    config = snapshot.kueue_config
+    if "ConfigMap" in config.source:
+        return
+    policy = " and the PlannerPolicy's kueueConfiguration" if "PlannerPolicy" in config.source else ""
+
+    def on(value: bool) -> str:
+        return "on" if value else "off"
+
+    click.echo(f"warning: {printable(snapshot.source or 'snapshot')}: no ConfigMap kueue-system/kueue-manager-config "
+               f"in the snapshot: planning with Kueue's default Configuration{policy} "
+               f"(fairSharing {on(config.fair_sharing.enabled)}, "
+               f"admissionFairSharing {on(config.admission_fair_sharing is not None)}, "
+               f"waitForPodsReady {on(config.wait_for_pods_ready.enabled)}); "
+               "`stowplan snapshot` includes it", err=True)
+
+
 def _missing(snapshot: Snapshot) -> list[str]:
     """An empty snapshot plans "optimal" with nothing in it: say what was not read, as a
     wrong file, a kubectl recipe that left a kind out or a wrong context would leave it."""
@@ -421,7 +467,15 @@ def write_metrics(path: str | None, push_url: str | None, plan: Plan, queues: An
             click.echo(f"warning: {printable(str(error))}", err=True)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_versions())
+        ctx.exit()
+
+
 @click.group(context_settings=CONTEXT)
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print Stowplan's version and those of its solver libraries, and exit (as `stowplan version`).")
 def cli() -> None:
     """Stowplan: batch admission planning for Kubernetes with Kueue's semantics.
 
@@ -521,12 +575,18 @@ def what_if(
     once on stderr as "warning: FILE: KIND/NAMESPACE/NAME: FIELD: MESSAGE" and
     the affected workloads wait with that reason; --strict makes them errors.
 
+    Take the snapshot with `stowplan snapshot --out snap.yaml`: it lists every
+    kind Stowplan reads, Kueue's kueue-manager-config ConfigMap (fair sharing,
+    waitForPodsReady) included, and skips kinds the server does not serve. A
+    hand-made `kubectl get` recipe must list every kind too (README: "Taking a
+    snapshot"); a snapshot without the ConfigMap is planned with Kueue's default
+    Configuration, and a warning on stderr says so.
+
     \b
     Examples:
-      kubectl get namespaces,nodes,pods,jobs,priorityclasses,clusterqueues,localqueues,\\
-        resourceflavors,cohorts,topologies,workloadpriorityclasses -A -o yaml > snap.yaml
+      stowplan snapshot --out snap.yaml
       stowplan what-if snap.yaml
-      stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 -o json --out plan.json
+      stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 --out plan.json
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
       stowplan what-if snap.yaml --add-nodes racks.yaml --priority 100
       stowplan what-if snap.yaml --remove-nodes example.com/rack=r7
@@ -538,6 +598,8 @@ def what_if(
     say = _progress(quiet)
     _solver_log(verbose)
     to_stdout = out in (None, "-")
+    fmt = out_format(output, out, FORMATS, default="table" if to_stdout and _isatty(sys.stdout) else "yaml")
+    check_distinct(out, metrics=metrics, picture=picture, picture_before=picture_before)
     if not to_stdout:
         assert out is not None
         check_writable(out)  # fail before a long solve, not after it
@@ -575,6 +637,7 @@ def what_if(
             extra.append(f"--remove-nodes: {remove_nodes!r} matches no node of the snapshot's "
                          f"{len(snapshot.nodes)}: nothing is drained")
     problems = _report_problems(snapshot, extra)
+    _say_assumed_configuration(snapshot)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started
@@ -611,7 +674,6 @@ def what_if(
     plan = replace(plan, solver=replace(plan.solver, peak_rss_mib=peak_rss_mib()))
     say(_outcome(plan))
 
-    fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
     text = render(plan, fmt) if answer is None else render_what_if(plan, fmt, answer, lines)
     emit(text, None if to_stdout else out, say)
     from planner.promtext import queues_of
@@ -753,13 +815,16 @@ def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) ->
 
 
 @cli.command("snapshot", context_settings=CONTEXT, epilog=LIVE_EXIT_CODES_HELP)
-@click.option("-o", "--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
-              help="Write the snapshot to FILE (JSON when it ends in .json, else YAML) instead of stdout.")
+@click.option("-o", "--output", "output", type=click.Choice(["yaml", "json"]), show_envvar=True,
+              help="Output format, as kubectl's -o. Default: json for an --out FILE ending in .json, "
+                   "else yaml; json on stdout.")
+@click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Write the snapshot to FILE instead of stdout (a .json FILE with -o yaml is refused).")
 @_cluster_options
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 @_exits
-def snapshot_command(out: str | None, kubeconfig: str | None, context: str | None, config: Sequence[str],
-                     policy: str | None, quiet: bool) -> None:
+def snapshot_command(output: str | None, out: str | None, kubeconfig: str | None, context: str | None,
+                     config: Sequence[str], policy: str | None, quiet: bool) -> None:
     """Read the live cluster into a snapshot file that `what-if` plans exactly as `plan` would.
 
     Lists every kind Stowplan reads (paginated), as one `kind: List` with a
@@ -770,8 +835,9 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
 
     \b
     Examples:
-      stowplan snapshot -o snap.json && stowplan what-if snap.json
-      stowplan snapshot --config kueue-objects.yaml -o snap.yaml
+      stowplan snapshot --out snap.json && stowplan what-if snap.json
+      stowplan snapshot --config kueue-objects.yaml --out snap.yaml
+      stowplan snapshot -o yaml | less
     """
     import json
 
@@ -781,6 +847,7 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     from planner.cluster.reader import pruned
 
     say = _progress(quiet)
+    fmt = out_format(output, out, ("yaml", "json"), default="json" if out in (None, "-") else "yaml")
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
@@ -788,9 +855,9 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     _report_problems(live.snapshot)
     say(f"read {live.snapshot.object_count} objects in {live.seconds:.2f}s")
     document = pruned(live.document)
-    if out is not None and out.endswith(".json"):
+    if fmt == "json" and out not in (None, "-"):
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
-    elif out is not None and out != "-":
+    elif fmt == "yaml":
         text = yaml.dump(document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
                          allow_unicode=True, width=4096)
     else:
@@ -829,6 +896,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     from planner.cluster.planfile import render_saved
 
     say = _progress(quiet)
+    fmt = out_format(output, out, FORMATS, default="table" if out in (None, "-") and _isatty(sys.stdout) else "yaml")
+    check_distinct(out, metrics=metrics)
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
@@ -842,11 +911,10 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     _report_problems(live.snapshot)
     say(_outcome(plan))
     if out in (None, "-"):
-        fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
         write_stdout(render(plan, fmt))
     else:
         assert out is not None
-        fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
+        fmt = fmt if fmt in ("yaml", "json") else "yaml"   # a saved plan is a document apply reads back
         write_atomically(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
         say(f"wrote {out}")
     from planner.promtext import queues_of
@@ -923,6 +991,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
 
         say(f"reading {', '.join(snapshots)}")
         snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
+        _say_assumed_configuration(snapshot)
     _report_problems(snapshot)
     say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
     fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
@@ -1060,15 +1129,15 @@ class _LazyEpilogCommand(click.Command):
                    "that depth are used (hostname; rack; block; datacenter).")
 @click.option("--set", "settings", metavar="KEY=VALUE", multiple=True, show_envvar=True, envvar="STOWPLAN_GENERATE_SET",
               help="Set any parameter listed below (repeatable), e.g. --set pending=500 --set teams=12.")
-@click.option("-o", "--output", "output", type=click.Choice(["json", "yaml"]), default="json",
-              show_default=True, show_envvar=True,
-              help="json (compact, the reader's fast path) or yaml (libyaml's CSafeDumper).")
+@click.option("-o", "--output", "output", type=click.Choice(["json", "yaml"]), show_envvar=True,
+              help="json (compact, the reader's fast path) or yaml (libyaml's CSafeDumper). Default: yaml for "
+                   "an --out FILE ending in .yaml or .yml, else json.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the snapshot to FILE (atomically: all or nothing) instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 @_exits
-def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str], output: str,
-                     out: str | None, quiet: bool) -> None:
+def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str],
+                     output: str | None, out: str | None, quiet: bool) -> None:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
@@ -1091,6 +1160,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     from planner.tools.generate import generate, spec_from_options, to_json, to_yaml
 
     say = _progress(quiet)
+    output = out_format(output, out, ("json", "yaml"), default="json")
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None
@@ -1124,3 +1194,25 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _envvars_by_the_rule(group: click.Group) -> None:
+    """Every option's environment variable is STOWPLAN_<COMMAND>_<FLAG>: the long flag, dashes
+    as underscores, as the README documents. click's automatic name comes from the parameter's
+    Python name instead (`--priority` was STOWPLAN_WHAT_IF_MIN_PRIORITY, `--all`
+    STOWPLAN_EXPLAIN_EVERY); where that differs it stays readable as a second name, so
+    configurations that use it keep working. Options that name their own variable keep it."""
+    for name, command in group.commands.items():
+        prefix = "STOWPLAN_" + name.upper().replace("-", "_")
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.envvar is not None or param.name is None:
+                continue
+            longs = [o for o in param.opts if o.startswith("--")]
+            if not longs:
+                continue
+            rule = f"{prefix}_{longs[0][2:].upper().replace('-', '_')}"
+            old = f"{prefix}_{param.name.upper()}"
+            param.envvar = rule if old == rule else [rule, old]
+
+
+_envvars_by_the_rule(cli)

@@ -58,3 +58,19 @@ def test_each_missing_part_is_named(tmp_path: Path, kinds: tuple[str, ...], miss
 def test_a_full_snapshot_warns_of_nothing() -> None:
     result = run("what-if", str(TINY), "-o", "yaml", "-q")
     assert result.exit_code == 0 and "was read" not in result.stderr
+
+
+def test_a_snapshot_without_kueues_configmap_says_which_configuration_it_assumed() -> None:
+    result = run("what-if", str(TINY), "-o", "yaml", "-q")
+    assert result.exit_code == 0
+    [line] = [l for l in result.stderr.splitlines() if "kueue-manager-config" in l]
+    assert line.startswith(f"warning: {TINY}: no ConfigMap kueue-system/kueue-manager-config in the snapshot: "
+                           "planning with Kueue's default Configuration (fairSharing off, "
+                           "admissionFairSharing off, waitForPodsReady off)")
+    strict = run("what-if", str(TINY), "-o", "yaml", "-q", "--strict")
+    assert strict.exit_code == 0       # a snapshot without it is valid: said, not refused
+
+
+def test_a_snapshot_with_the_configmap_says_nothing_about_it() -> None:
+    result = run("what-if", str(REPO / "fixtures" / "fair-sharing.yaml"), "-o", "yaml", "-q")
+    assert result.exit_code == 0 and "kueue-manager-config" not in result.stderr
