@@ -19,6 +19,8 @@ import signal
 import traceback
 from typing import Any, Callable, Generic, TypeVar
 
+from planner import progress
+
 T = TypeVar("T")
 
 # Linux's prctl(PR_SET_PDEATHSIG): the copy is killed when the cycle's process dies
@@ -110,6 +112,7 @@ def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     except (OSError, AttributeError):   # not Linux: the daemon flag still ends it with the parent
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+    progress.silence()                              # the parent's terminal shows the parent's progress
     try:
         message: tuple[str, Any] = ("ok", fn(*args))
     except BaseException:   # noqa: BLE001 - any failure goes back to the parent, which raises it

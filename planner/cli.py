@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 import click
 
 from models import Plan, Snapshot
+from planner import progress
 from planner.errors import InputError, StowplanError, VerificationError
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
@@ -646,7 +647,7 @@ def what_if(
 
     answer: dict[str, object] | None = None
     lines: list[str] = []
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
         if templates is None and selector is None:
             plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
         else:
@@ -728,14 +729,63 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
-def _progress(quiet: bool) -> Callable[[str], None]:
-    enabled = _progress_enabled(quiet)
+class _Progress:
+    """Progress for a person at a terminal: lines on stderr drawn by rich, each search stage
+    as it finishes (objective, bound, gap) under a spinner, explain --all's i/n as a bar.
+    Nothing at all when stderr is not a terminal or with --quiet, so pipes, files, CronJob
+    logs and tests see only warnings and errors there."""
 
-    def say(message: str) -> None:
-        if enabled:
-            click.echo(f"stowplan: {printable(message)}", err=True)
+    def __init__(self, quiet: bool):
+        self.console: Any = None
+        if _progress_enabled(quiet):
+            from rich.console import Console
 
-    return say
+            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def __call__(self, message: str) -> None:
+        if self.console is not None:
+            self.console.print(f"stowplan: {printable(message)}", markup=False)
+
+    def stage(self, done: "progress.StageDone") -> None:
+        gap = "" if done.status in ("optimal", "kept") else f", gap {done.gap:.2%}"
+        self(f"stage {done.name}: {done.status}, objective {done.objective:g} of bound {done.bound:g}{gap} "
+             f"({done.seconds:.2f}s)")
+
+    @contextlib.contextmanager
+    def planning(self, what: str = "planning", stages: bool = True) -> Iterator[None]:
+        """A spinner while it runs; the search's stages reported as they finish (not explain's
+        many short re-plans: `stages` False)."""
+        if self.console is None:
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            if stages:
+                stack.enter_context(progress.listening(self.stage))
+            stack.enter_context(self.console.status(printable(what)))
+            yield
+
+    @contextlib.contextmanager
+    def counting(self, what: str) -> Iterator[Callable[[int, int, str], None]]:
+        """A bar of `what` i of n; yields the callback that moves it (i, n, name)."""
+        if self.console is None:
+            yield lambda i, n, name: None
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn(printable(what)), BarColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.description}"), console=self.console, transient=True)
+        task = bar.add_task("", total=None)
+
+        def step(i: int, n: int, name: str) -> None:
+            bar.update(task, total=n, completed=i - 1, description=f"{i}/{n} {printable(name)}")
+            bar.refresh()    # each item takes seconds: show it when it starts, not at the next tick
+
+        with bar:
+            yield step
+
+
+def _progress(quiet: bool) -> _Progress:
+    return _Progress(quiet)
 
 
 def _solver_log(verbose: bool) -> None:
@@ -905,7 +955,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
         check_writable(metrics, "--metrics")
     _solver_log(verbose)
     kube = _kube(kubeconfig, context)
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning(f"reading the cluster and planning with {solver}"):
         live, plan = plan_live(kube, config_files=config, policy_file=policy, solver=solver,
                                time_limit=time_limit, gap=gap, say=say)
     _report_problems(live.snapshot)
@@ -996,13 +1046,15 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
     say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
     fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
     if workload is None:
-        with stdout_to_stderr(discard=not verbose):
+        with stdout_to_stderr(discard=not verbose), say.counting("explaining") as step:
             _, explanations = explain_all(snapshot, solver=solver, time_limit=time_limit, gap=gap,
                                           search_time_limit=search_time_limit,
-                                          read_seconds=time.monotonic() - started)
+                                          read_seconds=time.monotonic() - started,
+                                          on_each=lambda i, n, ref: step(i, n, str(ref)))
+        say(f"explained {len(explanations)} workloads")
         write_stdout(render_explanations(explanations, fmt))
         return
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning("planning, then re-planning each change", stages=False):
         explanation = explain_one(snapshot, workload, solver=solver, time_limit=time_limit, gap=gap,
                                   search_time_limit=search_time_limit, read_seconds=time.monotonic() - started)
     write_stdout(render_explanation(explanation, fmt))
@@ -1067,7 +1119,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     _solver_log(verbose)
     kube = _kube(kubeconfig, context, dry_run=dry_run)
     seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
         made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                   solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                   lease_name=lease_name, identity=identity, lease_duration=lease_duration,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from models import Decisions, ObjectRef, Plan, Snapshot, SolverReport
 from planner import fair_report, metrics, tiers, vs_kueue, why
@@ -371,7 +371,8 @@ def explain_one(snapshot: Snapshot, workload: str, *, solver: str = "milp", time
 
 def explain_all(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | None = None,
                 gap: float | None = None, search_time_limit: float = 2.0,
-                read_seconds: float = 0.0) -> tuple[Plan, list["why.Explanation"]]:
+                read_seconds: float = 0.0,
+                on_each: Callable[[int, int, ObjectRef], None] | None = None) -> tuple[Plan, list["why.Explanation"]]:
     """`stowplan explain --all`: plan `snapshot` once and explain every workload the plan leaves
     waiting (in the plan's order), then every workload it evicts, each up to its smallest change (the first kind that admits it;
     the kinds after it are not tried). The plans of changed snapshots are shared between the
@@ -384,7 +385,12 @@ def explain_all(snapshot: Snapshot, *, solver: str = "milp", time_limit: float |
     replans = why.Replans(replan)
     by_ref = {w.ref: w for w in snapshot.workloads}
     # What the plan leaves waiting, then what it evicts (each says its preemptor, rule and cost).
-    refs = [p.workload for p in plan.pending] + [e.workload for e in plan.evictions]
-    return plan, [why.explain_workload(snapshot, by_ref[ref], plan, replans, search_time_limit, first_only=True)
-                  for ref in dict.fromkeys(refs) if ref in by_ref]
+    refs = [ref for ref in dict.fromkeys([p.workload for p in plan.pending] + [e.workload for e in plan.evictions])
+            if ref in by_ref]
+    out = []
+    for i, ref in enumerate(refs, 1):
+        if on_each is not None:    # progress (i of n) for a person watching; decides nothing
+            on_each(i, len(refs), ref)
+        out.append(why.explain_workload(snapshot, by_ref[ref], plan, replans, search_time_limit, first_only=True))
+    return plan, out
 
