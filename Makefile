@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test unit cluster-build cluster-up bench clean
+.PHONY: setup demo test unit docs cluster-build cluster-up bench clean
 
 setup: $(STAMP)
 
@@ -18,10 +18,15 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/stowplan what-if fixtures/multi-team-gpu.yaml -o table
 
-## Every test: types (mypy --strict, pyproject), unit, golden, property, CLI and the real control plane.
-test: setup cluster-build
+## Every test: types (mypy --strict, pyproject), the docs site (--strict), unit, golden, property, CLI and the real control plane.
+test: setup cluster-build docs
 	$(PY) -m mypy
 	$(PY) -m pytest -q
+
+## The documentation site (MkDocs Material, the CLI reference by mkdocs-click) into build/site;
+## --strict: a broken link or anchor, or a page left out of the nav, fails the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 ## Only the tests that need no cluster (fast, for editing), after the type check.
 unit: setup
