@@ -496,9 +496,11 @@ def cli() -> None:
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
-              help="Output format. Default: table when stdout is a terminal, else yaml (yaml with --out).")
+              help="Output format. Default: the format --out's extension names (.json, .yaml/.yml), else "
+                   "table when stdout is a terminal, else yaml.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
-              help="Write the plan to FILE (atomically: all or nothing) instead of stdout.")
+              help="Write the plan to FILE (atomically: all or nothing) instead of stdout; an -o its extension "
+                   "contradicts, or the path of --metrics or --picture, is refused.")
 @click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
               show_default=True, show_envvar=True,
               help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
@@ -579,8 +581,8 @@ def what_if(
     Take the snapshot with `stowplan snapshot --out snap.yaml`: it lists every
     kind Stowplan reads, Kueue's kueue-manager-config ConfigMap (fair sharing,
     waitForPodsReady) included, and skips kinds the server does not serve. A
-    hand-made `kubectl get` recipe must list every kind too (README: "Taking a
-    snapshot"); a snapshot without the ConfigMap is planned with Kueue's default
+    hand-made `kubectl get` recipe must list every kind too (docs/snapshots.md:
+    "Taking a snapshot"); a snapshot without the ConfigMap is planned with Kueue's default
     Configuration, and a warning on stderr says so.
 
     \b
@@ -926,8 +928,8 @@ def snapshot_command(output: str | None, out: str | None, kubeconfig: str | None
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
               help="Output format. Default: table on a terminal, else yaml.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
-              help="Save the plan to FILE (yaml, or json for *.json) with snapshot.resourceVersions, for "
-                   "`stowplan apply --plan FILE`.")
+              help="Save the plan to FILE (yaml, or json for *.json; an -o the extension contradicts is "
+                   "refused) with snapshot.resourceVersions, for `stowplan apply --plan FILE`.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
 @_exits
