@@ -524,7 +524,11 @@ def cli() -> None:
 @_metrics_option
 @click.option("--picture", "picture", metavar="FILE.svg|FILE.png", show_envvar=True, type=click.Path(dir_okay=False),
               help="Also draw the plan: the topology as a grid (blocks, racks, hosts; racks only above 2,048 "
-                   "hosts), GPUs coloured by priority, admissions hatched, evictions marked, free racks outlined.")
+                   "hosts), each host's GPUs (cores where it has none) coloured by team (ClusterQueue) and "
+                   "shaded by priority, this plan's admissions hatched, evictions marked with a red x, "
+                   "migrations as arrows from -> to, free racks and blocks outlined; the legend lists only "
+                   "what is drawn. In SVG each cell has a title (its host and what fills it) a viewer shows "
+                   "on hover; a PNG keeps the picture's title in its metadata.")
 @click.option("--picture-before", "picture_before", metavar="FILE.svg|FILE.png", show_envvar=True,
               type=click.Path(dir_okay=False),
               help="Also draw the cluster before the plan, the same way (with --picture: a before/after pair).")
