@@ -138,7 +138,10 @@ def test_every_waiting_workload_of_every_fixture_gets_a_smallest_change_that_adm
         smallest = e.smallest()
         if smallest is not None:
             after = changed(snapshot, smallest)
-            replanned = plan_snapshot(after, solver=solver_for(path), time_limit=SEARCH_LIMIT)
+            # greedy's answer does not depend on its limit once it finishes; on a loaded machine
+            # 2 s may not be enough for it at 1,024+ nodes (then nothing is admitted at all)
+            limit = 60.0 if solver_for(path) == "greedy" else SEARCH_LIMIT
+            replanned = plan_snapshot(after, solver=solver_for(path), time_limit=limit)
             assert served(replanned, after, e.workload), (e.workload, smallest)
             continue
         (note,) = e.notes
