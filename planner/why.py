@@ -438,6 +438,13 @@ class Replans:
                 self.served[key] = frozenset()
                 self.evicted[key] = {}
             else:
+                if undecided(plan):
+                    # out of time before any plan (the cycle's "nothing changes"): that decides
+                    # nothing, so it shows nothing served; read as served, it would keep every
+                    # running workload, the ones the plan evicts included, and "admit" them
+                    self.served[key] = frozenset()
+                    self.evicted[key] = {}
+                    return False
                 evicted = {e.workload: e.cost for e in plan.evictions}
                 self.evicted[key] = evicted
                 self.served[key] = frozenset(
@@ -459,6 +466,13 @@ class Replans:
                          _volume(by_ref[r]), float(evicted.get(r, 0.0)))
                for r in lost if r in by_ref]
         return tuple(sorted(out, key=lambda d: (d.how != "evicted", -d.priority, str(d.workload))))
+
+
+def undecided(plan: Plan) -> bool:
+    """The cycle's plan that changes nothing because it ran out of time (planner.cycle's
+    nothing_new: status fallback, "nothing changes this cycle")."""
+    return plan.solver.status == "fallback" and plan.solver.message.endswith("nothing changes this cycle") \
+        and not plan.admissions and not plan.evictions
 
 
 def _volume(w: Workload) -> str:

@@ -82,3 +82,22 @@ def test_explain_all_covers_evicted_workloads() -> None:
     assert {e.workload for e in explanations} >= {ev.workload for ev in plan.evictions}
     evicted = [e for e in explanations if e.state == "evicted"]
     assert evicted and all(e.eviction is not None for e in evicted)
+
+
+def test_a_replan_that_ran_out_of_time_serves_nothing() -> None:
+    """A changed snapshot's plan that changes nothing because the cycle ran out of time
+    decides nothing: read as served, it kept every running workload, so an evicted one
+    looked "admitted" by any change (seen on meta-like.json under load)."""
+    from models import Plan, SolverReport
+    from planner.why import Replans
+
+    snapshot = preemption_snapshot()
+    low = next(w for w in snapshot.workloads if w.ref.name == "low")
+    out_of_time = Plan(source="s", digest="", object_count=0, solver=SolverReport(
+        method="greedy", status="fallback", objective=0.0, bound=0.0, gap=0.0,
+        message="Kueue's way did not finish within the time limit (2 s); nothing changes this cycle"))
+    replans = Replans(lambda changed: out_of_time)
+    assert replans.admits(("quota", "cq", ()), lambda: snapshot, low.ref) is False
+    kept = Plan(source="s", digest="", object_count=0,
+                solver=SolverReport(method="greedy", status="feasible", objective=0.0, bound=0.0, gap=0.0))
+    assert Replans(lambda changed: kept).admits(("quota", "cq", ()), lambda: snapshot, low.ref) is True
