@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test unit fuzz cluster-build cluster-up bench clean
+.PHONY: setup demo test unit fuzz docs picture cluster-build cluster-up bench clean
 
 setup: $(STAMP)
 
@@ -18,10 +18,20 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/stowplan what-if fixtures/multi-team-gpu.yaml -o table
 
-## Every test: types (mypy --strict, pyproject), unit, golden, property, CLI and the real control plane.
-test: setup cluster-build
+## Every test: types (mypy --strict, pyproject), the docs site (--strict), unit, golden, property, CLI and the real control plane.
+test: setup cluster-build docs
 	$(PY) -m mypy
 	$(PY) -m pytest -q
+
+## The documentation site (MkDocs Material, the CLI reference by mkdocs-click) into build/site;
+## --strict: a broken link or anchor, or a page left out of the nav, fails the build.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+## The picture in README and docs: fixtures/meta-like.json's golden plan drawn (not a new,
+## time-limited solve); tests/test_picture_reads.py checks its title against that golden plan.
+picture: setup
+	$(PY) -m planner.tools.draw_golden fixtures/meta-like.json fixtures/meta-like.plan.yaml docs/meta-like.png
 
 ## Only the tests that need no cluster (fast, for editing), after the type check.
 unit: setup

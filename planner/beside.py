@@ -26,6 +26,8 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from planner import interrupt
 
+from planner import progress
+
 T = TypeVar("T")
 
 # Linux's prctl(PR_SET_PDEATHSIG): the copy is killed when the cycle's process dies
@@ -138,6 +140,7 @@ def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (planner.interrupt): stop() may end it
+    progress.silence()                              # the parent's terminal shows the parent's progress
     try:
         message: tuple[str, Any] = ("ok", fn(*args))
     except BaseException:   # noqa: BLE001 - any failure goes back to the parent, which raises it

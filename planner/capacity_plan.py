@@ -33,6 +33,7 @@ from models import (
 )
 from models.capacity import NodeTemplate
 from planner.errors import InputError
+from planner import label_selector
 from planner.kueue.semantics import QuotaTree, eviction_cost, flavor_options, node_allows, quota_usage
 
 Planner = Callable[[Snapshot], Plan]
@@ -512,45 +513,23 @@ def _answer(refs: tuple[ObjectRef, ...], units: Mapping[str, int], milp_units: M
 
 # ---------------------------------------------------------------- draining
 
-Requirement = tuple[str, str, str]   # key, op (= | != | exists | !), value
+def parse_selector(text: str) -> label_selector.Selector:
+    """A `--remove-nodes` label selector, parsed exactly as kubectl parses `-l`
+    (equality, set-based `in`/`notin`, `KEY`, `!KEY`, commas); InputError (exit 2)
+    naming the flag when it is malformed."""
+    return label_selector.parse(text, field="--remove-nodes")
 
 
-def parse_selector(text: str) -> tuple[Requirement, ...]:
-    """A label selector in kubectl's equality form: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated."""
-    out: list[Requirement] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            raise InputError(f"empty requirement in label selector {text!r}", field="--remove-nodes")
-        if "!=" in part:
-            key, _, value = part.partition("!=")
-            out.append((key.strip(), "!=", value.strip()))
-        elif "=" in part:
-            key, _, value = part.partition("==" if "==" in part else "=")
-            out.append((key.strip(), "=", value.strip()))
-        elif part.startswith("!"):
-            out.append((part[1:].strip(), "!", ""))
-        else:
-            out.append((part, "exists", ""))
-        if not out[-1][0]:
-            raise InputError(f"no label key in {part!r} of label selector {text!r}", field="--remove-nodes")
-    return tuple(out)
+def selects(selector: label_selector.Selector, labels: Mapping[str, str]) -> bool:
+    return label_selector.matches(selector, labels)
 
 
-def selects(selector: Sequence[Requirement], labels: Mapping[str, str]) -> bool:
-    for key, op, value in selector:
-        have = labels.get(key)
-        if op == "=" and have != value:
-            return False
-        if op == "!=" and have == value:
-            return False
-        if op == "exists" and have is None:
-            return False
-        if op == "!" and have is not None:
-            return False
-    return True
+def drained_nodes(snapshot: Snapshot, selector: label_selector.Selector) -> tuple[str, ...]:
+    """The names of the nodes `selector` matches, sorted."""
+    return tuple(sorted(n.name for n in snapshot.nodes if selects(selector, n.labels)))
 
 
-def plan_drain(snapshot: Snapshot, selector: Sequence[Requirement], planner: Planner) -> DrainAnswer:
+def plan_drain(snapshot: Snapshot, selector: label_selector.Selector, planner: Planner) -> DrainAnswer:
     """Remove the nodes `selector` matches; their running workloads wait again; plan."""
     removed = {n.name for n in snapshot.nodes if selects(selector, n.labels)}
     displaced: list[Workload] = []

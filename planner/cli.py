@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 import click
 
 from models import Plan, Snapshot
-from planner import interrupt
+from planner import interrupt, progress
 from planner.errors import InputError, StowplanError, VerificationError
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
@@ -343,6 +343,32 @@ def stdout_to_stderr(discard: bool = False) -> Iterator[None]:
             target.close()
 
 
+FILE_FORMATS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+
+
+def out_format(output: str | None, out: str | None, formats: Sequence[str], default: str) -> str:
+    """The format to write: -o when given, else the one --out's extension names (.json,
+    .yaml/.yml), else `default`. An --out FILE whose extension names another format than
+    -o is refused (exit 2): `--out plan.json -o yaml` would write YAML into a .json file."""
+    named = FILE_FORMATS.get(os.path.splitext(out or "")[1].lower()) if out not in (None, "-") else None
+    if output is not None:
+        if named is not None and named != output and named in formats:
+            raise InputError(f"--out {out} names {named} but -o is {output}: give one of them, or make them agree",
+                             field="--out")
+        return output
+    return named if named is not None and named in formats else default
+
+
+def check_distinct(out: str | None, **others: str | None) -> None:
+    """--out and --metrics (or --picture) on one path would overwrite each other: refused."""
+    if out in (None, "-"):
+        return
+    assert out is not None
+    for flag, path in others.items():
+        if path is not None and os.path.realpath(path) == os.path.realpath(out):
+            raise InputError(f"--out and --{flag.replace('_', '-')} name the same file {out!r}", field="--out")
+
+
 def check_writable(path: str, field: str = "--out") -> None:
     """The plan's folder exists and takes new files (the temp file of write_atomically),
     and `path` is a regular file if it exists: replacing /dev/null (or a link to a
@@ -484,9 +510,10 @@ class Outputs:
             raise
 
 
-def _report_problems(snapshot: Snapshot) -> int:
-    """Each problem once on stderr, in the reader's order; returns how many."""
-    problems = list(dict.fromkeys(snapshot.problems))
+def _report_problems(snapshot: Snapshot, extra: Sequence[str] = ()) -> int:
+    """Each problem once on stderr, in the reader's order, then what the snapshot lacks
+    and `extra`; returns how many (--strict fails on any)."""
+    problems = [str(p) for p in dict.fromkeys(snapshot.problems)] + _missing(snapshot) + list(extra)
     for problem in problems:
         click.echo(f"warning: {printable(problem)}", err=True)
     return len(problems)
@@ -502,6 +529,35 @@ def _warn_early_now(snapshot: Snapshot, now: dt.datetime | None) -> int:
     click.echo(f"warning: --now {now.astimezone(dt.timezone.utc):%Y-%m-%dT%H:%M:%SZ} is before every workload's "
                f"creation time (the first: {first}): waits read as 0, nothing has aged", err=True)
     return 1
+
+
+def _say_assumed_configuration(snapshot: Snapshot) -> None:
+    """A snapshot file without Kueue's ConfigMap plans with Kueue's defaults: say which
+    Configuration that is, as fair sharing or waitForPodsReady silently off changes plans.
+    Informational (a snapshot without it is valid): not counted under --strict."""
+    config = snapshot.kueue_config
+    if "ConfigMap" in config.source:
+        return
+    policy = " and the PlannerPolicy's kueueConfiguration" if "PlannerPolicy" in config.source else ""
+
+    def on(value: bool) -> str:
+        return "on" if value else "off"
+
+    click.echo(f"warning: {printable(snapshot.source or 'snapshot')}: no ConfigMap kueue-system/kueue-manager-config "
+               f"in the snapshot: planning with Kueue's default Configuration{policy} "
+               f"(fairSharing {on(config.fair_sharing.enabled)}, "
+               f"admissionFairSharing {on(config.admission_fair_sharing is not None)}, "
+               f"waitForPodsReady {on(config.wait_for_pods_ready.enabled)}); "
+               "`stowplan snapshot` includes it", err=True)
+
+
+def _missing(snapshot: Snapshot) -> list[str]:
+    """An empty snapshot plans "optimal" with nothing in it: say what was not read, as a
+    wrong file, a kubectl recipe that left a kind out or a wrong context would leave it."""
+    lacks = [("Node", "nothing can be placed", snapshot.nodes),
+             ("ClusterQueue", "no workload can be admitted", snapshot.cluster_queues),
+             ("workload", "there is nothing to plan", snapshot.workloads)]
+    return [f"{snapshot.source or 'snapshot'}: no {kind} was read: {why}" for kind, why, have in lacks if not have]
 
 
 def _versions() -> str:
@@ -597,7 +653,15 @@ def write_metrics(path: str | None, push_url: str | None, plan: Plan, queues: An
             click.echo(f"warning: {printable(str(error))}", err=True)
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_versions())
+        ctx.exit()
+
+
 @click.group(context_settings=CONTEXT)
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print Stowplan's version and those of its solver libraries, and exit (as `stowplan version`).")
 def cli() -> None:
     """Stowplan: batch admission planning for Kubernetes with Kueue's semantics.
 
@@ -618,9 +682,11 @@ def cli() -> None:
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
               help="Output format (wide: the table with every flavor and node, and the running work). "
-                   "Default: table when stdout is a terminal, else yaml (yaml with --out).")
+                   "Default: the format --out's extension names (.json, .yaml/.yml), else table when stdout "
+                   "is a terminal, else yaml.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
-              help="Write the plan to FILE (atomically: all or nothing) instead of stdout.")
+              help="Write the plan to FILE (atomically: all or nothing) instead of stdout; an -o its extension "
+                   "contradicts, or the path of --metrics or --picture, is refused.")
 @click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
               show_default=True, show_envvar=True,
               help="milp (HiGHS), greedy (Kueue-like baseline) or pulp:NAME (any solver PuLP drives).")
@@ -644,7 +710,11 @@ def cli() -> None:
 @_metrics_option
 @click.option("--picture", "picture", metavar="FILE.svg|FILE.png", show_envvar=True, type=click.Path(dir_okay=False),
               help="Also draw the plan: the topology as a grid (blocks, racks, hosts; racks only above 2,048 "
-                   "hosts), GPUs coloured by priority, admissions hatched, evictions marked, free racks outlined.")
+                   "hosts), each host's GPUs (cores where it has none) coloured by team (ClusterQueue) and "
+                   "shaded by priority, this plan's admissions hatched, evictions marked with a red x, "
+                   "migrations as arrows from -> to, free racks and blocks outlined; the legend lists only "
+                   "what is drawn. In SVG each cell has a title (its host and what fills it) a viewer shows "
+                   "on hover; a PNG keeps the picture's title in its metadata.")
 @click.option("--picture-before", "picture_before", metavar="FILE.svg|FILE.png", show_envvar=True,
               type=click.Path(dir_okay=False),
               help="Also draw the cluster before the plan, the same way (with --picture: a before/after pair).")
@@ -659,8 +729,10 @@ def cli() -> None:
 @click.option("--workloads", "workload_names", metavar="NAMES", show_envvar=True,
               help="With --add-nodes: the targets are these pending workloads (comma-separated NAME or NAMESPACE/NAME).")
 @click.option("--remove-nodes", "remove_nodes", metavar="SELECTOR", show_envvar=True,
-              help="Drain what-if: plan without the nodes this label selector matches (k=v,k!=v,k,!k); "
-                   "their running workloads wait again, and the answer says where each goes or why it waits.")
+              help="Drain what-if: plan without the nodes this label selector matches, parsed as kubectl -l "
+                   "parses it (k=v, k==v, k!=v, 'k in (a,b)', 'k notin (a)', k, !k, comma-separated; a "
+                   "malformed one exits 2); their running workloads wait again, and the answer says where "
+                   "each goes or why it waits. A selector matching no node is a warning (--strict: exit 2).")
 @_table_options
 @_exits
 def what_if(
@@ -700,12 +772,18 @@ def what_if(
     once on stderr as "warning: FILE: KIND/NAMESPACE/NAME: FIELD: MESSAGE" and
     the affected workloads wait with that reason; --strict makes them errors.
 
+    Take the snapshot with `stowplan snapshot --out snap.yaml`: it lists every
+    kind Stowplan reads, Kueue's kueue-manager-config ConfigMap (fair sharing,
+    waitForPodsReady) included, and skips kinds the server does not serve. A
+    hand-made `kubectl get` recipe must list every kind too (docs/snapshots.md:
+    "Taking a snapshot"); a snapshot without the ConfigMap is planned with Kueue's default
+    Configuration, and a warning on stderr says so.
+
     \b
     Examples:
-      kubectl get namespaces,nodes,pods,jobs,priorityclasses,clusterqueues,localqueues,\\
-        resourceflavors,cohorts,topologies,workloadpriorityclasses -A -o yaml > snap.yaml
+      stowplan snapshot --out snap.yaml
       stowplan what-if snap.yaml
-      stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 -o json --out plan.json
+      stowplan what-if snap.yaml --policy policy.yaml --time-limit 60 --out plan.json
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
       stowplan what-if snap.yaml --add-nodes racks.yaml --priority 100
       stowplan what-if snap.yaml --remove-nodes example.com/rack=r7
@@ -721,6 +799,8 @@ def what_if(
     refuse_overwriting([("--out", out), ("--metrics", metrics), ("--picture", picture),
                         ("--picture-before", picture_before)], [*snapshots, policy, add_nodes])
     to_stdout = out in (None, "-")
+    fmt = out_format(output, out, FORMATS, default="table" if to_stdout and _isatty(sys.stdout) else "yaml")
+    check_distinct(out, metrics=metrics, picture=picture, picture_before=picture_before)
     if not to_stdout:
         assert out is not None
         check_writable(out)  # fail before a long solve, not after it
@@ -753,7 +833,15 @@ def what_if(
     say(f"reading {', '.join(snapshots)}")
     snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None,
                              limits=Limits(max_file_bytes=max_file_size))
-    problems = _report_problems(snapshot) + _warn_early_now(snapshot, now)
+    extra: list[str] = []
+    if selector is not None:
+        from planner.capacity_plan import drained_nodes
+
+        if not drained_nodes(snapshot, selector):
+            extra.append(f"--remove-nodes: {remove_nodes!r} matches no node of the snapshot's "
+                         f"{len(snapshot.nodes)}: nothing is drained")
+    problems = _report_problems(snapshot, extra) + _warn_early_now(snapshot, now)
+    _say_assumed_configuration(snapshot)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started
@@ -762,7 +850,7 @@ def what_if(
 
     answer: dict[str, object] | None = None
     lines: list[str] = []
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
         if templates is None and selector is None:
             plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
         else:
@@ -790,7 +878,6 @@ def what_if(
     plan = replace(plan, solver=replace(plan.solver, peak_rss_mib=peak_rss_mib()))
     say(_outcome(plan))
 
-    fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "yaml")
     view = table_view(namespace, queue, summary_only, time_limit, to_stdout)
     text = render(plan, fmt, snapshot, view) if answer is None else render_what_if(plan, fmt, answer, lines, snapshot, view)
     from planner.promtext import queues_of
@@ -870,14 +957,63 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
 
 
-def _progress(quiet: bool) -> Callable[[str], None]:
-    enabled = _progress_enabled(quiet)
+class _Progress:
+    """Progress for a person at a terminal: lines on stderr drawn by rich, each search stage
+    as it finishes (objective, bound, gap) under a spinner, explain --all's i/n as a bar.
+    Nothing at all when stderr is not a terminal or with --quiet, so pipes, files, CronJob
+    logs and tests see only warnings and errors there."""
 
-    def say(message: str) -> None:
-        if enabled:
-            click.echo(f"stowplan: {printable(message)}", err=True)
+    def __init__(self, quiet: bool):
+        self.console: Any = None
+        if _progress_enabled(quiet):
+            from rich.console import Console
 
-    return say
+            self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def __call__(self, message: str) -> None:
+        if self.console is not None:
+            self.console.print(f"stowplan: {printable(message)}", markup=False)
+
+    def stage(self, done: "progress.StageDone") -> None:
+        gap = "" if done.status in ("optimal", "kept") else f", gap {done.gap:.2%}"
+        self(f"stage {done.name}: {done.status}, objective {done.objective:g} of bound {done.bound:g}{gap} "
+             f"({done.seconds:.2f}s)")
+
+    @contextlib.contextmanager
+    def planning(self, what: str = "planning", stages: bool = True) -> Iterator[None]:
+        """A spinner while it runs; the search's stages reported as they finish (not explain's
+        many short re-plans: `stages` False)."""
+        if self.console is None:
+            yield
+            return
+        with contextlib.ExitStack() as stack:
+            if stages:
+                stack.enter_context(progress.listening(self.stage))
+            stack.enter_context(self.console.status(printable(what)))
+            yield
+
+    @contextlib.contextmanager
+    def counting(self, what: str) -> Iterator[Callable[[int, int, str], None]]:
+        """A bar of `what` i of n; yields the callback that moves it (i, n, name)."""
+        if self.console is None:
+            yield lambda i, n, name: None
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn(printable(what)), BarColumn(), TimeElapsedColumn(),
+                       TextColumn("{task.description}"), console=self.console, transient=True)
+        task = bar.add_task("", total=None)
+
+        def step(i: int, n: int, name: str) -> None:
+            bar.update(task, total=n, completed=i - 1, description=f"{i}/{n} {printable(name)}")
+            bar.refresh()    # each item takes seconds: show it when it starts, not at the next tick
+
+        with bar:
+            yield step
+
+
+def _progress(quiet: bool) -> _Progress:
+    return _Progress(quiet)
 
 
 def _solver_log(verbose: bool) -> None:
@@ -955,13 +1091,16 @@ def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) ->
 
 
 @cli.command("snapshot", context_settings=CONTEXT, epilog=exit_codes_help("snapshot"))
-@click.option("-o", "--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
-              help="Write the snapshot to FILE (JSON when it ends in .json, else YAML) instead of stdout.")
+@click.option("-o", "--output", "output", type=click.Choice(["yaml", "json"]), show_envvar=True,
+              help="Output format, as kubectl's -o. Default: json for an --out FILE ending in .json, "
+                   "else yaml; json on stdout.")
+@click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
+              help="Write the snapshot to FILE instead of stdout (a .json FILE with -o yaml is refused).")
 @_cluster_options
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 @_exits
-def snapshot_command(out: str | None, kubeconfig: str | None, context: str | None, config: Sequence[str],
-                     policy: str | None, quiet: bool) -> None:
+def snapshot_command(output: str | None, out: str | None, kubeconfig: str | None, context: str | None,
+                     config: Sequence[str], policy: str | None, quiet: bool) -> None:
     """Read the live cluster into a snapshot file that `what-if` plans exactly as `plan` would.
 
     Lists every kind Stowplan reads (paginated), as one `kind: List` with a
@@ -974,8 +1113,9 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
 
     \b
     Examples:
-      stowplan snapshot -o snap.json && stowplan what-if snap.json
-      stowplan snapshot --config kueue-objects.yaml -o snap.yaml
+      stowplan snapshot --out snap.json && stowplan what-if snap.json
+      stowplan snapshot --config kueue-objects.yaml --out snap.yaml
+      stowplan snapshot -o yaml | less
     """
     import json
 
@@ -987,6 +1127,7 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
 
     say = _progress(quiet)
     refuse_overwriting([("--out", out)], [*config, policy, kubeconfig])
+    fmt = out_format(output, out, ("yaml", "json"), default="json" if out in (None, "-") else "yaml")
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
@@ -994,9 +1135,9 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
     _report_problems(live.snapshot)
     say(f"read {live.snapshot.object_count} objects in {live.seconds:.2f}s")
     document = pruned(live.document)
-    if out is not None and out.endswith(".json"):
+    if fmt == "json" and out not in (None, "-"):
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
-    elif out is not None and out != "-":
+    elif fmt == "yaml":
         text = yaml.dump(document, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False,
                          allow_unicode=True, width=4096)
     else:
@@ -1016,8 +1157,8 @@ def snapshot_command(out: str | None, kubeconfig: str | None, context: str | Non
               help="Output format (wide: the table with every flavor and node, and the running work). "
                    "Default: table on a terminal, else yaml.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
-              help="Save the plan to FILE (yaml, or json for *.json) with snapshot.resourceVersions, for "
-                   "`stowplan apply --plan FILE`.")
+              help="Save the plan to FILE (yaml, or json for *.json; an -o the extension contradicts is "
+                   "refused) with snapshot.resourceVersions, for `stowplan apply --plan FILE`.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
 @_table_options
@@ -1041,6 +1182,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     from planner.snapshot.loader import refuse_overwriting
 
     refuse_overwriting([("--out", out), ("--metrics", metrics)], [*config, policy, kubeconfig])
+    fmt = out_format(output, out, FORMATS, default="table" if out in (None, "-") and _isatty(sys.stdout) else "yaml")
+    check_distinct(out, metrics=metrics)
     if out not in (None, "-"):
         assert out is not None
         check_writable(out)
@@ -1048,7 +1191,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
         check_writable(metrics, "--metrics")
     _solver_log(verbose)
     kube = _kube(kubeconfig, context)
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning(f"reading the cluster and planning with {solver}"):
         live, plan = plan_live(kube, config_files=config, policy_file=policy, solver=solver,
                                time_limit=time_limit, gap=gap, say=say)
     _report_problems(live.snapshot)
@@ -1058,11 +1201,10 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     done: list[str] = []
     with Outputs() as outputs:     # the plan and its metrics: both written, or neither
         if out in (None, "-"):
-            fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
             outputs.stdout(render(plan, fmt, live.snapshot, table_view(namespace, queue, summary_only, time_limit)))
         else:
             assert out is not None
-            fmt = output if output in ("yaml", "json") else ("json" if out.endswith(".json") else "yaml")
+            fmt = fmt if fmt in ("yaml", "json") else "yaml"   # a saved plan is a document apply reads back
             outputs.file(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
             done.append(f"wrote {out}")
         write_metrics(metrics, None, plan, queues_of(live.snapshot), done.append, outputs)
@@ -1140,18 +1282,21 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
 
         say(f"reading {', '.join(snapshots)}")
         snapshot = read_snapshot(list(snapshots), policy_file=policy, now=now.timestamp() if now else None)
+        _say_assumed_configuration(snapshot)
     _report_problems(snapshot)
     _warn_early_now(snapshot, now)
     say(f"planning with {solver}, then searching for the smallest change ({search_time_limit:g}s a plan)")
     fmt = output or ("table" if _isatty(sys.stdout) else "yaml")
     if workload is None:
-        with stdout_to_stderr(discard=not verbose):
+        with stdout_to_stderr(discard=not verbose), say.counting("explaining") as step:
             _, explanations = explain_all(snapshot, solver=solver, time_limit=time_limit, gap=gap,
                                           search_time_limit=search_time_limit,
-                                          read_seconds=time.monotonic() - started)
+                                          read_seconds=time.monotonic() - started,
+                                          on_each=lambda i, n, ref: step(i, n, str(ref)))
+        say(f"explained {len(explanations)} workloads")
         write_stdout(render_explanations(explanations, fmt))
         return
-    with stdout_to_stderr(discard=not verbose):
+    with stdout_to_stderr(discard=not verbose), say.planning("planning, then re-planning each change", stages=False):
         explanation = explain_one(snapshot, workload, solver=solver, time_limit=time_limit, gap=gap,
                                   search_time_limit=search_time_limit, read_seconds=time.monotonic() - started)
     write_stdout(render_explanation(explanation, fmt))
@@ -1217,7 +1362,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     kube = _kube(kubeconfig, context, dry_run=dry_run)
     seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
     try:
-        with stdout_to_stderr(discard=not verbose):
+        with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
             made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                       solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                       lease_name=lease_name, identity=identity, lease_duration=lease_duration,
@@ -1291,9 +1436,9 @@ class _LazyEpilogCommand(click.Command):
                    "that depth are used (hostname; rack; block; datacenter).")
 @click.option("--set", "settings", metavar="KEY=VALUE", multiple=True, show_envvar=True, envvar="STOWPLAN_GENERATE_SET",
               help="Set any parameter listed below (repeatable), e.g. --set pending=500 --set teams=12.")
-@click.option("-o", "--output", "output", type=click.Choice(["json", "yaml"]), default="json",
-              show_default=True, show_envvar=True,
-              help="json (compact, the reader's fast path) or yaml (libyaml's CSafeDumper).")
+@click.option("-o", "--output", "output", type=click.Choice(["json", "yaml"]), show_envvar=True,
+              help="json (compact, the reader's fast path) or yaml (libyaml's CSafeDumper). Default: yaml for "
+                   "an --out FILE ending in .yaml or .yml, else json.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the snapshot to FILE (atomically: all or nothing) instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
@@ -1305,9 +1450,9 @@ class _LazyEpilogCommand(click.Command):
 @click.option("--load", "load", type=click.FloatRange(min=0, max=100, min_open=True), show_envvar=True,
               help="With --trace: offered GPU-time per hour as a multiple of the cluster's GPUs (default 1).")
 @_exits
-def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str], output: str,
-                     out: str | None, quiet: bool, trace: bool = False, hours: float | None = None,
-                     load: float | None = None) -> None:
+def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str],
+                     output: str | None, out: str | None, quiet: bool, trace: bool = False,
+                     hours: float | None = None, load: float | None = None) -> None:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
@@ -1331,6 +1476,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     from planner.tools.generate import generate, generate_trace, spec_from_options, to_json, to_json_lines, to_yaml
 
     say = _progress(quiet)
+    output = out_format(output, out, ("json", "yaml"), default="json")
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None
@@ -1559,3 +1705,25 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _envvars_by_the_rule(group: click.Group) -> None:
+    """Every option's environment variable is STOWPLAN_<COMMAND>_<FLAG>: the long flag, dashes
+    as underscores, as the README documents. click's automatic name comes from the parameter's
+    Python name instead (`--priority` was STOWPLAN_WHAT_IF_MIN_PRIORITY, `--all`
+    STOWPLAN_EXPLAIN_EVERY); where that differs it stays readable as a second name, so
+    configurations that use it keep working. Options that name their own variable keep it."""
+    for name, command in group.commands.items():
+        prefix = "STOWPLAN_" + name.upper().replace("-", "_")
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.envvar is not None or param.name is None:
+                continue
+            longs = [o for o in param.opts if o.startswith("--")]
+            if not longs:
+                continue
+            rule = f"{prefix}_{longs[0][2:].upper().replace('-', '_')}"
+            old = f"{prefix}_{param.name.upper()}"
+            param.envvar = rule if old == rule else [rule, old]
+
+
+_envvars_by_the_rule(cli)

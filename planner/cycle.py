@@ -393,9 +393,10 @@ def explain_one(snapshot: Snapshot, workload: str, *, solver: str = "milp", time
 
 def explain_all(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | None = None,
                 gap: float | None = None, search_time_limit: float = 2.0,
-                read_seconds: float = 0.0) -> tuple[Plan, list["why.Explanation"]]:
+                read_seconds: float = 0.0,
+                on_each: Callable[[int, int, ObjectRef], None] | None = None) -> tuple[Plan, list["why.Explanation"]]:
     """`stowplan explain --all`: plan `snapshot` once and explain every workload the plan leaves
-    waiting (in the plan's order), each up to its smallest change (the first kind that admits it;
+    waiting (in the plan's order), then every workload it evicts, each up to its smallest change (the first kind that admits it;
     the kinds after it are not tried). The plans of changed snapshots are shared between the
     workloads (why.Replans): a change planned for one is not planned again for the next."""
     plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
@@ -405,6 +406,13 @@ def explain_all(snapshot: Snapshot, *, solver: str = "milp", time_limit: float |
 
     replans = why.Replans(replan)
     by_ref = {w.ref: w for w in snapshot.workloads}
-    return plan, [why.explain_workload(snapshot, by_ref[p.workload], plan, replans, search_time_limit, first_only=True)
-                  for p in plan.pending if p.workload in by_ref]
+    # What the plan leaves waiting, then what it evicts (each says its preemptor, rule and cost).
+    refs = [ref for ref in dict.fromkeys([p.workload for p in plan.pending] + [e.workload for e in plan.evictions])
+            if ref in by_ref]
+    out = []
+    for i, ref in enumerate(refs, 1):
+        if on_each is not None:    # progress (i of n) for a person watching; decides nothing
+            on_each(i, len(refs), ref)
+        out.append(why.explain_workload(snapshot, by_ref[ref], plan, replans, search_time_limit, first_only=True))
+    return plan, out
 

@@ -5,13 +5,13 @@ evicted, plus this plan's admissions, plus the unmanaged pods on the nodes.
 
 Keys, in REFERENCE order (nested mappings sorted by key):
 
-- `served_gpus` {priority: units}: what workloads running after the plan request,
-  per priority. A workload asking for any GPU counts its GPUs; a CPU-only workload
-  counts its cores (REFERENCE: "CPU-only work: the same in cores"). Every priority
-  of a Stowplan workload in the snapshot is a key, 0 when nothing of it runs, so
-  plans of one snapshot always have the same keys.
-- `served_cores` {priority: cores}: the CPU-only part of `served_gpus`, so
-  served_gpus - served_cores is GPUs.
+- `served_gpus` {priority: GPUs}: the GPUs that workloads running after the plan
+  request, per priority: GPUs only, never cores (REFERENCE §5). Every priority of a
+  Stowplan workload in the snapshot is a key, 0 when nothing of it runs, so plans of
+  one snapshot always have the same keys.
+- `served_cores` {priority: cores}: the same in CPU cores for CPU-only work (a
+  workload asking for no GPU), with the same keys. The two are never summed: they
+  are different units.
 - `utilization` {"cpu", "gpu"}: allocated / allocatable over usable nodes; a node's
   allocation (unmanaged + running + admitted) counts up to its allocatable.
 - `admitted`, `evicted`, `pending` (pending workloads not admitted, blocked ones
@@ -123,7 +123,7 @@ def _pairs(workload: Workload, assignments: Iterable[PodSetAssignment]) -> Itera
 # ---------------------------------------------------------------- served
 
 def _served(snapshot: Snapshot, placed: list[Placed], gpu_names: set[str]) -> tuple[dict[int, int | float], dict[int, int | float]]:
-    """Per priority: GPUs of GPU work plus cores of CPU-only work; and those cores alone."""
+    """Per priority: the GPUs of GPU work; and the cores of CPU-only work."""
     gpus: dict[ObjectRef, int] = defaultdict(int)
     milli: dict[ObjectRef, int] = defaultdict(int)
     priority: dict[ObjectRef, int] = {}
@@ -142,7 +142,6 @@ def _served(snapshot: Snapshot, placed: list[Placed], gpu_names: set[str]) -> tu
         if gpus[ref] > 0:
             served[prio] += gpus[ref]
         else:
-            served[prio] += milli[ref] / 1000.0
             cores[prio] += milli[ref] / 1000.0
     return ({p: _num(served[p]) for p in sorted(served)}, {p: _num(cores[p]) for p in sorted(cores)})
 

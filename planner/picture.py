@@ -1,8 +1,11 @@
 """A picture of the plan: the topology as a grid (blocks -> racks -> hosts), each host's
 GPUs coloured by the team (ClusterQueue, else namespace) of what runs there after the
 plan and shaded by its priority (lighter is lower), this plan's admissions hatched,
-its evictions marked, whole free racks and blocks outlined, racks and blocks named
-where the names fit.
+its evictions marked, its migrations drawn as arrows (from -> to), whole free racks and
+blocks outlined, racks and blocks named where the names fit. In SVG every cell carries
+a <title> (host, what fills it), so a viewer shows it on hover; the legend lists only
+what the picture shows; the title's numbers are the plan's, and a PNG keeps the title
+in its metadata (so a test can check a committed picture against its golden plan).
 
 An edge module (output side, matplotlib); the core never imports it. Above
 MAX_HOSTS hosts each rack is drawn as one cell (its GPUs summed), so a 16,384-node
@@ -142,16 +145,40 @@ def team(workload: Workload) -> str:
     return workload.cluster_queue or workload.ref.namespace
 
 
-def colours(keys: list[Key]) -> tuple[dict[str, Any], dict[int, float], dict[Key, Any]]:
-    """A colour per team (qualitative palettes, teams in name order, distinct up to 60), a shade per priority
-    (1.0 for the highest, down to 0.35 for the lowest: mixed with white), and their mix per key."""
-    import matplotlib
+EVICTION, MIGRATION, OUTLINE = "#d73027", "#3f007d", "#1a9850"
+RED_ARC = 25.0     # degrees either side of red no team takes: red is the eviction mark's
 
+
+def team_palette(n: int) -> list[tuple[float, float, float, float]]:
+    """`n` team colours, distinct past 10 teams, that collide with neither the priority
+    shading (which pales a colour towards white: every team colour is saturated and
+    mid-dark, never pale or grey) nor the red eviction mark (no hue within RED_ARC of
+    red). Hues are spread evenly over the rest of the circle; past 12 teams a second
+    ring, darker and at hues halfway between the first's, and so on."""
+    import colorsys
+
+    rings = max(1, math.ceil(n / 12))
+    per_ring = math.ceil(n / rings)
+    arc = 360.0 - 2 * RED_ARC
+    out: list[tuple[float, float, float, float]] = []
+    for i in range(n):
+        ring, k = divmod(i, per_ring)
+        step = arc / per_ring
+        hue = (RED_ARC + step * (k + ring / rings + 0.5 / rings)) % 360.0
+        value = (0.82, 0.55, 0.68, 0.42)[ring % 4]
+        saturation = (0.80, 0.90, 0.65, 0.95)[ring % 4]
+        r, g, b = colorsys.hsv_to_rgb(hue / 360.0, saturation, value)
+        out.append((r, g, b, 1.0))
+    return out
+
+
+def colours(keys: list[Key]) -> tuple[dict[str, Any], dict[int, float], dict[Key, Any]]:
+    """A colour per team (team_palette, teams in name order), a shade per priority (1.0 for
+    the highest, down to 0.35 for the lowest: mixed with white), and their mix per key."""
     teams = sorted({t for t, _ in keys})
     priorities = sorted({p for _, p in keys})
-    names = ["tab10"] if len(teams) <= 10 else ["tab20"] if len(teams) <= 20 else ["tab20", "tab20b", "tab20c"]
-    palette = [matplotlib.colormaps[name](i) for name in names for i in range(matplotlib.colormaps[name].N)]
-    team_colour = {t: palette[i % len(palette)] for i, t in enumerate(teams)}    # distinct up to 60 teams
+    palette = team_palette(len(teams))
+    team_colour = {t: palette[i] for i, t in enumerate(teams)}
     shade = {p: 0.35 + 0.65 * (i / max(1, len(priorities) - 1)) if len(priorities) > 1 else 1.0
              for i, p in enumerate(priorities)}
 
@@ -161,6 +188,20 @@ def colours(keys: list[Key]) -> tuple[dict[str, Any], dict[int, float], dict[Key
         return (1 - k + k * r, 1 - k + k * g, 1 - k + k * b, 1.0)
 
     return team_colour, shade, {(t, p): mix(t, p) for t, p in keys}
+
+
+def cell_title(cell: "Cell", unit: str) -> str:
+    """What a viewer shows over a cell: the host (or rack), how full, and with what."""
+    parts = [f"{cell.name}: {cell.used():g} of {cell.capacity:g} {unit} used"]
+    for (team_name, priority), amount in sorted({**cell.kept}.items()):
+        parts.append(f"{team_name} priority {priority}: {amount:g} running")
+    for (team_name, priority), amount in sorted(cell.admitted.items()):
+        parts.append(f"{team_name} priority {priority}: {amount:g} admitted by this plan")
+    if cell.unmanaged:
+        parts.append(f"not Stowplan's: {cell.unmanaged:g}")
+    if cell.evicted:
+        parts.append(f"evicted by this plan: {cell.evicted:g}")
+    return "; ".join(parts)
 
 
 def _aggregate(name: str, members: list[Cell]) -> Cell:
@@ -187,11 +228,13 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     from matplotlib.text import Text
 
     check_path(path)
-    decisions = Decisions(plan.admissions, plan.evictions)
+    decisions = Decisions(plan.admissions, plan.evictions, plan.migrations)
     grid, hosts = cells(snapshot, decisions, before)
     by_rack = len(hosts) > MAX_HOSTS
     keys = sorted({k for c in hosts.values() for k in (*c.kept, *c.admitted)})
     team_colour, shade, colour = colours(keys)
+    gpu_names = set(snapshot.policy.gpu_resources)
+    unit_of = {n.name: "cores" if _units(n, gpu_names)[1] == {"cpu"} else "GPUs" for n in snapshot.nodes}
 
     # Layout: racks are columns (hosts stacked) or cells; blocks follow each other, wrapped into rows.
     blocks = sorted(grid)
@@ -213,6 +256,8 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     marks: list[tuple[float, float]] = []
     labels: list[tuple[float, float, str]] = []
     rack_names: list[tuple[float, float, str]] = []
+    titled: list[tuple[float, float, str]] = []          # (x, y, title) of every cell, for SVG <title>s
+    centre: dict[str, tuple[float, float]] = {}            # host -> where its cell is drawn
     x0 = y0 = 0.0
     line_height = 0.0
     total_w = 0.0
@@ -233,6 +278,10 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                 cy = ry - h_index - 1
                 if cell.capacity <= 0:
                     continue
+                titled.append((rx, cy, cell_title(cell, unit_of.get(members[0].name if by_rack else cell.name,
+                                                                      "GPUs"))))
+                for member in (members if by_rack else [cell]):
+                    centre[member.name] = (rx + 0.5, cy + 0.5)
                 x = rx
                 segments: list[tuple[str, Key | None, float]] = [("unmanaged", None, cell.unmanaged)]
                 segments += [("kept", k, cell.kept[k]) for k in sorted(cell.kept)]
@@ -280,11 +329,25 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                                           **({"edgecolor": "none"} | style)))
     for x, y, w, h, what in outlines:
         ax.add_patch(Rectangle((x, y), w, h, fill=False, linestyle="--" if what == "rack" else "-",
-                               edgecolor="#1a9850", linewidth=1.6 if what == "block" else 1.0))
+                               edgecolor=OUTLINE, linewidth=1.6 if what == "block" else 1.0))
     if marks:
         xs, ys = zip(*marks)
-        ax.scatter(xs, ys, marker="x", color="#d73027", s=14 if not by_rack else 30, linewidths=1.2, zorder=5)
-    fontsize = 7 if len(labels) < 40 else 5
+        ax.scatter(xs, ys, marker="x", color=EVICTION, s=14 if not by_rack else 30, linewidths=1.2, zorder=5)
+    arrows = 0
+    for migration in () if before else plan.migrations:
+        start = _centroid([centre[v[-1]] for psa in migration.from_ for v, _ in psa.domains if v and v[-1] in centre])
+        end = _centroid([centre[v[-1]] for psa in migration.to for v, _ in psa.domains if v and v[-1] in centre])
+        if start is None or end is None or start == end:
+            continue
+        ax.annotate("", xy=end, xytext=start, zorder=6,
+                    arrowprops={"arrowstyle": "-|>", "color": MIGRATION, "linewidth": 1.2,
+                                "shrinkA": 2, "shrinkB": 2, "connectionstyle": "arc3,rad=0.2"})
+        arrows += 1
+    svg = path.lower().endswith(".svg")
+    if svg:   # an invisible rectangle per cell, its <title> added below: the host's name on hover
+        for i, (x, y, _) in enumerate(titled):
+            ax.add_patch(Rectangle((x, y), 1.0, 1.0, fill=False, linewidth=0, alpha=0.0, gid=f"stowplan-cell-{i}"))
+    fontsize = 8 if len(labels) < 40 else 6
     for x, y, text in labels:
         ax.text(x, y, text, fontsize=fontsize, va="bottom", ha="left", fontweight="bold")
     if named:
@@ -296,7 +359,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                 if block and rack.startswith(block) and len(rack) > len(block):
                     short[rack] = rack[len(block):].lstrip("-_./") or rack
         for x, y, name in rack_names:
-            ax.text(x, y, short[name], fontsize=4.5, rotation=90, va="top", ha="center", color="#333333")
+            ax.text(x, y, short[name], fontsize=6, rotation=90, va="top", ha="center", color="#333333")
     ax.set_xlim(-0.5, total_w)
     ax.set_ylim(-total_h, 1.2)
     ax.set_aspect("auto")
@@ -313,13 +376,26 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
                  + (f"; vs Kueue's way: {says}" if says else ""))
     ax.set_title(title, fontsize=9, loc="left")
     legend: list[Any] = [Patch(facecolor=team_colour[t], label=t) for t in sorted(team_colour)]
-    legend += [Patch(facecolor=(1 - shade[p] + shade[p] * 0.3,) * 3, label=f"priority {p}")
-               for p in sorted(shade, reverse=True)]
-    legend += [Patch(facecolor="#999999", hatch="////", edgecolor="white", label="admitted by this plan"),
-               Patch(facecolor=UNMANAGED, hatch="xxxx", edgecolor="#9a9a9a", label="not Stowplan's"), Patch(facecolor=FREE, label="free"),
-               Line2D([], [], marker="x", color="#d73027", linestyle="", label="eviction"),
-               Patch(fill=False, edgecolor="#1a9850", linestyle="--", label="whole rack free"),
-               Patch(fill=False, edgecolor="#1a9850", label="whole block free")]
+    if len(shade) > 1:     # one priority: no shading to explain
+        legend += [Patch(facecolor=(1 - shade[p] + shade[p] * 0.3,) * 3, label=f"priority {p}")
+                   for p in sorted(shade, reverse=True)]
+    elif shade:
+        legend += [Patch(facecolor=(0.3, 0.3, 0.3), label=f"priority {next(iter(shade))}")]
+    shown_kinds = {kind for kind, _ in groups}
+    if "admitted" in shown_kinds:
+        legend.append(Patch(facecolor="#999999", hatch="////", edgecolor="white", label="admitted by this plan"))
+    if "unmanaged" in shown_kinds:
+        legend.append(Patch(facecolor=UNMANAGED, hatch="xxxx", edgecolor="#9a9a9a", label="not Stowplan's"))
+    if "free" in shown_kinds:
+        legend.append(Patch(facecolor=FREE, label="free"))
+    if marks:
+        legend.append(Line2D([], [], marker="x", color=EVICTION, linestyle="", label="eviction"))
+    if arrows:
+        legend.append(Line2D([], [], color=MIGRATION, marker=">", markersize=4, label="migration (from -> to)"))
+    if any(what == "rack" for *_, what in outlines):
+        legend.append(Patch(fill=False, edgecolor=OUTLINE, linestyle="--", label="whole rack free"))
+    if any(what == "block" for *_, what in outlines):
+        legend.append(Patch(fill=False, edgecolor=OUTLINE, label="whole block free"))
     ax.legend(handles=legend, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False,
               title="colour: team (ClusterQueue)\nshade: priority", title_fontsize=7, alignment="left")
     # names come from input: `$x^2$` must not reach mathtext (a malformed one raises), nor
@@ -328,11 +404,52 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
         artist.set_parse_math(False)
         artist.set_text(printable_lines(artist.get_text()))
     buffer = io.BytesIO()
+    kind = os.path.splitext(path)[1][1:].lower()
+    metadata = {"Title": title}     # PNG: a tEXt chunk; SVG: <dc:title>
     with matplotlib.rc_context({"svg.fonttype": "none"}):     # SVG text stays text (searchable, smaller)
-        fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower(), bbox_inches="tight", dpi=110)
+        fig.savefig(buffer, format=kind, bbox_inches="tight", dpi=110, metadata=metadata)
     plt.close(fig)
-    _write_bytes(path, buffer.getvalue())
+    data = buffer.getvalue()
+    if svg:
+        data = _with_titles(data.decode("utf-8"), [t for _, _, t in titled]).encode("utf-8")
+    _write_bytes(path, data)
     return "racks" if by_rack else "hosts"
+
+
+def _centroid(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    if not points:
+        return None
+    return (sum(x for x, _ in points) / len(points), sum(y for _, y in points) / len(points))
+
+
+def _with_titles(svg: str, titles: list[str]) -> str:
+    """Each cell's group (gid stowplan-cell-N) gets its <title>, which SVG viewers show on hover."""
+    from xml.sax.saxutils import escape
+
+    for i, text in enumerate(titles):
+        anchor = f'<g id="stowplan-cell-{i}">'
+        svg = svg.replace(anchor, f"{anchor}<title>{escape(text)}</title>", 1)
+    return svg
+
+
+def png_title(path: str) -> str | None:
+    """The title a PNG drawn here keeps in its metadata (tEXt "Title"), or None."""
+    import struct
+    import zlib
+
+    data = open(path, "rb").read()
+    at = 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + length]
+        if kind == b"tEXt" and body.startswith(b"Title\x00"):
+            return body[6:].decode("latin-1")
+        if kind == b"zTXt" and body.startswith(b"Title\x00"):
+            return zlib.decompress(body[7:]).decode("latin-1")
+        if kind == b"iTXt" and body.startswith(b"Title\x00"):
+            return body.split(b"\x00", 5)[-1].decode("utf-8")
+        at += 12 + length
+    return None
 
 
 def _write_bytes(path: str, data: bytes) -> None:

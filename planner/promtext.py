@@ -12,7 +12,8 @@ client (prometheus_client), one registry per cycle:
 | `stowplan_plan_gap` | | the plan's relative gap (0 when proven optimal) |
 | `stowplan_plan_objective`, `stowplan_plan_bound` | | the objective and its proven bound |
 | `stowplan_plan_info` | method, status | 1 |
-| `stowplan_served_gpus` | priority | GPUs served after the plan (CPU-only work: cores), REFERENCE §5 |
+| `stowplan_served_gpus` | priority | GPUs served after the plan (GPUs only), REFERENCE §5 |
+| `stowplan_served_cores` | priority | CPU cores of CPU-only work served after the plan, REFERENCE §5 |
 | `stowplan_gain_over_greedy_gpus` | priority | served_gpus minus Kueue's way (the greedy plan), planner.vs_kueue |
 | `stowplan_evictions_over_greedy` | | evictions minus Kueue's way's |
 | `stowplan_preemption_cost` | | the evictions' summed cost |
@@ -97,10 +98,14 @@ def registry_for(plan: Plan, queues: Mapping[ObjectRef, str | None], *, apply_se
           registry=registry).labels(plan.solver.method, plan.solver.status).set(1)
 
     summary = plan.summary
-    served = Gauge("stowplan_served_gpus", "GPUs served after the plan (CPU-only work: cores), per priority.",
+    served = Gauge("stowplan_served_gpus", "GPUs served after the plan (GPUs only), per priority.",
                    ["priority"], registry=registry)
     for priority, value in dict(summary.get("served_gpus") or {}).items():  # type: ignore[call-overload]
         served.labels(str(priority)).set(float(value))
+    cores = Gauge("stowplan_served_cores", "CPU cores of CPU-only work served after the plan, per priority.",
+                  ["priority"], registry=registry)
+    for priority, value in dict(summary.get("served_cores") or {}).items():  # type: ignore[call-overload]
+        cores.labels(str(priority)).set(float(value))
     block = summary.get(vs_kueue.KEY)
     if isinstance(block, Mapping):
         gain = Gauge("stowplan_gain_over_greedy_gpus",

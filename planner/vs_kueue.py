@@ -6,12 +6,14 @@ the `vs_kueue` block the plan's `summary` ends with:
 
     vs_kueue:
       baseline: {served_gpus: {...}, served_cores: {...}, admitted, evicted, pending, preemption_cost}
-      difference: {served_gpus: {priority: plan - baseline}, admitted, evicted, pending, preemption_cost}
+      difference: {served_gpus: {priority: plan - baseline}, served_cores: {...}, admitted, evicted,
+                   pending, preemption_cost}
       says: "+384 GPUs at priority 100, 3 fewer evictions"
 
 `difference` is the plan minus the baseline, so a positive `served_gpus` is what the
 plan serves beyond Kueue's way. `says` reads it for a person, highest priority first,
-GPUs and cores apart (served_gpus counts CPU-only work in cores, REFERENCE section 5).
+GPUs and cores apart: `served_gpus` is GPUs only and `served_cores` the cores of
+CPU-only work (REFERENCE section 5), never summed.
 """
 
 from __future__ import annotations
@@ -60,14 +62,14 @@ def compare(plan_summary: Mapping[str, Any], baseline_summary: Mapping[str, Any]
     priorities = sorted(set(plan["served_gpus"]) | set(base["served_gpus"]))
     served = {p: _minus(plan["served_gpus"].get(p, 0), base["served_gpus"].get(p, 0)) for p in priorities}
     cores = {p: _minus(plan["served_cores"].get(p, 0), base["served_cores"].get(p, 0)) for p in priorities}
-    difference: dict[str, Any] = {"served_gpus": served}
+    difference: dict[str, Any] = {"served_gpus": served, "served_cores": cores}
     for key in COUNTS:
         difference[key] = _minus(plan[key], base[key])
     return {"baseline": base, "difference": difference, "says": says(served, cores, difference)}
 
 
 def gain_gpus(block: Mapping[str, Any]) -> dict[int, float]:
-    """GPUs (CPU-only work: cores) the plan serves beyond Kueue's way, per priority."""
+    """GPUs the plan serves beyond Kueue's way, per priority (GPUs only)."""
     return {int(p): float(v) for p, v in dict(block.get("difference", {}).get("served_gpus", {})).items()}
 
 
@@ -83,11 +85,12 @@ def _fewer_more(value: float, noun: str, plural: str) -> str:
 
 
 def says(served: Mapping[int, float], cores: Mapping[int, float], difference: Mapping[str, Any]) -> str:
-    """`+384 GPUs at priority 100, 2 more admitted, 3 fewer evictions`, or `same as Kueue's way`."""
+    """`+384 GPUs at priority 100, 2 more admitted, 3 fewer evictions`, or `same as Kueue's way`.
+    `served` is GPUs per priority, `cores` the cores of CPU-only work per priority."""
     parts = []
-    for priority in sorted(served, reverse=True):
+    for priority in sorted(set(served) | set(cores), reverse=True):
         core_delta = float(cores.get(priority, 0))
-        gpu_delta = float(served[priority]) - core_delta
+        gpu_delta = float(served.get(priority, 0))
         if round(gpu_delta, 6):
             parts.append(f"{_signed(_num(gpu_delta))} GPUs at priority {priority}")
         if round(core_delta, 6):
@@ -108,11 +111,17 @@ def table_lines(summary: Mapping[str, Any]) -> list[str]:
     if not isinstance(block, Mapping):
         return []
     base, diff = block["baseline"], block["difference"]
-    plan_served = dict(summary.get("served_gpus") or {})
     rows = [("", "PLAN", "KUEUE", "DIFF")]
-    for priority in sorted(diff["served_gpus"], key=lambda p: -int(p)):
-        rows.append((f"served at priority {priority}", _text(plan_served.get(priority, 0)),
-                     _text(base["served_gpus"].get(priority, 0)), _delta(diff["served_gpus"][priority])))
+    for key, unit in (("served_gpus", "GPUs"), ("served_cores", "cores")):
+        plan_served = dict(summary.get(key) or {})
+        based = dict(base.get(key) or {})
+        priorities = sorted(set(plan_served) | set(based), key=lambda p: -int(p))
+        if unit == "cores" and not any(plan_served.get(p) or based.get(p) for p in priorities):
+            continue   # no CPU-only work on either side: GPU rows only, as before
+        for priority in priorities:
+            rows.append((f"{unit} at priority {priority}", _text(plan_served.get(priority, 0)),
+                         _text(based.get(priority, 0)),
+                         _delta(float(plan_served.get(priority, 0)) - float(based.get(priority, 0)))))
     for key in COUNTS:
         rows.append((key, _text(summary.get(key, 0)), _text(base[key]), _delta(diff[key])))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

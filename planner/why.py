@@ -94,6 +94,30 @@ class AheadFact:
 
 
 @dataclass(frozen=True)
+class Displaced:
+    """What a change costs others: a workload the current plan serves that the changed
+    snapshot's plan does not (`how`: "evicted", with the eviction's preemption cost, or
+    "not admitted": the current plan admits it, the changed one leaves it waiting)."""
+
+    workload: ObjectRef
+    priority: int
+    how: str
+    volume: str          # what it runs: "8 GPUs", or cores for CPU-only work
+    cost: float = 0.0    # the eviction's preemption cost (0 when an admission is withheld)
+
+
+@dataclass(frozen=True)
+class EvictionFact:
+    """Why the plan evicts the workload: Kueue's rule that allows it, who needs the room,
+    and what the eviction throws away."""
+
+    reason: str                        # Preempted | Reclaimed | PodsReadyTimeout | Deactivated
+    preemptors: tuple[ObjectRef, ...]
+    rule: str
+    cost: float
+
+
+@dataclass(frozen=True)
 class Change:
     """One kind of change and the search on its amount.
 
@@ -114,6 +138,15 @@ class Change:
     quota_tried: tuple[tuple[int, bool], ...] = ()   # quota+nodes: pods' worth of quota tried with the nodes
     amount: int | None = None
     tried: tuple[tuple[int, bool], ...] = ()
+    # What the changed snapshot's plan no longer serves (at `amount`), and, when a larger
+    # amount was preferred because it displaces nothing, the smallest amount that admits.
+    displaces: tuple[Displaced, ...] = ()
+    displacing_amount: int | None = None
+
+    @property
+    def cost(self) -> float:
+        """The summed preemption cost of the evictions this change brings."""
+        return sum(d.cost for d in self.displaces)
 
 
 @dataclass(frozen=True)
@@ -136,14 +169,17 @@ class Explanation:
     search_time_limit: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     blocker: str = ""                  # what no change of quota or nodes undoes (then quota is not what is short)
+    eviction: EvictionFact | None = None
 
     @property
     def served(self) -> bool:
         return self.state in ("admitted", "running")
 
     def smallest(self) -> Change | None:
-        """The first change found that admits the workload (quota, then nodes, then both)."""
-        return next((c for c in self.changes if c.amount is not None), None)
+        """The first change found that admits the workload and displaces nothing (quota, then
+        nodes, then both, then work finishing); else the first that admits at all."""
+        admitting = [c for c in self.changes if c.amount is not None]
+        return next((c for c in admitting if not c.displaces), admitting[0] if admitting else None)
 
 
 # ---------------------------------------------------------------- finding the workload
@@ -201,7 +237,8 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
         plan_status=f"{plan.solver.method} {plan.solver.status}", assignment=_assignment(plan, w),
         search_time_limit=search_time_limit)
     local, cluster, ahead = _positions(snapshot, plan, w)
-    base = replace(base, local_position=local, cluster_position=cluster, ahead=ahead)
+    base = replace(base, local_position=local, cluster_position=cluster, ahead=ahead,
+                   eviction=_eviction_fact(snapshot, plan, w))
     if base.served:
         return base
     if w.state is WorkloadState.EXTERNAL:
@@ -227,6 +264,32 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
         _changes(snapshot, plan, cq, w, quota, capacity, replans, _waiting_ahead(snapshot, plan, w), first_only)
     return replace(base, quota=tuple(quota), capacity=tuple(capacity), victims=tuple(victims),
                    changes=tuple(changes), notes=tuple(notes), blocker=blocker or "")
+
+
+def _eviction_fact(snapshot: Snapshot, plan: Plan, w: Workload) -> EvictionFact | None:
+    """When the plan evicts `w`: who needs its room, the preemption rule of the preemptor's
+    ClusterQueue that allows it (Kueue's spec.preemption), and the eviction's cost."""
+    eviction = next((e for e in plan.evictions if e.workload == w.ref), None)
+    if eviction is None:
+        return None
+    by_ref = {v.ref: v for v in snapshot.workloads}
+    admitted = {a.workload: a.cluster_queue for a in plan.admissions}
+    rule = eviction.message or eviction.reason
+    for preemptor in eviction.for_:
+        queue = admitted.get(preemptor) or (by_ref[preemptor].cluster_queue if preemptor in by_ref else None)
+        cq = snapshot.cluster_queues.get(queue or "")
+        theirs = by_ref[preemptor].priority if preemptor in by_ref else None
+        if cq is None:
+            continue
+        if eviction.reason == "Preempted":
+            rule = (f"withinClusterQueue: {cq.preemption.within_cluster_queue} of ClusterQueue {cq.name} "
+                    f"(priority {theirs} preempts priority {w.priority})")
+        elif eviction.reason == "Reclaimed":
+            rule = (f"reclaimWithinCohort: {cq.preemption.reclaim_within_cohort} of ClusterQueue {cq.name} "
+                    f"(ClusterQueue {w.cluster_queue} borrows from the cohort; priority {theirs} reclaims from "
+                    f"priority {w.priority})")
+        break
+    return EvictionFact(eviction.reason, tuple(eviction.for_), rule, float(eviction.cost))
 
 
 def _no_node(snapshot: Snapshot, state: ClusterState, cq: ClusterQueue, w: Workload) -> str | None:
@@ -379,6 +442,7 @@ class Replans:
     def __init__(self, replan: Planner):
         self.replan = replan
         self.served: dict[tuple[object, ...], frozenset[ObjectRef]] = {}
+        self.evicted: dict[tuple[object, ...], dict[ObjectRef, float]] = {}   # key -> evicted -> cost
         self.planned = 0
 
     def admits(self, key: tuple[object, ...], change: Callable[[], Snapshot], ref: ObjectRef) -> bool:
@@ -389,12 +453,98 @@ class Replans:
                 plan = self.replan(changed)
             except VerificationError:   # no plan of the changed snapshot passes the rules: none served
                 self.served[key] = frozenset()
+                self.evicted[key] = {}
             else:
-                evicted = {e.workload for e in plan.evictions}
+                if undecided(plan):
+                    # out of time before any plan (the cycle's "nothing changes"): that decides
+                    # nothing, so it shows nothing served; read as served, it would keep every
+                    # running workload, the ones the plan evicts included, and "admit" them
+                    self.served[key] = frozenset()
+                    self.evicted[key] = {}
+                    return False
+                evicted = {e.workload: e.cost for e in plan.evictions}
+                self.evicted[key] = evicted
                 self.served[key] = frozenset(
                     {a.workload for a in plan.admissions}
                     | {v.ref for v in changed.workloads if v.state is WorkloadState.RUNNING and v.ref not in evicted})
         return ref in self.served[key]
+
+    def displaced(self, key: tuple[object, ...], snapshot: Snapshot, base: frozenset[ObjectRef],
+                  ref: ObjectRef) -> tuple[Displaced, ...]:
+        """What the plan of change `key` no longer serves of `base` (what the current plan
+        serves), `ref` and the work a "finishing" change lets finish aside; evictions first."""
+        if key not in self.served:
+            return ()
+        finished = set(key[1]) if key and key[0] == "finishing" and isinstance(key[1], tuple) else set()
+        lost = base - self.served[key] - finished - {ref}
+        by_ref = {w.ref: w for w in snapshot.workloads}
+        evicted = self.evicted.get(key, {})
+        out = [Displaced(r, by_ref[r].priority, "evicted" if r in evicted else "not admitted",
+                         _volume(by_ref[r]), float(evicted.get(r, 0.0)))
+               for r in lost if r in by_ref]
+        return tuple(sorted(out, key=lambda d: (d.how != "evicted", -d.priority, str(d.workload))))
+
+
+def undecided(plan: Plan) -> bool:
+    """The cycle's plan that changes nothing because it ran out of time (planner.cycle's
+    nothing_new: status fallback, "nothing changes this cycle")."""
+    return plan.solver.status == "fallback" and plan.solver.message.endswith("nothing changes this cycle") \
+        and not plan.admissions and not plan.evictions
+
+
+def _volume(w: Workload) -> str:
+    """What `w` runs at full size, for people: its GPUs, or its cores when it asks for none."""
+    gpus = sum(v * ps.count for ps in w.pod_sets for r, v in ps.request.items() if is_gpu(r))
+    if gpus:
+        return f"{gpus} GPU{'' if gpus == 1 else 's'}"
+    return amount("cpu", sum(ps.request.get("cpu") * ps.count for ps in w.pod_sets)) + " cpu"
+
+
+def served_by(plan: Plan, snapshot: Snapshot) -> frozenset[ObjectRef]:
+    """What `plan` serves: its admissions and the running work it does not evict."""
+    evicted = {e.workload for e in plan.evictions}
+    return frozenset({a.workload for a in plan.admissions}
+                     | {v.ref for v in snapshot.workloads if v.state is WorkloadState.RUNNING and v.ref not in evicted})
+
+
+def _settle(found: int | None, tried: list[tuple[int, bool]],
+            change: Callable[[int], tuple[tuple[object, ...], Callable[[], Snapshot]]], w: Workload,
+            snapshot: Snapshot, base: frozenset[ObjectRef], replans: Replans,
+            ceiling: int | None = None) -> tuple[int | None, list[tuple[int, bool]], tuple[Displaced, ...], int | None]:
+    """Prefer a change that displaces nothing: when the smallest amount `found` that admits `w`
+    displaces others, look upwards (doubling, MAX_DOUBLINGS times or up to `ceiling`) for an
+    amount that admits it and displaces nothing, then bisect down to the smallest such. Returns
+    the amount chosen, the amounts tried, what it displaces, and the smaller displacing amount
+    when a clean one was preferred."""
+    if found is None:
+        return None, tried, (), None
+    effects = replans.displaced(change(found)[0], snapshot, base, w.ref)
+    if not effects:
+        return found, tried, (), None
+    seen = dict(tried)
+
+    def clean(k: int) -> bool:
+        key, make = change(k)
+        ok = replans.admits(key, make, w.ref)
+        seen[k] = ok
+        return ok and not replans.displaced(key, snapshot, base, w.ref)
+
+    lo, hi = found, found
+    for _ in range(MAX_DOUBLINGS):
+        nxt = hi * 2 if ceiling is None else min(ceiling, hi * 2)
+        if nxt <= hi:
+            break
+        hi = nxt
+        if clean(hi):
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if clean(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            return hi, sorted(seen.items()), (), found
+        lo = hi
+    return found, sorted(seen.items()), effects, None
 
 
 def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact],
@@ -403,9 +553,10 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
     """The changes tried and, when none admits, why (notes)."""
     out: list[Change] = []
     notes: list[str] = []
+    base = served_by(plan, snapshot)
 
-    def done() -> bool:
-        return first_only and any(c.amount is not None for c in out)
+    def done() -> bool:   # a change that admits it and displaces nothing ends a first-only search
+        return first_only and any(c.amount is not None and not c.displaces for c in out)
 
     for option in _quota_targets(cq, quota):
         units = {(f.flavor, f.resource): _unit(w, f.resource) for f in option}
@@ -425,8 +576,9 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
         if done():
             continue
         smallest, tried = _search(first, more_quota, w.ref, replans, hint=hint)
+        smallest, tried, displaces, smaller = _settle(smallest, tried, more_quota, w, snapshot, base, replans)
         out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
-                          amount=smallest, tried=tuple(tried)))
+                          amount=smallest, tried=tuple(tried), displaces=displaces, displacing_amount=smaller))
     template = _template(snapshot, plan, cq, w)
     if template is None and not done():
         notes.append("no node is eligible for it (its flavors' labels, its node selector and tolerations, "
@@ -440,9 +592,10 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
             return ("nodes", node.name, k), lambda: with_more_nodes(snapshot, node.name, k)
 
         smallest, tried = _search(first, more_nodes, w.ref, replans)
+        smallest, tried, displaces, smaller = _settle(smallest, tried, more_nodes, w, snapshot, base, replans)
         out.append(Change("nodes", cq.name, template=node.name, nodes=smallest or 0, amount=smallest,
-                          tried=tuple(tried)))
-        if not any(c.amount is not None for c in out):
+                          tried=tuple(tried), displaces=displaces, displacing_amount=smaller))
+        if not any(c.amount is not None and not c.displaces for c in out):
             change, note = _both(snapshot, plan, cq, w, quota, node, first, replans)
             if change.amount is None:     # the GPUs' worth was not enough: every resource's worth
                 wider, wide_note = _both(snapshot, plan, cq, w, quota, node, first, replans, wide=True)
@@ -465,8 +618,10 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
             return ("finishing", tuple(v.ref for v in prefix)), lambda: without(snapshot, prefix)
 
         smallest, tried = _search(first, gone, w.ref, replans, ceiling=len(finishing))
+        smallest, tried, displaces, smaller = _settle(smallest, tried, gone, w, snapshot, base, replans,
+                                                      ceiling=len(finishing))
         out.append(Change("finishing", cq.name, finishing=tuple(v.ref for v in finishing[:smallest or 0]),
-                          amount=smallest, tried=tuple(tried)))
+                          amount=smallest, tried=tuple(tried), displaces=displaces, displacing_amount=smaller))
     if not any(c.amount is not None for c in out) and not notes:
         notes.append("none of the changes tried admits it")
     return out, notes
@@ -506,6 +661,8 @@ def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: 
                         / per_node[(f.flavor, f.resource)]) for f in option]
     ceiling = max(first, pods, *demand)
     smallest, tried = _search(first, both, w.ref, replans, ceiling=ceiling)
+    base = served_by(plan, snapshot)
+    smallest, tried, _, smaller = _settle(smallest, tried, both, w, snapshot, base, replans, ceiling=ceiling)
     notes = []
     amounts = worth(smallest if smallest is not None else ceiling)
     quota_tried: list[tuple[int, bool]] = []
@@ -528,8 +685,16 @@ def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: 
         least, quota_tried = _search(min(estimate, units), fewer, w.ref, replans, ceiling=units)
         if least is not None and sum(a for _, _, a in amounts_of(least)) < sum(a for _, _, a in amounts):
             amounts = amounts_of(least)
+    displaces: tuple[Displaced, ...] = ()
+    if smallest is not None:
+        displaces = replans.displaced(("quota+nodes", cq.name, amounts, node.name, smallest), snapshot, base, w.ref)
+        whole = worth(smallest)
+        if displaces and amounts != whole and \
+                not replans.displaced(("quota+nodes", cq.name, whole, node.name, smallest), snapshot, base, w.ref):
+            amounts, displaces = whole, ()   # less quota admits it only by displacing others: keep the nodes' worth
     return (Change("quota+nodes", cq.name, quota=amounts, template=node.name, nodes=smallest or 0, amount=smallest,
-                   tried=tuple(tried), quota_tried=tuple(quota_tried)), notes)
+                   tried=tuple(tried), quota_tried=tuple(quota_tried), displaces=displaces,
+                   displacing_amount=smaller), notes)
 
 
 def without(snapshot: Snapshot, finished: Iterable[Workload]) -> Snapshot:
@@ -744,6 +909,12 @@ def as_dict(e: Explanation) -> dict[str, object]:
         if c.finishing:
             out["finishing"] = [ref(r) for r in c.finishing]
         out["tried"] = [{"amount": k, "admits": ok} for k, ok in c.tried]
+        if c.amount is not None:
+            out["displaces"] = [{"workload": ref(d.workload), "priority": d.priority, "how": d.how,
+                                 "volume": d.volume, "cost": d.cost} for d in c.displaces]
+            out["cost"] = c.cost
+            if c.displacing_amount is not None:
+                out["smallerAmountDisplaces"] = c.displacing_amount
         if c.quota_tried:
             out["quotaTried"] = [{"podsWorth": k, "admits": ok} for k, ok in c.quota_tried]
         return out
@@ -768,6 +939,9 @@ def as_dict(e: Explanation) -> dict[str, object]:
         "smallestChange": None if smallest is None else change(smallest),
         "searchTimeLimitSeconds": e.search_time_limit,
         "notes": list(e.notes),
+        "eviction": None if e.eviction is None else {
+            "reason": e.eviction.reason, "for": [ref(r) for r in e.eviction.preemptors],
+            "rule": e.eviction.rule, "cost": e.eviction.cost},
     }
 
 
@@ -786,6 +960,10 @@ def lines(e: Explanation) -> list[str]:
         out.append("  no change needed")
         return out
     out.append(f"  state: {e.state}" + (f": {e.reason}" if e.reason else ""))
+    if e.eviction is not None:
+        who = ", ".join(str(r) for r in e.eviction.preemptors) or "no admission"
+        out.append(f"  evicted ({e.eviction.reason}) for {who}: {e.eviction.rule}; "
+                   f"cost {e.eviction.cost:g} (work thrown away)")
     if e.state == "external":
         return out + [f"  note: {note}" for note in e.notes]
     out.append(f"  position: {e.local_position[0]} of {e.local_position[1]} in LocalQueue {e.local_queue}, "
@@ -820,11 +998,13 @@ def lines(e: Explanation) -> list[str]:
         out.append(f"    {_change_text(ch)}: {tried_text(ch.tried, unit)}")
         if ch.quota_tried:
             out.append("      then, with those nodes, quota: " + tried_text(ch.quota_tried, ("pod's worth", "pods' worth")))
+        if ch.amount is not None:
+            out.append(f"      {_displaces_text(ch)}")
     for note in e.notes:
         out.append(f"  note: {note}")
     smallest = e.smallest()
     if smallest is not None:
-        out.append(f"  smallest change found: {_change_text(smallest)}")
+        out.append(f"  smallest change found: {_change_text(smallest)}; {_displaces_text(smallest)}")
     elif e.changes:
         out.append("  smallest change found: none of those tried admits it")
     return out
@@ -846,6 +1026,19 @@ def tried_text(tried: Iterable[tuple[int, bool]], unit: tuple[str, str]) -> str:
         return f"none admits, up to {many(tried[-1][0])} (tried {amounts})"
     below = [k for k, ok in tried if not ok and k < yes[0]]
     return f"admits from {many(yes[0])}" + (f", not {below[-1]}" if below else "") + f" (tried {amounts})"
+
+
+def _displaces_text(c: Change) -> str:
+    """What the change costs others, in one clause."""
+    if not c.displaces:
+        text = "displaces nothing the current plan serves"
+        if c.displacing_amount is not None:
+            text += f" (a smaller amount, {c.displacing_amount}, admits it too but displaces others)"
+        return text
+    shown = [f"{'evicts' if d.how == 'evicted' else 'no longer admits'} {d.workload} (priority {d.priority}, "
+             f"{d.volume}" + (f", cost {d.cost:g}" if d.how == "evicted" else "") + ")" for d in c.displaces[:4]]
+    more = f" +{len(c.displaces) - 4} more" if len(c.displaces) > 4 else ""
+    return "; ".join(shown) + more + f"; eviction cost {c.cost:g}"
 
 
 def _change_text(c: Change) -> str:

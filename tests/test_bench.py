@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = preset("S", fanout=(2, 2, 4), teams=3, pending=20, running=20)
 
 RECORD_KEYS = {"method", "status", "message", "objective", "bound", "ratio", "gap", "seconds", "wall", "stages",
-               "peak_rss_mib", "served_gpus", "utilization", "admitted", "evicted", "pending", "preemption_cost",
+               "peak_rss_mib", "served_gpus", "served_cores", "utilization", "admitted", "evicted", "pending", "preemption_cost",
                "locality", "free_domains", "model"}
 
 

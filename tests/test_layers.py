@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Layer -> the modules it holds: a module name, or a package ending in ".*".
 LAYERS: dict[str, tuple[str, ...]] = {
     "models": ("models", "models.*"),
-    "base": ("planner", "planner.errors", "planner.terminal", "planner.budget", "planner.interrupt"),
+    "base": ("planner", "planner.errors", "planner.terminal", "planner.budget", "planner.interrupt",
+             "planner.label_selector", "planner.progress"),
     "snapshot": ("planner.snapshot", "planner.snapshot.*", "planner.kinds", "planner.kinds.*"),
     "kueue": ("planner.kueue", "planner.kueue.*"),
     "greedy": ("planner.greedy",),

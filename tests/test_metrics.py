@@ -71,7 +71,7 @@ def scenario() -> tuple[Snapshot, Decisions]:
 def test_scenario_by_hand() -> None:
     snap, decisions = scenario()
     assert summarize(snap, decisions) == {
-        "served_gpus": {0: 3, 7: 0, 50: 3, 100: 16},
+        "served_gpus": {0: 0, 7: 0, 50: 0, 100: 16},     # GPUs only (REFERENCE §5)
         "served_cores": {0: 3, 7: 0, 50: 3, 100: 0},
         # usable: n1-n5, n7-n9 (8 nodes). cpu: n1 4000 + n2 6000 + n4 500 = 10500 / 64000.
         # gpu: n1 8 + n4 4 + n5 4 = 16 / 64; n6's unmanaged GPUs are on a cordoned node.
@@ -113,7 +113,7 @@ def test_gpu_work_counts_gpus_not_cores_and_policy_gpu_names() -> None:
                    priority=1, state=WorkloadState.RUNNING, assignment=(on({"n2": 1}),))
     nodes = [node("n1", "b1", "r1"), node("n2", "b1", "r1")]
     plain = summarize(snapshot([mixed, tpu], nodes), Decisions())
-    assert plain["served_gpus"] == {0: 2, 1: 2}          # the TPU job counts as CPU-only: 2 cores
+    assert plain["served_gpus"] == {0: 2, 1: 0}          # the TPU job counts as CPU-only: 2 cores, no GPU
     assert plain["served_cores"] == {0: 0, 1: 2}
     named = summarize(snapshot([mixed, tpu], nodes, policy=Policy(gpu_resources=("google.com/tpu",))),
                       Decisions())
@@ -121,6 +121,16 @@ def test_gpu_work_counts_gpus_not_cores_and_policy_gpu_names() -> None:
     assert named["served_cores"] == {0: 0, 1: 0}
     # nodes have no TPUs allocatable: utilization counts the nvidia GPUs only
     assert named["utilization"] == {"cpu": 0.625, "gpu": 0.125}
+
+
+def test_served_gpus_never_counts_cores() -> None:
+    """Issue 35: a CPU-only snapshot reported its cores as "served GPUs"; the two are
+    different units and are never summed."""
+    cpu_only = job("cpu", 4, cpu=1500, priority=5, state=WorkloadState.RUNNING, placed={"n1": 4})
+    gpu = job("gpu", 2, cpu=1000, gpu=4, priority=5, state=WorkloadState.RUNNING, placed={"n2": 2})
+    summary = summarize(snapshot([cpu_only, gpu], [node("n1", "b1", "r1"), node("n2", "b1", "r1")]), Decisions())
+    assert summary["served_gpus"] == {5: 8}
+    assert summary["served_cores"] == {5: 6}
 
 
 def test_elastic_admission_counts_admitted_pods() -> None:

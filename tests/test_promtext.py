@@ -44,6 +44,7 @@ def test_what_if_metrics_file_parses_and_matches_the_plan(tmp_path):
     got = samples(prom.read_text())
     summary = plan["summary"]
     assert by(got["stowplan_served_gpus"], "priority") == {k: float(v) for k, v in summary["served_gpus"].items()}
+    assert by(got["stowplan_served_cores"], "priority") == {k: float(v) for k, v in summary["served_cores"].items()}
     assert by(got["stowplan_gain_over_greedy_gpus"], "priority") == \
         {k: float(v) for k, v in summary["vs_kueue"]["difference"]["served_gpus"].items()}
     assert by(got["stowplan_gain_over_greedy_gpus"], "priority")["100"] == 6.0
@@ -163,7 +164,7 @@ def test_grafana_dashboard_panels_name_metrics_we_emit():
     emitted = set(samples(promtext.text(promtext.registry_for(plan, queues, apply_seconds=1.0, conflicts=0))))
     assert dashboard["panels"]
     wanted = {"stowplan_pending_workloads", "stowplan_admitted_workloads_total", "stowplan_evicted_workloads_total",
-              "stowplan_cycle_seconds", "stowplan_plan_gap", "stowplan_served_gpus",
+              "stowplan_cycle_seconds", "stowplan_plan_gap", "stowplan_served_gpus", "stowplan_served_cores",
               "stowplan_gain_over_greedy_gpus"}
     shown = set()
     for panel in dashboard["panels"]:

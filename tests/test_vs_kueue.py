@@ -55,20 +55,21 @@ def test_table_shows_the_block():
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "Kueue's way (greedy) beside this plan: +6 GPUs at priority 100, -6 GPUs at priority 0" in text
-    row = next(line for line in text.splitlines() if line.strip().startswith("served at priority 100 "))
+    row = next(line for line in text.splitlines() if line.strip().startswith("GPUs at priority 100 "))
     assert row.split()[-3:] == ["28", "22", "+6"]
     assert "vs_kueue" not in text
 
 
 def test_says_counts_and_cores():
-    plan = {"served_gpus": {1: 10, 0: 2}, "served_cores": {1: 0, 0: 2}, "admitted": 5, "evicted": 0,
+    plan = {"served_gpus": {1: 10, 0: 0}, "served_cores": {1: 0, 0: 2}, "admitted": 5, "evicted": 0,
             "pending": 1, "preemption_cost": 0}
     base = {"served_gpus": {1: 2, 0: 0}, "served_cores": {1: 0, 0: 0}, "admitted": 3, "evicted": 3,
             "pending": 3, "preemption_cost": 7.5}
     block = vs_kueue.compare(plan, base)
     assert block["says"] == ("+8 GPUs at priority 1, +2 cores at priority 0, 2 more admitted, "
                              "3 fewer evictions, preemption cost -7.5")
-    assert vs_kueue.gain_gpus(block) == {1: 8.0, 0: 2.0}
+    assert vs_kueue.gain_gpus(block) == {1: 8.0, 0: 0.0}     # GPUs only: the 2 cores are not GPUs
+    assert block["difference"]["served_cores"] == {0: 2, 1: 0}
     one = vs_kueue.compare({**plan, "evicted": 4}, base)
     assert "1 more eviction" in one["says"]
 
@@ -82,3 +83,19 @@ def test_equal_within_tolerance_is_the_same_as_kueues_way():
     assert block["says"] == "same as Kueue's way"
     assert block["difference"]["preemption_cost"] == 0
     assert vs_kueue.compare({**plan, "preemption_cost": 798.0}, base)["says"] == "preemption cost +0.169444"
+
+
+def test_served_gpus_are_gpus_and_cores_are_apart_in_plan_and_table():
+    """Issue 35: multi-team-gpu reported 0=112, 100=224, 1000=100 "served GPUs" on a
+    144-GPU cluster (cores of CPU-only work added in); its GPUs are 12/72/36."""
+    plan = what_if(str(FIXTURES / "multi-team-gpu.yaml"))
+    assert plan["summary"]["served_gpus"] == {"0": 12, "100": 72, "1000": 36}
+    assert plan["summary"]["served_cores"] == {"0": 100, "100": 152, "1000": 64}
+    assert plan["summary"]["vs_kueue"]["baseline"]["served_gpus"] == {"0": 12, "100": 72, "1000": 36}
+    result = CliRunner().invoke(cli_module.cli, ["what-if", str(FIXTURES / "multi-team-gpu.yaml"),
+                                                 "-o", "table", "--quiet"])
+    assert result.exit_code == 0, result.output
+    rows = {" ".join(line.split()[:4]): line.split()[4:] for line in result.stdout.splitlines()
+            if line.strip().startswith(("GPUs at priority", "cores at priority"))}
+    assert rows["GPUs at priority 100"] == ["72", "72", "0"]
+    assert rows["cores at priority 100"] == ["152", "152", "0"]

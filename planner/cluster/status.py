@@ -53,6 +53,7 @@ def status_data(plan: Plan, report: ApplyReport, now: float) -> dict[str, str]:
         "evicted": str(len(plan.evictions)),
         "pending": str(len(plan.pending)),
         "servedGpus": _json({str(k): v for k, v in dict(summary.get("served_gpus") or {}).items()}),
+        "servedCores": _json({str(k): v for k, v in dict(summary.get("served_cores") or {}).items()}),
         "preemptionCost": _json(summary.get("preemption_cost", 0)),
         "applied": report.summary(),
         "dryRun": "true" if report.dry_run else "false",

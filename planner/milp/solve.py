@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from planner import interrupt
+from planner import interrupt, progress
 from planner.milp.formulate import Formulation
 from planner.milp.highs import LpRelaxation, dense, highs_from, merged, set_time_limit
 from planner.milp.arrays import INF, ModelArrays
@@ -40,6 +40,12 @@ class StageResult:
     def as_dict(self) -> dict[str, object]:
         return {"stage": self.name, "status": self.status, "objective": round(self.objective, 6),
                 "bound": round(self.bound, 6), "seconds": round(self.seconds, 3)}
+
+
+def record(stages: list[StageResult], result: StageResult) -> None:
+    """Keep a finished stage, and tell whoever listens (planner.progress: the CLI's progress)."""
+    stages.append(result)
+    progress.stage_done(result.name, result.status, result.objective, result.bound, result.seconds)
 
 
 @dataclass
@@ -130,14 +136,14 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
     began = time.monotonic()
     before = value_of(terms, incumbent)
     if floor is not None and before <= floor + HOLD_SLACK:
-        stages.append(StageResult(name, "kept", before, before, 0.0))
+        record(stages, StageResult(name, "kept", before, before, 0.0))
         return incumbent
     backend.set_objective(terms, maximize=False)
     values, status, bound = backend.run(max(0.05, deadline - began), gap, incumbent)
     if values is not None and value_of(terms, values) <= before + 1e-9:
         incumbent = values
     after = value_of(terms, incumbent)
-    stages.append(StageResult(name, status, after, after if bound is None else min(bound, after),
+    record(stages, StageResult(name, status, after, after if bound is None else min(bound, after),
                               time.monotonic() - began))
     return incumbent
 

@@ -21,7 +21,7 @@ from planner.milp.arrays import INF
 from planner.milp.highs import dense
 from planner.milp.fairness import FairStage
 from planner.milp.solve import (
-    HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, stage_bound,
+    HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, record, stage_bound,
     value_of,
 )
 
@@ -65,12 +65,12 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
             ceiling = min(ceiling, outer.bound)
         if incumbent is not None and value_of(terms, incumbent) >= ceiling - HOLD_SLACK:
             achieved = value_of(terms, incumbent)
-            stages.append(StageResult(f"priority {tier}", "kept", achieved, max(achieved, ceiling), 0.0))
+            record(stages, StageResult(f"priority {tier}", "kept", achieved, max(achieved, ceiling), 0.0))
         elif incumbent is not None and deadline <= began:
             # Out of time: the plan in hand stands for this tier (whatever does not
             # finish gives way to the best plan already found).
             achieved = value_of(terms, incumbent)
-            stages.append(StageResult(f"priority {tier}", "feasible", achieved, max(achieved, ceiling), 0.0))
+            record(stages, StageResult(f"priority {tier}", "feasible", achieved, max(achieved, ceiling), 0.0))
         else:
             objective = terms + nudge(form, tier)
             backend.set_objective(objective, maximize=True)
@@ -97,14 +97,14 @@ def solve(form: Formulation, start: np.ndarray | None, backend: Backend, budget:
                                            value_of(terms, values) >= value_of(terms, incumbent) - HOLD_SLACK):
                     incumbent = values
             if incumbent is None:
-                stages.append(StageResult(f"priority {tier}", "failed", 0.0, form.tier_max[tier], budget.now() - began))
+                record(stages, StageResult(f"priority {tier}", "failed", 0.0, form.tier_max[tier], budget.now() - began))
                 return Outcome(np.zeros(form.arrays.num_cols), "failed", 0.0, 0.0, stages,
                                message="no plan the model allows was found within the time limit")
             achieved = value_of(terms, incumbent)
             upper = max(achieved, ceiling) if bound is None else min(ceiling,
                                                                     max(achieved, stage_bound(form, tier, bound)))
             proven = achieved >= upper - PROVEN_TOLERANCE * (1.0 + abs(upper))
-            stages.append(StageResult(f"priority {tier}", "optimal" if proven else "feasible", achieved, upper,
+            record(stages, StageResult(f"priority {tier}", "optimal" if proven else "feasible", achieved, upper,
                                       budget.now() - began))
         backend.add_row(terms, achieved - HOLD_SLACK, INF)
     if incumbent is None:   # no tier at all: the empty plan is the start
@@ -127,7 +127,7 @@ def fair_stage(stage: FairStage, backend: Backend, incumbent: np.ndarray | None,
     the better answer, and hold what it reached for every stage after it."""
     if incumbent is not None and value_of(stage.terms, incumbent) >= stage.ceiling - HOLD_SLACK:
         achieved = value_of(stage.terms, incumbent)
-        stages.append(StageResult(stage.name, "kept", achieved, max(achieved, stage.ceiling), 0.0))
+        record(stages, StageResult(stage.name, "kept", achieved, max(achieved, stage.ceiling), 0.0))
     else:
         backend.set_objective(stage.terms, maximize=True)
         guess = incumbent if incumbent is not None else np.zeros(columns)
@@ -136,12 +136,12 @@ def fair_stage(stage: FairStage, backend: Backend, incumbent: np.ndarray | None,
                                    value_of(stage.terms, values) >= value_of(stage.terms, incumbent) - HOLD_SLACK):
             incumbent = values
         if incumbent is None:
-            stages.append(StageResult(stage.name, "failed", 0.0, stage.ceiling, budget.now() - began))
+            record(stages, StageResult(stage.name, "failed", 0.0, stage.ceiling, budget.now() - began))
             return None
         achieved = value_of(stage.terms, incumbent)
         upper = stage.ceiling if bound is None else min(stage.ceiling, max(achieved, bound))
         proven = achieved >= upper - PROVEN_TOLERANCE * (1.0 + abs(upper))
-        stages.append(StageResult(stage.name, "optimal" if proven else "feasible", achieved, upper,
+        record(stages, StageResult(stage.name, "optimal" if proven else "feasible", achieved, upper,
                                   budget.now() - began))
     backend.add_row(stage.terms, value_of(stage.terms, incumbent) - HOLD_SLACK, INF)
     return incumbent

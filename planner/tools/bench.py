@@ -130,6 +130,7 @@ def plan_record(plan: Mapping[str, Any], wall: float | None = None) -> dict[str,
         "peak_rss_mib": solver.get("peak_rss_mib"),
         "model": dict(solver.get("model", {})),
         "served_gpus": {int(k): v for k, v in summary.get("served_gpus", {}).items()},
+        "served_cores": {int(k): v for k, v in summary.get("served_cores", {}).items()},
         "utilization": dict(summary.get("utilization", {})),
         "admitted": summary.get("admitted"),
         "evicted": summary.get("evicted"),
@@ -431,7 +432,7 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
         for solver in ("milp", "greedy"):
             r = row[solver]
             if "error" in r:
-                table.append([row["fixture"], solver, f"FAILED: {r['error']}"] + ["—"] * 9)
+                table.append([row["fixture"], solver, f"FAILED: {r['error']}"] + ["—"] * 10)
                 continue
             loc = r["locality"]
             compared = "—"
@@ -443,6 +444,7 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
                 status_text(r),
                 str(r["admitted"]),
                 "; ".join(f"{p}: {fmt(v)}" for p, v in sorted(r["served_gpus"].items(), reverse=True)),
+                "; ".join(f"{p}: {fmt(v)}" for p, v in sorted(r.get("served_cores", {}).items(), reverse=True)),
                 compared,
                 f"{fmt(loc.get('one_domain_share'), 3)}, {fmt(loc.get('mean_domains'), 3)} ({loc.get('pod_sets')})",
                 "; ".join(f"{_level(k)} {v}" for k, v in sorted(r["free_domains"].items())),
@@ -451,7 +453,8 @@ def fixtures_markdown(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
                 f"{r['seconds']['total']:.2f}",
                 fmt(r.get("peak_rss_mib"), 0),
             ])
-    out += markdown_table(["fixture", "solver", "status", "admitted", "served GPUs by priority", "milp vs greedy",
+    out += markdown_table(["fixture", "solver", "status", "admitted", "served GPUs by priority",
+                   "served cores (CPU-only work) by priority", "milp vs greedy",
                    "locality: one-domain share, mean domains (pod sets)", "free domains by level", "evictions",
                    "preemption cost", "total s", "peak RSS MiB"], table)
     out += ["", "`milp vs greedy` compares served GPUs per priority, highest first (the objective's order): "
@@ -619,8 +622,9 @@ def load_results(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
     data = json.loads(path.read_text(encoding="utf-8"))
 
     def record(r: dict[str, Any]) -> dict[str, Any]:
-        if "served_gpus" in r:
-            r["served_gpus"] = {int(k): v for k, v in r["served_gpus"].items()}
+        for key in ("served_gpus", "served_cores"):
+            if key in r:
+                r[key] = {int(k): v for k, v in r[key].items()}
         return r
 
     rows = []

@@ -182,7 +182,7 @@ def test_snapshot_file_plans_like_the_live_cycle(kube, env_factory, control_plan
     from planner.snapshot import read_snapshot
 
     def snapshot(path):
-        result = CliRunner().invoke(cli, ["snapshot", "--kubeconfig", str(control_plane.kubeconfig), "-o",
+        result = CliRunner().invoke(cli, ["snapshot", "--kubeconfig", str(control_plane.kubeconfig), "--out",
                                           str(path), "-q"], catch_exceptions=False)
         assert result.exit_code == 0, result.output
         return json.loads(path.read_text())
