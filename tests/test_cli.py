@@ -368,7 +368,7 @@ def test_on_a_terminal_default_is_table_with_progress_on_stderr(
     monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
     result = run("what-if", str(snap))
     assert result.exit_code == 0
-    assert result.stdout.startswith("Plan for snap.yaml (3 objects): milp optimal")
+    assert result.stdout.startswith("Plan for snap.yaml (3 objects") and ": milp optimal" in result.stdout
     progress = result.stderr.splitlines()
     assert progress[0].startswith("stowplan: reading ") and all(p.startswith("stowplan: ") for p in progress)
     assert any("milp optimal: 0 admitted, 0 evicted, 1 pending" in p for p in progress)
