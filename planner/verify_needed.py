@@ -43,9 +43,9 @@ from models import Decisions, ObjectRef, PodSet, ResourceFlavor, Snapshot, Workl
 from models.resources import dominant_units
 from planner.verify import (
     FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, borrows_alone,
-    preemption_verdict, check_admissions, check_evictions,
+    preemption_verdict,
 )
-from planner.verify_stable import PlanState, pods_in
+from planner.verify_stable import PlanState, plan_entries, pods_in
 
 Key = tuple[str, str]
 
@@ -53,13 +53,7 @@ Key = tuple[str, str]
 def unneeded(snapshot: Snapshot, decisions: Decisions) -> list[ObjectRef]:
     """The workloads `decisions` evicts although nobody needed their room (the rule alone)."""
     ix = SnapshotIndex(snapshot)
-    others: list[str] = []
-    admitted = check_admissions(ix, decisions.admissions, others)
-    evicted = check_evictions(ix, decisions.evictions, admitted, others)
-    if decisions.migrations:
-        from planner.verify_moves import check_migrations
-        moved = check_migrations(ix, decisions.migrations, admitted, evicted, others)
-        admitted, evicted = {**admitted, **moved}, evicted | set(moved)
+    admitted, evicted = plan_entries(ix, decisions)
     found: list[tuple[ObjectRef, str]] = []
     _check(ix, decisions, admitted, evicted, found)
     return [ref for ref, _ in found]

@@ -72,6 +72,15 @@ def stability_violations(snapshot: Snapshot, decisions: Decisions) -> list[str]:
 def unstable(snapshot: Snapshot, decisions: Decisions) -> list[tuple[ObjectRef, str]]:
     """Each waiting workload Kueue's reclaim would admit, with why."""
     ix = SnapshotIndex(snapshot)
+    admitted, evicted = plan_entries(ix, decisions)
+    found: list[tuple[ObjectRef, str]] = []
+    check_stability(ix, admitted, evicted, found)
+    return found
+
+
+def plan_entries(ix: SnapshotIndex, decisions: Decisions) -> tuple[dict[ObjectRef, AdmittedEntry], set[ObjectRef]]:
+    """The plan's admissions and evictions as the verifier reads them (a move counts as
+    both), for a rule checked on its own; the other rules' violations are not kept."""
     others: list[str] = []
     admitted = check_admissions(ix, decisions.admissions, others)
     evicted = check_evictions(ix, decisions.evictions, admitted, others)
@@ -79,9 +88,7 @@ def unstable(snapshot: Snapshot, decisions: Decisions) -> list[tuple[ObjectRef, 
         from planner.verify_moves import check_migrations
         moved = check_migrations(ix, decisions.migrations, admitted, evicted, others)
         admitted, evicted = {**admitted, **moved}, evicted | set(moved)
-    found: list[tuple[ObjectRef, str]] = []
-    check_stability(ix, admitted, evicted, found)
-    return found
+    return dict(admitted), evicted
 
 
 def check_stability(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef],
