@@ -29,13 +29,13 @@ def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str 
               solver: str = "milp", time_limit: float | None = None, gap: float | None = None,
               say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
     """Read the cluster and plan it (pure planning after the read)."""
-    from planner.cycle import plan_snapshot
+    from planner.provisioning import plan_cycle
 
     live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
     snap = live.snapshot
     say(f"read {snap.object_count} objects, {len(snap.workloads)} workloads, {len(snap.nodes)} nodes "
         f"in {live.seconds:.2f}s; planning")
-    plan = plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
+    plan = plan_cycle(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
     return live, plan
 
 
