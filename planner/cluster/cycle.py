@@ -146,6 +146,13 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
                              moving=moving_assignments(live.document))
         record_readiness(applier, plan, live)
+        if plan.provisioning is not None:
+            from planner.cluster.provisioning import apply_provisioning
+
+            before = kube.writes
+            made = apply_provisioning(kube, plan.provisioning, raw_workloads(live), say)
+            report.requests_created, report.requests_deleted = made.created, made.deleted
+            report.writes += kube.writes - before
         report.seconds["apply"] = round(time.monotonic() - started, 3)
         return plan, report
     finally:
