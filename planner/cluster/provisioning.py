@@ -28,6 +28,7 @@ REQUEST_LABEL = "stowplan.io/provisioning-request"    # on a PodTemplate: the re
 # scheduling it (requests, node selector, tolerations) and never runs it.
 CONTAINER_NAME = "main"
 CONTAINER_IMAGE = "pause"
+OVERCOMMITTABLE = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 @dataclass
@@ -38,10 +39,14 @@ class ProvisioningReport:
 
 
 def pod_template(namespace: str, request: str, ps: RequestPodSet, owner: Mapping[str, Any] | None) -> dict[str, Any]:
+    requests = {k: quantity_text(k, v) for k, v in sorted(ps.requests.items())}
+    # extended resources (GPUs) and hugepages cannot be overcommitted: the API server wants
+    # their limit, equal to the request
+    limits = {k: v for k, v in requests.items() if k not in OVERCOMMITTABLE}
+    resources: dict[str, Any] = {"requests": requests, **({"limits": limits} if limits else {})}
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "containers": [{"name": CONTAINER_NAME, "image": CONTAINER_IMAGE, "resources": {
-            "requests": {k: quantity_text(k, v) for k, v in sorted(ps.requests.items())}}}],
+        "containers": [{"name": CONTAINER_NAME, "image": CONTAINER_IMAGE, "resources": resources}],
     }
     if ps.node_selector:
         spec["nodeSelector"] = dict(ps.node_selector)
