@@ -1,7 +1,7 @@
 """ProvisioningRequest admission checks on the real control plane (issue 36 item 4), with
 Kueue's CRDs and the cluster autoscaler's ProvisioningRequest CRD (autoscaling.x-k8s.io/v1,
 from its Go module) installed. No autoscaler runs here: where one would answer a request,
-the test writes the request's status itself and adds the KWOK node the autoscaler would
+the test writes the request's status itself and adds the KWOK nodes the autoscaler would
 add, and says so where it does."""
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from planner.cluster import Kube, apply_live, connect
 from planner.provisioning import pod_template_name
-from live_kit import BLOCK, GPU, HOSTNAME, POOL, RACK, Env, wait_for
+from live_kit import (
+    BLOCK, GPU, HOSTNAME, POOL, PROVISIONING_CLASS as CLASS, RACK, Env, behind_a_provisioning_check,
+    drop_provisioning_check, policy_file, wait_for,
+)
 
 AUTOSCALING = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
-CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 
 
 @pytest.fixture
@@ -30,39 +31,7 @@ def env(control_plane, api_client, namespace):
     made = Env(control_plane, api_client, namespace, nodes=1, gpus=8, quota=64)
     yield made
     made.cleanup()
-    for plural, name in (("admissionchecks", f"prov-{made.s}"), ("provisioningrequestconfigs", f"prc-{made.s}")):
-        try:
-            made.co.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name)
-        except client.ApiException:
-            pass
-
-
-def behind_a_provisioning_check(env: Env) -> str:
-    """An AdmissionCheck of Kueue's provisioning controller, its ProvisioningRequestConfig, and
-    the test's ClusterQueue naming it."""
-    check, config = f"prov-{env.s}", f"prc-{env.s}"
-    env.create_cluster("provisioningrequestconfigs", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig", "metadata": {"name": config},
-        "spec": {"provisioningClassName": CLASS, "parameters": {"ValidUntilSeconds": "600"}}})
-    env.create_cluster("admissionchecks", {
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
-        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
-                 "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": config}}})
-    env.co.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", env.cq,
-                                       {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}})
-    return check
-
-
-def policy_file(env: Env, tmp_path: Any) -> str:
-    """Provisioning on, with the one node kind the (imagined) autoscaler can add: an 8-GPU host
-    in the test's pool, on a fresh block and rack."""
-    path = tmp_path / "policy.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "stowplan.io/v1alpha1", "kind": "PlannerPolicy", "metadata": {"name": "p"},
-        "spec": {"timeLimitSeconds": 10, "provisioning": {"enabled": True, "maxNodesPerCycle": 4, "templates": [{
-            "name": f"gpu8-{env.s}", "cost": 1, "topology": [BLOCK, RACK], "labels": {POOL: env.s},
-            "allocatable": {GPU: "8", "cpu": "96", "memory": "1Ti", "pods": "110"}, "max": 4}]}}}))
-    return str(path)
+    drop_provisioning_check(made)
 
 
 def cycle(kube: Kube, env: Env, policy: str, **kw: Any) -> Any:
