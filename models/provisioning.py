@@ -61,8 +61,8 @@ class ProvisioningRequestState:
 
     @property
     def spent(self) -> bool:
-        """Failed or expired before use: a new attempt replaces it."""
-        return bool({FAILED, BOOKING_EXPIRED} & self.true_conditions)
+        """Failed, expired or revoked before use: a new attempt replaces it."""
+        return bool({FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED} & self.true_conditions)
 
 
 @dataclass(frozen=True)

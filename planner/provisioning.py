@@ -6,7 +6,8 @@ out (planner/cluster/provisioning.py writes it). With the policy's `spec.provisi
   1. Every ProvisioningRequest Stowplan made is kept while its workload waits for it or
      runs admitted through it (Provisioned); deleted when the workload is gone, evicted
      by this plan, admitted without it, no longer behind the check, or when the request
-     failed or expired (a new attempt, `-N+1`, replaces it: at most MAX_ATTEMPTS).
+     failed, expired or was revoked before use (a new attempt, `-N+1`, replaces it: at
+     most MAX_ATTEMPTS retries).
   2. The pending workloads the gate holds back (planner/snapshot/provisioning.py) that
      have no live request are the targets of the capacity what-if
      (planner.capacity_plan.plan_additions), planned as if the autoscaler had granted
@@ -34,11 +35,12 @@ from typing import Callable, Mapping, Sequence
 from models import ObjectRef, Plan, Snapshot, Workload, WorkloadState
 from models.objects import PodSetAssignment, Toleration
 from models.provisioning import (
-    DeletedRequest, ProvisioningCheck, ProvisioningRequestState, ProvisioningSection, RequestPodSet, WantedRequest,
+    BOOKING_EXPIRED, CAPACITY_REVOKED, FAILED, PROVISIONED, DeletedRequest, ProvisioningCheck, ProvisioningRequestState, ProvisioningSection, RequestPodSet, WantedRequest,
 )
 from planner import capacity_plan
 
 Planner = Callable[[Snapshot], Plan]
+SPOILT = frozenset({FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED})
 
 MAX_NAME = 253                 # a Kubernetes object name
 MAX_ATTEMPTS = 3               # requests per workload and check that failed or expired before one is given up
@@ -87,6 +89,7 @@ def plan_provisioning(snapshot: Snapshot, plan: Plan, planner: Planner) -> Provi
     newest = latest(snapshot.provisioning_requests)
     kept: list[WantedRequest] = []
     deletions: list[DeletedRequest] = []
+    notes: list[str] = []
     live: set[tuple[ObjectRef, str]] = set()       # (workload, check) with a request that stays
     attempts: dict[tuple[ObjectRef, str], int] = {}
     for r in sorted(snapshot.provisioning_requests, key=lambda r: (r.namespace, r.name)):
@@ -98,10 +101,12 @@ def plan_provisioning(snapshot: Snapshot, plan: Plan, planner: Planner) -> Provi
             deletions.append(DeletedRequest(r.namespace, r.name, r.workload, reason, r.pod_templates))
             continue
         live.add(key)
+        if r.spent:
+            notes.append(f"{r.workload}: {MAX_ATTEMPTS} retries of admission check {r.check} failed, expired or "
+                         f"were revoked; no new request (delete {r.namespace}/{r.name} to try again)")
         check = snapshot.provisioning_checks[r.check]
         kept.append(WantedRequest(r.namespace, r.name, r.workload, r.check, check.class_name,
                                   dict(check.parameters), (), attempt=r.attempt, create=False))
-    notes: list[str] = []
     targets: list[tuple[Workload, tuple[tuple[ProvisioningCheck, int], ...]]] = []
     for w in snapshot.workloads:
         if w.ref not in snapshot.provisioning_gated or w.state != WorkloadState.PENDING:
@@ -111,12 +116,7 @@ def plan_provisioning(snapshot: Snapshot, plan: Plan, planner: Planner) -> Provi
             key = (w.ref, check.name)
             if check.problem or key in live:
                 continue
-            attempt = attempts.get(key, 0) + 1
-            if attempt > MAX_ATTEMPTS + 1:
-                notes.append(f"{w.ref}: {MAX_ATTEMPTS} retries of admission check {check.name} failed or "
-                             "expired; no new request (delete the old ones to try again)")
-                continue
-            wanted.append((check, attempt))
+            wanted.append((check, attempts.get(key, 0) + 1))
         if wanted:
             targets.append((w, tuple(wanted)))
     created = _created(snapshot, targets, planner, notes) if targets else []
@@ -136,12 +136,14 @@ def _unneeded(snapshot: Snapshot, r: ProvisioningRequestState, w: Workload | Non
     if r.check not in {c.name for c in checks_of(snapshot, w)}:
         return f"ClusterQueue {w.cluster_queue} no longer has admission check {r.check}"
     if w.state == WorkloadState.RUNNING:
-        return "" if r.provisioned else "its workload runs, admitted without it"
+        # Provisioned (even if since revoked or expired): it was admitted through it
+        return "" if PROVISIONED in r.true_conditions else "its workload runs, admitted without it"
     if w.state != WorkloadState.PENDING:
         return "its workload is not pending"
+    if r.spent and r.attempt > MAX_ATTEMPTS:
+        return ""       # the last retry: kept as the record, so no attempt 1 starts over
     if r.spent:
-        return "it " + " and ".join(sorted({"Failed", "BookingExpired"} & r.true_conditions)) + \
-            ": a new attempt replaces it"
+        return "it reports " + " and ".join(sorted(SPOILT & r.true_conditions)) + ": a new attempt replaces it"
     return ""
 
 

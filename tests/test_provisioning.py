@@ -198,8 +198,28 @@ def test_a_failed_request_is_replaced_by_the_next_attempt() -> None:
     assert plan.provisioning is not None
     assert [(r.name, r.create, r.attempt) for r in plan.provisioning.requests] == [("job-train-prov-2", True, 2)]
     (gone,) = plan.provisioning.deletions
-    assert gone.name == "job-train-prov-1" and "Failed" in gone.reason
+    assert gone.name == "job-train-prov-1" and gone.reason == "it reports Failed: a new attempt replaces it"
     assert gone.pod_templates == ("ppt-job-train-prov-1-main",)
+
+
+@pytest.mark.parametrize("condition", ["BookingExpired", "CapacityRevoked"])
+def test_an_expired_or_revoked_request_of_a_waiting_workload_is_replaced(condition: str) -> None:
+    plan = run(cluster(job("train", 3), request("train", conditions=("Provisioned", condition))))
+    assert plan.admissions == ()
+    assert plan.provisioning is not None
+    assert [(r.name, r.create) for r in plan.provisioning.requests] == [("job-train-prov-2", True)]
+    assert [d.reason for d in plan.provisioning.deletions] == [f"it reports {condition}: a new attempt replaces it"]
+
+
+def test_after_the_retries_no_new_request_is_made_and_a_note_says_so() -> None:
+    failed = [request("train", attempt=n, conditions=("Failed",)) for n in (1, 2, 3, 4)]
+    plan = run(cluster(job("train", 3), *failed))
+    assert plan.provisioning is not None
+    assert [(r.name, r.create) for r in plan.provisioning.requests] == [("job-train-prov-4", False)]
+    assert any("3 retries" in n and "team-a/train" in n for n in plan.provisioning.notes)
+    # the older attempts go; the last stays as the record (else attempt 1 would start over)
+    assert sorted(d.name for d in plan.provisioning.deletions) == [f"job-train-prov-{n}" for n in (1, 2, 3)]
+    assert "waits for ProvisioningRequest team-a/job-train-prov-4" in plan.pending[0].reason
 
 
 def test_requests_no_longer_needed_are_deleted() -> None:
