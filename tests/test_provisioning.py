@@ -317,3 +317,15 @@ def test_the_verifier_refuses_an_admission_through_a_check_whose_request_is_not_
 
 def test_the_verifier_accepts_it_once_provisioned() -> None:
     assert _admit_small(("Accepted", "Provisioned")) == []
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_a_saved_plan_keeps_its_provisioning_section(tmp_path: Any, fmt: str) -> None:
+    from planner.cluster.planfile import load_plan, render_saved
+
+    plan = run(cluster(job("train", 3), request("gone")))
+    assert plan.provisioning is not None and plan.provisioning.requests and plan.provisioning.deletions
+    path = tmp_path / f"plan.{fmt}"
+    path.write_text(render_saved(plan, {}, fmt))
+    loaded, _ = load_plan(str(path))
+    assert loaded.provisioning == plan.provisioning
