@@ -9,7 +9,7 @@ plans these requests itself when the policy allows it (docs/provisioning.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from models.objects import ObjectRef, ProvisioningPolicy, Toleration
 
@@ -110,6 +110,14 @@ class ProvisioningSection:
     requests: tuple[WantedRequest, ...] = ()
     deletions: tuple[DeletedRequest, ...] = ()
     notes: tuple[str, ...] = ()
+
+
+def newest_requests(requests: Sequence[ProvisioningRequestState]) -> dict[tuple[ObjectRef, str], ProvisioningRequestState]:
+    """The latest attempt per (workload, check): the one that speaks for the check."""
+    out: dict[tuple[ObjectRef, str], ProvisioningRequestState] = {}
+    for r in sorted(requests, key=lambda r: (r.attempt, r.name)):
+        out[(r.workload, r.check)] = r
+    return out
 
 
 def quantity_text(resource: str, value: int) -> str:

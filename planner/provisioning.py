@@ -35,7 +35,8 @@ from typing import Callable, Mapping, Sequence
 from models import ObjectRef, Plan, Snapshot, Workload, WorkloadState
 from models.objects import PodSetAssignment, Toleration
 from models.provisioning import (
-    BOOKING_EXPIRED, CAPACITY_REVOKED, FAILED, PROVISIONED, DeletedRequest, ProvisioningCheck, ProvisioningRequestState, ProvisioningSection, RequestPodSet, WantedRequest,
+    BOOKING_EXPIRED, CAPACITY_REVOKED, FAILED, PROVISIONED, DeletedRequest, ProvisioningCheck, ProvisioningRequestState,
+    ProvisioningSection, RequestPodSet, WantedRequest, newest_requests,
 )
 from planner import capacity_plan
 
@@ -43,7 +44,7 @@ Planner = Callable[[Snapshot], Plan]
 SPOILT = frozenset({FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED})
 
 MAX_NAME = 253                 # a Kubernetes object name
-MAX_ATTEMPTS = 3               # requests per workload and check that failed or expired before one is given up
+MAX_ATTEMPTS = 3               # retries per workload and check (Kueue's default backoffLimitCount)
 POD_TEMPLATE_PREFIX = "ppt"    # Kueue's prefix for a request's PodTemplates
 
 
@@ -65,13 +66,6 @@ def pod_template_name(request: str, pod_set: str) -> str:
     return limit_name(f"{POD_TEMPLATE_PREFIX}-{request}-{pod_set}")
 
 
-def latest(requests: Sequence[ProvisioningRequestState]) -> dict[tuple[ObjectRef, str], ProvisioningRequestState]:
-    out: dict[tuple[ObjectRef, str], ProvisioningRequestState] = {}
-    for r in sorted(requests, key=lambda r: (r.attempt, r.name)):
-        out[(r.workload, r.check)] = r
-    return out
-
-
 def checks_of(snapshot: Snapshot, workload: Workload) -> tuple[ProvisioningCheck, ...]:
     queue = snapshot.cluster_queues.get(workload.cluster_queue or "")
     if queue is None:
@@ -86,7 +80,7 @@ def plan_provisioning(snapshot: Snapshot, plan: Plan, planner: Planner) -> Provi
         return None
     workloads = {w.ref: w for w in snapshot.workloads}
     evicted = {e.workload for e in plan.evictions}
-    newest = latest(snapshot.provisioning_requests)
+    newest = newest_requests(snapshot.provisioning_requests)
     kept: list[WantedRequest] = []
     deletions: list[DeletedRequest] = []
     notes: list[str] = []
@@ -241,6 +235,3 @@ def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | 
 
     return with_provisioning(snapshot, plan, planner)
 
-
-def section_requests(section: ProvisioningSection | None) -> Mapping[str, WantedRequest]:
-    return {} if section is None else {f"{r.namespace}/{r.name}": r for r in section.requests}

@@ -222,6 +222,19 @@ def test_after_the_retries_no_new_request_is_made_and_a_note_says_so() -> None:
     assert "waits for ProvisioningRequest team-a/job-train-prov-4" in plan.pending[0].reason
 
 
+def test_a_long_name_is_cut_with_a_hash_and_its_attempt_read_from_the_label() -> None:
+    long = "x" * 250
+    name = request_name(ObjectRef("Job", NS, long), "prov", 2)
+    assert len(name) == 253 and name != request_name(ObjectRef("Job", NS, long), "prov", 3)
+    assert len(pod_template_name(name, "main")) == 253
+    obj = request(long, attempt=2, conditions=("Failed",))
+    obj["metadata"]["labels"]["stowplan.io/provisioning-attempt"] = "2"
+    s = snap(cluster(obj))
+    assert [(r.name, r.attempt) for r in s.provisioning_requests] == [(name, 2)]
+    plan = plan_cycle(s, solver="greedy")      # no Job of that name: its request goes
+    assert plan.provisioning is not None and [d.name for d in plan.provisioning.deletions] == [name]
+
+
 def test_requests_no_longer_needed_are_deleted() -> None:
     # gone: its Job was deleted; admitted-elsewhere: runs, admitted without a Provisioned request
     running = job("elsewhere", 1, suspend=False, assignment='[{"name":"main","count":1,"flavors":{"cpu":"any"},'
@@ -239,6 +252,20 @@ def test_a_running_workload_keeps_its_provisioned_request() -> None:
     plan = run(cluster(running, request("done", conditions=("Provisioned",))))
     assert plan.provisioning is not None and plan.provisioning.deletions == ()
     assert [r.name for r in plan.provisioning.requests] == ["job-done-prov-1"]
+
+
+def test_the_request_of_a_workload_the_plan_evicts_is_deleted() -> None:
+    from models.plan import Eviction
+    from planner.provisioning import plan_provisioning
+
+    running = job("done", 1, suspend=False, assignment='[{"name":"main","count":1,"flavors":{"cpu":"any"},'
+                  '"topologyAssignment":{"levels":["kubernetes.io/hostname"],"domains":[{"values":["n1"],"count":1}]}}]')
+    s = snap(cluster(running, request("done", conditions=("Provisioned",))))
+    plan = plan_cycle(s, solver="greedy")
+    evicting = replace(plan, evictions=(Eviction(ObjectRef("Job", NS, "done"), "Preempted"),))
+    section = plan_provisioning(s, evicting, lambda snapshot: plan_cycle(snapshot, solver="greedy"))
+    assert section is not None
+    assert [(d.name, d.reason) for d in section.deletions] == [("job-done-prov-1", "its workload is evicted by this plan")]
 
 
 def test_without_the_policy_the_check_is_ignored_and_reported() -> None:

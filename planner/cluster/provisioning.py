@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from models import ObjectRef
 from models.provisioning import ProvisioningSection, RequestPodSet, WantedRequest, quantity_text
 from planner.cluster.kube import ApiStatus, Kube, path_of
-from planner.snapshot.provisioning import CHECK_LABEL, MANAGED_LABEL, WORKLOAD_ANNOTATION
+from planner.snapshot.provisioning import ATTEMPT_LABEL, CHECK_LABEL, MANAGED_LABEL, WORKLOAD_ANNOTATION
 
 API_VERSION = "autoscaling.x-k8s.io/v1"
 PLURAL = "provisioningrequests"
@@ -63,7 +63,7 @@ def pod_template(namespace: str, request: str, ps: RequestPodSet, owner: Mapping
 def provisioning_request(r: WantedRequest, owner: Mapping[str, Any] | None) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "name": r.name, "namespace": r.namespace,
-        "labels": {MANAGED_LABEL: "true", CHECK_LABEL: r.check},
+        "labels": {MANAGED_LABEL: "true", CHECK_LABEL: r.check, ATTEMPT_LABEL: str(r.attempt)},
         "annotations": {WORKLOAD_ANNOTATION: f"{r.workload.kind}/{r.workload.namespace}/{r.workload.name}"},
     }
     if owner:

@@ -15,13 +15,14 @@ import re
 from typing import Any, Mapping, Sequence
 
 from models import ClusterQueue, ObjectRef, Workload, WorkloadState
-from models.provisioning import CONTROLLER_NAME, ProvisioningCheck, ProvisioningRequestState
+from models.provisioning import CONTROLLER_NAME, ProvisioningCheck, ProvisioningRequestState, newest_requests
 from planner.snapshot.fields import Bad, mapping, sequence, string
 
 # Stowplan's marks on what it makes (a request, its PodTemplates)
 MANAGED_LABEL = "stowplan.io/managed"
 CHECK_LABEL = "stowplan.io/admission-check"
 WORKLOAD_ANNOTATION = "stowplan.io/workload"        # KIND/NAMESPACE/NAME of the workload it is for
+ATTEMPT_LABEL = "stowplan.io/provisioning-attempt"  # the attempt (also the name's last number, unless cut)
 PROVISIONING_GROUP = "autoscaling.x-k8s.io"
 CONFIG_KIND = "ProvisioningRequestConfig"
 _ATTEMPT = re.compile(r"-([0-9]+)$")
@@ -84,8 +85,12 @@ def read_request(namespace: str, name: str, metadata: dict[str, Any], obj: dict[
     check = labels.get(CHECK_LABEL)
     if type(check) is not str or not check:
         raise Bad(f"metadata.labels.{CHECK_LABEL}", "is missing")
+    label = labels.get(ATTEMPT_LABEL)
     found = _ATTEMPT.search(name)
-    attempt = int(found.group(1)) if found else 1
+    if type(label) is str and label.isdigit() and 0 < len(label) <= 6:
+        attempt = int(label)
+    else:
+        attempt = int(found.group(1)[-6:]) if found else 1
     status = mapping(obj.get("status"), "status")
     true = frozenset(str(c.get("type")) for c in sequence(status.get("conditions"), "status.conditions")
                      if type(c) is dict and c.get("status") == "True")
@@ -94,14 +99,6 @@ def read_request(namespace: str, name: str, metadata: dict[str, Any], obj: dict[
                       for p in sequence(spec.get("podSets"), "spec.podSets"))
     return ProvisioningRequestState(namespace, name, ObjectRef(parts[0], parts[1], parts[2]), check, attempt,
                                     true, tuple(t for t in templates if t))
-
-
-def current(requests: Sequence[ProvisioningRequestState]) -> dict[tuple[ObjectRef, str], ProvisioningRequestState]:
-    """The latest attempt per (workload, check)."""
-    out: dict[tuple[ObjectRef, str], ProvisioningRequestState] = {}
-    for r in sorted(requests, key=lambda r: (r.attempt, r.name)):
-        out[(r.workload, r.check)] = r
-    return out
 
 
 def provisioning_checks_of(queue: ClusterQueue | None, checks: Mapping[str, ProvisioningCheck]) -> tuple[ProvisioningCheck, ...]:
@@ -114,7 +111,7 @@ def gated(workloads: Sequence[Workload], queues: Mapping[str, ClusterQueue], che
           requests: Sequence[ProvisioningRequestState]) -> dict[ObjectRef, str]:
     """Pending workloads held back by a provisioning check, and why: no request yet, or one
     not (or no longer) Provisioned. Running workloads are never gated."""
-    latest = current(requests)
+    latest = newest_requests(requests)
     out: dict[ObjectRef, str] = {}
     for w in workloads:
         if w.state != WorkloadState.PENDING:
