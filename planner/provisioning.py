@@ -46,6 +46,7 @@ SPOILT = frozenset({FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED})
 MAX_NAME = 253                 # a Kubernetes object name
 MAX_ATTEMPTS = 3               # retries per workload and check (Kueue's default backoffLimitCount)
 POD_TEMPLATE_PREFIX = "ppt"    # Kueue's prefix for a request's PodTemplates
+WHAT_IF_SOLVER = "greedy"      # the solver of the what-if's tries (plan_cycle says why)
 
 
 def limit_name(full: str) -> str:
@@ -222,8 +223,13 @@ def with_provisioning(snapshot: Snapshot, plan: Plan, planner: Planner) -> Plan:
 
 def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | None = None,
                gap: float | None = None, read_seconds: float = 0.0) -> Plan:
-    """One cycle's plan (planner.cycle.plan_snapshot) with its provisioning section: the
-    what-if behind the section plans with the same solver and limits."""
+    """One cycle's plan (planner.cycle.plan_snapshot) with its provisioning section.
+
+    The what-if behind the section plans each try with the greedy solver (Kueue's own
+    cycle, verified like any plan): it runs a few plans, and a few more MILP solves of
+    the full time limit each would multiply the cycle's time, which one time limit
+    bounds (a CronJob's run has a deadline). It chooses nodes to ask for, not where the
+    work goes: the cycle that admits the work once the nodes join plans with `solver`."""
     from planner.cycle import plan_snapshot
 
     plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
@@ -231,7 +237,7 @@ def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | 
         return plan
 
     def planner(snap: Snapshot) -> Plan:
-        return plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap)
+        return plan_snapshot(snap, solver=WHAT_IF_SOLVER)
 
     return with_provisioning(snapshot, plan, planner)
 

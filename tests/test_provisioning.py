@@ -145,6 +145,13 @@ def test_a_workload_too_big_for_the_cluster_gets_one_request_for_the_nodes_the_w
     assert dict(ps.requests) == {"cpu": 2000}
 
 
+def test_the_milp_cycle_makes_the_same_request() -> None:
+    plan = plan_cycle(snap(cluster(job("train", 3))), solver="milp", time_limit=10)
+    assert plan.solver.method == "milp" and plan.admissions == ()
+    assert plan.provisioning is not None
+    assert [(r.name, dict(r.nodes)) for r in plan.provisioning.requests] == [("job-train-prov-1", {"big": 1})]
+
+
 def test_a_workload_that_fits_today_still_needs_its_request_and_asks_for_no_node() -> None:
     # 1 pod of 2 cores fits n1, but its queue's check must be Ready first (as in Kueue)
     plan = run(cluster(job("small", 1)))
