@@ -277,7 +277,9 @@ def test_the_request_of_a_workload_the_plan_evicts_is_deleted() -> None:
 
 def test_without_the_policy_the_check_is_ignored_and_reported() -> None:
     s = snap(cluster(job("small", 1), enabled=False))
-    assert any("ProvisioningRequest admission check" in p.message for p in s.problems)
+    (problem,) = [p for p in s.problems if "ProvisioningRequest admission check" in p.message]
+    assert (problem.file, problem.ref, problem.field) == ("test.yaml", ObjectRef("ClusterQueue", "", "cq"),
+                                                          "spec.admissionChecksStrategy")
     plan = plan_cycle(s, solver="greedy")
     assert [a.workload.name for a in plan.admissions] == ["small"] and plan.provisioning is None
 

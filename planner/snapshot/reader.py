@@ -300,12 +300,13 @@ class _Reader:
         """The provisioning controller's admission checks, Stowplan's ProvisioningRequests, and the
         pending workloads they hold back (only when the policy enables provisioning)."""
         configs = {i.name: self.spec(i) or {} for i in self.buckets["provisioningrequestconfig"] if not i.invalid}
-        specs = [(i.name, self.spec(i) or {}) for i in self.buckets["admissioncheck"] if not i.invalid]
-        try:
-            checks = provisioning.read_checks(specs, configs)
-        except Bad as bad:
-            self.problem(None, bad.field, f"AdmissionCheck: {bad.message}; provisioning checks are ignored")
-            checks = {}
+        checks: dict[str, ProvisioningCheck] = {}
+        for item in self.buckets["admissioncheck"]:
+            if item.invalid:
+                continue
+            empty: dict[str, ProvisioningCheck] = {}
+            checks.update(self.attempt(item, provisioning.read_checks, [(item.name, self.spec(item) or {})],
+                                       configs, default=empty))
         requests: list[ProvisioningRequestState] = []
         for item in self.buckets["provisioningrequest"]:
             if item.invalid:
@@ -315,11 +316,12 @@ class _Reader:
             if state is not None:
                 requests.append(state)
         if not policy.provisioning.enabled:
-            for name, cq in sorted(self.cluster_queues.items()):
-                if any(c in checks for c in cq.admission_checks):
-                    self.problem(None, "spec.admissionChecksStrategy",
-                                 f"ClusterQueue {name} has a ProvisioningRequest admission check; the policy "
-                                 "does not enable spec.provisioning, so the check is not planned (ignored)")
+            for item in self.buckets["clusterqueue"]:
+                cq = self.cluster_queues.get(item.name)
+                if cq is not None and any(c in checks for c in cq.admission_checks):
+                    self.problem(item, "spec.admissionChecksStrategy",
+                                 "names a ProvisioningRequest admission check; the policy does not enable "
+                                 "spec.provisioning, so the check is ignored (docs/provisioning.md)")
             return checks, tuple(requests), {}
         gate = provisioning.gated(workloads, self.cluster_queues, checks, requests)
         return checks, tuple(requests), gate
