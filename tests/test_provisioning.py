@@ -365,3 +365,21 @@ def test_a_saved_plan_keeps_its_provisioning_section(tmp_path: Any, fmt: str) ->
     path.write_text(render_saved(plan, {}, fmt))
     loaded, _ = load_plan(str(path))
     assert loaded.provisioning == plan.provisioning
+
+
+def test_a_malformed_admission_check_is_a_problem_naming_it_and_its_field() -> None:
+    bad = kueue("AdmissionCheck", "broken", {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                                             "parameters": "prc"})
+    s = snap(cluster(job("small", 1), bad))
+    (problem,) = [p for p in s.problems if p.ref == ObjectRef("AdmissionCheck", "", "broken")]
+    assert problem.field == "spec.parameters" and "mapping" in problem.message
+    assert list(s.provisioning_checks) == ["prov"]      # the good check is still read
+
+
+def test_a_malformed_request_is_a_problem_and_ignored() -> None:
+    obj = request("small")
+    obj["metadata"]["annotations"]["stowplan.io/workload"] = "not-a-ref"
+    s = snap(cluster(job("small", 1), obj))
+    (problem,) = [p for p in s.problems if p.ref is not None and p.ref.kind == "ProvisioningRequest"]
+    assert problem.field == "metadata.annotations.stowplan.io/workload"
+    assert s.provisioning_requests == ()
