@@ -322,6 +322,15 @@ def test_the_plan_section_lists_requests_deletions_and_notes() -> None:
                                      "podTemplates": ["ppt-job-gone-prov-1-main"]}]
 
 
+def test_the_table_lists_the_requests() -> None:
+    from planner.output import render
+
+    text = render(run(cluster(job("train", 3), request("gone"))), "table")
+    assert "ProvisioningRequests: 1 to create, 0 kept, 1 to delete" in text
+    assert "create team-a/job-train-prov-1 for train (best-effort-atomic-scale-up.autoscaling.x-k8s.io; big x1)" in text
+    assert "delete team-a/job-gone-prov-1: its workload is gone" in text
+
+
 def test_a_plan_without_the_policy_has_no_section() -> None:
     assert "provisioning" not in plan_to_dict(run(cluster(job("small", 1), enabled=False)))
 
