@@ -19,8 +19,9 @@ out (planner/cluster/provisioning.py writes it). With the policy's `spec.provisi
   3. A request holds one podSets entry per pod set, count as the what-if admitted it,
      and a PodTemplate per pod set (the pod set's per-pod requests, its node selector
      plus the flavor's node labels, its tolerations plus the flavor's), as Kueue's
-     provisioning controller makes them; class and parameters from the check's
-     ProvisioningRequestConfig.
+     provisioning controller makes them, plus the node template's labels where the
+     what-if put the whole pod set on new nodes of one template (so the autoscaler adds
+     that kind); class and parameters from the check's ProvisioningRequestConfig.
 
 The workload is admitted once its request reports Provisioned=True, by a later cycle,
 on the nodes that cycle's snapshot holds: no plan counts capacity only promised.
@@ -33,6 +34,7 @@ from dataclasses import replace
 from typing import Callable, Mapping, Sequence
 
 from models import ObjectRef, Plan, Snapshot, Workload, WorkloadState
+from models.capacity import NodeTemplate
 from models.objects import PodSetAssignment, Toleration
 from models.provisioning import (
     BOOKING_EXPIRED, CAPACITY_REVOKED, FAILED, PROVISIONED, DeletedRequest, ProvisioningCheck, ProvisioningRequestState,
@@ -186,7 +188,8 @@ def _created(snapshot: Snapshot, targets: Sequence[tuple[Workload, tuple[tuple[P
         for check, attempt in checks:
             name = request_name(w.ref, check.name, attempt)
             out.append(WantedRequest(w.ref.namespace, name, w.ref, check.name, check.class_name,
-                                     dict(check.parameters), _pod_sets(snapshot, w, admission.pod_sets, name),
+                                     dict(check.parameters),
+                                     _pod_sets(snapshot, w, admission.pod_sets, name, template_of, templates),
                                      attempt=attempt, create=True, nodes=dict(sorted(nodes.items()))))
     return out
 
@@ -196,8 +199,10 @@ def _template_name(node: str, templates: Sequence[str]) -> str:
     return max((t for t in templates if node.startswith(t + "-")), key=len, default=node)
 
 
-def _pod_sets(snapshot: Snapshot, w: Workload, assigned: Sequence[PodSetAssignment], name: str) -> tuple[RequestPodSet, ...]:
+def _pod_sets(snapshot: Snapshot, w: Workload, assigned: Sequence[PodSetAssignment], name: str,
+              template_of: Mapping[str, str], templates: Sequence[NodeTemplate]) -> tuple[RequestPodSet, ...]:
     by_name = {ps.name: ps for ps in w.pod_sets}
+    labels_of = {t.name: t.labels for t in templates}
     out = []
     for a in assigned:
         ps = by_name[a.name]
@@ -209,6 +214,14 @@ def _pod_sets(snapshot: Snapshot, w: Workload, assigned: Sequence[PodSetAssignme
                 continue
             selector.update(flavor.node_labels)
             tolerations.extend(t for t in flavor.tolerations if t not in tolerations)
+        # every pod on new nodes of one template: its labels say which node kind to add
+        # (where they agree with what the pod set already selects)
+        kinds = {template_of.get(host) for host in a.pods_per_node()}
+        if len(kinds) == 1 and None not in kinds:
+            (kind,) = kinds
+            assert kind is not None
+            for key, value in labels_of.get(kind, {}).items():
+                selector.setdefault(key, value)
         requests = {r: v for r, v in ps.request.items() if r != "pods" and v}
         out.append(RequestPodSet(ps.name, pod_template_name(name, ps.name), a.count, requests,
                                  dict(sorted(selector.items())), tuple(tolerations)))

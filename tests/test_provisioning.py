@@ -143,6 +143,7 @@ def test_a_workload_too_big_for_the_cluster_gets_one_request_for_the_nodes_the_w
     (ps,) = req.pod_sets
     assert (ps.name, ps.pod_template, ps.count) == ("main", "ppt-job-train-prov-1-main", 3)
     assert dict(ps.requests) == {"cpu": 2000}
+    assert dict(ps.node_selector) == {POOL: "big"}     # all 3 pods on the new node: its template's labels
 
 
 def test_the_milp_cycle_makes_the_same_request() -> None:
@@ -159,6 +160,7 @@ def test_a_workload_that_fits_today_still_needs_its_request_and_asks_for_no_node
     assert plan.provisioning is not None
     (req,) = plan.provisioning.requests
     assert req.name == "job-small-prov-1" and dict(req.nodes) == {}
+    assert dict(req.pod_sets[0].node_selector) == {}     # on today's node: no template to name
 
 
 def test_max_nodes_per_cycle_keeps_the_later_workload_for_a_later_cycle() -> None:
@@ -315,7 +317,7 @@ def test_the_plan_section_lists_requests_deletions_and_notes() -> None:
         "admissionCheck": "prov", "provisioningClassName": "best-effort-atomic-scale-up.autoscaling.x-k8s.io",
         "parameters": {"ValidUntilSeconds": "600"}, "attempt": 1, "action": "create", "nodes": {"big": 1},
         "podSets": [{"name": "main", "podTemplate": "ppt-job-train-prov-1-main", "count": 3,
-                     "requests": {"cpu": "2000m"}, "nodeSelector": {}, "tolerations": []}]}
+                     "requests": {"cpu": "2000m"}, "nodeSelector": {POOL: "big"}, "tolerations": []}]}
     assert section["deletions"] == [{"namespace": NS, "name": "job-gone-prov-1",
                                      "workload": {"kind": "Job", "namespace": NS, "name": "gone"},
                                      "reason": "its workload is gone",
