@@ -18,11 +18,11 @@ import os
 from collections import Counter
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
-from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from models import (
     HOSTNAME_LABEL, ClusterQueue, Cohort, KueueConfig, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
     Policy, Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
 )
+from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from planner import kinds as kinds_mod
 from planner.errors import InputError
 from planner.kinds import Adapter, PodSetSource
