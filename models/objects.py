@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from models.kueue_config import KueueConfig, KueueConfigOverride
 from models.resources import Resources
+
+if TYPE_CHECKING:   # models.capacity and models.provisioning import this module
+    from models.capacity import NodeTemplate
+    from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 
 
 @dataclass(frozen=True, order=True)
@@ -174,6 +178,8 @@ class ClusterQueue:
     fair_weight: float = 1.0
     # spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing | NoAdmissionFairSharing | None (not set)
     admission_mode: str | None = None
+    # spec.admissionChecksStrategy.admissionChecks[].name (v1beta1: spec.admissionChecks)
+    admission_checks: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -319,6 +325,20 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class ProvisioningPolicy:
+    """PlannerPolicy `spec.provisioning`: whether the cycle asks the autoscaler for nodes
+    through ProvisioningRequests (docs/provisioning.md).
+
+    `templates` are the node kinds the autoscaler can add (the capacity what-if's node
+    templates); `max_nodes_per_cycle` bounds the new nodes that the requests created in
+    one cycle may ask for (None: no bound)."""
+
+    enabled: bool = False
+    max_nodes_per_cycle: int | None = None
+    templates: tuple[NodeTemplate, ...] = ()
+
+
+@dataclass(frozen=True)
 class Policy:
     """stowplan.io/v1alpha1 PlannerPolicy spec, with defaults."""
 
@@ -361,6 +381,8 @@ class Policy:
     protect_running_after_seconds: float | None = None
     # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here
     kueue: KueueConfigOverride = KueueConfigOverride()
+    # spec.provisioning: ProvisioningRequests for what no plan can place (planner/provisioning.py)
+    provisioning: ProvisioningPolicy = ProvisioningPolicy()
 
 
 @dataclass(frozen=True)
@@ -384,3 +406,9 @@ class Snapshot:
     problems: tuple[Problem, ...] = ()
     # Kueue's Configuration (ConfigMap kueue-system/kueue-manager-config, then the policy's overrides)
     kueue_config: KueueConfig = KueueConfig()
+    # ProvisioningRequest admission checks (models.provisioning): the provisioning
+    # controller's AdmissionChecks by name, the requests Stowplan made, and the pending
+    # workloads held back for want of a Provisioned one (ref -> the reason they wait)
+    provisioning_checks: Mapping[str, ProvisioningCheck] = field(default_factory=dict)
+    provisioning_requests: tuple[ProvisioningRequestState, ...] = ()
+    provisioning_gated: Mapping[ObjectRef, str] = field(default_factory=dict)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from models.objects import ObjectRef, PodSetAssignment
+from models.provisioning import ProvisioningSection
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -89,6 +90,9 @@ class Plan:
     pending: tuple[PendingEntry, ...] = ()
     migrations: tuple[Migration, ...] = ()
     summary: Mapping[str, object] = field(default_factory=dict)
+    # ProvisioningRequests wanted and deleted (planner/provisioning.py); None: the policy
+    # does not enable provisioning, and the plan has no such section
+    provisioning: ProvisioningSection | None = None
 
 
 @dataclass(frozen=True)

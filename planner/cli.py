@@ -852,7 +852,9 @@ def what_if(
     lines: list[str] = []
     with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
         if templates is None and selector is None:
-            plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+            from planner.provisioning import plan_cycle
+
+            plan = plan_cycle(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
         else:
             from planner import capacity_plan
 

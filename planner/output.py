@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import yaml
 
 from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, Snapshot, SolverReport
+from models.objects import Toleration
+from models.provisioning import ProvisioningSection, WantedRequest, quantity_text
 from planner import table, why
 from planner.terminal import printable
 
@@ -161,8 +163,44 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     if plan.migrations:
         out["migrations"] = [_migration_to_dict(m) for m in plan.migrations]
     out["pending"] = [_pending_to_dict(p) for p in plan.pending]
+    if plan.provisioning is not None:
+        out["provisioning"] = provisioning_to_dict(plan.provisioning)
     out["summary"] = _plain(plan.summary)
     return out
+
+
+def _toleration_to_dict(t: Toleration) -> dict[str, str]:
+    out = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
+    return {k: v for k, v in out.items() if v}
+
+
+def _request_to_dict(r: WantedRequest) -> dict[str, Any]:
+    return {
+        "namespace": r.namespace,
+        "name": r.name,
+        "workload": ref_to_dict(r.workload),
+        "admissionCheck": r.check,
+        "provisioningClassName": r.class_name,
+        "parameters": dict(r.parameters),
+        "attempt": r.attempt,
+        "action": "create" if r.create else "keep",
+        "nodes": dict(r.nodes),
+        "podSets": [{"name": p.name, "podTemplate": p.pod_template, "count": p.count,
+                     "requests": {k: quantity_text(k, v) for k, v in sorted(p.requests.items())},
+                     "nodeSelector": dict(p.node_selector),
+                     "tolerations": [_toleration_to_dict(t) for t in p.tolerations]}
+                    for p in r.pod_sets],
+    }
+
+
+def provisioning_to_dict(section: ProvisioningSection) -> dict[str, Any]:
+    """The plan's `provisioning` section (docs/output.md, docs/provisioning.md)."""
+    return {
+        "requests": [_request_to_dict(r) for r in section.requests],
+        "deletions": [{"namespace": d.namespace, "name": d.name, "workload": ref_to_dict(d.workload),
+                       "reason": d.reason, "podTemplates": list(d.pod_templates)} for d in section.deletions],
+        "notes": list(section.notes),
+    }
 
 
 # ---------------------------------------------------------------- YAML and JSON

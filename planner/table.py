@@ -298,4 +298,27 @@ def render(plan: Plan, snapshot: Snapshot | None = None, view: View = View(), be
             say()
             for line in fair:
                 say(printable(line))
+    if plan.provisioning is not None and not view.summary_only:
+        lines = provisioning_lines(plan)
+        if lines:
+            say()
+            for line in lines:
+                say(printable(line))
     return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n")).rstrip("\n") + "\n"
+
+
+def provisioning_lines(plan: Plan) -> list[str]:
+    """The plan's ProvisioningRequests for a person: what is made, kept and deleted, and why not."""
+    section = plan.provisioning
+    if section is None or not (section.requests or section.deletions or section.notes):
+        return []
+    made = [r for r in section.requests if r.create]
+    kept = [r for r in section.requests if not r.create]
+    lines = [f"ProvisioningRequests: {len(made)} to create, {len(kept)} kept, {len(section.deletions)} to delete"]
+    for r in made:
+        nodes = ", ".join(f"{n} x{c}" for n, c in sorted(r.nodes.items())) or "no new node"
+        lines.append(f"  create {r.namespace}/{r.name} for {r.workload.name} ({r.class_name}; {nodes})")
+    lines += [f"  keep   {r.namespace}/{r.name}" for r in kept]
+    lines += [f"  delete {d.namespace}/{d.name}: {d.reason}" for d in section.deletions]
+    lines += [f"  note: {n}" for n in section.notes]
+    return lines

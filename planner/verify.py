@@ -85,6 +85,7 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     ix = SnapshotIndex(snapshot)
     out: list[str] = []
     admitted = check_admissions(ix, decisions.admissions, out)
+    _check_provisioning(ix, decisions.admissions, out)
     evicted = check_evictions(ix, decisions.evictions, admitted, out)
     if decisions.migrations:
         # A move is an eviction and an admission in the same plan (planner/verify_moves.py).
@@ -103,6 +104,37 @@ def verify(snapshot: Snapshot, decisions: Decisions) -> list[str]:
     check_fair_preemption(ix, decisions, admitted, evicted, out)
     check_fair_shares(ix, decisions, admitted, evicted, out)
     return out
+
+
+def _check_provisioning(ix: "SnapshotIndex", admissions: Sequence[Admission], out: list[str]) -> None:
+    """With the policy's spec.provisioning: an admission through a ClusterQueue with a
+    ProvisioningRequest admission check needs the workload's newest request for that check
+    to say Provisioned=True, and none of Failed, BookingExpired, CapacityRevoked (read
+    here from the snapshot's requests, not from the reader's gate)."""
+    snapshot = ix.snapshot
+    if not snapshot.policy.provisioning.enabled:
+        return
+    newest: dict[tuple[ObjectRef, str], tuple[int, str, frozenset[str]]] = {}
+    for r in snapshot.provisioning_requests:
+        key = (r.workload, r.check)
+        if key not in newest or (r.attempt, r.name) > newest[key][:2]:
+            newest[key] = (r.attempt, r.name, r.true_conditions)
+    for admission in admissions:
+        queue = snapshot.cluster_queues.get(admission.cluster_queue)
+        for check in queue.admission_checks if queue is not None else ():
+            if check not in snapshot.provisioning_checks:
+                continue
+            found = newest.get((admission.workload, check))
+            if found is None:
+                out.append(f"{admission.workload}: admitted through ProvisioningRequest admission check {check} "
+                           "with no request")
+                continue
+            _, name, true = found
+            bad = sorted(true & {"Failed", "BookingExpired", "CapacityRevoked"})
+            if "Provisioned" not in true or bad:
+                state = ", ".join(sorted(true)) or "no condition"
+                out.append(f"{admission.workload}: admitted through ProvisioningRequest admission check {check} "
+                           f"but request {name} is not Provisioned ({state})")
 
 
 class AdmittedEntry:

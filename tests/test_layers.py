@@ -20,7 +20,8 @@ forbidden import planted in a temporary copy of the tree makes it fail.
     cycle       one planning cycle, in order: greedy -> MILP -> verify -> Plan
     whatif      questions around the cycle: the nodes to add, what a drain does
     output      Plan -> yaml, json, a table
-    cluster     the live cluster: read, lease, apply, the plan file
+    cluster     the live cluster: read, lease, apply, the plan file (and the cycle's
+                provisioning section, planner.provisioning, a what-if around the cycle)
     cli         the click commands
     tools       generate and bench: beside the product, not in its path
 """
@@ -52,7 +53,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
                  "planner.board"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
               "planner.podsready"),
-    "whatif": ("planner.capacity_plan", "planner.simulate"),
+    "whatif": ("planner.capacity_plan", "planner.simulate", "planner.provisioning"),
     "output": ("planner.output", "planner.promtext", "planner.picture", "planner.table", "planner.sim_output"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
@@ -72,7 +73,7 @@ ALLOWED: dict[str, set[str]] = {
     "cycle": {"models", "base", "kueue", "greedy", "milp", "verify", "describe"},
     "whatif": {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle"},
     "output": {"models", "base", "describe"},
-    "cluster": {"models", "base", "snapshot", "describe", "cycle", "output"},
+    "cluster": {"models", "base", "snapshot", "describe", "cycle", "whatif", "output"},
     "cli": {"models", "base", "snapshot", "milp", "cycle", "whatif", "output", "cluster", "tools"},
     "tools": {"models", "base", "snapshot", "kueue", "greedy", "milp", "verify", "describe", "cycle", "output"},
 }

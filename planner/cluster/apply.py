@@ -93,6 +93,8 @@ class ApplyReport:
     released: int = 0            # pods given their node and ungated
     marked: list[ObjectRef] = dataclasses.field(default_factory=list)   # readiness recorded (planner.podsready)
     still_gated: int = 0         # gated pods of admitted workloads left for the next cycle
+    requests_created: list[str] = dataclasses.field(default_factory=list)   # ProvisioningRequests (NAMESPACE/NAME)
+    requests_deleted: list[str] = dataclasses.field(default_factory=list)
     writes: int = 0
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
@@ -102,7 +104,9 @@ class ApplyReport:
         return (f"applied{dry}: {len(self.admitted)} admitted, {len(self.evicted)} evicted, {moves}"
                 f"{self.released} pods released, {len(self.unchanged)} already in place, "
                 f"{len(self.conflicts)} conflicts, {self.still_gated} pods left gated"
-                + (f", readiness recorded on {len(self.marked)}" if self.marked else ""))
+                + (f", readiness recorded on {len(self.marked)}" if self.marked else "")
+                + (f", {len(self.requests_created)} ProvisioningRequests created, {len(self.requests_deleted)} deleted"
+                   if self.requests_created or self.requests_deleted else ""))
 
 
 def rfc3339(epoch: float) -> str:

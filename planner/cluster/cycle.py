@@ -29,13 +29,13 @@ def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str 
               solver: str = "milp", time_limit: float | None = None, gap: float | None = None,
               say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
     """Read the cluster and plan it (pure planning after the read)."""
-    from planner.cycle import plan_snapshot
+    from planner.provisioning import plan_cycle
 
     live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
     snap = live.snapshot
     say(f"read {snap.object_count} objects, {len(snap.workloads)} workloads, {len(snap.nodes)} nodes "
         f"in {live.seconds:.2f}s; planning")
-    plan = plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
+    plan = plan_cycle(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
     return live, plan
 
 
@@ -146,6 +146,13 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
                              moving=moving_assignments(live.document))
         record_readiness(applier, plan, live)
+        if plan.provisioning is not None:
+            from planner.cluster.provisioning import apply_provisioning
+
+            before = kube.writes
+            made = apply_provisioning(kube, plan.provisioning, raw_workloads(live), say)
+            report.requests_created, report.requests_deleted = made.created, made.deleted
+            report.writes += kube.writes - before
         report.seconds["apply"] = round(time.monotonic() - started, 3)
         return plan, report
     finally:

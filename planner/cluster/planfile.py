@@ -14,6 +14,8 @@ from datetime import datetime
 from typing import Any, Mapping
 
 from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, SolverReport
+from models.objects import Toleration
+from models.provisioning import DeletedRequest, ProvisioningSection, RequestPodSet, WantedRequest
 from planner.cluster.apply import parse_pod_sets
 from planner.errors import InputError
 
@@ -96,7 +98,8 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
                     SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
                                  float(solver.get("objective") or 0), float(solver.get("bound") or 0),
                                  float(solver.get("gap") or 0)),
-                    admissions, evictions, migrations=migrations)
+                    admissions, evictions, migrations=migrations,
+                    provisioning=None if data.get("provisioning") is None else section_from_dict(data["provisioning"]))
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
     missing = [str(ref) for ref in touched(plan) if ref not in versions]
@@ -104,6 +107,36 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
         raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,
                          field="snapshot.resourceVersions")
     return plan, versions, prints
+
+
+def section_from_dict(data: Mapping[str, Any]) -> ProvisioningSection:
+    """The plan's `provisioning` section read back (planner.output.provisioning_to_dict's shape);
+    KeyError, TypeError or ValueError when malformed."""
+    from planner.snapshot.quantity import QuantityError, parse_quantity
+
+    def amount(resource: str, value: object) -> int:
+        try:
+            return parse_quantity(value, resource)
+        except QuantityError as err:
+            raise ValueError(str(err)) from None
+
+    requests = tuple(
+        WantedRequest(str(r["namespace"]), str(r["name"]), _ref(r["workload"]), str(r["admissionCheck"]),
+                      str(r["provisioningClassName"]), {str(k): str(v) for k, v in (r.get("parameters") or {}).items()},
+                      tuple(RequestPodSet(str(p["name"]), str(p["podTemplate"]), int(p["count"]),
+                                          {str(k): amount(str(k), v) for k, v in (p.get("requests") or {}).items()},
+                                          {str(k): str(v) for k, v in (p.get("nodeSelector") or {}).items()},
+                                          tuple(Toleration(str(t.get("key", "")), str(t.get("operator", "Equal")),
+                                                           str(t.get("value", "")), str(t.get("effect", "")))
+                                                for t in p.get("tolerations") or ()))
+                            for p in r.get("podSets") or ()),
+                      attempt=int(r.get("attempt") or 1), create=r.get("action") == "create",
+                      nodes={str(k): int(v) for k, v in (r.get("nodes") or {}).items()})
+        for r in data.get("requests") or ())
+    deletions = tuple(DeletedRequest(str(d["namespace"]), str(d["name"]), _ref(d["workload"]), str(d.get("reason", "")),
+                                     tuple(str(t) for t in d.get("podTemplates") or ()))
+                      for d in data.get("deletions") or ())
+    return ProvisioningSection(requests, deletions, tuple(str(n) for n in data.get("notes") or ()))
 
 
 def _ref(d: Mapping[str, Any]) -> ObjectRef:

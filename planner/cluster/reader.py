@@ -32,8 +32,11 @@ KUEUE_CONFIG_NAME = "kueue-manager-config"
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 KUEUE_PLURALS = ("resourceflavors", "topologies", "cohorts", "clusterqueues", "localqueues",
-                 "workloadpriorityclasses")
-KUEUE_KINDS = ("ResourceFlavor", "Topology", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass")
+                 "workloadpriorityclasses", "admissionchecks", "provisioningrequestconfigs")
+KUEUE_KINDS = ("ResourceFlavor", "Topology", "Cohort", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass",
+               "AdmissionCheck", "ProvisioningRequestConfig")
+# The cluster autoscaler's ProvisioningRequests (planner/snapshot/provisioning.py), when served
+PROVISIONING_GROUP, PROVISIONING_VERSION = "autoscaling.x-k8s.io", "v1"
 # (apiVersion, plural) always listed, then the built-in workload kinds (Jobs), then pods;
 # Kueue's and the other workload kinds' (planner.kinds) depend on discovery
 CORE_KINDS = (("v1", "namespaces"), ("v1", "nodes"), ("scheduling.k8s.io/v1", "priorityclasses"))
@@ -107,6 +110,8 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
     builtin = [(a.api_version, a.plural) for a in kinds.ADAPTERS if a.builtin]
     for api_version, plural in CORE_KINDS + tuple(builtin) + (("v1", "pods"),):
         collect(api_version, plural)
+    if served_version(kube, PROVISIONING_GROUP, (PROVISIONING_VERSION,)):
+        collect(f"{PROVISIONING_GROUP}/{PROVISIONING_VERSION}", "provisioningrequests")
     listed = set(builtin)
     for adapter in kinds.ADAPTERS:
         wanted = [(adapter.group, adapter.version, adapter.plural)] if not adapter.builtin else []

@@ -17,6 +17,7 @@ from planner.snapshot.fields import (
     Bad, integer, mapping, required, sequence, string, string_map, taints, tolerations,
 )
 from planner.snapshot.kueue_config import parse_weight
+from planner.snapshot.provisioning import read_admission_checks
 from planner.snapshot.quantity import QuantityError, parse_quantity
 
 ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
@@ -177,6 +178,7 @@ def read_cluster_queue(name: str, spec: dict[str, Any]) -> ClusterQueue:
         fair_weight=read_fair_weight(spec),
         admission_mode=_choice(mapping(spec.get("admissionScope"), "spec.admissionScope").get("admissionMode"),
                                "spec.admissionScope.admissionMode", ADMISSION_MODES, "") or None,
+        admission_checks=read_admission_checks(spec),
     )
 
 

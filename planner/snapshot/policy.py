@@ -14,6 +14,8 @@ import math
 from typing import Any, Callable, Sequence
 
 from models import ObjectRef, Policy
+from models.capacity import NodeTemplate
+from models.objects import ProvisioningPolicy
 from planner.errors import InputError
 from planner.snapshot import kueue_config, loader
 from planner.snapshot.fields import Bad, shown
@@ -121,6 +123,40 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
 
 # Sections of Kueue's Configuration the policy sets or overrides (planner.snapshot.kueue_config)
 KUEUE_CONFIGURATION = "kueueConfiguration"
+# ProvisioningRequests for what no plan can place (docs/provisioning.md)
+PROVISIONING = "provisioning"
+MAX_NODES_PER_CYCLE = 100_000
+_PROVISIONING_KEYS = ("enabled", "maxNodesPerCycle", "templates")
+
+
+def parse_provisioning(value: object, where: str) -> ProvisioningPolicy:
+    """`spec.provisioning`: {enabled, maxNodesPerCycle?, templates} (templates as `--add-nodes`
+    reads them, planner.snapshot.node_templates); raises Bad naming the field."""
+    from planner.snapshot.node_templates import parse_templates
+
+    if type(value) is not dict:
+        raise Bad(where, f"must be a mapping, got {shown(value)}")
+    unknown = sorted(set(value) - set(_PROVISIONING_KEYS))
+    if unknown:
+        raise Bad(f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(_PROVISIONING_KEYS)})")
+    enabled = _boolean(value.get("enabled", False))
+    if type(enabled) is str:
+        raise Bad(f"{where}.enabled", enabled)
+    limit: int | None = None
+    if value.get("maxNodesPerCycle") is not None:
+        checked = _integer(0, MAX_NODES_PER_CYCLE)(value["maxNodesPerCycle"])
+        if type(checked) is str:
+            raise Bad(f"{where}.maxNodesPerCycle", checked)
+        assert type(checked) is int
+        limit = checked
+    templates: tuple[NodeTemplate, ...] = ()
+    if value.get("templates") is not None or enabled:
+        try:
+            templates = parse_templates({"templates": value.get("templates")})
+        except Bad as bad:
+            raise Bad(f"{where}.{bad.field}", bad.message + (" (the node kinds the autoscaler can add)"
+                                                             if bad.field == "templates" else "")) from None
+    return ProvisioningPolicy(enabled=bool(enabled), max_nodes_per_cycle=limit, templates=templates)
 
 
 def is_policy(obj: dict[str, Any]) -> bool:
@@ -148,8 +184,14 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
             except Bad as bad:
                 raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
             continue
+        if key == PROVISIONING:
+            try:
+                values["provisioning"] = parse_provisioning(value, f"spec.{key}")
+            except Bad as bad:
+                raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
+            continue
         if key not in _FIELDS:
-            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION]))
+            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION, PROVISIONING]))
             raise InputError(f"unknown field (known: {known})", file=file, ref=ref, field=f"spec.{key}")
         attribute, check = _FIELDS[key]
         result = check(value)

@@ -22,13 +22,14 @@ from models import (
     HOSTNAME_LABEL, ClusterQueue, Cohort, KueueConfig, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
     Policy, Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
 )
+from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from planner import kinds as kinds_mod
 from planner.errors import InputError
 from planner.kinds import Adapter, PodSetSource
 from planner.kinds import leaderworkerset as lws_kind
 from planner.kinds import pods as pods_kind
 from planner.kinds.ray import Entry
-from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, workloads as wl
+from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, provisioning, workloads as wl
 from planner.snapshot.fields import (
     Bad, boolean, is_decimal, mapping, number, string, string_map, taints, timestamp,
 )
@@ -72,6 +73,10 @@ KINDS: dict[tuple[str, str], Kind] = {
     ("stowplan.io", "PlannerPolicy"): Kind("policy", ("v1alpha1",), False),
     # only kueue-system/kueue-manager-config (Kueue's Configuration); other ConfigMaps are ignored
     ("", "ConfigMap"): Kind("kueueconfig", ("v1",), True),
+    # ProvisioningRequest admission checks (planner/snapshot/provisioning.py)
+    ("kueue.x-k8s.io", "AdmissionCheck"): Kind("admissioncheck", KUEUE_VERSIONS, False),
+    ("kueue.x-k8s.io", "ProvisioningRequestConfig"): Kind("provisioningrequestconfig", KUEUE_VERSIONS, False),
+    ("autoscaling.x-k8s.io", "ProvisioningRequest"): Kind("provisioningrequest", ("v1",), True),
 }
 # every planned workload kind (planner.kinds), and what its adapter reads beside it
 for _adapter in kinds_mod.ADAPTERS:
@@ -95,6 +100,9 @@ INVALID_EFFECT = {
     "clusterqueue": "the ClusterQueue is inactive (its workloads wait)",
     "localqueue": "the LocalQueue is invalid (its workloads wait)",
     "kueueconfig": "Kueue's Configuration is not read (Kueue's defaults are used)",
+    "admissioncheck": "the admission check is ignored",
+    "provisioningrequestconfig": "the config is ignored (admission checks naming it are inactive)",
+    "provisioningrequest": "the request is ignored (its workload waits for a new one)",
 }
 
 
@@ -257,6 +265,10 @@ class _Reader:
         unmanaged, seen = self.read_pods(nodes)
         workloads = self.finish_workloads(seen, nodes)
         self.check_node_usage(nodes, unmanaged, workloads)
+        checks, requests, gate = self.read_provisioning(policy, workloads)
+        if gate:   # a gated workload waits with that reason, unless it waits for another already
+            workloads = tuple(dataclasses.replace(w, blocked_reason=gate[w.ref])
+                              if w.ref in gate and not w.blocked_reason else w for w in workloads)
         node_list = tuple(
             Node(name, labels, allocatable, resources(unmanaged.get(name, {})), node_taints, ready, unschedulable)
             for name, (labels, allocatable, node_taints, ready, unschedulable) in sorted(nodes.items())
@@ -278,7 +290,41 @@ class _Reader:
             ignored_kinds=dict(sorted(self.ignored.items())),
             problems=tuple(sorted(self.problems, key=_problem_key)),
             kueue_config=config,
+            provisioning_checks=checks,
+            provisioning_requests=requests,
+            provisioning_gated=gate,
         )
+
+    def read_provisioning(self, policy: Policy, workloads: Sequence[Workload]) -> tuple[
+            dict[str, ProvisioningCheck], tuple[ProvisioningRequestState, ...], dict[ObjectRef, str]]:
+        """The provisioning controller's admission checks, Stowplan's ProvisioningRequests, and the
+        pending workloads they hold back (only when the policy enables provisioning)."""
+        configs = {i.name: self.spec(i) or {} for i in self.buckets["provisioningrequestconfig"] if not i.invalid}
+        checks: dict[str, ProvisioningCheck] = {}
+        for item in self.buckets["admissioncheck"]:
+            if item.invalid:
+                continue
+            empty: dict[str, ProvisioningCheck] = {}
+            checks.update(self.attempt(item, provisioning.read_checks, [(item.name, self.spec(item) or {})],
+                                       configs, default=empty))
+        requests: list[ProvisioningRequestState] = []
+        for item in self.buckets["provisioningrequest"]:
+            if item.invalid:
+                continue
+            state = self.attempt(item, provisioning.read_request, item.namespace, item.name, item.metadata,
+                                 item.obj, default=None)
+            if state is not None:
+                requests.append(state)
+        if not policy.provisioning.enabled:
+            for item in self.buckets["clusterqueue"]:
+                cq = self.cluster_queues.get(item.name)
+                if cq is not None and any(c in checks for c in cq.admission_checks):
+                    self.problem(item, "spec.admissionChecksStrategy",
+                                 "names a ProvisioningRequest admission check; the policy does not enable "
+                                 "spec.provisioning, so the check is ignored (docs/provisioning.md)")
+            return checks, tuple(requests), {}
+        gate = provisioning.gated(workloads, self.cluster_queues, checks, requests)
+        return checks, tuple(requests), gate
 
     def kueue_configuration(self, policy: Policy) -> KueueConfig:
         """Kueue's Configuration from its ConfigMap (if the snapshot has it), then the policy's sections."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
+import yaml
 from kubernetes import client
 
 GPU = "nvidia.com/gpu"
@@ -21,6 +23,7 @@ RACK = "cloud.provider.com/topology-rack"
 POOL = "stowplan.io/test-pool"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 GATE = "stowplan.io/topology"
+PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 
 
 def suffix() -> str:
@@ -127,6 +130,44 @@ class Env:
                 self.co.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name)
             except client.ApiException:
                 pass
+
+
+# ---------------------------------------------------------------- ProvisioningRequest admission checks
+
+def behind_a_provisioning_check(env: Env) -> str:
+    """An AdmissionCheck of Kueue's provisioning controller, its ProvisioningRequestConfig, and
+    the test's ClusterQueue naming it."""
+    check, config = f"prov-{env.s}", f"prc-{env.s}"
+    env.create_cluster("provisioningrequestconfigs", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ProvisioningRequestConfig", "metadata": {"name": config},
+        "spec": {"provisioningClassName": PROVISIONING_CLASS, "parameters": {"ValidUntilSeconds": "600"}}})
+    env.create_cluster("admissionchecks", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": check},
+        "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request",
+                 "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": config}}})
+    env.co.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", env.cq,
+                                       {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}}})
+    return check
+
+
+def drop_provisioning_check(env: Env) -> None:
+    for plural, name in (("admissionchecks", f"prov-{env.s}"), ("provisioningrequestconfigs", f"prc-{env.s}")):
+        try:
+            env.co.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name)
+        except client.ApiException:
+            pass
+
+
+def policy_file(env: Env, tmp_path: Path) -> str:
+    """Provisioning on, with the one node kind the (imagined) autoscaler can add: an 8-GPU host
+    in the test's pool, on a fresh block and rack."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "stowplan.io/v1alpha1", "kind": "PlannerPolicy", "metadata": {"name": "p"},
+        "spec": {"timeLimitSeconds": 10, "provisioning": {"enabled": True, "maxNodesPerCycle": 4, "templates": [{
+            "name": f"gpu8-{env.s}", "cost": 1, "topology": [BLOCK, RACK], "labels": {POOL: env.s},
+            "allocatable": {GPU: "8", "cpu": "96", "memory": "1Ti", "pods": "110"}, "max": 4}]}}}))
+    return str(path)
 
 
 def per_node(pods: list[Any]) -> dict[str, int]:

@@ -534,3 +534,44 @@ def test_a_raycluster_and_a_queued_pod_cycle_as_the_service_account(installed, c
         allowed(put_rc(lambda pod, n: pod.update(nodeSelector={"pool": f"a{n}"})))
     finally:
         env.cleanup()
+
+
+# ---------------------------------------------------------------- ProvisioningRequests (issue 36)
+
+def test_a_provisioning_cycle_as_the_service_account(installed, control_plane, api_client, namespace, tmp_path):
+    """The ClusterRole's provisioning rights are enough for a cycle that creates a
+    ProvisioningRequest and its PodTemplate, and no more: the token cannot write the
+    request's status (the autoscaler's part), nor update or get it."""
+    from live_kit import behind_a_provisioning_check, drop_provisioning_check, policy_file
+
+    env = Env(control_plane, api_client, namespace, nodes=1, gpus=8, quota=64)
+    try:
+        check = behind_a_provisioning_check(env)
+        env.job("big", pods=2, gpus=8)
+        kubeconfig = sa_kubeconfig(control_plane, installed, tmp_path)
+        args = ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--policy",
+                policy_file(env, tmp_path), "--release-wait", "1", "-q"]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert "1 ProvisioningRequests created" in result.output, result.output
+        name = f"job-big-{check}-1"
+        path = path_of("autoscaling.x-k8s.io/v1", "provisioningrequests", namespace, name)
+        made = installed.get(path)
+        assert made["spec"]["podSets"][0]["count"] == 2
+        assert installed.get(path_of("v1", "podtemplates", namespace, f"ppt-{name}-main"))
+        sa = Kube(connect(str(kubeconfig)))
+        status = {"status": {"conditions": [{"type": "Provisioned", "status": "True", "reason": "R", "message": "m",
+                                             "lastTransitionTime": "2026-12-01T10:00:00Z"}]}}
+        for method, where, body, kind in (("PATCH", path + "/status", status, "application/merge-patch+json"),
+                                          ("PUT", path, made, "application/json"),
+                                          ("GET", path, None, "application/json")):
+            with pytest.raises(ApiStatus) as denied:
+                sa.request(method, where, body=body, content_type=kind)
+            assert denied.value.status == 403, (method, where)
+        # a second cycle as the same token keeps the request (it lists, and writes nothing new)
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert "ProvisioningRequests created" not in result.output
+    finally:
+        env.cleanup()
+        drop_provisioning_check(env)

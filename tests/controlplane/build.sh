@@ -27,6 +27,9 @@
 #   v2beta1, RayJob, RayCluster, LeaderWorkerSet)
 #       go mod download of each kind's module at the version Kueue's go.mod
 #       requires (module cache only; manifest line WORKLOAD_CRDS).
+#   The cluster autoscaler's ProvisioningRequest CRD (autoscaling.x-k8s.io/v1)
+#       go mod download k8s.io/autoscaler/cluster-autoscaler/apis at the version
+#       Kueue's go.mod requires (module cache only; manifest line PROVISIONING_CRD).
 #   kueue (the manager binary, for the Kueue peer harness in tools/peer)
 #       built from sigs.k8s.io/kueue/cmd/kueue (STOWPLAN_KUEUE_VERSION) in its own
 #       wrapper module, with Kueue's version ldflags. Optional: if it does not
@@ -304,6 +307,19 @@ while IFS='|' read -r name module files; do
 done <<< "$WORKLOAD_CRD_MODULES"
 
 ###########################################################################
+# The ProvisioningRequest CRD (read from the module cache at test time)
+###########################################################################
+# The version Kueue's provisioning admission check is built against, unless
+# STOWPLAN_AUTOSCALER_APIS_VERSION is set.
+PROVISIONING_MODULE=k8s.io/autoscaler/cluster-autoscaler/apis
+PROVISIONING_VERSION=${STOWPLAN_AUTOSCALER_APIS_VERSION:-$(awk -v m="$PROVISIONING_MODULE" '$1==m{print $2; exit}' "$KUEUE_GOMOD")}
+[[ -n "$PROVISIONING_VERSION" ]] || die "Kueue's go.mod does not name $PROVISIONING_MODULE; set STOWPLAN_AUTOSCALER_APIS_VERSION"
+PROVISIONING_DIR=$(mod_field "$PROVISIONING_MODULE@$PROVISIONING_VERSION" Dir) || die "go mod download -json $PROVISIONING_MODULE@$PROVISIONING_VERSION failed"
+PROVISIONING_CRD="$PROVISIONING_DIR/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
+[[ -f "$PROVISIONING_CRD" ]] || die "no ProvisioningRequest CRD at $PROVISIONING_CRD"
+log "$PROVISIONING_MODULE $PROVISIONING_VERSION: CRD $PROVISIONING_CRD"
+
+###########################################################################
 # Kueue's manager binary (the real peer; optional)
 ###########################################################################
 KUEUE_BIN=""
@@ -371,6 +387,8 @@ tmp="$CACHE/manifest.env.tmp.$$"
     echo "JOBSET_CRD=$JOBSET_CRD"
     echo "WORKLOAD_CRDS=$WORKLOAD_CRDS"
     echo "WORKLOAD_CRD_VERSIONS=$WORKLOAD_VERSIONS"
+    echo "PROVISIONING_CRD=$PROVISIONING_CRD"
+    echo "PROVISIONING_CRD_VERSION=$PROVISIONING_MODULE@$PROVISIONING_VERSION"
     if [[ -n "$KUEUE_BIN" ]]; then echo "KUEUE=$KUEUE_BIN"; fi
 } > "$tmp"
 mv "$tmp" "$CACHE/manifest.env"

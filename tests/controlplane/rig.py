@@ -846,7 +846,11 @@ class ControlPlane:
         if not others or missing:
             raise ControlPlaneError(f"workload CRDs missing ({', '.join(map(str, missing)) or 'none listed'}): "
                                     f"run `bash {BUILD_SCRIPT}`")
-        return files + [jobset] + others
+        # the cluster autoscaler's ProvisioningRequest (ProvisioningRequest admission checks)
+        provisioning = Path(self.manifest.get("PROVISIONING_CRD", ""))
+        if not provisioning.is_file():
+            raise ControlPlaneError(f"no ProvisioningRequest CRD at {provisioning!s}: run `bash {BUILD_SCRIPT}`")
+        return files + [jobset] + others + [provisioning]
 
     def _prepare_crd(self, crd: dict[str, Any]) -> dict[str, Any]:
         crd = copy.deepcopy(crd)
