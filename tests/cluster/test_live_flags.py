@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 from planner.cli import cli
 from planner.cluster import Kube, connect
 from planner.cluster.lease import Lease
-from live_kit import Env
+from live_kit import Env, wait_for
 
 POLICY = """\
 apiVersion: stowplan.io/v1alpha1
@@ -206,3 +206,32 @@ def test_apply_and_snapshot_quiet_on_a_terminal(control_plane, env, tmp_path):
         assert code == 0 and "stowplan: read " in loud, loud
         code, quiet = stderr_on_a_tty([*args, "-q"], tmp_path)
         assert code == 0 and "stowplan: " not in quiet, quiet
+
+
+LWS_CRD = "leaderworkersets.leaderworkerset.x-k8s.io"
+
+
+def test_snapshot_skips_a_kind_the_server_does_not_serve(control_plane, env, api_client, tmp_path):
+    """Issue 35, item 5: one resource type the server does not serve made the recommended
+    `kubectl get a,b,c` write nothing. `stowplan snapshot` lists each kind on its own and
+    skips one the server does not serve (here LeaderWorkerSet, its CRD removed), writing the rest."""
+    from kubernetes import client
+
+    env.job("a", pods=1, gpus=1)
+    ext = client.ApiextensionsV1Api(api_client)
+    ext.delete_custom_resource_definition(LWS_CRD)
+    try:
+        wait_for("LeaderWorkerSet's API to go", lambda: control_plane.http_get(
+            "/apis/leaderworkerset.x-k8s.io/v1")[0] == 404, 60)
+        out = tmp_path / "snap.json"
+        result = run("snapshot", "--kubeconfig", str(control_plane.kubeconfig), "--out", str(out), "-q")
+        assert result.exit_code == 0, result.output
+        items = json.loads(out.read_text())["items"]
+        assert not any(i["kind"] == "LeaderWorkerSet" for i in items)
+        assert any(i["kind"] == "Job" and i["metadata"]["name"] == "a" and i["metadata"]["namespace"] == env.namespace
+                   for i in items)
+        assert any(i["kind"] == "ClusterQueue" and i["metadata"]["name"] == env.cq for i in items)
+        planned = run("what-if", str(out), "-o", "json", "-q")
+        assert admitted_here(json.loads(planned.stdout), env) == {"a"}
+    finally:
+        control_plane.install_crds()
