@@ -166,6 +166,8 @@ def test_apply_lease_flags_and_solver(control_plane, env, tmp_path):
     released, gated = map(int, re.search(r"(\d+) pods released, .* (\d+) pods left gated", quick.stdout).groups())
     assert "1 admitted" in quick.stdout and released + gated == 2, quick.stdout
     assert "HiGHS" in quick.stderr                   # -v with milp: the solver's log
+    starved = process(*base, "--dry-run", "--time-limit", "0.0001")
+    assert starved.returncode == 0 and starved.stdout.startswith("stowplan: milp fallback"), starved.stdout
 
 
 def test_snapshot_format_out_config_and_policy(control_plane, env, tmp_path):
