@@ -694,7 +694,8 @@ def cli() -> None:
               help="Time limit in seconds for the whole cycle (reading the snapshot, greedy, "
                    "start, model, solve, verify), above 0 and at most a week. Default: the policy's (20).")
 @click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=_gap_type(),
-              help="Relative MIP gap to stop at, 0 to 1 (0.01 = 1%). Default: the policy's (0.001).")
+              help="Relative MIP gap each priority stage stops at, 0 to 1 (0.01 = 1%; the preemption-cost and "
+              "tie-breaker stages stop at this or 0.5%, the larger). Default: the policy's (0.001).")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
               help="Planning time for waiting, aging and lost work. Default: the snapshot's "
                    "stowplan.io/snapshot-time, else its newest timestamp.")
@@ -722,7 +723,8 @@ def cli() -> None:
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="Capacity what-if: SPEC is a YAML file of node templates (labels, taints, allocatable, "
                    "a cost each; per: rack for whole racks or blocks). Answers the least-cost units that "
-                   "admit every target, and shows the plan with them.")
+                   "admit every target more nodes can admit (a target its ClusterQueue's quota blocks is "
+                   "named as such), and shows the plan with them.")
 @click.option("--priority", "min_priority", metavar="P", type=int, show_envvar=True,
               help="With --add-nodes: the targets are the pending workloads at priority P or above "
                    "(default: every pending workload).")
@@ -1037,7 +1039,7 @@ def _outcome(plan: Plan) -> str:
 
 
 
-def _cluster_options(command: F) -> F:
+def _cluster_options(command: F, policy_help: str = "PlannerPolicy YAML (stowplan.io/v1alpha1).") -> F:
     """--kubeconfig, --context, --config, --policy: where the live commands read from."""
     options = [
         click.option("--kubeconfig", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
@@ -1049,8 +1051,7 @@ def _cluster_options(command: F) -> F:
                      help="YAML files or folders of Kueue objects (ClusterQueue, ResourceFlavor, ...), used when "
                           "the cluster does not serve Kueue's API; a PlannerPolicy in them is used too. Repeatable."),
         click.option("--policy", "policy", metavar="FILE", show_envvar=True,
-                     type=click.Path(exists=True, dir_okay=False, readable=True),
-                     help="PlannerPolicy YAML (stowplan.io/v1alpha1)."),
+                     type=click.Path(exists=True, dir_okay=False, readable=True), help=policy_help),
     ]
     for option in reversed(options):
         command = option(command)
@@ -1063,9 +1064,11 @@ def _solver_options(command: F) -> F:
                      show_default=True, show_envvar=True, help="milp (HiGHS), greedy or pulp:NAME."),
         click.option("--time-limit", "time_limit", metavar="SECONDS", show_envvar=True, type=_time_limit_type(),
                      help="Time limit for the whole cycle (reading the cluster included), above 0 and at most a "
-                          "week. Default: the policy's."),
+                          "week. Default: the policy's (20)."),
         click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=_gap_type(),
-                     help="Relative MIP gap to stop at, 0 to 1. Default: the policy's."),
+                     help="Relative MIP gap each priority stage stops at, 0 to 1 (0.01 = 1%; the "
+                          "preemption-cost and tie-breaker stages stop at this or 0.5%, the larger). "
+                          "Default: the policy's (0.001)."),
         click.option("-v", "--verbose", is_flag=True, show_envvar=True,
                      help="Show the solvers' own output (HiGHS's banner and log, CBC's) on stderr."),
     ]
@@ -1098,7 +1101,8 @@ def _kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) ->
                    "else yaml; json on stdout.")
 @click.option("--out", "out", metavar="FILE", show_envvar=True, type=click.Path(dir_okay=False),
               help="Write the snapshot to FILE instead of stdout (a .json FILE with -o yaml is refused).")
-@_cluster_options
+@functools.partial(_cluster_options, policy_help="PlannerPolicy YAML (stowplan.io/v1alpha1), written into the "
+                   "snapshot in place of any other, so that what-if plans with it.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines.")
 @_exits
 def snapshot_command(output: str | None, out: str | None, kubeconfig: str | None, context: str | None,
@@ -1136,7 +1140,7 @@ def snapshot_command(output: str | None, out: str | None, kubeconfig: str | None
     live = read_cluster(_kube(kubeconfig, context), config_files=config, policy_file=policy, say=say)
     _report_problems(live.snapshot)
     say(f"read {live.snapshot.object_count} objects in {live.seconds:.2f}s")
-    document = pruned(live.document)
+    document = with_policy(pruned(live.document), policy)
     if fmt == "json" and out not in (None, "-"):
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
     elif fmt == "yaml":
@@ -1150,6 +1154,19 @@ def snapshot_command(output: str | None, out: str | None, kubeconfig: str | None
         assert out is not None
         write_atomically(out, text, mode=0o600)   # a snapshot describes the whole cluster: its owner's only
         say(f"wrote {out}")
+
+
+def with_policy(document: dict[str, Any], policy: str | None) -> dict[str, Any]:
+    """The snapshot with --policy's PlannerPolicy in place of any other (from --config), so that
+    `what-if` of the file plans with the policy `plan --policy` would (read_cluster checked it)."""
+    if policy is None:
+        return document
+    from planner.snapshot.loader import load
+    from planner.snapshot.policy import is_policy
+
+    (policy_object,) = [obj for _, obj in load([policy]).objects if is_policy(obj)]
+    items = [item for item in document["items"] if not is_policy(item)]
+    return {**document, "items": [*items, policy_object]}
 
 
 @cli.command("plan", context_settings=CONTEXT, epilog=exit_codes_help("plan"))
@@ -1556,7 +1573,8 @@ SIMULATE_EXIT_CODES_HELP = exit_codes_help("simulate")
               help="Each cycle's time limit in seconds (default: the policy's, 20). A short one keeps a long "
                    "simulation quick; each plan says how far its search got.")
 @click.option("--gap", "gap", metavar="GAP", show_envvar=True, type=_gap_type(),
-              help="Relative MIP gap to stop at, 0 to 1. Default: the policy's (0.001).")
+              help="Relative MIP gap each priority stage stops at, 0 to 1 (0.01 = 1%; the preemption-cost and "
+              "tie-breaker stages stop at this or 0.5%, the larger). Default: the policy's (0.001).")
 @click.option("--seed", "seed", type=int, default=0, show_default=True, show_envvar=True,
               help="Draws the durations of the snapshot's own workloads (no trace line describes them).")
 @click.option("-o", "--output", "output", type=click.Choice(["table", "yaml", "json"]), show_envvar=True,
@@ -1632,7 +1650,8 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
                               drain=drain, progress=progress)
         results[name] = result.as_dict()
     doc = document(results, snapshot=",".join(snapshots), trace=trace, interval=interval, seed=seed,
-                   hours=max(float(str(r["hours"])) for r in results.values()), time_limit=time_limit, drain=drain)
+                   hours=max(float(str(r["hours"])) for r in results.values()), time_limit=time_limit, gap=gap,
+                   drain=drain)
     fmt = output or ("table" if to_stdout and _isatty(sys.stdout) else "json")
     emit(render(doc, fmt), None if to_stdout else out, say)
     if picture is not None:

@@ -81,3 +81,20 @@ def test_the_site_builds_with_strict_and_has_the_generated_cli_reference(tmp_pat
     for command in ("what-if", "explain", "snapshot", "generate"):
         assert f"stowplan {command}" in reference, command
     assert "--remove-nodes" in reference          # every option, from the click commands
+
+
+def test_what_if_help_leads_with_stowplan_snapshot() -> None:
+    """Issue 35, item 5: `what-if --help` recommended a `kubectl get` list that left out Kueue's
+    kueue-manager-config ConfigMap and every kind but Job. It leads with `stowplan snapshot`,
+    sends a hand-made recipe to the docs' complete one, and says what a snapshot without the
+    ConfigMap is planned with."""
+    from click.testing import CliRunner
+
+    from planner.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["what-if", "--help"]).output.split())
+    examples = text[text.index("Examples:"):]
+    assert examples.split()[1:4] == ["stowplan", "snapshot", "--out"], examples[:80]
+    assert "kueue-manager-config ConfigMap" in text and "Kueue's default Configuration" in text
+    assert 'docs/snapshots.md: "Taking a snapshot"' in text
+    assert "kubectl get nodes" not in text and "kubectl get jobs" not in text

@@ -722,10 +722,7 @@ def bench_command(scenario_names: Sequence[str], xl: bool, with_scenarios: bool,
         result = report(*load_results(Path(from_json)), None if out == "-" else Path(out))
         click.echo(result["markdown"])
         return
-    names = list(dict.fromkeys(scenario_names or DEFAULT_SCENARIOS)) if with_scenarios or scenario_names else []
-    if xl and "XL" not in names:
-        names.append("XL")
-    scenarios = {name: (preset(name), TARGETS[name]) for name in names}
+    scenarios = {name: (preset(name), TARGETS[name]) for name in scenarios_of(scenario_names, xl, with_scenarios)}
     scales = list(dict.fromkeys(family_scales or DEFAULT_FAMILY_SCALES)) if with_family else []
     seeds = _seeds(family_seeds)
     fixtures = fixture_paths(Path(fixtures_dir)) if with_fixtures else []
@@ -743,6 +740,15 @@ def bench_command(scenario_names: Sequence[str], xl: bool, with_scenarios: bool,
         say(f"wrote {raw}")
     if out != "-":
         say(f"wrote {out}")
+
+
+def scenarios_of(scenario_names: Sequence[str], xl: bool, with_scenarios: bool) -> list[str]:
+    """The scale scenarios to run: --scenario's (default S, M, L; none with --no-scenarios
+    unless named), and XL with --xl."""
+    names = list(dict.fromkeys(scenario_names or DEFAULT_SCENARIOS)) if with_scenarios or scenario_names else []
+    if xl and "XL" not in names:
+        names.append("XL")
+    return names
 
 
 def _seeds(text: str | None) -> list[int] | None:
