@@ -50,6 +50,7 @@ WHEEL_TARGET+=(--platform manylinux2014_x86_64 --platform linux_x86_64)
 # only `what-if --picture` and `simulate --picture` import (the CronJob never draws).
 LEFT_OUT=${STOWPLAN_IMAGE_LEFT_OUT:-matplotlib}
 NONROOT=65532
+DROP_PACKAGES="dpkg tar mawk"
 
 FRESH=0 RELOCK=0
 for arg in "$@"; do
@@ -206,25 +207,32 @@ log "pruning what the planner does not run"
     cp "$GOT"/status.d/* var/lib/dpkg/status.d/
     # The control files say installed, as a dpkg database would.
     for f in var/lib/dpkg/status.d/*; do sed -i '1a Status: install ok installed' "$f"; done
-    rm -rf .stowplan-debs
-    # Package management, archiving and awk (readline-common needs dpkg, dpkg tar;
-    # base-files awk): programs a Python entry point never starts.
-    rm -rf usr/bin/dpkg* usr/bin/tar usr/bin/mawk usr/bin/update-alternatives usr/sbin usr/libexec \
-           usr/share/dpkg etc/dpkg etc/apt etc/alternatives var/lib/apt var/cache var/log \
-           var/lib/dpkg/info var/lib/dpkg/alternatives var/lib/dpkg/parts var/lib/dpkg/triggers \
-           var/lib/dpkg/updates var/lib/dpkg/status var/lib/dpkg/arch \
-           etc/cron.daily etc/logrotate.d usr/lib/binfmt.d usr/share/binfmts
+    # Packages extracted only because another one depends on them, taken back out
+    # whole: package management (readline-common depends on dpkg, dpkg on tar) and
+    # awk (base-files), programs a Python entry point never starts.
+    for pkg in $DROP_PACKAGES; do
+        [ -f "$GOT/files/$pkg" ] || continue
+        sed 's|^\./||' "$GOT/files/$pkg" | while IFS= read -r path; do
+            [ -d "$path" ] && [ ! -L "$path" ] || rm -f "$path"
+        done
+        rm -f "var/lib/dpkg/status.d/$pkg"
+    done
+    rm -rf .stowplan-debs usr/share/dpkg etc/dpkg etc/apt etc/alternatives var/lib/apt var/cache \
+           var/log var/lib/dpkg/info var/lib/dpkg/alternatives var/lib/dpkg/parts \
+           var/lib/dpkg/triggers var/lib/dpkg/updates var/lib/dpkg/status var/lib/dpkg/arch \
+           var/backups
     # Documentation, but each package's copyright (the licences travel with the binaries).
     find usr/share/doc -mindepth 2 ! -name copyright ! -type d -delete 2>/dev/null || true
     find usr/share/doc -mindepth 1 -type d -empty -delete 2>/dev/null || true
     rm -rf usr/share/man usr/share/info usr/share/locale usr/share/lintian usr/share/bug \
-           usr/share/polkit-1 usr/share/common-licenses etc/update-motd.d etc/motd
+           usr/share/polkit-1 etc/update-motd.d etc/motd
     # mmdebstrap's own traces and anything a runtime mounts over.
     rm -rf dev proc sys tmp run etc/resolv.conf etc/hostname etc/machine-id
     mkdir -p dev proc sys run tmp home
     chmod 1777 tmp
-    # usrmerge: the empty /bin and /sbin left after tar and dpkg went.
-    rmdir bin sbin 2>/dev/null || true
+    # Folders the dropped packages leave empty (/bin, /sbin, /usr/libexec, ...).
+    find . -depth -mindepth 1 -type d -empty ! -path ./dev ! -path ./proc ! -path ./sys \
+        ! -path ./run ! -path ./tmp ! -path ./home -delete
 )
 
 # --- 3. Python -----------------------------------------------------------------------
@@ -248,6 +256,15 @@ VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml","
     $(awk '{print $1}' "$WORK/wheels.txt") "stowplan==$VERSION"
 # pip's console scripts name the build's interpreter; the image's entry point is written here.
 rm -rf "$ROOTFS/$PY_SITE/bin"
+(
+    cd "$ROOTFS/$PY_SITE"
+    # What the planner never loads: the packages' own test suites; the Kubernetes
+    # client's asyncio twin (68 MB; planner/cluster/kube.py uses the synchronous one);
+    # CBC binaries for other systems than this image's (pulp:CBC still runs here).
+    find . -depth -type d \( -name tests -o -name test \) -exec rm -rf {} +
+    rm -rf kubernetes/aio pulp/solverdir/cbc/osx pulp/solverdir/cbc/win \
+           pulp/solverdir/cbc/linux/i32 pulp/solverdir/cbc/linux/arm64
+)
 mkdir -p "$ROOTFS/usr/local/bin"
 cat > "$ROOTFS/usr/local/bin/stowplan" <<'EOF'
 #!/usr/bin/python3.11
@@ -290,6 +307,7 @@ umoci config --image "$LAYOUT:$VERSION" --no-history --created="$CREATED" \
     --config.label=org.opencontainers.image.title=stowplan \
     --config.label=org.opencontainers.image.version="$VERSION"
 umoci gc --layout "$LAYOUT"
+chmod -R a+rX "$LAYOUT"     # umoci writes blobs 0600; anyone may read the archive's
 (cd "$LAYOUT" && LC_ALL=C tar "${TAR_REPRO[@]}" -cf "$WORK/stowplan-image.oci.tar" $(LC_ALL=C ls -A))
 DIGEST=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' "$LAYOUT/index.json")
 echo "$DIGEST" > "$WORK/stowplan.digest"
