@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test unit fuzz docs picture cluster-build cluster-up bench clean
+.PHONY: setup demo test unit fuzz docs picture cluster-build cluster-up bench clean image image-lock image-pin
 
 setup: $(STAMP)
 
@@ -50,6 +50,20 @@ cluster-build:
 ## Start the test control plane for a person to play with; prints KUBECONFIG.
 cluster-up: setup cluster-build
 	$(PY) tests/controlplane/up.py
+
+## The CronJob's image (docs/image.md): build/stowplan-image.oci.tar and build/stowplan.digest,
+## from Debian packages and the wheels cronjob/image.lock pins; the same commit, the same digest.
+## Cached in ~/.cache/stowplan-image by its inputs; `bash tools/image/build.sh --fresh` rebuilds.
+image:
+	bash tools/image/build.sh
+
+## Resolve the image's Debian packages and wheels anew and rewrite cronjob/image.lock (commit it).
+image-lock:
+	bash tools/image/build.sh --relock
+
+## Release step: build the image and pin its digest in cronjob/cronjob.yaml and the docs.
+image-pin: image
+	$(PYTHON) tools/image/pin.py "$$(cat build/stowplan.digest)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

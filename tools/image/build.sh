@@ -37,8 +37,9 @@ REV=${STOWPLAN_IMAGE_REV:-HEAD}
 LOCK=cronjob/image.lock
 # What the image is made of; a change to any of these is a new image.
 INPUTS="planner models pyproject.toml cronjob/image.lock tools/image"
-# Debian packages asked for when relocking (their dependencies come along).
-DEBIAN_ROOTS=${STOWPLAN_IMAGE_DEBIAN_ROOTS:-"base-files python3.11-minimal libpython3.11-stdlib"}
+# Debian packages asked for when relocking (their dependencies come along): the
+# interpreter, its standard library, and the C++ runtime numpy, highspy and CBC link.
+DEBIAN_ROOTS=${STOWPLAN_IMAGE_DEBIAN_ROOTS:-"base-files python3.11-minimal libpython3.11-stdlib libstdc++6"}
 SUITE=bookworm
 PY_SITE=usr/local/lib/python3.11/dist-packages
 # Wheels for the image's interpreter (CPython 3.11, glibc 2.36), whatever the building
@@ -71,6 +72,10 @@ need_tools() {
     command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
     command -v umoci >/dev/null || missing+=(umoci)
     command -v dpkg-deb >/dev/null || missing+=(dpkg)
+    # Not for the build: tests/test_image.py checks the archive with skopeo and runs the
+    # entry point in bubblewrap (a read-only root, as the CronJob's pod has).
+    command -v skopeo >/dev/null || missing+=(skopeo)
+    command -v bwrap >/dev/null || missing+=(bubblewrap)
     [ ${#missing[@]} -eq 0 ] && return
     [ "$(id -u)" = 0 ] || die "missing ${missing[*]}: apt-get install ${missing[*]} (as root)"
     log "installing ${missing[*]} (Debian packages)"
