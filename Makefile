@@ -33,10 +33,10 @@ docs: setup
 picture: setup
 	$(PY) -m planner.tools.draw_golden fixtures/meta-like.json fixtures/meta-like.plan.yaml docs/meta-like.png
 
-## Only the tests that need no cluster (fast, for editing), after the type check.
+## Only the tests that need no cluster and no image build (fast, for editing), after the type check.
 unit: setup
 	$(PY) -m mypy
-	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster"
+	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster and not image"
 
 ## The readers' property tests with a long budget and fresh randomness (`make test` runs a fixed small one).
 FUZZ_EXAMPLES ?= 500

@@ -36,7 +36,7 @@ CACHE=${STOWPLAN_IMAGE_CACHE:-$HOME/.cache/stowplan-image}
 REV=${STOWPLAN_IMAGE_REV:-HEAD}
 LOCK=cronjob/image.lock
 # What the image is made of; a change to any of these is a new image.
-INPUTS="planner models pyproject.toml cronjob/image.lock tools/image"
+INPUTS="planner models pyproject.toml cronjob/image.lock tools/image/build.sh tools/image/record-debs.sh"
 # Debian packages asked for when relocking (their dependencies come along): the
 # interpreter, its standard library, and the C++ runtime numpy, highspy and CBC link.
 DEBIAN_ROOTS=${STOWPLAN_IMAGE_DEBIAN_ROOTS:-"base-files python3.11-minimal libpython3.11-stdlib libstdc++6"}
