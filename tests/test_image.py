@@ -56,7 +56,7 @@ def test_archive_is_an_oci_image_whose_digest_the_build_wrote(built, image):
     """open_image checked every blob against its digest; the digest file names the manifest."""
     _, digest = built
     assert digest == image.digest
-    assert image.manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+    assert image.index["manifests"][0]["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
     assert image.manifest["config"]["mediaType"] == "application/vnd.oci.image.config.v1+json"
     assert [layer["mediaType"] for layer in image.manifest["layers"]] == ["application/vnd.oci.image.layer.v1.tar+gzip"]
     assert image.config["architecture"] == "amd64" and image.config["os"] == "linux"

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PINNED_FILES = ("cronjob/cronjob.yaml", "docs/image.md", "docs/operations.md")
+PINNED_FILES = ("cronjob/cronjob.yaml", "docs/image.md", "docs/operations.md", "README.md")
 PIN = re.compile(r"stowplan@sha256:[0-9a-f]{64}")
 INPUTS_LINE = re.compile(r"(# image inputs: )[0-9a-f]+")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
