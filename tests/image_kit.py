@@ -28,11 +28,14 @@ ARCHIVE_NAME = "stowplan-image.oci.tar"
 DIGEST_NAME = "stowplan.digest"
 
 
-def build(*, fresh: bool = False, out: Path = BUILD) -> tuple[Path, str]:
-    """`make image` (or a rebuild ignoring the cache): the archive and its digest."""
+def build(*, root: Path = ROOT, out: Path = BUILD, cache: Path | None = None) -> tuple[Path, str]:
+    """`make image` in the checkout `root` (with cache: that cache folder, not the
+    usual one): the archive and its digest."""
     env = {**os.environ, "STOWPLAN_IMAGE_OUT": str(out)}
-    command = ["bash", str(ROOT / "tools/image/build.sh")] + (["--fresh"] if fresh else [])
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if cache is not None:
+        env["STOWPLAN_IMAGE_CACHE"] = str(cache)
+    command = ["bash", str(root / "tools/image/build.sh")]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stderr[-4000:]}"
     return out / ARCHIVE_NAME, (out / DIGEST_NAME).read_text().strip()
 

@@ -259,8 +259,11 @@ VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml","
 "$PIP" install -q --no-index --no-deps --no-compile --find-links "$CACHE/wheels" --find-links "$WORK/dist" \
     "${WHEEL_TARGET[@]}" --target "$ROOTFS/$PY_SITE" \
     $(awk '{print $1}' "$WORK/wheels.txt") "stowplan==$VERSION"
-# pip's console scripts name the build's interpreter; the image's entry point is written here.
+# pip's console scripts name the build's interpreter (its path differs from machine to
+# machine, and so would their hashes in RECORD): they go, with their RECORD lines, and
+# the image's entry point is written below.
 rm -rf "$ROOTFS/$PY_SITE/bin"
+find "$ROOTFS/$PY_SITE" -path '*.dist-info/RECORD' -exec sed -i -E '\#^(\.\./)*bin/#d' {} +
 (
     cd "$ROOTFS/$PY_SITE"
     # What the planner never loads: the packages' own test suites; the Kubernetes
