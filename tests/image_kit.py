@@ -5,8 +5,8 @@
 blob checked against its digest. `unpack()` lays the layer out as a root file system,
 and `run()` starts the config's entry point in it: in bubblewrap as the config's user
 (a read-only root, /proc, /dev, an empty /tmp, no network, like the CronJob's pod), or,
-where bubblewrap is missing, in a chroot through `unshare --root` (root: as that user;
-otherwise as the user namespace's root).
+where bubblewrap is missing and the tests run as root, in a chroot through
+`unshare --root` as that user, with the host's /dev bound in.
 """
 
 from __future__ import annotations
@@ -121,10 +121,16 @@ def run(image: Image, rootfs: Path, args: list[str], *, mounts: dict[str, Path])
             wrap = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", *wrap]
         else:
             wrap += ["--uid", uid, "--gid", gid]
-        full = [*wrap, "--", *command]
-    else:
-        for inside, host in mounts.items():
-            shutil.copytree(host, rootfs / inside.lstrip("/"), dirs_exist_ok=True)
-        who = ["--setuid", uid, "--setgid", gid] if os.geteuid() == 0 else ["--map-root-user"]
-        full = ["unshare", "--mount", "--root", str(rootfs), "--wd", workdir, *who, "--", *command]
-    return subprocess.run(full, env=env, capture_output=True, text=True, timeout=600)
+        return subprocess.run([*wrap, "--", *command], env=env, capture_output=True, text=True, timeout=600)
+    # No bubblewrap: a chroot through unshare, as root, with the host's /dev bound in
+    # (a runtime provides one) for the time of the run.
+    if os.geteuid() != 0:
+        raise RuntimeError("running the image needs bubblewrap (bwrap) or root")
+    for inside, host in mounts.items():
+        shutil.copytree(host, rootfs / inside.lstrip("/"), dirs_exist_ok=True)
+    subprocess.run(["mount", "--rbind", "/dev", str(rootfs / "dev")], check=True)
+    try:
+        return subprocess.run(["unshare", "--mount", "--root", str(rootfs), "--wd", workdir, "--setuid", uid,
+                               "--setgid", gid, "--", *command], env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        subprocess.run(["umount", "--recursive", "--lazy", str(rootfs / "dev")], check=True)
