@@ -103,6 +103,9 @@ need_tools
 TOOLS=$(tool_versions)
 KEY=$( { for p in $INPUTS; do git rev-parse "$REV:$p"; done; echo "$TOOLS"; } | sha256sum | cut -c1-32)
 mkdir -p "$OUT" "$CACHE"
+# One build at a time per cache (two test sessions may start together).
+exec 9>"$CACHE/.build.lock"
+flock 9
 rm -f "$OUT/stowplan-image.oci.tar" "$OUT/stowplan.digest"
 
 if [ "$FRESH" = 0 ] && [ -s "$CACHE/images/$KEY/stowplan.digest" ]; then
