@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test unit fuzz docs picture cluster-build cluster-up bench clean
+.PHONY: setup demo test unit fuzz docs picture cluster-build cluster-up bench clean image image-lock image-pin
 
 setup: $(STAMP)
 
@@ -33,10 +33,10 @@ docs: setup
 picture: setup
 	$(PY) -m planner.tools.draw_golden fixtures/meta-like.json fixtures/meta-like.plan.yaml docs/meta-like.png
 
-## Only the tests that need no cluster (fast, for editing), after the type check.
+## Only the tests that need no cluster and no image build (fast, for editing), after the type check.
 unit: setup
 	$(PY) -m mypy
-	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster"
+	STOWPLAN_SKIP_CLUSTER=1 $(PY) -m pytest -q -m "not cluster and not image"
 
 ## The readers' property tests with a long budget and fresh randomness (`make test` runs a fixed small one).
 FUZZ_EXAMPLES ?= 500
@@ -50,6 +50,20 @@ cluster-build:
 ## Start the test control plane for a person to play with; prints KUBECONFIG.
 cluster-up: setup cluster-build
 	$(PY) tests/controlplane/up.py
+
+## The CronJob's image (docs/image.md): build/stowplan-image.oci.tar and build/stowplan.digest,
+## from Debian packages and the wheels cronjob/image.lock pins; the same commit, the same digest.
+## Cached in ~/.cache/stowplan-image by its inputs; `bash tools/image/build.sh --fresh` rebuilds.
+image:
+	bash tools/image/build.sh
+
+## Resolve the image's Debian packages and wheels anew and rewrite cronjob/image.lock (commit it).
+image-lock:
+	bash tools/image/build.sh --relock
+
+## Release step: build the image and pin its digest in cronjob/cronjob.yaml and the docs.
+image-pin: image
+	$(PYTHON) tools/image/pin.py "$$(cat build/stowplan.digest)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
