@@ -219,15 +219,20 @@ class Dispatcher:
         if name in self.report.unreachable:
             return
         try:
+            flavors = self._worker_flavors(name)   # first: a worker that does not answer gets no reservation
             job = self._reserve(ref, name)
             if job is None:
                 return
-            created = self._create_copy(job, admission, name)
+            created = self._create_copy(job, admission, name, flavors)
             if created is None:
                 return
             self._confirm(ref, name, job, created)
         except Unreachable:
             return
+        except ApiStatus as err:
+            if err.status in (401, 403):
+                raise    # the identity lacks a right: every object would fail alike
+            self.report.conflicts.append((ref, str(err)))
 
     def _reserve(self, ref: ObjectRef, name: str) -> dict[str, Any] | None:
         """The manager's Job, reserved for `name` (dispatching-to), or None (reported)."""
@@ -290,12 +295,13 @@ class Dispatcher:
         self.report.conflicts.append((ref, f"changed since the plan was made (resourceVersion {planned} -> {now})"))
         return True
 
-    def _create_copy(self, job: dict[str, Any], admission: Admission, name: str) -> dict[str, Any] | None:
+    def _create_copy(self, job: dict[str, Any], admission: Admission, name: str,
+                     flavors: Mapping[str, ResourceFlavor]) -> dict[str, Any] | None:
         """The copy on worker `name`: created, or found (made by an earlier cycle); None: reported."""
         ref = admission.workload
         uid = str(_meta(job).get("uid", ""))
         try:
-            body = worker_copy(job, admission, self._worker_flavors(name), self.clock(), self.origin)
+            body = worker_copy(job, admission, flavors, self.clock(), self.origin)
         except ValueError as err:
             self.report.conflicts.append((ref, str(err)))
             return None
