@@ -1335,6 +1335,11 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
               help="A worker cluster of a multi-cluster plan (admissions with `cluster: NAME`): this cluster is "
                    "the manager, each Job is dispatched to its worker and kept in step (docs: dispatch). "
                    "Repeatable; needs --plan.")
+@click.option("--multikueue-config", "multikueue_config", metavar="NAME", show_envvar=True,
+              help="Take the worker clusters from this MultiKueueConfig on the manager: its MultiKueueClusters "
+                   "and their kubeconfig Secrets, as MultiKueue does (a --worker of the same name wins). Needs --plan.")
+@click.option("--kueue-namespace", "kueue_namespace", metavar="NS", default="kueue-system", show_default=True,
+              show_envvar=True, help="Where the MultiKueueClusters' kubeconfig Secrets are (Kueue's namespace).")
 @_cluster_options
 @_solver_options
 @click.option("--namespace", "namespace", default="stowplan-system", show_default=True, show_envvar=True,
@@ -1360,7 +1365,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
                    "a failed push is a warning. Default: no push.")
 @_exits
 def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str, str]],
-                  kubeconfig: str | None, context: str | None,
+                  multikueue_config: str | None, kueue_namespace: str, kubeconfig: str | None, context: str | None,
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool,
@@ -1386,9 +1391,9 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
     if metrics is not None:
         check_writable(metrics, "--metrics")
     _solver_log(verbose)
-    if workers_:
-        return _dispatch(plan, dry_run, workers_, kubeconfig, context, namespace, lease_name, identity,
-                         lease_duration, release_wait, say)
+    if workers_ or multikueue_config:
+        return _dispatch(plan, dry_run, workers_, multikueue_config, kueue_namespace, kubeconfig, context,
+                         namespace, lease_name, identity, lease_duration, release_wait, say)
     kube = _kube(kubeconfig, context, dry_run=dry_run)
     seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
     try:
@@ -1411,9 +1416,9 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
         raise
 
 
-def _dispatch(plan: str | None, dry_run: bool, workers: Sequence[tuple[str, str]], kubeconfig: str | None,
-              context: str | None, namespace: str, lease_name: str, identity: str | None, lease_duration: int,
-              release_wait: float, say: Callable[[str], None]) -> None:
+def _dispatch(plan: str | None, dry_run: bool, workers: Sequence[tuple[str, str]], multikueue_config: str | None,
+              kueue_namespace: str, kubeconfig: str | None, context: str | None, namespace: str, lease_name: str,
+              identity: str | None, lease_duration: int, release_wait: float, say: Callable[[str], None]) -> None:
     """`apply --worker ...`: this cluster is the manager; the plan's Jobs go to their workers."""
     from planner.cluster.dispatch import dispatch_live
     from planner.errors import WorkerUnreachableError
@@ -1423,10 +1428,15 @@ def _dispatch(plan: str | None, dry_run: bool, workers: Sequence[tuple[str, str]
     if twice:
         raise InputError(f"worker {', '.join(twice)} named twice", field="--worker")
     if plan is None:
-        raise InputError("--worker applies a saved multi-cluster plan: give --plan FILE (from "
+        raise InputError("--worker and --multikueue-config apply a saved multi-cluster plan: give --plan FILE (from "
                          "`what-if --cluster NAME=SNAPSHOT ... --out FILE`)", field="--plan")
     manager = _kube(kubeconfig, context, dry_run=dry_run)
-    kubes = {name: _kube(path, None, dry_run=dry_run) for name, path in workers}
+    kubes = {}
+    if multikueue_config:
+        from planner.cluster.multikueue import workers_from_config
+
+        kubes.update(workers_from_config(manager, multikueue_config, kueue_namespace, dry_run=dry_run))
+    kubes.update({name: _kube(path, None, dry_run=dry_run) for name, path in workers})
     made, report = dispatch_live(manager, kubes, plan, lease_namespace=namespace, lease_name=lease_name,
                                  identity=identity, lease_duration=lease_duration, release_wait=release_wait,
                                  say=say)

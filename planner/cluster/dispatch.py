@@ -300,6 +300,16 @@ class Dispatcher:
         """The copy on worker `name`: created, or found (made by an earlier cycle); None: reported."""
         ref = admission.workload
         uid = str(_meta(job).get("uid", ""))
+        if marked_for(job) == (name, True):
+            # confirmed earlier: its copy must be there. One that is gone (finished and removed by
+            # its TTL, or deleted on the worker) is never made again: that would run the Job twice
+            found = self._worker(name, lambda k: k.get_or_none(job_path(ref.namespace, ref.name)))
+            if found is not None and (_meta(found).get("annotations") or {}).get(ORIGIN_UID) == uid:
+                self.report.unchanged.append(ref)
+                return dict(found)
+            self.report.conflicts.append((ref, f"its copy on {name} is gone; not dispatched again (evict it "
+                                               "on the manager to plan it anew)"))
+            return None
         try:
             body = worker_copy(job, admission, flavors, self.clock(), self.origin)
         except ValueError as err:

@@ -9,6 +9,7 @@ kubeconfig of its own), so the least-privilege roles are tested by doing the wor
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from pathlib import Path
@@ -19,7 +20,7 @@ import yaml
 from click.testing import CliRunner
 
 import rig
-from live_kit import GPU, Env, wait_for
+from live_kit import GPU, KUEUE, Env, wait_for
 from models import Admission, Eviction, ObjectRef, Plan, PodSetAssignment, SolverReport
 from planner.cli import cli
 from planner.cluster import Kube, connect
@@ -29,7 +30,8 @@ from planner.cluster.kube import ApiStatus, path_of
 from planner.cluster.planfile import load_plan_with_fingerprints, render_saved
 
 MULTI = Path(__file__).resolve().parents[2] / "cronjob" / "multicluster"
-PLURALS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
+PLURALS = {"Secret": "secrets", "MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
+           "Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles",
            "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
            "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
            "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
@@ -37,8 +39,8 @@ SA = ("stowplan-system", "stowplan-dispatch")
 LEASE = ["--namespace", "stowplan-system", "--lease-name", "stowplan-dispatch-test"]
 
 
-def install(kube: Kube, file: Path) -> None:
-    for doc in yaml.safe_load_all(file.read_text()):
+def install(kube: Kube, file: Path, docs: list[dict[str, Any]] | None = None) -> None:
+    for doc in docs if docs is not None else yaml.safe_load_all(file.read_text()):
         meta = doc["metadata"]
         try:
             kube.request("POST", path_of(doc["apiVersion"], PLURALS[doc["kind"]], meta.get("namespace", "")), body=doc)
@@ -67,12 +69,22 @@ def planes(control_plane, tmp_path_factory):
     try:
         admin_m = Kube(connect(str(control_plane.kubeconfig)))
         admin_w = Kube(connect(str(worker.kubeconfig)))
+        install(admin_m, Path("-"), docs=[{"apiVersion": "v1", "kind": "Namespace",
+                                           "metadata": {"name": "kueue-system"}}])
         install(admin_m, MULTI / "manager.yaml")
         install(admin_w, MULTI / "worker.yaml")
         tmp = tmp_path_factory.mktemp("dispatch")
+        w_kc = token_kubeconfig(worker, admin_w, tmp / "worker.kubeconfig")
+        # MultiKueue's way of naming the worker: a Secret with its kubeconfig, a MultiKueueCluster, a MultiKueueConfig
+        install(admin_m, Path("-"), docs=[
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "east-kubeconfig", "namespace": "kueue-system"},
+             "data": {"kubeconfig": base64.b64encode(w_kc.read_bytes()).decode()}},
+            {"apiVersion": KUEUE, "kind": "MultiKueueCluster", "metadata": {"name": "east"},
+             "spec": {"clusterSource": {"kubeConfig": {"location": "east-kubeconfig", "locationType": "Secret"}}}},
+            {"apiVersion": KUEUE, "kind": "MultiKueueConfig", "metadata": {"name": "stowplan-test"},
+             "spec": {"clusters": ["east"]}}])
         yield {"manager": control_plane, "worker": worker, "m": admin_m, "w": admin_w,
-               "m_kc": token_kubeconfig(control_plane, admin_m, tmp / "manager.kubeconfig"),
-               "w_kc": token_kubeconfig(worker, admin_w, tmp / "worker.kubeconfig")}
+               "m_kc": token_kubeconfig(control_plane, admin_m, tmp / "manager.kubeconfig"), "w_kc": w_kc}
     finally:
         worker.stop()
 
@@ -121,10 +133,11 @@ def plan_file(path: Path, kube: Kube, env: Env, placed: dict[str, str], evicted:
     return str(path)
 
 
-def apply(planes: Any, plan: str, worker_kc: Path | str | None = None) -> Any:
-    return CliRunner().invoke(cli, ["apply", "--plan", plan, "--kubeconfig", str(planes["m_kc"]),
-                                    "--worker", f"east={worker_kc or planes['w_kc']}", "-q", *LEASE],
-                              auto_envvar_prefix="STOWPLAN")
+def apply(planes: Any, plan: str, worker_kc: Path | str | None = None, multikueue: bool = False) -> Any:
+    workers = ["--multikueue-config", "stowplan-test"] if multikueue else \
+        ["--worker", f"east={worker_kc or planes['w_kc']}"]
+    return CliRunner().invoke(cli, ["apply", "--plan", plan, "--kubeconfig", str(planes["m_kc"]), *workers,
+                                    "-q", *LEASE], auto_envvar_prefix="STOWPLAN")
 
 
 def notes(job: dict[str, Any]) -> dict[str, str]:
@@ -164,9 +177,9 @@ def test_dispatch_idempotency_status_deletion_and_eviction(planes, api_client, n
         manager_pods = m.list(path_of("v1", "pods", namespace))
         assert not list(manager_pods)                                      # nothing runs on the manager
 
-        # 2. the same plan again: nothing created twice
+        # 2. the same plan again, the worker now found as MultiKueue names it: nothing created twice
         uids = {n: j["metadata"]["uid"] for n, j in copies.items()}
-        again = apply(planes, plan)
+        again = apply(planes, plan, multikueue=True)
         assert again.exit_code == 0, again.output
         assert "0 dispatched" in again.output and "2 already in place" in again.output
         assert {n: j["metadata"]["uid"] for n, j in worker_jobs(planes, namespace).items()} == uids
