@@ -128,3 +128,116 @@ def test_worker_flag_is_checked(tmp_path):
     assert twice.exit_code == 2 and "named twice" in twice.output
     no_plan = CliRunner().invoke(cli, ["apply", "--worker", f"east={kc}"])
     assert no_plan.exit_code == 2 and "--plan" in no_plan.output
+
+
+class FakeKube:
+    """Jobs and ResourceFlavors in memory, answering as the API server would (404, 409 AlreadyExists)."""
+
+    dry_run = False
+
+    def __init__(self, jobs: dict[str, dict[str, Any]] | None = None):
+        self.jobs = jobs or {}
+        self.calls: list[tuple[str, str]] = []
+        self.writes = 0
+        self.host = "https://fake"
+
+    def _name(self, path: str) -> str:
+        return path.rsplit("/", 1)[-1]
+
+    def get_or_none(self, path: str) -> Any:
+        found = self.jobs.get(self._name(path))
+        return json.loads(json.dumps(found)) if found is not None else None
+
+    def get(self, path: str) -> Any:
+        return self.get_or_none(path)
+
+    def list(self, path: str, label_selector: str | None = None) -> Any:
+        if path.endswith("resourceflavors"):
+            return iter([{"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"pool": "h100"}}}])
+        return iter([j for j in self.jobs.values() if ORIGIN_LABEL in (j["metadata"].get("labels") or {})])
+
+    def write(self, method: str, path: str, body: Any, content_type: str = "") -> Any:
+        from planner.cluster.kube import ApiStatus
+
+        self.calls.append((method, path))
+        self.writes += 1
+        if path.endswith("/events"):
+            return body
+        if method == "POST":
+            name = body["metadata"]["name"]
+            if name in self.jobs:
+                raise ApiStatus(method, path, 409, "already exists")
+            self.jobs[name] = {**body, "metadata": {**body["metadata"], "uid": "w-" + name}}
+            return self.jobs[name]
+        if method == "PUT":
+            self.jobs[self._name(path)] = body
+            return body
+        if method == "DELETE":
+            self.jobs.pop(self._name(path), None)
+        return body
+
+
+def dispatch_plan(cluster: str = "east") -> Plan:
+    return Plan("s", "", 0, SolverReport("milp", "optimal", 0, 0, 0), (Admission(REF, "cq", (PS,), cluster=cluster),))
+
+
+def test_a_confirmed_dispatch_whose_copy_is_gone_is_not_made_again():
+    """Finished and removed by its TTL, or deleted there: creating it again would run the Job twice."""
+    from planner.cluster.dispatch import Dispatcher
+
+    manager = FakeKube({"train": manager_job({DISPATCHED_TO: "east"})})
+    east = FakeKube()
+    report = Dispatcher(manager, {"east": east}).run(dispatch_plan(), 0.0)   # type: ignore[dict-item, arg-type]
+    assert not [c for c in east.calls if c[0] == "POST"]
+    assert "is gone; not dispatched again" in report.conflicts[0][1]
+
+
+def test_a_reservation_moves_only_once_its_worker_answers_without_a_copy():
+    from planner.cluster.apply import DISPATCHING_TO
+    from planner.cluster.dispatch import Dispatcher
+
+    manager = FakeKube({"train": manager_job({DISPATCHING_TO: "east"})})
+    east, west = FakeKube(), FakeKube()
+    report = Dispatcher(manager, {"east": east, "west": west}).run(dispatch_plan("west"), 0.0)  # type: ignore[dict-item, arg-type]
+    assert report.dispatched == [(REF, "west")] and "train" in west.jobs and "train" not in east.jobs
+    assert manager.jobs["train"]["metadata"]["annotations"][DISPATCHED_TO] == "west"
+
+    # a copy on east (the create had landed before east went away): the reservation stays
+    manager = FakeKube({"train": manager_job({DISPATCHING_TO: "east"})})
+    east = FakeKube({"train": {"metadata": {"name": "train", "uid": "w", "annotations": {ORIGIN_UID: "m-uid"},
+                                            "labels": {ORIGIN_LABEL: "stowplan"}}, "spec": {}}})
+    west = FakeKube()
+    report = Dispatcher(manager, {"east": east, "west": west}).run(dispatch_plan("west"), 0.0)  # type: ignore[dict-item, arg-type]
+    assert "train" not in west.jobs and "already has a copy on east" in report.conflicts[0][1]
+
+
+def test_a_second_dispatch_finds_its_copy_and_creates_nothing():
+    from planner.cluster.dispatch import Dispatcher
+
+    manager, east = FakeKube({"train": manager_job()}), FakeKube()
+    first = Dispatcher(manager, {"east": east}).run(dispatch_plan(), 0.0)    # type: ignore[dict-item, arg-type]
+    assert first.dispatched == [(REF, "east")]
+    posts = [c for c in east.calls if c[0] == "POST"]
+    second = Dispatcher(manager, {"east": east}).run(dispatch_plan(), 0.0)   # type: ignore[dict-item, arg-type]
+    assert second.dispatched == [] and second.unchanged == [REF]
+    assert [c for c in east.calls if c[0] == "POST"] == posts
+
+
+def test_multikueue_cluster_without_a_kubeconfig_is_bad_input():
+    import pytest
+
+    from planner.cluster.multikueue import workers_from_config
+    from planner.errors import InputError
+
+    class Manager:
+        host = "https://manager"
+
+        def get(self, path: str) -> Any:
+            if "multikueueconfigs" in path:
+                return {"spec": {"clusters": ["east"]}}
+            return {"spec": {"clusterSource": {"clusterProfileRef": {"name": "p"}}}}
+
+    with pytest.raises(InputError) as bad:
+        workers_from_config(Manager(), "cfg")   # type: ignore[arg-type]
+    assert bad.value.exit_code == 2 and "MultiKueueCluster east" in str(bad.value)
+    assert "spec.clusterSource.kubeConfig" in str(bad.value)
