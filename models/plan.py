@@ -16,6 +16,7 @@ class Admission:
     workload: ObjectRef
     cluster_queue: str
     pod_sets: tuple[PodSetAssignment, ...]
+    cluster: str | None = None               # the worker cluster it runs on (multi-cluster plans); None: this one
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,9 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
                   "nothing applied"),
               (3, "the plan failed independent verification; nothing applied"), (4, _API),
               (5, "another planner holds the Lease; nothing applied"),
-              (6, "the saved plan is stale (an object it touches changed); nothing applied")),
+              (6, "the saved plan is stale (an object it touches changed); nothing applied"),
+              (7, "with --worker: a worker cluster could not be reached; the rest is applied, and what that "
+                  "worker should get waits, suspended on the manager, for the next cycle")),
     "generate": ((0, "snapshot written"), (1, _INTERNAL),
                  (2, "bad argument (the flag is named) or an unwritable --out; nothing is written")),
     "simulate": ((0, "simulation written"), (1, _INTERNAL),
@@ -215,6 +217,25 @@ def pulp_solver_problem(name: str) -> str:
     listed = ", ".join(f"pulp:{short.get(s, s)}" for s in available) or "none"
     why = "is not installed here" if resolved in pulp.listSolvers() else "is not a solver PuLP knows"
     return f"pulp:{printable(name)} {why}; solvers available here: milp, greedy, {listed}"
+
+
+class WorkerType(click.ParamType[tuple[str, str]]):
+    """NAME=KUBECONFIG: a worker cluster of a multi-cluster apply (NAME as the plan's `cluster`)."""
+
+    name = "NAME=KUBECONFIG"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, str]:
+        import re
+
+        if isinstance(value, tuple):
+            return value
+        name, sep, path = str(value).partition("=")
+        if not sep or not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
+            self.fail(f"{printable(value)}: give NAME=KUBECONFIG, NAME a DNS label (the plan's cluster name)",
+                      param, ctx)
+        if not os.path.isfile(path):
+            self.fail(f"{printable(value)}: kubeconfig {printable(path)} is not a readable file", param, ctx)
+        return name, path
 
 
 class CheckedFloat(click.ParamType[float]):
@@ -1328,6 +1349,16 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
                    "anything it touches changed since.")
 @click.option("--dry-run", "dry_run", is_flag=True, show_envvar=True,
               help="Server-side dry run (dryRun=All): every write is checked, nothing changes, no Lease.")
+@click.option("--worker", "workers_", metavar="NAME=KUBECONFIG", multiple=True, show_envvar=True,
+              type=WorkerType(),
+              help="A worker cluster of a multi-cluster plan (admissions with `cluster: NAME`): this cluster is "
+                   "the manager, each Job is dispatched to its worker and kept in step (docs: dispatch). "
+                   "Repeatable; needs --plan.")
+@click.option("--multikueue-config", "multikueue_config", metavar="NAME", show_envvar=True,
+              help="Take the worker clusters from this MultiKueueConfig on the manager: its MultiKueueClusters "
+                   "and their kubeconfig Secrets, as MultiKueue does (a --worker of the same name wins). Needs --plan.")
+@click.option("--kueue-namespace", "kueue_namespace", metavar="NS", default="kueue-system", show_default=True,
+              show_envvar=True, help="Where the MultiKueueClusters' kubeconfig Secrets are (Kueue's namespace).")
 @_cluster_options
 @_solver_options
 @click.option("--namespace", "namespace", default="stowplan-system", show_default=True, show_envvar=True,
@@ -1352,7 +1383,8 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
               help="Push the cycle's metrics to this Prometheus Pushgateway (job=stowplan) after applying; "
                    "a failed push is a warning. Default: no push.")
 @_exits
-def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, context: str | None,
+def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str, str]],
+                  multikueue_config: str | None, kueue_namespace: str, kubeconfig: str | None, context: str | None,
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool,
@@ -1378,6 +1410,9 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     if metrics is not None:
         check_writable(metrics, "--metrics")
     _solver_log(verbose)
+    if workers_ or multikueue_config:
+        return _dispatch(plan, dry_run, workers_, multikueue_config, kueue_namespace, kubeconfig, context,
+                         namespace, lease_name, identity, lease_duration, release_wait, say)
     kube = _kube(kubeconfig, context, dry_run=dry_run)
     seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
     try:
@@ -1398,6 +1433,40 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
     except interrupt.Interrupted as stop:
         stop.note = stop.note or _stopped_applying(kube)
         raise
+
+
+def _dispatch(plan: str | None, dry_run: bool, workers: Sequence[tuple[str, str]], multikueue_config: str | None,
+              kueue_namespace: str, kubeconfig: str | None, context: str | None, namespace: str, lease_name: str,
+              identity: str | None, lease_duration: int, release_wait: float, say: Callable[[str], None]) -> None:
+    """`apply --worker ...`: this cluster is the manager; the plan's Jobs go to their workers."""
+    from planner.cluster.dispatch import dispatch_live
+    from planner.errors import WorkerUnreachableError
+
+    names = [name for name, _ in workers]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"worker {', '.join(twice)} named twice", field="--worker")
+    if plan is None:
+        raise InputError("--worker and --multikueue-config apply a saved multi-cluster plan: give --plan FILE (from "
+                         "`what-if --cluster NAME=SNAPSHOT ... --out FILE`)", field="--plan")
+    manager = _kube(kubeconfig, context, dry_run=dry_run)
+    kubes = {}
+    if multikueue_config:
+        from planner.cluster.multikueue import workers_from_config
+
+        kubes.update(workers_from_config(manager, multikueue_config, kueue_namespace, dry_run=dry_run))
+    kubes.update({name: _kube(path, None, dry_run=dry_run) for name, path in workers})
+    made, report = dispatch_live(manager, kubes, plan, lease_namespace=namespace, lease_name=lease_name,
+                                 identity=identity, lease_duration=lease_duration, release_wait=release_wait,
+                                 say=say)
+    for ref, why in report.conflicts:
+        click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
+    write_stdout(f"stowplan: {len(made.admissions)} admissions, {len(made.evictions)} evictions; "
+                 f"{report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
+    if report.unreachable:
+        raise WorkerUnreachableError(
+            "unreachable worker clusters: " + "; ".join(f"{n}: {why}" for n, why in sorted(report.unreachable.items()))
+            + ". Their workloads stay suspended on the manager (none lost); the next apply repairs them")
 
 
 def _stopped_applying(kube: Any) -> str:

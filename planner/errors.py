@@ -4,6 +4,7 @@ Exit codes (documented in the README):
   0 ok · 1 unexpected internal error · 2 bad input (file, policy, flag, or any
   problem under --strict) · 3 a plan failed verification (never written) ·
   4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale ·
+  7 a worker cluster of a multi-cluster apply was unreachable (the rest applied) ·
   130 / 143 stopped by SIGINT / SIGTERM (planner.interrupt.Interrupted: nothing written,
   no cluster write started after it).
 """
@@ -52,3 +53,10 @@ class LeaseHeldError(StowplanError):
 
 class StalePlanError(StowplanError):
     exit_code = 6
+
+
+class WorkerUnreachableError(StowplanError):
+    """A multi-cluster apply finished, but a worker cluster did not answer: what it should
+    have received waits, suspended on the manager, for the next cycle (planner.cluster.dispatch)."""
+
+    exit_code = 7

@@ -105,11 +105,14 @@ def _solver_to_dict(solver: SolverReport) -> dict[str, Any]:
 
 
 def _admission_to_dict(admission: Admission) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "workload": ref_to_dict(admission.workload),
         "clusterQueue": admission.cluster_queue,
         "podSets": [pod_set_assignment_to_dict(ps) for ps in admission.pod_sets],
     }
+    if admission.cluster is not None:    # multi-cluster plans only: single-cluster output is unchanged
+        out["cluster"] = admission.cluster
+    return out
 
 
 def _eviction_to_dict(eviction: Eviction) -> dict[str, Any]:

@@ -78,6 +78,12 @@ DEACTIVATED = "stowplan.io/deactivated"
 READINESS = (PODS_READY_AT, PODS_NOT_READY_AT)
 ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
 DONE = ("Succeeded", "Failed")
+# A multi-cluster apply's marks on the manager's copy (planner.cluster.dispatch): its own
+# bookkeeping, not the workload's spec, so they never make a saved plan stale
+DISPATCHING_TO = "stowplan.io/dispatching-to"
+DISPATCHED_TO = "stowplan.io/dispatched-to"
+WORKER_STATUS = "stowplan.io/worker-status"
+DISPATCH_NOTES = (DISPATCHING_TO, DISPATCHED_TO, WORKER_STATUS, "stowplan.io/dispatched-at")
 ATTEMPTS = 3   # a PUT that conflicts is re-read and retried while only status changed (the job controller)
 
 
@@ -134,7 +140,8 @@ def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
 def fingerprint(obj: Mapping[str, Any]) -> str:
     """What planning reads of a Job/JobSet (spec, labels, annotations), hashed: status changes leave it alone."""
     meta = obj.get("metadata") or {}
-    text = json.dumps([obj.get("spec"), meta.get("labels") or {}, meta.get("annotations") or {}],
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in DISPATCH_NOTES}
+    text = json.dumps([obj.get("spec"), meta.get("labels") or {}, notes],
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
 
@@ -346,6 +353,10 @@ class Applier:
             if obj is None:
                 return False
             annotations = _annotations(obj)
+            away = annotations.get(DISPATCHED_TO) or annotations.get(DISPATCHING_TO)
+            if away:   # it runs (or is about to) on a worker cluster: admitting it here too would run it twice
+                self.report.conflicts.append((ref, f"it is dispatched to worker cluster {away}; not admitted here"))
+                return False
             if not is_suspended(obj):
                 if same_assignment(annotations.get(ASSIGNMENT), wanted):
                     self.report.unchanged.append(ref)

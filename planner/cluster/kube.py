@@ -73,6 +73,31 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     return client.ApiClient(configuration)
 
 
+def connect_text(text: bytes, where: str) -> Any:
+    """An ApiClient from a kubeconfig's content (a MultiKueueCluster's Secret): decoded with
+    the snapshot's bounds, never written to disk, `where` naming it in errors (never its content)."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    from planner.snapshot import loader
+
+    _scrub_client_logs()
+    if len(text) > KUBECONFIG_MAX_BYTES:
+        raise InputError(f"kubeconfig larger than {KUBECONFIG_MAX_BYTES} bytes", file=where)
+    documents = list(loader.decode(where, text))
+    if len(documents) != 1 or not isinstance(documents[0], dict):
+        raise InputError("not one kubeconfig mapping", file=where)
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config_from_dict(   # type: ignore[no-untyped-call]  # the client leaves it unannotated
+            documents[0], client_configuration=configuration, persist_config=False)
+    except ConfigException as err:
+        raise ClusterError(f"cannot load the cluster configuration ({where}): {_scrub(str(err))}") from None
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
+        raise InputError(f"malformed kubeconfig: {type(err).__name__}: {_scrub(str(err))}", file=where) from None
+    return client.ApiClient(configuration)
+
+
 # Set by the CLI's -v: an exec credential plugin's own stderr (which may echo a token or a
 # login URL) is shown only then
 verbose = False

@@ -57,8 +57,13 @@ def load_plan(path: str) -> tuple[Plan, dict[ObjectRef, str]]:
     return plan, versions
 
 
-def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], dict[ObjectRef, str]]:
-    """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need."""
+def load_plan_with_fingerprints(path: str, require_versions: bool = True
+                                ) -> tuple[Plan, dict[ObjectRef, str], dict[ObjectRef, str]]:
+    """A plan file written by `plan --out` -> the Plan's decisions and the resourceVersions they need.
+
+    `require_versions=False` (a multi-cluster apply, planner.cluster.dispatch) also takes a
+    plan without them, as `what-if --cluster` writes it: each write then checks its object's
+    own state (suspended, not dispatched elsewhere) instead."""
     from planner.snapshot import loader
 
     # read as snapshots are: a regular file of bounded size, aliases bounded
@@ -70,6 +75,8 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
     if not isinstance(snapshot_part, dict):
         raise InputError("malformed plan: must be a mapping", file=path, field="snapshot")
     raw_versions = snapshot_part.get("resourceVersions")
+    if raw_versions is None and not require_versions:
+        raw_versions = {}
     if not isinstance(raw_versions, dict):
         raise InputError("has no snapshot.resourceVersions: save plans to apply with `stowplan plan --out FILE`",
                          file=path, field="snapshot.resourceVersions")
@@ -77,7 +84,8 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
         versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
         raw_prints = (data.get("snapshot") or {}).get("fingerprints") or {}
         prints = {_ref_of(key): str(value) for key, value in raw_prints.items()}
-        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
+        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])),
+                                     cluster=None if a.get("cluster") is None else str(a["cluster"]))
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
                                    float(e.get("cost") or 0.0),
@@ -103,7 +111,7 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
     missing = [str(ref) for ref in touched(plan) if ref not in versions]
-    if missing:
+    if missing and (require_versions or versions):
         raise InputError(f"snapshot.resourceVersions lacks {', '.join(missing)}", file=path,
                          field="snapshot.resourceVersions")
     return plan, versions, prints
