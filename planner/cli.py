@@ -60,7 +60,9 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
                   "nothing applied"),
               (3, "the plan failed independent verification; nothing applied"), (4, _API),
               (5, "another planner holds the Lease; nothing applied"),
-              (6, "the saved plan is stale (an object it touches changed); nothing applied")),
+              (6, "the saved plan is stale (an object it touches changed); nothing applied"),
+              (7, "Kueue's controller manager is active on the cluster (its leader Lease held and renewed, or "
+                  "its Deployment ready); nothing applied (override: --allow-kueue-controller)")),
     "generate": ((0, "snapshot written"), (1, _INTERNAL),
                  (2, "bad argument (the flag is named) or an unwritable --out; nothing is written")),
     "simulate": ((0, "simulation written"), (1, _INTERNAL),
@@ -1327,6 +1329,10 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
 @click.option("--workers", "workers", default=8, show_default=True, show_envvar=True,
               type=click.IntRange(min=1, max=64),
               metavar="N", help="Writes in flight at once (each still optimistic on its own object).")
+@click.option("--allow-kueue-controller", "allow_kueue_controller", is_flag=True, show_envvar=True,
+              help="Apply even while Kueue's own controller manager is active (its leader Lease held, or its "
+                   "Deployment ready); logged on stderr. Two admitters undo each other's work: default refuses "
+                   "(exit 7).")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
 @click.option("--pushgateway", "pushgateway", metavar="URL", show_envvar=True, type=PushgatewayType(),
@@ -1337,6 +1343,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool,
+                  allow_kueue_controller: bool = False,
                   metrics: str | None = None, pushgateway: str | None = None) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
@@ -1367,6 +1374,8 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
                                       solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                       lease_name=lease_name, identity=identity, lease_duration=lease_duration,
                                       release_wait=release_wait, workers=workers, say=say,
+                                      allow_kueue_controller=allow_kueue_controller,
+                                      warn=lambda line: click.echo(printable(line), err=True),
                                       before_apply=lambda live, _plan: seen.append(live))
         for ref, why in report.conflicts:
             click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)

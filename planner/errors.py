@@ -4,6 +4,7 @@ Exit codes (documented in the README):
   0 ok · 1 unexpected internal error · 2 bad input (file, policy, flag, or any
   problem under --strict) · 3 a plan failed verification (never written) ·
   4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale ·
+  7 Kueue's controller manager is active (planner.cluster.kueue_guard) ·
   130 / 143 stopped by SIGINT / SIGTERM (planner.interrupt.Interrupted: nothing written,
   no cluster write started after it).
 """
@@ -52,3 +53,9 @@ class LeaseHeldError(StowplanError):
 
 class StalePlanError(StowplanError):
     exit_code = 6
+
+
+class KueueActiveError(StowplanError):
+    """Kueue's own controller manager is admitting on this cluster: two admitters would fight."""
+
+    exit_code = 7
