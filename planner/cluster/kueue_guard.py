@@ -66,7 +66,8 @@ def judge_lease(lease: dict[str, Any] | None, server_now: float | None) -> Findi
     when in doubt, do not admit beside another admitter."""
     if not isinstance(lease, dict):
         return None
-    spec = lease.get("spec") if isinstance(lease.get("spec"), dict) else {}
+    raw = lease.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
     holder = spec.get("holderIdentity")
     if not isinstance(holder, str) or not holder:
         return None
@@ -88,7 +89,8 @@ def judge_deployment(deployment: dict[str, Any] | None) -> Finding | None:
     """A Finding when Kueue's Deployment has a ready replica, else None."""
     if not isinstance(deployment, dict):
         return None
-    status = deployment.get("status") if isinstance(deployment.get("status"), dict) else {}
+    raw = deployment.get("status")
+    status: dict[str, Any] = raw if isinstance(raw, dict) else {}
     ready = status.get("readyReplicas")
     if type(ready) is int and ready > 0:
         return Finding(True, f"Deployment {NAMESPACE}/{DEPLOYMENT_NAME} has {ready} ready replica(s)")
