@@ -319,6 +319,33 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class CustomPodSet:
+    """One pod set of an in-house kind: its name, and the dotted paths (as key tuples) of its
+    pod template and its pod count in the object."""
+
+    name: str
+    template_path: tuple[str, ...]
+    count_path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CustomKind:
+    """An in-house workload kind declared in the policy (spec.customKinds): read, planned and
+    written like the built-in kinds, without code (planner.kinds.custom)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    suspend_path: tuple[str, ...]
+    pod_sets: tuple[CustomPodSet, ...]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+@dataclass(frozen=True)
 class Policy:
     """stowplan.io/v1alpha1 PlannerPolicy spec, with defaults."""
 
@@ -361,6 +388,8 @@ class Policy:
     protect_running_after_seconds: float | None = None
     # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here
     kueue: KueueConfigOverride = KueueConfigOverride()
+    # spec.customKinds: in-house workload kinds planned like the built-in ones
+    custom_kinds: tuple[CustomKind, ...] = ()
 
 
 @dataclass(frozen=True)

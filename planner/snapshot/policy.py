@@ -121,6 +121,8 @@ _FIELDS: dict[str, tuple[str, Callable[[object], object]]] = {
 
 # Sections of Kueue's Configuration the policy sets or overrides (planner.snapshot.kueue_config)
 KUEUE_CONFIGURATION = "kueueConfiguration"
+# In-house workload kinds (planner.kinds.custom)
+CUSTOM_KINDS = "customKinds"
 
 
 def is_policy(obj: dict[str, Any]) -> bool:
@@ -148,8 +150,17 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
             except Bad as bad:
                 raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
             continue
+        if key == CUSTOM_KINDS:
+            from planner import kinds
+            from planner.kinds.custom import parse_custom_kinds
+
+            try:
+                values["custom_kinds"] = parse_custom_kinds(value, f"spec.{key}", kinds.reserved_kinds())
+            except Bad as bad:
+                raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
+            continue
         if key not in _FIELDS:
-            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION]))
+            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION, CUSTOM_KINDS]))
             raise InputError(f"unknown field (known: {known})", file=file, ref=ref, field=f"spec.{key}")
         attribute, check = _FIELDS[key]
         result = check(value)
