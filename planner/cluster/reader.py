@@ -116,6 +116,8 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
             if (api_version, plural) not in listed and served_version(kube, group, (version,)):
                 listed.add((api_version, plural))
                 collect(api_version, plural)
+            elif adapter in kinds.custom_kinds():
+                say(f"custom kind {adapter.kind} ({api_version}) is not served by this cluster: none read")
     return items, kueue, counts
 
 

@@ -51,6 +51,11 @@ def use_custom(adapters: Sequence[Adapter]) -> None:
     _CUSTOM_CHECKS = tuple((a, a.owner_label) for a in _CUSTOM)
 
 
+def custom_kinds() -> tuple[Adapter, ...]:
+    """The custom kinds in force."""
+    return _CUSTOM
+
+
 def adapters() -> tuple[Adapter, ...]:
     """Every kind read as objects: the custom kinds in force, then the built-in ones."""
     return _CUSTOM + ADAPTERS
@@ -99,4 +104,4 @@ _CUSTOM_CHECKS: tuple[tuple[Adapter, str], ...] = ()
 
 
 __all__ = ["ADAPTERS", "Adapter", "Attempt", "Lookup", "PodSetSource", "SCHEDULING_FIELDS", "adapters", "by_kind",
-           "needed_kinds", "needing", "pod_owners", "reserved_kinds", "use_custom"]
+           "custom_kinds", "needed_kinds", "needing", "pod_owners", "reserved_kinds", "use_custom"]
