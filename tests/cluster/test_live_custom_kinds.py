@@ -26,6 +26,7 @@ from planner.cluster.apply import ASSIGNMENT, GATE
 from planner.cluster.kube import ApiStatus, path_of
 from planner.kinds.custom import PODSET_LABEL
 from live_kit import GPU, POOL, Env, wait_for
+from test_live_cronjob import installed  # noqa: F401  (fixture: cronjob/ applied)
 
 GROUP = "runs.stowplan-test.io"
 VERSION = "v1"
@@ -202,3 +203,46 @@ def test_a_path_that_does_not_resolve_is_reported_naming_the_object(kind_install
     assert problem.field == "spec.workers.count" and "does not resolve" in problem.message
     (w,) = [w for w in snapshot.workloads if w.ref.kind == KIND and w.ref.namespace == env.namespace]
     assert w.blocked_reason and "spec.workers.count" in w.blocked_reason
+
+
+def test_the_generated_rbac_lets_the_cronjobs_service_account_plan_the_kind(
+        kind_installed, installed, control_plane, env, tmp_path: Path):
+    """`stowplan rbac --policy FILE` applied beside cronjob/rbac.yaml: without it the
+    ServiceAccount may not list the kind (the cycle stops, exit 4); with it, a cycle as the
+    ServiceAccount admits a TrainingRun. (It also reads Kueue's Lease and Deployment, the
+    guard's rights, without a warning.)"""
+    from click.testing import CliRunner
+
+    from planner.cli import cli
+    from test_live_cronjob import NAMESPACE, create, sa_kubeconfig
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    printed = CliRunner().invoke(cli, ["rbac", "--policy", str(policy)])
+    assert printed.exit_code == 0, printed.output
+    role, binding = yaml.safe_load(printed.stdout)["items"]
+    assert role["rules"] == [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["get", "list", "update"]}]
+    for obj in (role, binding):   # no leftovers of an earlier run: the first cycle must see no rights
+        path = path_of("rbac.authorization.k8s.io/v1", obj["kind"].lower() + "s", "", obj["metadata"]["name"])
+        if installed.get_or_none(path) is not None:
+            installed.request("DELETE", path)
+    run(env, "as-sa", workers=1, gpus=2, priority=env.priority_class("p", 1))
+    kubeconfig = sa_kubeconfig(control_plane, installed, tmp_path)
+    args = ["apply", "--kubeconfig", str(kubeconfig), "--namespace", NAMESPACE, "--policy", str(policy),
+            "--release-wait", "0", "-q"]
+    refused = CliRunner().invoke(cli, args)
+    assert refused.exit_code == 4 and PLURAL in refused.stderr and "403" in refused.stderr, refused.output
+    try:
+        for obj in (role, binding):
+            create(installed, obj)
+
+        def admitted() -> bool:
+            result = CliRunner().invoke(cli, args)
+            return result.exit_code == 0 and "may not read" not in result.stderr and \
+                read(env, "as-sa")["spec"]["suspend"] is False
+
+        wait_for("a cycle as the ServiceAccount admitting the TrainingRun", admitted, timeout=120, interval=1)
+    finally:
+        for obj in (binding, role):
+            installed.request("DELETE", path_of("rbac.authorization.k8s.io/v1", obj["kind"].lower() + "s", "",
+                                                obj["metadata"]["name"]))
