@@ -28,6 +28,8 @@ from models.objects import (
     Workload,
     WorkloadState,
     Policy,
+    CustomKind,
+    CustomPodSet,
     Snapshot,
 )
 from models.kueue_config import (
@@ -57,7 +59,7 @@ __all__ = [
     "ObjectRef", "Problem", "Taint", "Toleration", "Node", "Topology", "ResourceFlavor",
     "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
     "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",
-    "PodSetAssignment", "Workload", "WorkloadState", "Policy", "Snapshot",
+    "PodSetAssignment", "Workload", "WorkloadState", "Policy", "CustomKind", "CustomPodSet", "Snapshot",
     "FairSharingConfig", "AdmissionFairSharingConfig", "RequeuingStrategy", "WaitForPodsReadyConfig",
     "KueueConfig", "KueueConfigOverride", "LESS_THAN_OR_EQUAL_TO_FINAL_SHARE", "LESS_THAN_INITIAL_SHARE",
     "Admission", "Eviction", "Domain", "Migration", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",

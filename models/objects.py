@@ -336,6 +336,30 @@ class ProvisioningPolicy:
     enabled: bool = False
     max_nodes_per_cycle: int | None = None
     templates: tuple[NodeTemplate, ...] = ()
+class CustomPodSet:
+    """One pod set of an in-house kind: its name, and the dotted paths (as key tuples) of its
+    pod template and its pod count in the object."""
+
+    name: str
+    template_path: tuple[str, ...]
+    count_path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CustomKind:
+    """An in-house workload kind declared in the policy (spec.customKinds): read, planned and
+    written like the built-in kinds, without code (planner.kinds.custom)."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    suspend_path: tuple[str, ...]
+    pod_sets: tuple[CustomPodSet, ...]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
 
 
 @dataclass(frozen=True)
@@ -383,6 +407,8 @@ class Policy:
     kueue: KueueConfigOverride = KueueConfigOverride()
     # spec.provisioning: ProvisioningRequests for what no plan can place (planner/provisioning.py)
     provisioning: ProvisioningPolicy = ProvisioningPolicy()
+    # spec.customKinds: in-house workload kinds planned like the built-in ones
+    custom_kinds: tuple[CustomKind, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,17 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
               (6, "the saved plan is stale (an object it touches changed); nothing applied"),
               (7, "with --worker: a worker cluster could not be reached; the rest is applied, and what that "
                   "worker should get waits, suspended on the manager, for the next cycle")),
+              (8, "Kueue's controller manager is active on the cluster (its leader Lease held and renewed, or "
+                  "its Deployment ready); nothing applied (override: --allow-kueue-controller)")),
     "generate": ((0, "snapshot written"), (1, _INTERNAL),
                  (2, "bad argument (the flag is named) or an unwritable --out; nothing is written")),
     "simulate": ((0, "simulation written"), (1, _INTERNAL),
                  (2, "bad input: unreadable or malformed snapshot or trace (the message names the file, line "
                      "and field), malformed policy, bad flag; nothing is written"),
                  (3, "a cycle's plan failed independent verification; nothing is written")),
+    "rbac": ((0, "RBAC objects written to stdout"), (1, _INTERNAL),
+             (2, "bad input: an unreadable or malformed --policy file (the message names the field); "
+                 "nothing is written")),
     "trace": ((0, "trace written"), (1, _INTERNAL),
               (2, "bad input: unreadable or malformed history files, bad flag; nothing is written")),
 }
@@ -1377,6 +1382,10 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
 @click.option("--workers", "workers", default=8, show_default=True, show_envvar=True,
               type=click.IntRange(min=1, max=64),
               metavar="N", help="Writes in flight at once (each still optimistic on its own object).")
+@click.option("--allow-kueue-controller", "allow_kueue_controller", is_flag=True, show_envvar=True,
+              help="Apply even while Kueue's own controller manager is active (its leader Lease held, or its "
+                   "Deployment ready); logged on stderr. Two admitters undo each other's work: default refuses "
+                   "(exit 8).")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
 @click.option("--pushgateway", "pushgateway", metavar="URL", show_envvar=True, type=PushgatewayType(),
@@ -1388,6 +1397,7 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool,
+                  allow_kueue_controller: bool = False,
                   metrics: str | None = None, pushgateway: str | None = None) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
@@ -1421,6 +1431,8 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
                                       solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                       lease_name=lease_name, identity=identity, lease_duration=lease_duration,
                                       release_wait=release_wait, workers=workers, say=say,
+                                      allow_kueue_controller=allow_kueue_controller,
+                                      warn=lambda line: click.echo(printable(line), err=True),
                                       before_apply=lambda live, _plan: seen.append(live))
         for ref, why in report.conflicts:
             click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
@@ -1770,6 +1782,49 @@ def trace_command(snapshots: Sequence[str], since: dt.datetime | None, out: str 
         click.echo(printable(f"warning: left out {count} queued Job(s): {reason}"), err=True)
     say(f"{len(history.lines) - 1} finished Jobs in the trace")
     emit(to_json_lines(history.lines), None if to_stdout else out, say)
+
+
+@cli.command("rbac", context_settings=CONTEXT, epilog=exit_codes_help("rbac"))
+@click.option("--policy", "policy", metavar="FILE", required=True, show_envvar=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="The PlannerPolicy whose spec.customKinds need rights.")
+@click.option("--service-account", "service_account", default="stowplan-system/stowplan", show_default=True,
+              show_envvar=True, metavar="NAMESPACE/NAME", help="Who gets the rights (the CronJob's ServiceAccount).")
+@_exits
+def rbac_command(policy: str, service_account: str) -> None:
+    """Print the RBAC a cycle needs for the policy's in-house kinds (spec.customKinds).
+
+    A ClusterRole `stowplan-planner-custom-kinds` (get, list and update on each custom
+    kind's resource, as cronjob/rbac.yaml grants the built-in kinds; nothing else) and its
+    ClusterRoleBinding, as YAML for `kubectl apply -f -`. With no custom kinds, an empty
+    List.
+
+    \b
+    Examples:
+      stowplan rbac --policy policy.yaml | kubectl apply -f -
+    """
+    import yaml
+
+    from planner.kinds.custom import role_rules
+    from planner.snapshot.policy import read_policy_file
+
+    kinds = read_policy_file(policy).custom_kinds
+    namespace, _, name = service_account.partition("/")
+    if not namespace or not name:
+        raise click.BadParameter(f"must be NAMESPACE/NAME, got {service_account!r}", param_hint="--service-account")
+    objects: list[dict[str, Any]] = []
+    if kinds:
+        labels = {"app.kubernetes.io/name": "stowplan"}
+        role = "stowplan-planner-custom-kinds"
+        objects = [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": role, "labels": labels}, "rules": role_rules(kinds)},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": role, "labels": labels},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+             "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+        ]
+    write_stdout(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}, sort_keys=False))
 
 
 @cli.command("version", context_settings=CONTEXT)

@@ -5,6 +5,7 @@ Exit codes (documented in the README):
   problem under --strict) · 3 a plan failed verification (never written) ·
   4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale ·
   7 a worker cluster of a multi-cluster apply was unreachable (the rest applied) ·
+  8 Kueue's controller manager is active (planner.cluster.kueue_guard) ·
   130 / 143 stopped by SIGINT / SIGTERM (planner.interrupt.Interrupted: nothing written,
   no cluster write started after it).
 """
@@ -60,3 +61,9 @@ class WorkerUnreachableError(StowplanError):
     have received waits, suspended on the manager, for the next cycle (planner.cluster.dispatch)."""
 
     exit_code = 7
+
+
+class KueueActiveError(StowplanError):
+    """Kueue's own controller manager is admitting on this cluster: two admitters would fight."""
+
+    exit_code = 8

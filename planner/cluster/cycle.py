@@ -17,6 +17,7 @@ from planner.cluster.apply import (
 )
 from planner import kinds
 from planner.cluster.kube import Kube
+from planner.cluster.kueue_guard import check_no_kueue_controller
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
 from planner.cluster.reader import LiveSnapshot, read_cluster
@@ -109,15 +110,18 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
                policy_file: str | None = None, solver: str = "milp", time_limit: float | None = None,
                gap: float | None = None, lease_namespace: str = DEFAULT_NAMESPACE, lease_name: str = DEFAULT_NAME,
                identity: str | None = None, lease_duration: int = DEFAULT_DURATION, release_wait: float = 5.0,
-               workers: int = 8,
-               say: Say = lambda _: None,
+               workers: int = 8, allow_kueue_controller: bool = False,
+               say: Say = lambda _: None, warn: Say | None = None,
                before_apply: Callable[[LiveSnapshot, Plan], None] | None = None) -> tuple[Plan, ApplyReport]:
     """One cycle: take the Lease, read, plan (or load and check a saved plan), apply, release the Lease.
 
     The Lease is taken before reading, so the plan is made from a state no other
     planner is changing. A dry run takes no Lease and every write is dryRun=All.
-    `before_apply` is a test hook between planning and the first write.
+    `before_apply` is a test hook between planning and the first write. Before all of
+    it, a cycle refuses to run beside Kueue's own active controller manager
+    (planner.cluster.kueue_guard), unless `allow_kueue_controller` (then `warn` says so).
     """
+    check_no_kueue_controller(kube, allow=allow_kueue_controller, say=say, warn=warn or say)
     lease = Lease(kube, namespace=lease_namespace, name=lease_name, identity=identity, duration=lease_duration)
     if not kube.dry_run:
         lease.acquire()

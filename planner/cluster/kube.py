@@ -228,6 +228,9 @@ class Kube:
         self.writes = 0               # counted for reports and tests
         self._lock = threading.Lock()  # writes may come from several threads (Applier workers)
         self.before_write: Callable[[str, str], None] | None = None   # test hook: (method, path)
+        # the API server's clock (its `Date` header) at the last answer: judging another
+        # component's Lease by the server's time, not by how fast or wrong the local clock is
+        self.last_date = ""
 
     @property
     def host(self) -> str:
@@ -246,6 +249,7 @@ class Kube:
                 auth_settings=["BearerToken"])
             response = self.api.call_api(m, url, hdrs, data, _request_timeout=self.timeout)
             raw = response.read()
+            self.last_date = str((getattr(response, "headers", None) or {}).get("Date") or "")
         except ClusterError:
             raise
         except Exception as err:  # urllib3 connection errors, timeouts, TLS

@@ -113,7 +113,7 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
     if served_version(kube, PROVISIONING_GROUP, (PROVISIONING_VERSION,)):
         collect(f"{PROVISIONING_GROUP}/{PROVISIONING_VERSION}", "provisioningrequests")
     listed = set(builtin)
-    for adapter in kinds.ADAPTERS:
+    for adapter in kinds.adapters():
         wanted = [(adapter.group, adapter.version, adapter.plural)] if not adapter.builtin else []
         wanted += [(group, version, plural) for group, version, _, plural, _ in adapter.needs]
         for group, version, plural in wanted:
@@ -121,6 +121,8 @@ def list_objects(kube: Kube, *, config_objects: Iterable[dict[str, Any]] = (),
             if (api_version, plural) not in listed and served_version(kube, group, (version,)):
                 listed.add((api_version, plural))
                 collect(api_version, plural)
+            elif adapter in kinds.custom_kinds():
+                say(f"custom kind {adapter.kind} ({api_version}) is not served by this cluster: none read")
     return items, kueue, counts
 
 
@@ -265,6 +267,17 @@ def rfc3339(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def use_policy_kinds(policy_file: str | None, config: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """Put the policy's custom kinds (spec.customKinds) in force before listing, so their
+    objects are listed too; the snapshot's own read of the same policy sets them again."""
+    from planner.kinds.custom import adapters_for
+    from planner.snapshot import policy as policy_mod
+
+    policy = (policy_mod.read_policy_file(policy_file) if policy_file is not None
+              else policy_mod.policy_from([(f, o) for f, o in config if policy_mod.is_policy(o)]))
+    kinds.use_custom(adapters_for(policy.custom_kinds))
+
+
 def read_cluster(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str | None = None,
                  now: float | None = None, say: Callable[[str], None] = lambda _: None) -> LiveSnapshot:
     """List the cluster into a models.Snapshot (and the List document it was made from).
@@ -277,7 +290,9 @@ def read_cluster(kube: Kube, *, config_files: Sequence[str] = (), policy_file: s
 
     started = time.monotonic()
     stamp = float(math.floor(time.time() if now is None else now))
-    config_objects = [obj for _, obj in load(list(config_files)).objects] if config_files else []
+    loaded = load(list(config_files)).objects if config_files else []
+    config_objects = [obj for _, obj in loaded]
+    use_policy_kinds(policy_file, loaded)
     items, kueue, counts = list_objects(kube, config_objects=config_objects, say=say)
     document = {
         "apiVersion": "v1",

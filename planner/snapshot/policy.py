@@ -159,6 +159,10 @@ def parse_provisioning(value: object, where: str) -> ProvisioningPolicy:
     return ProvisioningPolicy(enabled=bool(enabled), max_nodes_per_cycle=limit, templates=templates)
 
 
+# In-house workload kinds (planner.kinds.custom)
+CUSTOM_KINDS = "customKinds"
+
+
 def is_policy(obj: dict[str, Any]) -> bool:
     return obj.get("kind") == KIND and obj.get("apiVersion") == API_VERSION
 
@@ -190,8 +194,17 @@ def parse_policy(obj: dict[str, Any], file: str) -> Policy:
             except Bad as bad:
                 raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
             continue
+        if key == CUSTOM_KINDS:
+            from planner import kinds
+            from planner.kinds.custom import parse_custom_kinds
+
+            try:
+                values["custom_kinds"] = parse_custom_kinds(value, f"spec.{key}", kinds.reserved_kinds())
+            except Bad as bad:
+                raise InputError(bad.message, file=file, ref=ref, field=bad.field) from None
+            continue
         if key not in _FIELDS:
-            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION, PROVISIONING]))
+            known = ", ".join(sorted([*_FIELDS, KUEUE_CONFIGURATION, PROVISIONING, CUSTOM_KINDS]))
             raise InputError(f"unknown field (known: {known})", file=file, ref=ref, field=f"spec.{key}")
         attribute, check = _FIELDS[key]
         result = check(value)

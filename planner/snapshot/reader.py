@@ -26,6 +26,7 @@ from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from planner import kinds as kinds_mod
 from planner.errors import InputError
 from planner.kinds import Adapter, PodSetSource
+from planner.kinds import custom as custom_kinds
 from planner.kinds import leaderworkerset as lws_kind
 from planner.kinds import pods as pods_kind
 from planner.kinds.ray import Entry
@@ -206,6 +207,7 @@ class _Reader:
         self.problems: set[Problem] = set()
         self.ignored: Counter[str] = Counter()
         self.buckets: dict[str, list[Item]] = {k.bucket: [] for k in KINDS.values()}
+        self.kinds = KINDS      # and the policy's custom kinds (use_custom_kinds)
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, int | None] = {}     # None: present but invalid
         self.default_priority = 0
@@ -241,11 +243,13 @@ class _Reader:
     # ------------------------------------------------------------ the recipe
 
     def snapshot(self, source: str, policy_file: str | None, now: float | None) -> Snapshot:
-        self.sort_objects()
+        # the policy first: its custom kinds (spec.customKinds) decide which objects are workloads
         if policy_file is not None:
             policy = policy_mod.read_policy_file(policy_file, self.limits)
         else:
-            policy = policy_mod.policy_from([(i.file, i.obj) for i in self.buckets["policy"]])
+            policy = policy_mod.policy_from([(f, o) for f, o in self.loaded.objects if policy_mod.is_policy(o)])
+        self.use_custom_kinds(policy)
+        self.sort_objects()
         config = self.kueue_configuration(policy)
         self.read_namespaces()
         self.read_priority_classes()
@@ -253,7 +257,7 @@ class _Reader:
         self.read_cohorts()
         self.read_cluster_queues()
         self.read_local_queues()
-        for adapter in kinds_mod.ADAPTERS:
+        for adapter in kinds_mod.adapters():
             for item in self.buckets[adapter.bucket]:
                 if adapter.grouped:
                     self.read_groups(adapter, item)
@@ -325,6 +329,15 @@ class _Reader:
             return checks, tuple(requests), {}
         gate = provisioning.gated(workloads, self.cluster_queues, checks, requests)
         return checks, tuple(requests), gate
+    def use_custom_kinds(self, policy: Policy) -> None:
+        """The policy's custom kinds read as workloads (planner.kinds.custom), and put in force
+        for every later step (the registry, planner.kinds.use_custom)."""
+        custom = custom_kinds.adapters_for(policy.custom_kinds)
+        kinds_mod.use_custom(custom)
+        self.kinds = dict(KINDS)
+        for adapter in custom:
+            self.kinds[(adapter.group, adapter.kind)] = Kind(adapter.bucket, adapter.accepted_versions, True)
+            self.buckets[adapter.bucket] = []
 
     def kueue_configuration(self, policy: Policy) -> KueueConfig:
         """Kueue's Configuration from its ConfigMap (if the snapshot has it), then the policy's sections."""
@@ -343,7 +356,7 @@ class _Reader:
     def sort_objects(self) -> None:
         """Route each object to its kind's bucket; an object twice is an InputError."""
         seen: dict[tuple[str, str, str, str], str] = {}
-        kinds = KINDS
+        kinds = self.kinds
         duplicates = self.loaded.duplicates
         for file, message in self.loaded.file_duplicates:
             self.problems.add(Problem(file, None, "", message))
@@ -401,7 +414,8 @@ class _Reader:
         not trusted, and the problem says what that means for this kind."""
         if bucket == "policy":
             raise InputError(f"{message}: a policy must be unambiguous", file=item.file, ref=item.ref, field=field)
-        effect = INVALID_EFFECT.get(bucket, "ignored")
+        effect = INVALID_EFFECT.get(bucket) or ("the workload waits" if bucket.startswith(custom_kinds.BUCKET)
+                                                else "ignored")
         item.invalid = f"{field}: {message}"
         self.problem(item, field, f"{message}; the API server rejects duplicate fields, so {effect}")
 

@@ -25,7 +25,9 @@ PLURALS = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Clus
            "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
            "ConfigMap": "configmaps", "CronJob": "cronjobs",
            "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
-           "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+           "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
+           "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
+           "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings"}
 NAMESPACE = "stowplan-system"
 POLICY = "stowplan-planner-writes"
 GATE = "stowplan.io/topology"
