@@ -336,6 +336,9 @@ class ProvisioningPolicy:
     enabled: bool = False
     max_nodes_per_cycle: int | None = None
     templates: tuple[NodeTemplate, ...] = ()
+
+
+@dataclass(frozen=True)
 class CustomPodSet:
     """One pod set of an in-house kind: its name, and the dotted paths (as key tuples) of its
     pod template and its pod count in the object."""

@@ -62,7 +62,7 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
               (5, "another planner holds the Lease; nothing applied"),
               (6, "the saved plan is stale (an object it touches changed); nothing applied"),
               (7, "with --worker: a worker cluster could not be reached; the rest is applied, and what that "
-                  "worker should get waits, suspended on the manager, for the next cycle")),
+                  "worker should get waits, suspended on the manager, for the next cycle"),
               (8, "Kueue's controller manager is active on the cluster (its leader Lease held and renewed, or "
                   "its Deployment ready); nothing applied (override: --allow-kueue-controller)")),
     "generate": ((0, "snapshot written"), (1, _INTERNAL),

@@ -241,3 +241,35 @@ def test_multikueue_cluster_without_a_kubeconfig_is_bad_input():
         workers_from_config(Manager(), "cfg")   # type: ignore[arg-type]
     assert bad.value.exit_code == 2 and "MultiKueueCluster east" in str(bad.value)
     assert "spec.clusterSource.kubeConfig" in str(bad.value)
+
+
+def test_kueue_namespace_is_where_the_kubeconfig_secret_is_read():
+    """`apply --kueue-namespace NS` (default kueue-system): the MultiKueueCluster's Secret is read there."""
+    import pytest
+
+    from planner.cluster.multikueue import workers_from_config
+    from planner.errors import InputError
+
+    class Manager:
+        host = "https://manager"
+        paths: list[str] = []
+
+        def get(self, path: str) -> Any:
+            self.paths.append(path)
+            if "multikueueconfigs" in path:
+                return {"spec": {"clusters": ["east"]}}
+            if "multikueueclusters" in path:
+                return {"spec": {"clusterSource": {"kubeConfig": {"location": "east-kc"}}}}
+            return {"data": {}}                       # a Secret without the key: stop there
+
+    for namespace in ("kueue-system", "ops"):
+        manager = Manager()
+        manager.paths = []
+        with pytest.raises(InputError) as bad:
+            workers_from_config(manager, "cfg", namespace)   # type: ignore[arg-type]
+        assert manager.paths[-1] == f"/api/v1/namespaces/{namespace}/secrets/east-kc"
+        assert f"Secret {namespace}/east-kc" in str(bad.value)
+    from planner.cli import apply_command
+
+    flag = next(p for p in apply_command.params if p.name == "kueue_namespace")
+    assert flag.default == "kueue-system"

@@ -125,6 +125,15 @@ CHECKS: dict[tuple[str, str], str] = {
     ("apply", "--workers"): "tests/cluster/test_live_interrupt.py::test_apply_stops_after_the_write_in_flight",
     ("apply", "--quiet"): f"{FLAGS}::test_apply_and_snapshot_quiet_on_a_terminal",
     ("apply", "--metrics"): f"{STATUS}::test_each_cycle_writes_the_status_configmap_as_the_service_account",
+    ("apply", "--allow-kueue-controller"): "tests/cluster/test_live_kueue_guard.py::"
+        "test_apply_refuses_beside_kueues_leader_unless_told_and_an_expired_lease_does_not_block",
+    ("apply", "--worker"): "tests/cluster/test_live_dispatch.py::test_dispatch_idempotency_status_deletion_and_eviction",
+    ("apply", "--multikueue-config"): "tests/cluster/test_live_dispatch.py::"
+        "test_dispatch_idempotency_status_deletion_and_eviction",
+    ("apply", "--kueue-namespace"): "tests/test_dispatch_unit.py::test_kueue_namespace_is_where_the_kubeconfig_secret_is_read",
+    # rbac
+    ("rbac", "--policy"): "tests/test_kinds_custom.py::test_rbac_prints_the_rules_for_the_custom_kinds",
+    ("rbac", "--service-account"): "tests/test_kinds_custom.py::test_rbac_prints_the_rules_for_the_custom_kinds",
     ("apply", "--pushgateway"): f"{STATUS}::test_each_cycle_writes_the_status_configmap_as_the_service_account",
     # snapshot (the live cluster)
     ("snapshot", "--output"): f"{FLAGS}::test_snapshot_format_out_config_and_policy",

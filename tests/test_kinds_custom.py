@@ -202,6 +202,10 @@ def test_rbac_prints_the_rules_for_the_custom_kinds(tmp_path: Path) -> None:
         {"apiGroups": ["example.com"], "resources": ["evals", "trainingruns"], "verbs": ["get", "list", "update"]}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "stowplan", "namespace": "stowplan-system"}]
+    other_account = CliRunner().invoke(cli_module.cli, ["rbac", "--policy", str(path), "--service-account", "ops/runner"])
+    assert yaml.safe_load(other_account.stdout)["items"][1]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "runner", "namespace": "ops"}]
+    assert CliRunner().invoke(cli_module.cli, ["rbac", "--policy", str(path), "--service-account", "x"]).exit_code == 2
     path.write_text(yaml.safe_dump(policy({**RUN, "podSets": "x"})))
     bad = CliRunner().invoke(cli_module.cli, ["rbac", "--policy", str(path)])
     assert bad.exit_code == 2 and "spec.customKinds[0].podSets" in bad.stderr and bad.stdout == ""

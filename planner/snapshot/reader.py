@@ -329,6 +329,7 @@ class _Reader:
             return checks, tuple(requests), {}
         gate = provisioning.gated(workloads, self.cluster_queues, checks, requests)
         return checks, tuple(requests), gate
+
     def use_custom_kinds(self, policy: Policy) -> None:
         """The policy's custom kinds read as workloads (planner.kinds.custom), and put in force
         for every later step (the registry, planner.kinds.use_custom)."""
