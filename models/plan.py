@@ -15,6 +15,8 @@ class Admission:
     workload: ObjectRef
     cluster_queue: str
     pod_sets: tuple[PodSetAssignment, ...]
+    # The MultiKueue worker cluster the workload runs on (planner.fleet); None in one cluster.
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
         versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
         raw_prints = (data.get("snapshot") or {}).get("fingerprints") or {}
         prints = {_ref_of(key): str(value) for key, value in raw_prints.items()}
-        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])))
+        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])),
+                                     None if a.get("cluster") is None else str(a["cluster"]))
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
                                    float(e.get("cost") or 0.0),
