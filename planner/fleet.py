@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from models import Decisions, ObjectRef, PendingEntry, Plan, Snapshot, SolverReport, Workload, WorkloadState, is_gpu
+from models import HOSTNAME_LABEL, Decisions, ObjectRef, PendingEntry, Plan, Snapshot, SolverReport, Workload, WorkloadState, is_gpu
 from planner.greedy import greedy
 from planner.verify_fleet import manager_caps, usage_of, verify_fleet
 
@@ -68,13 +68,36 @@ def fleet_pending(fleet: Fleet) -> list[Workload]:
     return sorted(waiting, key=lambda w: (-w.priority, w.queued_at, w.uid, w.ref))
 
 
+TOPOLOGY_REASON = "topology level "   # the reader's reason when no flavor of the queue has a level
+
+
+def manager_only(reason: str | None) -> bool:
+    """A reason the manager's reader gives that the worker decides instead: the manager's
+    flavors carry no nodes and no Topology, so topology levels are the worker's to check."""
+    return reason is not None and reason.startswith(TOPOLOGY_REASON)
+
+
 def rebind(workload: Workload, worker: Snapshot) -> Workload | None:
     """The workload as the worker's Kueue sees it: its LocalQueue resolved on the worker,
-    or None when the worker has no such LocalQueue or its ClusterQueue is missing."""
+    or None when the worker has no such LocalQueue, its ClusterQueue is missing, or no
+    flavor of that queue has a topology level the workload requires."""
     local = worker.local_queues.get((workload.ref.namespace, workload.local_queue))
-    if local is None or local.cluster_queue not in worker.cluster_queues:
+    cq = worker.cluster_queues.get(local.cluster_queue) if local else None
+    if cq is None:
         return None
-    return replace(workload, cluster_queue=local.cluster_queue)
+    levels = [set(_levels(worker, f.flavor)) for g in cq.resource_groups for f in g.flavors]
+    for ps in workload.pod_sets:
+        wanted = {lv for lv in (ps.topology.level, *(layer.level for layer in ps.topology.slices)) if lv}
+        if ps.topology.mode in ("required", "preferred", None) and wanted and not any(wanted <= have for have in levels):
+            return None
+    blocked = None if manager_only(workload.blocked_reason) else workload.blocked_reason
+    return replace(workload, cluster_queue=cq.name, blocked_reason=blocked)
+
+
+def _levels(worker: Snapshot, flavor: str) -> tuple[str, ...]:
+    found = worker.flavors.get(flavor)
+    topology = worker.topologies.get(found.topology_name or "") if found else None
+    return (topology.levels if topology else ()) + (HOSTNAME_LABEL,)
 
 
 def worker_snapshot(fleet: Fleet, name: str, assigned: Sequence[Workload]) -> Snapshot:
@@ -107,15 +130,16 @@ def _add(used: ManagerUse, more: Mapping[tuple[str, str], int]) -> None:
 
 def manager_admits(fleet: Fleet, used: ManagerUse, workload: Workload) -> bool:
     """The manager's ClusterQueue still has quota for the whole workload (planner.verify_fleet)."""
-    if not workload.cluster_queue or workload.blocked_reason:
+    if not workload.cluster_queue or (workload.blocked_reason and not manager_only(workload.blocked_reason)):
         return False
     caps = manager_caps(fleet.manager)
     want = usage_of(workload.cluster_queue, workload.pod_sets, {ps.name: ps.count for ps in workload.pod_sets})
     return all(caps.get(key) is None or used.get(key, 0) + value <= (caps[key] or 0) for key, value in want.items())
 
 
-def _admitted_by_greedy(snapshot: Snapshot, ref: ObjectRef) -> bool:
-    return any(a.workload == ref for a in greedy(snapshot).decisions.admissions)
+def _admitted_by_greedy(snapshot: Snapshot, refs: set[ObjectRef]) -> bool:
+    """The worker's Kueue (greedy) admits all of `refs` together."""
+    return refs <= {a.workload for a in greedy(snapshot).decisions.admissions}
 
 
 @dataclass
@@ -133,7 +157,8 @@ def _dispatch(fleet: Fleet, order: Iterable[Workload], pick: Callable[[Workload,
     used = manager_base_use(fleet)
     for workload in order:
         if not manager_admits(fleet, used, workload):
-            out.unsent[workload.ref] = workload.blocked_reason or "no quota left in the manager's ClusterQueue"
+            out.unsent[workload.ref] = ("no quota left in the manager's ClusterQueue" if manager_only(workload.blocked_reason)
+                                        else workload.blocked_reason or "no quota left in the manager's ClusterQueue")
             continue
         chosen = pick(workload, [name for name, _ in fleet.clusters], out)
         if chosen is None:
@@ -146,7 +171,9 @@ def _dispatch(fleet: Fleet, order: Iterable[Workload], pick: Callable[[Workload,
 
 def _try(fleet: Fleet, name: str, workload: Workload, out: Assignment) -> bool:
     mine = rebind(workload, fleet.worker(name))
-    return mine is not None and _admitted_by_greedy(worker_snapshot(fleet, name, [*out.clusters[name], mine]), workload.ref)
+    # what was sent before keeps running there (Kueue admitted it then): all of it still admitted
+    sent = [*out.clusters[name], mine] if mine is not None else []
+    return mine is not None and _admitted_by_greedy(worker_snapshot(fleet, name, sent), {w.ref for w in sent})
 
 
 def _keep(fleet: Fleet, name: str, workload: Workload, out: Assignment) -> str:
@@ -170,7 +197,7 @@ def volume(workload: Workload, snapshot: Snapshot) -> float:
     """Dominant-resource units: GPUs where it asks for GPUs, else cores."""
     gpus = sum(ps.count * sum(v for r, v in ps.request.items() if is_gpu(r) or r in snapshot.policy.gpu_resources)
                for ps in workload.pod_sets)
-    return float(gpus) if gpus else sum(ps.count * ps.request.get("cpu", 0) for ps in workload.pod_sets) / 1000.0
+    return float(gpus) if gpus else sum(ps.count * (ps.request.get("cpu") or 0) for ps in workload.pod_sets) / 1000.0
 
 
 def _room(snapshot: Snapshot, assigned: Sequence[Workload]) -> float:
@@ -239,7 +266,8 @@ def merge_summaries(plans: Mapping[str, Plan], pending: int) -> dict[str, object
         return dict(sorted(out.items(), key=lambda kv: _sort_key(kv[0])))
 
     def total(key: str) -> float:
-        return _num(sum(float(plan.summary.get(key) or 0) for plan in plans.values()))  # type: ignore[arg-type]
+        values = [plan.summary.get(key) or 0 for plan in plans.values()]
+        return _num(sum(float(v) for v in values if isinstance(v, (int, float))))
 
     return {
         "served_gpus": summed("served_gpus"), "served_cores": summed("served_cores"),
@@ -303,7 +331,7 @@ def plan_fleet(fleet: Fleet, planner: Planner, solver: str = "milp") -> FleetPla
                 for name, plan in merged.items() for a in [candidates[name][0]]}
     good = [name for name in merged if not problems[name]]
     if not good:
-        raise VerificationError(f"no fleet plan verifies: {problems['first-fit'][:3]}")
+        raise VerificationError(problems["first-fit"])
     priorities = sorted({p for plan in merged.values() for p in served(plan.summary)}, reverse=True)
     ranked = {name: rank({**merged[name].summary, "_priorities": priorities}) for name in good}
     # the best in the objective's order; on a tie the later (smarter) candidate
