@@ -510,10 +510,11 @@ class Outputs:
             raise
 
 
-def _report_problems(snapshot: Snapshot, extra: Sequence[str] = ()) -> int:
+def _report_problems(snapshot: Snapshot, extra: Sequence[str] = (), needs: Sequence[str] = ("Node", "ClusterQueue", "workload")) -> int:
     """Each problem once on stderr, in the reader's order, then what the snapshot lacks
-    and `extra`; returns how many (--strict fails on any)."""
-    problems = [str(p) for p in dict.fromkeys(snapshot.problems)] + _missing(snapshot) + list(extra)
+    of `needs` and `extra`; returns how many (--strict fails on any)."""
+    lacking = [m for m in _missing(snapshot) if any(f": no {kind} was read" in m for kind in needs)]
+    problems = [str(p) for p in dict.fromkeys(snapshot.problems)] + lacking + list(extra)
     for problem in problems:
         click.echo(f"warning: {printable(problem)}", err=True)
     return len(problems)
@@ -971,18 +972,20 @@ def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | N
                              limits=Limits(max_file_bytes=max_file_size))
 
     started = time.monotonic()
-    workers = []
+    workers: list[tuple[str, Snapshot]] = []
     problems = 0
     for name, path in named:
         say(f"reading cluster {name}: {path}")
         snap = read([path])
-        problems += _report_problems(snap)
+        # a worker's workloads come from the manager: only its nodes and queues are needed
+        problems += _report_problems(snap, needs=("Node", "ClusterQueue") if manager is not None or workers else
+                                     ("Node", "ClusterQueue", "workload"))
         workers.append((name, snap))
     boss = workers[0][1]
     if manager is not None:
         say(f"reading the manager: {manager}")
         boss = read([manager])
-        problems += _report_problems(_for_manager(boss))
+        problems += _report_problems(_for_manager(boss), needs=("ClusterQueue", "workload"))
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     read_seconds = time.monotonic() - started

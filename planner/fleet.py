@@ -254,6 +254,9 @@ def rank(summary: Mapping[str, object]) -> tuple[float, ...]:
     return (*(by_priority.get(p, 0.0) for p in priorities), -float(cost), float(sum(free.values())))
 
 
+PER_CLUSTER = ("served_gpus", "served_cores", "admitted", "evicted", "free_domains")
+
+
 def merge_summaries(plans: Mapping[str, Plan], pending: int) -> dict[str, object]:
     """The fleet's section-5 metrics: sums over the workers, and each worker's own."""
     def summed(key: str) -> dict[str, float]:
@@ -273,7 +276,7 @@ def merge_summaries(plans: Mapping[str, Plan], pending: int) -> dict[str, object
         "served_gpus": summed("served_gpus"), "served_cores": summed("served_cores"),
         "admitted": int(total("admitted")), "evicted": int(total("evicted")), "pending": pending,
         "preemption_cost": total("preemption_cost"), "free_domains": summed("free_domains"),
-        "clusters": {name: dict(plan.summary) for name, plan in plans.items()},
+        "clusters": {name: {k: plan.summary[k] for k in PER_CLUSTER if k in plan.summary} for name, plan in plans.items()},
     }
 
 
@@ -336,7 +339,11 @@ def plan_fleet(fleet: Fleet, planner: Planner, solver: str = "milp") -> FleetPla
     ranked = {name: rank({**merged[name].summary, "_priorities": priorities}) for name in good}
     # the best in the objective's order; on a tie the later (smarter) candidate
     chosen = max(reversed(good), key=lambda n: ranked[n])
-    return FleetPlan(plan=merged[chosen], chosen=chosen,
+    baseline = merged["first-fit"].summary
+    # the plan says what it was chosen among, and what Kueue's dispatcher would have done
+    fleet_note = {"chosen": chosen, "first_fit": {k: baseline[k] for k in PER_CLUSTER if k in baseline}}
+    best = replace(merged[chosen], summary={**merged[chosen].summary, "fleet": fleet_note})
+    return FleetPlan(plan=best, chosen=chosen,
                      candidates={name: merged[name].summary for name in merged},
                      per_cluster=candidates[chosen][1])
 
