@@ -1558,10 +1558,14 @@ class _LazyEpilogCommand(click.Command):
               help="With --trace: the hours of arrivals (default 24).")
 @click.option("--load", "load", type=click.FloatRange(min=0, max=100, min_open=True), show_envvar=True,
               help="With --trace: offered GPU-time per hour as a multiple of the cluster's GPUs (default 1).")
+@click.option("--fleet", "fleet", metavar="DIR", show_envvar=True, type=click.Path(file_okay=False),
+              help="Write a MultiKueue fleet instead (docs/multicluster.md): DIR/manager.yaml (the queues and "
+                   "pending Jobs) and one snapshot per worker (east, west, north, south: different sizes and "
+                   "GPU types), for what-if --cluster. Takes --seed.")
 @_exits
 def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str],
                      output: str | None, out: str | None, quiet: bool, trace: bool = False,
-                     hours: float | None = None, load: float | None = None) -> None:
+                     hours: float | None = None, load: float | None = None, fleet: str | None = None) -> None:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
@@ -1581,7 +1585,11 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
       stowplan generate --nodes 2x8x18 --set gpus_per_node=4 --set running=50 --out small.json
       stowplan generate --preset family --seed 7 --set scale=M --out family-7-m.json
       stowplan generate --preset S --trace --hours 4 --seed 7 --out trace.jsonl
+      stowplan generate --fleet fleet/ --seed 7
     """
+    if fleet is not None:
+        _generate_fleet(fleet, 1 if seed is None else seed, _progress(quiet))
+        return
     from planner.tools.generate import generate, generate_trace, spec_from_options, to_json, to_json_lines, to_yaml
 
     say = _progress(quiet)
@@ -1612,6 +1620,22 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     meta = document["metadata"]["annotations"]["stowplan.io/generator"]
     say(f"generated {len(document['items'])} objects ({meta}) in {time.monotonic() - started:.2f}s")
     emit(text, None if to_stdout else out, say)
+
+
+def _generate_fleet(folder: str, seed: int, say: Callable[[str], None]) -> None:
+    """generate --fleet DIR: the manager's and each worker's snapshot, all written or none."""
+    from planner.output import dump_yaml
+    from planner.tools import fleet_gen
+
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InputError("is not a folder", file=folder, field="--fleet")
+    os.makedirs(folder, exist_ok=True)
+    files = fleet_gen.fleet(seed)
+    with Outputs() as outputs:
+        for stem, data in files.items():
+            outputs.file(os.path.join(folder, f"{stem}.yaml"), dump_yaml(data), field="--fleet")
+        outputs.commit()
+    say(f"wrote {', '.join(f'{s}.yaml' for s in files)} in {folder}")
 
 
 def _kueue_baseline(trace: bool, settings: Sequence[str], out: str | None, say: Callable[[str], None]) -> None:

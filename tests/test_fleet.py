@@ -193,3 +193,16 @@ def test_bad_cluster_flags_exit_2_naming_the_flag(args: tuple[str, ...], says: s
     result = run("what-if", *args, "-q")
     assert result.exit_code == 2, result.output
     assert says in result.output
+
+
+def test_generate_fleet_writes_a_manager_and_four_workers_that_plan(tmp_path: Path) -> None:
+    folder = tmp_path / "fleet"
+    result = run("generate", "--fleet", str(folder), "--seed", "5", "-q")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["east.yaml", "manager.yaml", "north.yaml", "south.yaml", "west.yaml"]
+    again = tmp_path / "again"
+    run("generate", "--fleet", str(again), "--seed", "5", "-q")
+    assert (folder / "manager.yaml").read_bytes() == (again / "manager.yaml").read_bytes()   # seeded
+    gpus = {name: sum(n.allocatable.get("nvidia.com/gpu") for n in read_snapshot([str(folder / f"{name}.yaml")]).nodes)
+            for name in ("east", "west", "north", "south")}
+    assert len(set(gpus.values())) > 1          # clusters of different sizes
