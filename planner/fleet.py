@@ -330,7 +330,8 @@ def plan_fleet(fleet: Fleet, planner: Planner, solver: str = "milp") -> FleetPla
         bf = best_fit(fleet)
         candidates["best-fit+" + solver] = (bf, plan_assignment(fleet, bf, planner))
     merged = {name: merge(fleet, a, plans, f"fleet:{name}") for name, (a, plans) in candidates.items()}
-    problems = {name: verify_fleet(fleet_workers(fleet, a), fleet.manager, plan.admissions)
+    problems = {name: verify_fleet(fleet_workers(fleet, a), fleet.manager, plan.admissions,
+                                   [e.workload for e in plan.evictions])
                 for name, plan in merged.items() for a in [candidates[name][0]]}
     good = [name for name in merged if not problems[name]]
     if not good:

@@ -13,7 +13,7 @@ Models only, no I/O.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from models import Admission, ObjectRef, PodSet, Snapshot, WorkloadState
 
@@ -48,8 +48,10 @@ def usage_of(cluster_queue: str, pod_sets: Sequence[PodSet], counts: Mapping[str
     return out
 
 
-def verify_fleet(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission]) -> list[str]:
-    """Every broken fleet rule, as sentences; empty when the plan holds."""
+def verify_fleet(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission],
+                 evicted: Iterable[ObjectRef] = ()) -> list[str]:
+    """Every broken fleet rule, as sentences; empty when the plan holds (`evicted`: the
+    plan's evictions, whose manager quota is given back)."""
     out: list[str] = []
     nodes = {name: {n.name for n in snap.nodes} for name, snap in workers.items()}
     seen: dict[ObjectRef, str] = {}
@@ -66,11 +68,12 @@ def verify_fleet(workers: Mapping[str, Snapshot], manager: Snapshot, admissions:
             if foreign:
                 out.append(f"{a.workload}: pod set {psa.name} on {', '.join(foreign[:3])}, not nodes of "
                            f"cluster {a.cluster}: a workload's pods are all on one cluster")
-    out.extend(_manager_quota(workers, manager, admissions))
+    out.extend(_manager_quota(workers, manager, admissions, set(evicted)))
     return out
 
 
-def _manager_quota(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission]) -> list[str]:
+def _manager_quota(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission],
+                   evicted: set[ObjectRef]) -> list[str]:
     by_ref = {w.ref: w for w in manager.workloads}
     used: dict[tuple[str, str], int] = {}
 
@@ -83,7 +86,7 @@ def _manager_quota(workers: Mapping[str, Snapshot], manager: Snapshot, admission
 
     for snap in workers.values():
         for w in snap.workloads:
-            if w.state is WorkloadState.RUNNING:
+            if w.state is WorkloadState.RUNNING and w.ref not in evicted:
                 charge(w.ref, {ps.name: ps.count for ps in w.assignment})
     for a in admissions:
         charge(a.workload, {ps.name: ps.count for ps in a.pod_sets})
