@@ -16,7 +16,8 @@ class Admission:
     workload: ObjectRef
     cluster_queue: str
     pod_sets: tuple[PodSetAssignment, ...]
-    cluster: str | None = None               # the worker cluster it runs on (multi-cluster plans); None: this one
+    # The MultiKueue worker cluster the workload runs on (planner.fleet); None in one cluster.
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)

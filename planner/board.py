@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from models import ObjectRef, Plan, PodSetAssignment, Snapshot, Workload, WorkloadState, is_gpu
@@ -39,6 +39,7 @@ class Row:
     nodes: str                      # compressed: `rack x4 (n01-n04)`
     nodes_wide: str                 # every node with its pods
     note: str                       # why it waits, whom an eviction is for, ...
+    cluster: str = ""               # the worker cluster of an admission planned across clusters
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,8 @@ def rows(plan: Plan, snapshot: Snapshot | None) -> list[Row]:
         )
 
     for admission in plan.admissions:
-        out.append(row("admit", admission.workload, admission.cluster_queue, admission.pod_sets, "", True))
+        admitted = row("admit", admission.workload, admission.cluster_queue, admission.pod_sets, "", True)
+        out.append(replace(admitted, cluster=admission.cluster) if admission.cluster else admitted)
     moved = {m.workload for m in plan.migrations}
     for migration in plan.migrations:
         frees = ", ".join("/".join(d.values) for d in migration.frees)

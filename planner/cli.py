@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 
 import click
 
-from models import Plan, Snapshot
+from models import Plan, Problem, Snapshot
 from planner import interrupt, progress
 from planner.errors import InputError, StowplanError, VerificationError
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
@@ -536,10 +536,11 @@ class Outputs:
             raise
 
 
-def _report_problems(snapshot: Snapshot, extra: Sequence[str] = ()) -> int:
+def _report_problems(snapshot: Snapshot, extra: Sequence[str] = (), needs: Sequence[str] = ("Node", "ClusterQueue", "workload")) -> int:
     """Each problem once on stderr, in the reader's order, then what the snapshot lacks
-    and `extra`; returns how many (--strict fails on any)."""
-    problems = [str(p) for p in dict.fromkeys(snapshot.problems)] + _missing(snapshot) + list(extra)
+    of `needs` and `extra`; returns how many (--strict fails on any)."""
+    lacking = [m for m in _missing(snapshot) if any(f": no {kind} was read" in m for kind in needs)]
+    problems = [str(p) for p in dict.fromkeys(snapshot.problems)] + lacking + list(extra)
     for problem in problems:
         click.echo(f"warning: {printable(problem)}", err=True)
     return len(problems)
@@ -701,8 +702,15 @@ def cli() -> None:
 
 
 @cli.command("what-if", context_settings=CONTEXT, epilog=EXIT_CODES_HELP)
-@click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=True,
+@click.argument("snapshots", metavar="SNAPSHOT...", nargs=-1, required=False,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
+@click.option("--cluster", "clusters", metavar="NAME=SNAPSHOT", multiple=True, show_envvar=True,
+              help="Plan across MultiKueue worker clusters: one snapshot per worker, in the "
+                   "MultiKueueConfig's order (repeat the flag); replaces SNAPSHOT. Each admission "
+                   "says its cluster; a workload's pods are all on one cluster (docs/multicluster.md).")
+@click.option("--manager", "manager", metavar="SNAPSHOT", show_envvar=True,
+              help="With --cluster: the MultiKueue manager's snapshot (its workloads and ClusterQueues' "
+                   "quota). Default: the first --cluster's snapshot.")
 @click.option("--policy", "policy", metavar="FILE", show_envvar=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="PlannerPolicy YAML (stowplan.io/v1alpha1) to use instead of one in the snapshot.")
@@ -765,6 +773,8 @@ def cli() -> None:
 @_exits
 def what_if(
     snapshots: Sequence[str],
+    clusters: Sequence[str],
+    manager: str | None,
     policy: str | None,
     output: str | None,
     out: str | None,
@@ -815,7 +825,20 @@ def what_if(
       STOWPLAN_WHAT_IF_SOLVER=greedy stowplan what-if snapshots/
       stowplan what-if snap.yaml --add-nodes racks.yaml --priority 100
       stowplan what-if snap.yaml --remove-nodes example.com/rack=r7
+      stowplan what-if --cluster east=east.yaml --cluster west=west.yaml --manager mgr.yaml
     """
+    if clusters or manager is not None:
+        if snapshots:
+            raise InputError("give SNAPSHOT or --cluster NAME=SNAPSHOT, not both", field="--cluster")
+        if any(v is not None for v in (add_nodes, remove_nodes, picture, picture_before, metrics)):
+            raise InputError("--add-nodes, --remove-nodes, --picture, --picture-before and --metrics plan one "
+                             "cluster; not with --cluster", field="--cluster")
+        _what_if_fleet(clusters, manager, policy, output, out, solver, time_limit, gap, now, strict,
+                       max_file_size, quiet, verbose, table_view(namespace, queue, summary_only, time_limit,
+                                                                 out in (None, "-")))
+        return
+    if not snapshots:
+        raise InputError("give a SNAPSHOT (or --cluster NAME=SNAPSHOT per worker cluster)", field="SNAPSHOT")
     from planner.cycle import plan_snapshot
     from planner.snapshot import read_snapshot
     from planner.snapshot.loader import Limits
@@ -923,6 +946,92 @@ def what_if(
         if picture_before is not None:
             _draw(outputs, snapshot, plan, picture_before, "--picture-before", before=True)
             done.append(f"drew {picture_before}")
+        outputs.commit()
+    for line in done:
+        say(line)
+
+
+def parse_clusters(clusters: Sequence[str], manager: str | None) -> list[tuple[str, str]]:
+    """--cluster NAME=SNAPSHOT values -> (name, path), checked before anything is read."""
+    out: list[tuple[str, str]] = []
+    for value in clusters:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"{value!r} is not NAME=SNAPSHOT", field="--cluster")
+        if any(name == seen for seen, _ in out):
+            raise InputError(f"names cluster {name!r} twice", field="--cluster")
+        if path != "-" and not os.path.exists(path):
+            raise InputError(f"cluster {name}: no such file or folder", file=path, field="--cluster")
+        out.append((name, path))
+    if not out:
+        raise InputError("--manager plans a fleet: give its workers with --cluster NAME=SNAPSHOT", field="--cluster")
+    if manager is not None and manager != "-" and not os.path.exists(manager):
+        raise InputError("no such file or folder", file=manager, field="--manager")
+    return out
+
+
+def _for_manager(snapshot: Snapshot) -> Snapshot:
+    """The manager's problems without those its workers decide: its flavors have no
+    Topology, so a workload's topology levels are checked on each worker instead."""
+    def worker_decides(p: Problem) -> bool:
+        return "topology" in p.field and "not in the Topology" in p.message or "not all in the Topology" in p.message
+    return replace(snapshot, problems=tuple(p for p in snapshot.problems if not worker_decides(p)))
+
+
+def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | None, output: str | None,
+                   out: str | None, solver: str, time_limit: float | None, gap: float | None,
+                   now: dt.datetime | None, strict: bool, max_file_size: int, quiet: bool, verbose: bool,
+                   view: Any) -> None:
+    """what-if --cluster: read each worker's snapshot and the manager's, plan the fleet."""
+    from planner import fleet as fleet_module
+    from planner.cycle import plan_snapshot
+    from planner.snapshot import read_snapshot
+    from planner.snapshot.loader import Limits
+
+    say = _progress(quiet)
+    _solver_log(verbose)
+    named = parse_clusters(clusters, manager)
+    to_stdout = out in (None, "-")
+    fmt = out_format(output, out, FORMATS, default="table" if to_stdout and _isatty(sys.stdout) else "yaml")
+    if not to_stdout:
+        assert out is not None
+        check_writable(out)
+
+    def read(paths: list[str]) -> Snapshot:
+        return read_snapshot(paths, policy_file=policy, now=now.timestamp() if now else None,
+                             limits=Limits(max_file_bytes=max_file_size))
+
+    started = time.monotonic()
+    workers: list[tuple[str, Snapshot]] = []
+    problems = 0
+    for name, path in named:
+        say(f"reading cluster {name}: {path}")
+        snap = read([path])
+        # a worker's workloads come from the manager: only its nodes and queues are needed
+        problems += _report_problems(snap, needs=("Node", "ClusterQueue") if manager is not None or workers else
+                                     ("Node", "ClusterQueue", "workload"))
+        workers.append((name, snap))
+    boss = workers[0][1]
+    if manager is not None:
+        say(f"reading the manager: {manager}")
+        boss = read([manager])
+        problems += _report_problems(_for_manager(boss), needs=("ClusterQueue", "workload"))
+    if strict and problems:
+        raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
+    read_seconds = time.monotonic() - started
+    share = None if time_limit is None else time_limit / max(1, 2 * len(workers))
+
+    def planner(snap: Snapshot) -> Plan:
+        return plan_snapshot(snap, solver=solver, time_limit=share, gap=gap, read_seconds=read_seconds)
+
+    with stdout_to_stderr(discard=not verbose), say.planning(f"planning {len(workers)} clusters with {solver}"):
+        result = fleet_module.plan_fleet(fleet_module.Fleet(tuple(workers), boss), planner, solver)
+    plan = replace(result.plan, solver=replace(result.plan.solver, peak_rss_mib=peak_rss_mib()))
+    say(f"{_outcome(plan)} (chosen: {result.chosen})")
+    text = render(plan, fmt, boss, view)
+    done: list[str] = []
+    with Outputs() as outputs:
+        emit(text, None if to_stdout else out, done.append, outputs)
         outputs.commit()
     for line in done:
         say(line)
@@ -1549,10 +1658,14 @@ class _LazyEpilogCommand(click.Command):
               help="With --trace: the hours of arrivals (default 24).")
 @click.option("--load", "load", type=click.FloatRange(min=0, max=100, min_open=True), show_envvar=True,
               help="With --trace: offered GPU-time per hour as a multiple of the cluster's GPUs (default 1).")
+@click.option("--fleet", "fleet", metavar="DIR", show_envvar=True, type=click.Path(file_okay=False),
+              help="Write a MultiKueue fleet instead (docs/multicluster.md): DIR/manager.yaml (the queues and "
+                   "pending Jobs) and one snapshot per worker (east, west, north, south: different sizes and "
+                   "GPU types), for what-if --cluster. Takes --seed.")
 @_exits
 def generate_command(preset: str, seed: int | None, nodes: str | None, settings: Sequence[str],
                      output: str | None, out: str | None, quiet: bool, trace: bool = False,
-                     hours: float | None = None, load: float | None = None) -> None:
+                     hours: float | None = None, load: float | None = None, fleet: str | None = None) -> None:
     """Generate a realistic synthetic snapshot (seeded, deterministic) to plan with what-if.
 
     A GPU cluster with a Kueue Topology (nodes labelled by level), flavors,
@@ -1572,7 +1685,11 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
       stowplan generate --nodes 2x8x18 --set gpus_per_node=4 --set running=50 --out small.json
       stowplan generate --preset family --seed 7 --set scale=M --out family-7-m.json
       stowplan generate --preset S --trace --hours 4 --seed 7 --out trace.jsonl
+      stowplan generate --fleet fleet/ --seed 7
     """
+    if fleet is not None:
+        _generate_fleet(fleet, 1 if seed is None else seed, _progress(quiet))
+        return
     from planner.tools.generate import generate, generate_trace, spec_from_options, to_json, to_json_lines, to_yaml
 
     say = _progress(quiet)
@@ -1603,6 +1720,22 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     meta = document["metadata"]["annotations"]["stowplan.io/generator"]
     say(f"generated {len(document['items'])} objects ({meta}) in {time.monotonic() - started:.2f}s")
     emit(text, None if to_stdout else out, say)
+
+
+def _generate_fleet(folder: str, seed: int, say: Callable[[str], None]) -> None:
+    """generate --fleet DIR: the manager's and each worker's snapshot, all written or none."""
+    from planner.output import dump_yaml
+    from planner.tools import fleet_gen
+
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InputError("is not a folder", file=folder, field="--fleet")
+    os.makedirs(folder, exist_ok=True)
+    files = fleet_gen.fleet(seed)
+    with Outputs() as outputs:
+        for stem, data in files.items():
+            outputs.file(os.path.join(folder, f"{stem}.yaml"), dump_yaml(data), field="--fleet")
+        outputs.commit()
+    say(f"wrote {', '.join(f'{s}.yaml' for s in files)} in {folder}")
 
 
 def _kueue_baseline(trace: bool, settings: Sequence[str], out: str | None, say: Callable[[str], None]) -> None:

@@ -109,6 +109,8 @@ def _admission_to_dict(admission: Admission) -> dict[str, Any]:
         "workload": ref_to_dict(admission.workload),
         "clusterQueue": admission.cluster_queue,
         "podSets": [pod_set_assignment_to_dict(ps) for ps in admission.pod_sets],
+        # written only when planned across clusters, so one-cluster plans stay as they were
+        **({"cluster": admission.cluster} if admission.cluster is not None else {}),
     }
     if admission.cluster is not None:    # multi-cluster plans only: single-cluster output is unchanged
         out["cluster"] = admission.cluster

@@ -166,6 +166,8 @@ def _cells(row: board.Row, wide: bool) -> list[str]:
     where = (row.nodes_wide if wide else row.nodes) if row.decision in ("admit", "move", "running") else ""
     if row.note:
         where = f"{where} ({row.note})" if where and where != "-" else f"({row.note})"
+    if row.cluster:   # planned across clusters: the nodes are the worker's
+        where = f"{row.cluster}: {where}"
     value = {
         "WORKLOAD": _workload(row, wide), "QUEUE": row.queue, "LOCALQUEUE": row.local_queue,
         "PRIORITY": "-" if row.priority is None else str(row.priority), "WAIT": age(row.wait),

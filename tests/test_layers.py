@@ -19,6 +19,7 @@ forbidden import planted in a temporary copy of the tree makes it fail.
     describe    explain and metrics: why a workload waits, the plan's numbers
     cycle       one planning cycle, in order: greedy -> MILP -> verify -> Plan
     whatif      questions around the cycle: the nodes to add, what a drain does
+    fleet       one plan over MultiKueue's worker clusters, from per-cluster cycles
     output      Plan -> yaml, json, a table
     cluster     the live cluster: read, lease, apply, the plan file (and the cycle's
                 provisioning section, planner.provisioning, a what-if around the cycle)
@@ -48,12 +49,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "greedy": ("planner.greedy",),
     "milp": ("planner.milp", "planner.milp.*"),
     "verify": ("planner.verify", "planner.verify_stable", "planner.verify_moves", "planner.verify_fair",
-               "planner.verify_needed"),
+               "planner.verify_needed", "planner.verify_fleet"),
     "describe": ("planner.explain", "planner.why", "planner.metrics", "planner.vs_kueue", "planner.fair_report",
                  "planner.board"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
               "planner.podsready"),
     "whatif": ("planner.capacity_plan", "planner.simulate", "planner.provisioning"),
+    "fleet": ("planner.fleet",),
     "output": ("planner.output", "planner.promtext", "planner.picture", "planner.table", "planner.sim_output"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
@@ -72,10 +74,11 @@ ALLOWED: dict[str, set[str]] = {
     "describe": {"models", "base", "kueue"},
     "cycle": {"models", "base", "kueue", "greedy", "milp", "verify", "describe"},
     "whatif": {"models", "base", "kueue", "greedy", "milp", "verify", "describe", "cycle"},
+    "fleet": {"models", "base", "kueue", "greedy", "verify", "cycle"},
     "output": {"models", "base", "describe"},
     "cluster": {"models", "base", "snapshot", "describe", "cycle", "whatif", "output"},
-    "cli": {"models", "base", "snapshot", "milp", "cycle", "whatif", "output", "cluster", "tools"},
-    "tools": {"models", "base", "snapshot", "kueue", "greedy", "milp", "verify", "describe", "cycle", "output"},
+    "cli": {"models", "base", "snapshot", "milp", "cycle", "whatif", "fleet", "output", "cluster", "tools"},
+    "tools": {"models", "base", "snapshot", "kueue", "greedy", "milp", "verify", "describe", "cycle", "fleet", "output"},
 }
 
 # What decides never touches the outside world: these layers import none of this.
