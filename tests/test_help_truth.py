@@ -73,6 +73,8 @@ CHECKS: dict[tuple[str, str], str] = {
     ("what-if", "--namespace"): "test_namespace_filters_the_table_rows_not_the_headline",
     ("what-if", "--queue"): "test_queue_filters_the_table_rows",
     ("what-if", "--summary-only"): "test_summary_only_drops_the_workload_rows",
+    ("what-if", "--cluster"): "tests/test_fleet.py::test_what_if_cluster_end_to_end_matches_its_golden",
+    ("what-if", "--manager"): "tests/test_fleet.py::test_without_manager_the_first_cluster_holds_the_workloads",
     # explain
     ("explain", "WORKLOAD"): "test_explain_workload_names_its_state_and_position",
     ("explain", "[SNAPSHOT...]"): "test_snapshot_arguments_a_folder_and_stdin_read_as_the_file",
@@ -145,6 +147,7 @@ CHECKS: dict[tuple[str, str], str] = {
     ("snapshot", "--quiet"): f"{FLAGS}::test_apply_and_snapshot_quiet_on_a_terminal",
     # generate
     ("generate", "--preset"): "test_generate_preset_seed_and_nodes",
+    ("generate", "--fleet"): "tests/test_fleet.py::test_generate_fleet_writes_a_manager_and_four_workers_that_plan",
     ("generate", "--seed"): "test_generate_preset_seed_and_nodes",
     ("generate", "--nodes"): "test_generate_preset_seed_and_nodes",
     ("generate", "--set"): "test_generate_set_changes_a_parameter",
