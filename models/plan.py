@@ -53,6 +53,26 @@ class Migration:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """A running elastic Job grown or shrunk in place (planner.elastic), as Kueue's
+    workload slices do: from `from_count` pods of pod set `pod_set` to `to_count`.
+
+    Growth is `slice`, a new slice admitted beside the running pods (same flavors);
+    shrinking releases `release` (node -> pods) for `for_`, costing `cost` lost work."""
+
+    workload: ObjectRef
+    cluster_queue: str
+    pod_set: str
+    from_count: int
+    to_count: int
+    slice: PodSetAssignment | None = None
+    release: tuple[tuple[str, int], ...] = ()
+    reason: str = ""                         # Preempted | Reclaimed, for a shrink
+    for_: tuple[ObjectRef, ...] = ()
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
 class PendingEntry:
     workload: ObjectRef
     reason: str
@@ -89,6 +109,7 @@ class Plan:
     pending: tuple[PendingEntry, ...] = ()
     migrations: tuple[Migration, ...] = ()
     summary: Mapping[str, object] = field(default_factory=dict)
+    resizes: tuple[Resize, ...] = ()
 
 
 @dataclass(frozen=True)

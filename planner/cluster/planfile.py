@@ -13,14 +13,14 @@ import json
 from datetime import datetime
 from typing import Any, Mapping
 
-from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, SolverReport
+from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, Resize, SolverReport
 from planner.cluster.apply import parse_pod_sets
 from planner.errors import InputError
 
 
 def touched(plan: Plan) -> list[ObjectRef]:
     return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions}
-                  | {m.workload for m in plan.migrations})
+                  | {m.workload for m in plan.migrations} | {r.workload for r in plan.resizes})
 
 
 def ref_key(ref: ObjectRef) -> str:
@@ -89,6 +89,12 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
                                            for d in m.get("frees") or ()),
                                      tuple(_ref(r) for r in m.get("for") or ()), float(m.get("cost") or 0.0))
                            for m in data.get("migrations") or ())
+        resizes = tuple(Resize(_ref(r["workload"]), str(r["clusterQueue"]), str(r["podSet"]), int(r["from"]),
+                               int(r["to"]), parse_pod_sets([r["slice"]])[0] if r.get("slice") else None,
+                               tuple((str(x["node"]), int(x["count"])) for x in r.get("release") or ()),
+                               str(r.get("reason") or ""), tuple(_ref(f) for f in r.get("for") or ()),
+                               float(r.get("cost") or 0.0))
+                        for r in data.get("resizes") or ())
         snapshot = data.get("snapshot") or {}
         solver = data.get("solver") or {}
         plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")),
@@ -96,7 +102,7 @@ def load_plan_with_fingerprints(path: str) -> tuple[Plan, dict[ObjectRef, str], 
                     SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
                                  float(solver.get("objective") or 0), float(solver.get("bound") or 0),
                                  float(solver.get("gap") or 0)),
-                    admissions, evictions, migrations=migrations)
+                    admissions, evictions, migrations=migrations, resizes=resizes)
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
     missing = [str(ref) for ref in touched(plan) if ref not in versions]

@@ -86,7 +86,7 @@ class Admitted:
     def __post_init__(self) -> None:
         w = self.view
         self.frs = frozenset(fr for fr, v in self.usage.items() if v > 0)
-        self.order = (w.priority, -self.admitted_at, w.uid, str(w.ref))
+        self.order = (w.priority, -self.admitted_at, w.part_of is None, w.uid, str(w.ref))
 
     @property
     def ref(self) -> ObjectRef:
@@ -494,7 +494,9 @@ class Rules:
         frs |= {fr for q in registry.by_cq.values() for a in q for fr in a.usage}
         self.columns: dict[FR, int] = {fr: j for j, fr in enumerate(sorted(frs))}
         # Kueue breaks ties between candidates by UID: a rank per workload (then by name).
-        self.tie = {w.ref: k for k, w in enumerate(sorted(snapshot.workloads, key=lambda w: (w.uid, str(w.ref))))}
+        # UID order; an elastic Job's releasable pods (planner.elastic) before the Job: a shrink loses less
+        self.tie = {w.ref: k for k, w in enumerate(sorted(snapshot.workloads,
+                                                          key=lambda w: (w.part_of is None, w.uid, str(w.ref))))}
 
     def quota_now(self) -> tuple[QuotaArrays, np.ndarray]:
         """The quota tree as arrays over `columns`, and its usage now (a row per tree

@@ -310,8 +310,9 @@ class Preemption:
         self._lower: dict[tuple[str, int, object, int], list[Workload]] = {}
 
     @staticmethod
-    def _order(w: Workload) -> tuple[int, float, str, str]:
-        return (w.priority, -(w.admitted_at or 0.0), w.uid, str(w.ref))
+    def _order(w: Workload) -> tuple[int, float, bool, str, str]:
+        # an elastic Job's releasable pods (planner.elastic) before the Job: a shrink loses less
+        return (w.priority, -(w.admitted_at or 0.0), w.part_of is None, w.uid, str(w.ref))
 
     def candidates(self, w: Workload) -> list[Candidate]:
         snap, tree = self.state.snapshot, self.tree
