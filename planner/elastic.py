@@ -28,6 +28,7 @@ snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 from models import (Admission, Eviction, ObjectRef, Plan, PodSet, PodSetAssignment, Resize,
                     Snapshot, Workload, WorkloadState)
@@ -113,10 +114,9 @@ def _split(snapshot: Snapshot, job: Workload, expansion: Expansion) -> list[Work
     if most > count:
         selector = dict(pod_set.node_selector)
         request = pod_set.topology
-        if request.mode == "required" and request.level in running.levels:
+        if request.mode == "required" and request.level:
             # within the domain it runs in at its required level (Kueue: one domain or none)
-            at = running.levels.index(request.level)
-            domains = {values[at] for values, _ in running.domains if len(values) > at}
+            domains = domains_of(snapshot, request.level, per_node)
             if len(domains) == 1:
                 selector[request.level] = domains.pop()
         grow = replace(pod_set, count=most - count, min_count=1 if most - count > 1 else None,
@@ -128,6 +128,12 @@ def _split(snapshot: Snapshot, job: Workload, expansion: Expansion) -> list[Work
                               pods_ready_at=None, pods_not_ready_at=None, movable=False, elastic_job=False,
                               resource_version=job.resource_version))
     return pieces
+
+
+def domains_of(snapshot: Snapshot, level: str, nodes: Mapping[str, int]) -> set[str]:
+    """The values of node label `level` on `nodes` (a node without it: "")."""
+    labels = {n.name: n.labels for n in snapshot.nodes}
+    return {labels.get(name, {}).get(level, "") for name in nodes}
 
 
 def collapse(plan: Plan, expansion: Expansion) -> Plan:
@@ -223,9 +229,8 @@ def verify(snapshot: Snapshot, plan: Plan) -> list[str]:
                 out.append(f"resize of {ref}: its slice places {sum(c for _, c in resize.slice.domains)} pods, "
                            f"not {grown}")
             level = pod_set.topology.level if pod_set.topology.mode == "required" else None
-            if level is not None and level in running.levels and level in resize.slice.levels:
-                at, new_at = running.levels.index(level), resize.slice.levels.index(level)
-                domains = {v[at] for v, _ in running.domains} | {v[new_at] for v, _ in resize.slice.domains}
+            if level:
+                domains = domains_of(snapshot, level, {**per_node, **resize.slice.pods_per_node()})
                 if len(domains) > 1:
                     out.append(f"resize of {ref}: its slice leaves the {level} domain it requires "
                                f"({', '.join(sorted(domains))})")
