@@ -165,3 +165,32 @@ def test_output_and_plan_file_carry_resizes(tmp_path):
     path.write_text(render_saved(plan, {resize.workload: "7"}, "yaml"))
     loaded, versions = load_plan(str(path))
     assert loaded.resizes == plan.resizes and versions[resize.workload] == "7"
+
+
+def test_verifier_refuses_a_slice_outside_the_required_domain():
+    nodes = [node("a1", gpu=4, labels={RACK: "r1"}), node("b1", gpu=8, labels={RACK: "r2"})]
+    w = running_job("team", "elastic", nodes={"a1": 3}, gpu=1, pods=8, topology=required(RACK))
+    w = dataclasses.replace(w, elastic_job=True)
+    snap = snapshot(nodes=nodes, flavors=[flavor("tas", topology="t")], topologies=[topology("t", RACK, HOST)],
+                    cqs=[cq("cq", quotas={"tas": {GPU: 1000, "cpu": 10_000, "memory": "100Ti"}})],
+                    lqs=[lq("team", "lq", "cq")], workloads=[w])
+    flavors = dict(snap.workloads[0].assignment[0].flavors)
+    slice_ = PodSetAssignment("main", 2, flavors, (HOST,), ((("b1",), 2),))
+    found = _check(snap, Resize(w.ref, "cq", "main", 3, 5, slice=slice_))
+    assert any("leaves the rack domain it requires" in v for v in found)
+
+
+def test_the_table_shows_resizes():
+    from planner import board
+    from planner.output import render
+
+    snap = snap_of([node("n1", gpu=8)], [
+        elastic_job("elastic", {"n1": 6}, most=6, floor=2),
+        job("team", "high", pods=4, gpu=1, priority=100),
+    ])
+    plan = plan_snapshot(snap)
+    line = next(line for line in render(plan, "table", snap).splitlines() if " resize " in line)
+    assert "team/elastic" in line and "6 -> 4 pods" in line
+    (row,) = [r for r in board.rows(plan, snap) if r.decision == "resize"]
+    assert row.pods == 4 and row.gpus == 4 and "releases n1 x2, Preempted for Job/team/high" in row.note
+    assert {t.priority: t.served for t in board.tiers(plan, snap)} == {100: 4.0, 0: 4.0}
