@@ -1327,6 +1327,11 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
 @click.option("--workers", "workers", default=8, show_default=True, show_envvar=True,
               type=click.IntRange(min=1, max=64),
               metavar="N", help="Writes in flight at once (each still optimistic on its own object).")
+@click.option("--pod-groups", "pod_groups", is_flag=True, show_envvar=True,
+              help="Kubernetes' gang scheduling (Workload API, scheduling.k8s.io/v1alpha2, v1.36): for each "
+                   "admitted Job whose template names spec.schedulingGroup.podGroupName, create that PodGroup "
+                   "(a gang of the admitted pods, its required topology level as constraint) so kube-scheduler "
+                   "binds all its pods or none. Needs the GenericWorkload and GangScheduling feature gates.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
 @click.option("--pushgateway", "pushgateway", metavar="URL", show_envvar=True, type=PushgatewayType(),
@@ -1337,7 +1342,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
                   config: Sequence[str], policy: str | None, solver: str, time_limit: float | None,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool,
-                  metrics: str | None = None, pushgateway: str | None = None) -> None:
+                  metrics: str | None = None, pushgateway: str | None = None, pod_groups: bool = False) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
     Takes the Lease, finishes what the last cycle started (gated pods), evicts,
@@ -1366,7 +1371,7 @@ def apply_command(plan: str | None, dry_run: bool, kubeconfig: str | None, conte
             made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                       solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                       lease_name=lease_name, identity=identity, lease_duration=lease_duration,
-                                      release_wait=release_wait, workers=workers, say=say,
+                                      release_wait=release_wait, workers=workers, pod_groups=pod_groups, say=say,
                                       before_apply=lambda live, _plan: seen.append(live))
         for ref, why in report.conflicts:
             click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)

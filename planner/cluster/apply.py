@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, Resize, ResourceFlavor
 from planner import elastic, interrupt, kinds
 from planner.cluster import lws as lws_writes
+from planner.cluster import podgroups
 from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_of
 from planner.kinds import SCHEDULING_FIELDS
@@ -222,8 +223,10 @@ class Applier:
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
                  fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8,
-                 objects: Iterable[Mapping[str, Any]] = ()):
+                 objects: Iterable[Mapping[str, Any]] = (), pod_groups: bool = False):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        # Kubernetes' gang scheduling for admitted Jobs that name a PodGroup (planner.cluster.podgroups)
+        self.pod_groups = podgroups.PodGroups(kube, say) if pod_groups else None
         # objects read beside the workloads (a TrainJob's runtime), for kinds whose templates live there
         self.beside = {(str(o.get("kind")), str((o.get("metadata") or {}).get("namespace") or ""),
                         str((o.get("metadata") or {}).get("name"))): o for o in objects}
@@ -378,6 +381,9 @@ class Applier:
                      for pod_set in admission.pod_sets}
             if resizable:
                 _set_parallelism(obj, annotations, sum(ps.count for ps in admission.pod_sets))
+            if self.pod_groups is not None and ref.kind == "Job" and attempt == 0:
+                # the gang exists before any pod of the Job does
+                self.pod_groups.ensure(obj, admission)
             refused = adapter.write_admission(obj, specs)   # the fields, and unsuspend
             if refused:
                 self.report.conflicts.append((ref, refused))
