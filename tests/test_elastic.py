@@ -194,3 +194,20 @@ def test_the_table_shows_resizes():
     (row,) = [r for r in board.rows(plan, snap) if r.decision == "resize"]
     assert row.pods == 4 and row.gpus == 4 and "releases n1 x2, Preempted for Job/team/high" in row.note
     assert {t.priority: t.served for t in board.tiers(plan, snap)} == {100: 4.0, 0: 4.0}
+
+
+@pytest.mark.parametrize("solver", ["milp", "greedy"])
+def test_a_growth_slice_keeps_its_flavor_beside_a_look_alike_pending_job(solver):
+    # two flavors; the Job runs on the second. A pending one-pod job asks what its slice asks:
+    # they must not be planned as one class (the slice may only take the Job's flavor)
+    quotas = {"a": {GPU: 8, "cpu": 1000, "memory": "10Ti"}, "b": {GPU: 8, "cpu": 1000, "memory": "10Ti"}}
+    nodes = [node("a1", gpu=8, labels={"pool": "a"}), node("b1", gpu=8, labels={"pool": "b"})]
+    w = running_job("team", "elastic", nodes={"b1": 2}, gpu=1, pods=3, flavors="b")
+    snap = snapshot(nodes=nodes, flavors=[flavor("a", node_labels={"pool": "a"}), flavor("b", node_labels={"pool": "b"})],
+                    cqs=[cq("cq", quotas=quotas)], lqs=[lq("team", "lq", "cq")],
+                    workloads=[dataclasses.replace(w, elastic_job=True), job("team", "other", gpu=1)])
+    plan = plan_snapshot(snap, solver=solver)
+    (resize,) = plan.resizes
+    assert resize.slice is not None and set(resize.slice.flavors.values()) - {"b"} == set()
+    assert resize.slice.pods_per_node() == {"b1": 1}
+    assert [a.workload.name for a in plan.admissions] == ["other"]

@@ -642,6 +642,12 @@ class Rules:
 
     def _mismatch(self, cq: ClusterQueue, g: int, flavor: str, members: Sequence[PodSet]) -> str | None:
         for ps in members:
+            if ps.fixed_flavors is not None:
+                # a growth slice (planner.elastic) keeps the flavors its running Job has
+                covered = cq.resource_groups[g].covered_resources
+                pinned = {f for r, f in ps.fixed_flavors.items() if r in covered}
+                if pinned and flavor not in pinned:
+                    return f"flavor {flavor} is not the one its running Job has ({', '.join(sorted(pinned))})"
             key = (cq.name, g, flavor, ps.tolerations, tuple(sorted(ps.node_selector.items())), ps.topology,
                    ps.request)
             if key not in self._mismatches:

@@ -217,8 +217,9 @@ def workload_classes(snapshot: Snapshot, pending: list[Workload], locality: bool
     """
     classes: dict[object, list[Workload]] = defaultdict(list)
     for workload in pending:
-        alone = any(ps.min_count is not None or (locality and ps.topology.mode == "preferred")
-                    for ps in workload.pod_sets)
+        # (a growth slice, pinned to its Job's flavors, is never interchangeable with other work)
+        alone = any(ps.min_count is not None or ps.fixed_flavors is not None
+                    or (locality and ps.topology.mode == "preferred") for ps in workload.pod_sets)
         key: object = workload.ref if alone else (
             workload.cluster_queue, workload.priority, semantics.effective_priority(workload, snapshot),
             tuple((ps.name, ps.count, ps.request, tuple(sorted(ps.node_selector.items())), ps.tolerations,
