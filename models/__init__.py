@@ -47,6 +47,7 @@ from models.plan import (
     Eviction,
     Domain,
     Migration,
+    Resize,
     PendingEntry,
     SolverReport,
     Plan,
@@ -62,5 +63,5 @@ __all__ = [
     "PodSetAssignment", "Workload", "WorkloadState", "Policy", "CustomKind", "CustomPodSet", "Snapshot",
     "FairSharingConfig", "AdmissionFairSharingConfig", "RequeuingStrategy", "WaitForPodsReadyConfig",
     "KueueConfig", "KueueConfigOverride", "LESS_THAN_OR_EQUAL_TO_FINAL_SHARE", "LESS_THAN_INITIAL_SHARE",
-    "Admission", "Eviction", "Domain", "Migration", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",
+    "Admission", "Eviction", "Domain", "Migration", "Resize", "PendingEntry", "SolverReport", "Plan", "Decisions", "HOSTNAME_LABEL",
 ]

@@ -235,6 +235,9 @@ class PodSet:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     topology: TopologyRequest = TopologyRequest()
+    # Flavors the pod set must take (resource -> flavor): a growth slice of an elastic
+    # running Job keeps its Job's flavors, as Kueue's workload slices do. None: any.
+    fixed_flavors: Mapping[str, str] | None = None
 
     @property
     def minimum(self) -> int:
@@ -303,6 +306,12 @@ class Workload:
     requeue_at: float | None = None           # stowplan.io/requeue-at: not planned before this time
     deactivated: str | None = None            # stowplan.io/deactivated: why it is never planned (RequeuingLimitExceeded)
     eviction_reason: str = ""                 # the first word of stowplan.io/eviction-reason (PodsReadyTimeout, ...)
+    # kueue.x-k8s.io/elastic-job: "true": a running Job the plan may grow or shrink
+    # (planner.elastic); its pod set's count is the most it may grow to.
+    elastic_job: bool = False
+    # A part planner.elastic split off a running elastic Job (a pod it may release):
+    # the Job's ref. Evicting the Job evicts its parts.
+    part_of: ObjectRef | None = None
 
     @property
     def all_pods_ready(self) -> bool | None:

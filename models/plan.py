@@ -56,6 +56,26 @@ class Migration:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """A running elastic Job grown or shrunk in place (planner.elastic), as Kueue's
+    workload slices do: from `from_count` pods of pod set `pod_set` to `to_count`.
+
+    Growth is `slice`, a new slice admitted beside the running pods (same flavors);
+    shrinking releases `release` (node -> pods) for `for_`, costing `cost` lost work."""
+
+    workload: ObjectRef
+    cluster_queue: str
+    pod_set: str
+    from_count: int
+    to_count: int
+    slice: PodSetAssignment | None = None
+    release: tuple[tuple[str, int], ...] = ()
+    reason: str = ""                         # Preempted | Reclaimed, for a shrink
+    for_: tuple[ObjectRef, ...] = ()
+    cost: float = 0.0
+
+
+@dataclass(frozen=True)
 class PendingEntry:
     workload: ObjectRef
     reason: str
@@ -92,6 +112,7 @@ class Plan:
     pending: tuple[PendingEntry, ...] = ()
     migrations: tuple[Migration, ...] = ()
     summary: Mapping[str, object] = field(default_factory=dict)
+    resizes: tuple[Resize, ...] = ()
     # ProvisioningRequests wanted and deleted (planner/provisioning.py); None: the policy
     # does not enable provisioning, and the plan has no such section
     provisioning: ProvisioningSection | None = None

@@ -19,7 +19,7 @@ from planner.kueue import semantics
 
 HOSTNAME = "kubernetes.io/hostname"
 # The order rows are sorted in: what changes first, then what waits, then what stays.
-DECISIONS = ("admit", "move", "evict", "pending", "running")
+DECISIONS = ("admit", "move", "resize", "evict", "pending", "running")
 TOLERANCE = 1e-6
 
 
@@ -231,6 +231,17 @@ def rows(plan: Plan, snapshot: Snapshot | None) -> list[Row]:
                                           "for " + ", ".join(str(r) for r in migration.for_) if migration.for_ else "",
                                           f"(cost {migration.cost:.6g})") if part)
         out.append(row("move", migration.workload, migration.cluster_queue, migration.to, note, False))
+    for resize in plan.resizes:
+        # an elastic Job: the slice it grows by (its nodes), or the pods it gives back
+        parts = [f"{resize.from_count} -> {resize.to_count} pods"]
+        if resize.release:
+            parts.append("releases " + ", ".join(f"{n} x{c}" for n, c in resize.release))
+            parts.append(resize.reason + (" for " + ", ".join(str(r) for r in resize.for_) if resize.for_ else ""))
+            parts.append(f"(cost {resize.cost:.6g})")
+        resized = row("resize", resize.workload, resize.cluster_queue,
+                      (resize.slice,) if resize.slice is not None else (), ", ".join(parts), False)
+        per_pod = resized.gpus // max(1, resized.pods)
+        out.append(replace(resized, pods=resize.to_count, gpus=per_pod * resize.to_count))
     for eviction in plan.evictions:
         if eviction.workload in moved:
             continue
@@ -292,6 +303,12 @@ def tiers(plan: Plan, snapshot: Snapshot) -> list[Tier]:
     for migration in plan.migrations:
         if migration.workload in by_ref:
             add(by_ref[migration.workload], migration.to)
+    for resize in plan.resizes:
+        job = by_ref.get(resize.workload)
+        if job is not None and job.assignment:
+            # an elastic Job runs its new count (each pod of its one pod set weighs the same)
+            (running,) = job.assignment[:1]
+            add(job, (replace(running, count=resize.to_count - running.count),))
     stages = _tier_stages(plan)
     out: list[Tier] = []
     open_above = False

@@ -1495,6 +1495,11 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
               help="Apply even while Kueue's own controller manager is active (its leader Lease held, or its "
                    "Deployment ready); logged on stderr. Two admitters undo each other's work: default refuses "
                    "(exit 8).")
+@click.option("--pod-groups", "pod_groups", is_flag=True, show_envvar=True,
+              help="Kubernetes' gang scheduling (Workload API, scheduling.k8s.io/v1alpha2, v1.36): for each "
+                   "admitted Job whose template names spec.schedulingGroup.podGroupName, create that PodGroup "
+                   "(a gang of the admitted pods, its required topology level as constraint) so kube-scheduler "
+                   "binds all its pods or none. Needs the GenericWorkload and GangScheduling feature gates.")
 @click.option("-q", "--quiet", is_flag=True, show_envvar=True, help="No progress lines and no solver output.")
 @_metrics_option
 @click.option("--pushgateway", "pushgateway", metavar="URL", show_envvar=True, type=PushgatewayType(),
@@ -1507,7 +1512,7 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
                   gap: float | None, verbose: bool, namespace: str, lease_name: str, lease_duration: int,
                   identity: str | None, release_wait: float, workers: int, quiet: bool,
                   allow_kueue_controller: bool = False,
-                  metrics: str | None = None, pushgateway: str | None = None) -> None:
+                  metrics: str | None = None, pushgateway: str | None = None, pod_groups: bool = False) -> None:
     """Plan the live cluster and apply one cycle (or apply a saved plan).
 
     Takes the Lease, finishes what the last cycle started (gated pods), evicts,
@@ -1539,7 +1544,7 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
             made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
                                       solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
                                       lease_name=lease_name, identity=identity, lease_duration=lease_duration,
-                                      release_wait=release_wait, workers=workers, say=say,
+                                      release_wait=release_wait, workers=workers, pod_groups=pod_groups, say=say,
                                       allow_kueue_controller=allow_kueue_controller,
                                       warn=lambda line: click.echo(printable(line), err=True),
                                       before_apply=lambda live, _plan: seen.append(live))

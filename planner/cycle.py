@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from models import Decisions, ObjectRef, Plan, Snapshot, SolverReport
-from planner import fair_report, metrics, tiers, vs_kueue, why
+from planner import elastic, fair_report, metrics, tiers, vs_kueue, why
 from planner.kueue import fair_share
 from planner.kueue.semantics import QuotaTree, eviction_cost
 from planner.kueue.victims import PreemptionRules
@@ -89,8 +89,14 @@ def plan_snapshot(
             mip_gap=policy.mip_gap if gap is None else gap,
         )
         snapshot = replace(snapshot, policy=policy)
+    # Elastic running Jobs: split into what the planners decide (planner.elastic), joined after.
+    expanded, expansion = elastic.expand(snapshot)
     with cycle_collector(), reaped():     # no copy on the second core outlives the cycle (Ctrl-C included)
-        return run_cycle(snapshot, solver, read_seconds)
+        plan = elastic.collapse(run_cycle(expanded, solver, read_seconds), expansion)
+    violations = elastic.verify(snapshot, plan)
+    if violations:
+        raise VerificationError(violations)
+    return plan
 
 
 @dataclass(frozen=True)

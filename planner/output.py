@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import yaml
 
-from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, Snapshot, SolverReport
+from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, Resize, Snapshot, SolverReport
 from models.objects import Toleration
 from models.provisioning import ProvisioningSection, WantedRequest, quantity_text
 from planner import table, why
@@ -150,13 +150,32 @@ def _migration_to_dict(migration: Migration) -> dict[str, Any]:
     }
 
 
+def _resize_to_dict(resize: Resize) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "workload": ref_to_dict(resize.workload),
+        "clusterQueue": resize.cluster_queue,
+        "podSet": resize.pod_set,
+        "from": resize.from_count,
+        "to": resize.to_count,
+    }
+    if resize.slice is not None:
+        out["slice"] = pod_set_assignment_to_dict(resize.slice)
+    if resize.release:
+        out["release"] = [{"node": node, "count": count} for node, count in resize.release]
+        out["reason"] = resize.reason
+        out["for"] = [ref_to_dict(ref) for ref in resize.for_]
+        out["cost"] = _number(resize.cost)
+    return out
+
+
 def _pending_to_dict(entry: PendingEntry) -> dict[str, Any]:
     return {"workload": ref_to_dict(entry.workload), "reason": entry.reason}
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The plan as plain data in REFERENCE section 4's shape and key order; `migrations`
-    (defragmentation) only when the plan moves a workload."""
+    (defragmentation) only when the plan moves a workload, `resizes` (elastic Jobs) only
+    when it resizes one."""
     out = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -167,6 +186,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
     }
     if plan.migrations:
         out["migrations"] = [_migration_to_dict(m) for m in plan.migrations]
+    if plan.resizes:
+        out["resizes"] = [_resize_to_dict(r) for r in plan.resizes]
     out["pending"] = [_pending_to_dict(p) for p in plan.pending]
     if plan.provisioning is not None:
         out["provisioning"] = provisioning_to_dict(plan.provisioning)

@@ -30,7 +30,7 @@ from planner import board, fair_report, vs_kueue
 from planner.terminal import printable
 
 DEFAULT_WIDTH = 120   # when the output is not a terminal and COLUMNS is unset
-_STYLES = {"admit": "green", "move": "cyan", "evict": "red", "pending": "yellow", "running": "dim"}
+_STYLES = {"admit": "green", "move": "cyan", "resize": "cyan", "evict": "red", "pending": "yellow", "running": "dim"}
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def fitted(header: tuple[str, ...], cells: list[list[str]], width: int | None) -
 
 
 def _cells(row: board.Row, wide: bool) -> list[str]:
-    where = (row.nodes_wide if wide else row.nodes) if row.decision in ("admit", "move", "running") else ""
+    where = (row.nodes_wide if wide else row.nodes) if row.decision in ("admit", "move", "resize", "running") else ""
     if row.note:
         where = f"{where} ({row.note})" if where and where != "-" else f"({row.note})"
     if row.cluster:   # planned across clusters: the nodes are the worker's

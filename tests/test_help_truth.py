@@ -132,6 +132,7 @@ CHECKS: dict[tuple[str, str], str] = {
     ("apply", "--worker"): "tests/cluster/test_live_dispatch.py::test_dispatch_idempotency_status_deletion_and_eviction",
     ("apply", "--multikueue-config"): "tests/cluster/test_live_dispatch.py::"
         "test_dispatch_idempotency_status_deletion_and_eviction",
+    ("apply", "--pod-groups"): "tests/cluster/test_live_podgroups.py::test_a_placeable_gang_binds_every_pod_where_planned",
     ("apply", "--kueue-namespace"): "tests/test_dispatch_unit.py::test_kueue_namespace_is_where_the_kubeconfig_secret_is_read",
     # rbac
     ("rbac", "--policy"): "tests/test_kinds_custom.py::test_rbac_prints_the_rules_for_the_custom_kinds",

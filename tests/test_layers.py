@@ -53,7 +53,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "describe": ("planner.explain", "planner.why", "planner.metrics", "planner.vs_kueue", "planner.fair_report",
                  "planner.board"),
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
-              "planner.podsready"),
+              "planner.podsready", "planner.elastic"),
     "whatif": ("planner.capacity_plan", "planner.simulate", "planner.provisioning"),
     "fleet": ("planner.fleet",),
     "output": ("planner.output", "planner.promtext", "planner.picture", "planner.table", "planner.sim_output"),

@@ -53,9 +53,10 @@ from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor
-from planner import interrupt, kinds
+from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, Resize, ResourceFlavor
+from planner import elastic, interrupt, kinds
 from planner.cluster import lws as lws_writes
+from planner.cluster import podgroups
 from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_of
 from planner.kinds import SCHEDULING_FIELDS
@@ -76,6 +77,8 @@ REQUEUE_COUNT = "stowplan.io/requeue-count"
 REQUEUE_AT = "stowplan.io/requeue-at"
 DEACTIVATED = "stowplan.io/deactivated"
 READINESS = (PODS_READY_AT, PODS_NOT_READY_AT)
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+MAX_PARALLELISM = "stowplan.io/max-parallelism"   # an elastic Job's most, once apply writes spec.parallelism
 ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
 DONE = ("Succeeded", "Failed")
 # A multi-cluster apply's marks on the manager's copy (planner.cluster.dispatch): its own
@@ -94,6 +97,7 @@ class ApplyReport:
     evicted: list[ObjectRef] = dataclasses.field(default_factory=list)
     moved: list[ObjectRef] = dataclasses.field(default_factory=list)      # admitted at their new place
     moving: list[ObjectRef] = dataclasses.field(default_factory=list)     # suspended, old pods still leaving
+    resized: list[ObjectRef] = dataclasses.field(default_factory=list)    # elastic Jobs grown or shrunk
     unchanged: list[ObjectRef] = dataclasses.field(default_factory=list)
     conflicts: list[tuple[ObjectRef, str]] = dataclasses.field(default_factory=list)
     released: int = 0            # pods given their node and ungated
@@ -107,6 +111,7 @@ class ApplyReport:
     def summary(self) -> str:
         dry = " (dry run: nothing changed)" if self.dry_run else ""
         moves = f"{len(self.moved)} moved, {len(self.moving)} moving, " if self.moved or self.moving else ""
+        moves += f"{len(self.resized)} resized, " if self.resized else ""
         return (f"applied{dry}: {len(self.admitted)} admitted, {len(self.evicted)} evicted, {moves}"
                 f"{self.released} pods released, {len(self.unchanged)} already in place, "
                 f"{len(self.conflicts)} conflicts, {self.still_gated} pods left gated"
@@ -183,8 +188,12 @@ def _original_scheduling(adapter: kinds.Adapter, obj: dict[str, Any], lookup: ki
 
 
 def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
-                           flavors: Mapping[str, ResourceFlavor]) -> dict[str, Any]:
-    """The scheduling fields of an admitted pod template (pure): base + flavor + nodes + gate."""
+                           flavors: Mapping[str, ResourceFlavor], pin: bool = True) -> dict[str, Any]:
+    """The scheduling fields of an admitted pod template (pure): base + flavor + nodes + gate.
+
+    `pin` False (an elastic Job, whose template cannot change while it runs but whose
+    growth may go to other nodes): no node affinity to the assigned nodes; its pods are
+    still held by the gate until apply gives each its node."""
     used = [flavors[name] for name in sorted(set(pod_set.flavors.values())) if name in flavors]
     selector = dict(base.get("nodeSelector") or {})
     tolerations = [dict(t) for t in base.get("tolerations") or ()]
@@ -196,18 +205,21 @@ def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
             if entry not in tolerations:
                 tolerations.append(entry)
     nodes = sorted(pod_set.pods_per_node())
-    pin = {"key": HOSTNAME_LABEL, "operator": "In", "values": nodes}
     affinity = copy.deepcopy(dict(base.get("affinity") or {}))
-    node_affinity = affinity.setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    terms = required.get("nodeSelectorTerms") or [{}]
-    # terms are ORed, expressions within one ANDed: the pin goes into every term
-    required["nodeSelectorTerms"] = [{**term, "matchExpressions": list(term.get("matchExpressions") or ()) + [pin]}
-                                     for term in terms]
+    if pin:
+        to_nodes = {"key": HOSTNAME_LABEL, "operator": "In", "values": nodes}
+        node_affinity = affinity.setdefault("nodeAffinity", {})
+        required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        terms = required.get("nodeSelectorTerms") or [{}]
+        # terms are ORed, expressions within one ANDed: the pin goes into every term
+        required["nodeSelectorTerms"] = [{**term, "matchExpressions": list(term.get("matchExpressions") or ())
+                                          + [to_nodes]} for term in terms]
     gates = [dict(g) for g in base.get("schedulingGates") or ()]
     if {"name": GATE} not in gates:
         gates.append({"name": GATE})
-    out: dict[str, Any] = {"affinity": affinity, "schedulingGates": gates}
+    out: dict[str, Any] = {"schedulingGates": gates}
+    if affinity:
+        out["affinity"] = affinity
     if selector:
         out["nodeSelector"] = selector
     if tolerations:
@@ -222,8 +234,10 @@ class Applier:
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
                  fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8,
-                 objects: Iterable[Mapping[str, Any]] = ()):
+                 objects: Iterable[Mapping[str, Any]] = (), pod_groups: bool = False):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        # Kubernetes' gang scheduling for admitted Jobs that name a PodGroup (planner.cluster.podgroups)
+        self.pod_groups = podgroups.PodGroups(kube, say) if pod_groups else None
         # objects read beside the workloads (a TrainJob's runtime), for kinds whose templates live there
         self.beside = {(str(o.get("kind")), str((o.get("metadata") or {}).get("namespace") or ""),
                         str((o.get("metadata") or {}).get("name"))): o for o in objects}
@@ -254,15 +268,20 @@ class Applier:
         started_moves = self._each(self.start_move, plan.migrations)   # 2b. moves: suspended, new place held
         pending_moves.update({m.workload: Admission(m.workload, m.cluster_queue, m.to)
                               for m, ok in zip(plan.migrations, started_moves) if ok})
+        shrinks = [r for r in plan.resizes if r.release]
+        grows = [r for r in plan.resizes if not r.release]
+        resized = self._each(self.resize, shrinks)            # 2c. elastic Jobs give pods back
         done = self._each(self.admit, plan.admissions)        # 3. claim it
         admitted = {a.workload for a, ok in zip(plan.admissions, done) if ok}
+        resized += self._each(self.resize, grows)             # 3c. ... and grow by a slice
+        admitted |= {r.workload for r, ok in zip(shrinks + grows, resized) if ok}
         if pending_moves and not self.kube.dry_run:           # 3b. moved, once their old pods are gone
             admitted |= self.finish_moves(pending_moves, release_wait)
         t_writes = time.monotonic()
         if admitted and not self.kube.dry_run:                # 4. pods, as they appear
             self.release_until_placed(admitted, release_wait)
         for refs in (self.report.admitted, self.report.evicted, self.report.unchanged, self.report.moved,
-                     self.report.moving):
+                     self.report.moving, self.report.resized):
             refs.sort()
         self.report.conflicts.sort()
         self.report.writes = self.kube.writes - writes_before
@@ -371,8 +390,15 @@ class Applier:
             elif self._changed(ref, obj):
                 return False
             original = _original_scheduling(adapter, obj, self.lookup)
-            specs = {pod_set.name: admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors)
+            resizable = ref.kind == "Job" and annotations.get(ELASTIC_JOB) == "true"
+            specs = {pod_set.name: admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors,
+                                                          pin=not resizable)
                      for pod_set in admission.pod_sets}
+            if resizable:
+                _set_parallelism(obj, annotations, sum(ps.count for ps in admission.pod_sets))
+            if self.pod_groups is not None and ref.kind == "Job" and attempt == 0:
+                # the gang exists before any pod of the Job does
+                self.pod_groups.ensure(obj, admission)
             refused = adapter.write_admission(obj, specs)   # the fields, and unsuspend
             if refused:
                 self.report.conflicts.append((ref, refused))
@@ -438,6 +464,89 @@ class Applier:
             return
         self.report.evicted.append(ref)
         self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")
+
+    def resize(self, resize: Resize) -> bool:
+        """An elastic Job grown or shrunk in place, as Kueue's workload slices do: the pods the
+        plan releases are deleted first (the Job controller, told a lower parallelism, would
+        pick its own), then ONE write sets spec.parallelism and the new assignment (the
+        slice's places added, the released ones taken out). New pods come gated from the
+        template and are given the slice's nodes as they appear (step 4).
+
+        A crash between the deletions and the write leaves the old parallelism: the Job
+        controller makes gated replacements, which the next cycle places where the old
+        assignment says (it plans from what it reads)."""
+        ref = resize.workload
+        if ref.kind != "Job":
+            self.report.conflicts.append((ref, f"resizing a {ref.kind} is not supported"))
+            return False
+        for attempt in range(ATTEMPTS):
+            obj = self._read(ref)
+            if obj is None:
+                return False
+            annotations = _annotations(obj)
+            if is_suspended(obj) or annotations.get(ELASTIC_JOB) != "true":
+                self.report.conflicts.append((ref, "it is not a running elastic Job"))
+                return False
+            try:
+                (running,) = parse_pod_sets(json.loads(annotations.get(ASSIGNMENT) or "[]"))
+            except (ValueError, KeyError, TypeError, RecursionError):
+                self.report.conflicts.append((ref, "its assignment is unreadable"))
+                return False
+            if running.count == resize.to_count and running.count != resize.from_count:
+                self.report.unchanged.append(ref)     # resized already (a second apply of the plan)
+                self.assignments[ref] = [running]
+                return True
+            wanted = elastic.grown_assignment(running, resize)
+            if running.count != resize.from_count or self._changed(ref, obj):
+                if running.count != resize.from_count:
+                    self.report.conflicts.append((ref, f"it runs {running.count} pods, not {resize.from_count}"))
+                return False
+            if attempt == 0 and resize.release and not self.kube.dry_run:
+                self._release_pods(ref, obj, resize)
+            _set_parallelism(obj, annotations, resize.to_count)
+            annotations[ASSIGNMENT] = assignment_json([wanted])
+            updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
+            if updated is not None:
+                break
+        else:
+            return False
+        self.report.resized.append(ref)
+        self.assignments[ref] = [wanted]
+        released = ", ".join(f"{n} on {node}" for node, n in resize.release)
+        self.event(updated, "Resized", f"Resized by Stowplan from {resize.from_count} to {resize.to_count} pods"
+                                       + (f", releasing {released} for {', '.join(map(str, resize.for_))}"
+                                          if resize.release else " by a new slice"))
+        return True
+
+    def _release_pods(self, ref: ObjectRef, obj: Mapping[str, Any], resize: Resize) -> None:
+        """Delete the pods a shrink releases: on each named node, as many as it names, those
+        not Ready first, then the newest (they have done the least)."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        by_node: dict[str, list[dict[str, Any]]] = {}
+        for pod in self.kube.list(path_of("v1", "pods", ref.namespace), label_selector=f"{JOB_NAME_LABELS[0]}={ref.name}"):
+            meta = pod.get("metadata") or {}
+            owners = meta.get("ownerReferences") or ()
+            if uid and not any(o.get("uid") == uid for o in owners if isinstance(o, dict)):
+                continue
+            if (pod.get("status") or {}).get("phase") in DONE or meta.get("deletionTimestamp"):
+                continue
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                by_node.setdefault(str(node), []).append(pod)
+        for node, count in resize.release:
+            here = sorted(by_node.get(node, ()), key=lambda p: str(p["metadata"].get("name")))
+            # not Ready first; among the Ready, the newest
+            pods = [p for p in here if not _ready(p)] + sorted(
+                (p for p in here if _ready(p)), key=lambda p: str(p["metadata"].get("creationTimestamp") or ""),
+                reverse=True)
+            for pod in pods[:count]:
+                meta = pod["metadata"]
+                try:
+                    self.kube.write("DELETE", path_of("v1", "pods", ref.namespace, str(meta["name"])),
+                                    {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.get("uid")}})
+                except ApiStatus as err:
+                    if err.status not in (404, 409):
+                        raise
 
     def start_move(self, migration: Migration) -> bool:
         """2b: suspend the Job and hold its new place (`migrating-to`) in one write."""
@@ -703,6 +812,20 @@ class Applier:
             raise
         self.report.released += 1
         return True
+
+
+def _set_parallelism(obj: dict[str, Any], annotations: dict[str, str], count: int) -> None:
+    """An elastic Job's spec.parallelism set to `count`, its most kept in MAX_PARALLELISM the
+    first time (the reader takes its pod count from there)."""
+    spec = obj.setdefault("spec", {})
+    if MAX_PARALLELISM not in annotations:
+        annotations[MAX_PARALLELISM] = str(spec.get("parallelism") if type(spec.get("parallelism")) is int else 1)
+    spec["parallelism"] = count
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict))
 
 
 def _record_requeue(annotations: dict[str, str], eviction: Eviction) -> None:

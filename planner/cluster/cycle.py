@@ -110,7 +110,7 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
                policy_file: str | None = None, solver: str = "milp", time_limit: float | None = None,
                gap: float | None = None, lease_namespace: str = DEFAULT_NAMESPACE, lease_name: str = DEFAULT_NAME,
                identity: str | None = None, lease_duration: int = DEFAULT_DURATION, release_wait: float = 5.0,
-               workers: int = 8, allow_kueue_controller: bool = False,
+               workers: int = 8, allow_kueue_controller: bool = False, pod_groups: bool = False,
                say: Say = lambda _: None, warn: Say | None = None,
                before_apply: Callable[[LiveSnapshot, Plan], None] | None = None) -> tuple[Plan, ApplyReport]:
     """One cycle: take the Lease, read, plan (or load and check a saved plan), apply, release the Lease.
@@ -145,7 +145,7 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
             lease.acquire()   # renew after a long solve; if it lapsed and another planner took it: no writes
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
                           identity=lease.identity, say=say, fingerprints=prints, workers=workers,
-                          objects=needed_objects(live))
+                          objects=needed_objects(live), pod_groups=pod_groups)
         started = time.monotonic()
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
                              moving=moving_assignments(live.document))

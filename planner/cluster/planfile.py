@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any, Mapping
 
-from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, SolverReport
+from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, Resize, SolverReport
 from models.objects import Toleration
 from models.provisioning import DeletedRequest, ProvisioningSection, RequestPodSet, WantedRequest
 from planner.cluster.apply import parse_pod_sets
@@ -22,7 +22,7 @@ from planner.errors import InputError
 
 def touched(plan: Plan) -> list[ObjectRef]:
     return sorted({a.workload for a in plan.admissions} | {e.workload for e in plan.evictions}
-                  | {m.workload for m in plan.migrations})
+                  | {m.workload for m in plan.migrations} | {r.workload for r in plan.resizes})
 
 
 def ref_key(ref: ObjectRef) -> str:
@@ -99,6 +99,12 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
                                            for d in m.get("frees") or ()),
                                      tuple(_ref(r) for r in m.get("for") or ()), float(m.get("cost") or 0.0))
                            for m in data.get("migrations") or ())
+        resizes = tuple(Resize(_ref(r["workload"]), str(r["clusterQueue"]), str(r["podSet"]), int(r["from"]),
+                               int(r["to"]), parse_pod_sets([r["slice"]])[0] if r.get("slice") else None,
+                               tuple((str(x["node"]), int(x["count"])) for x in r.get("release") or ()),
+                               str(r.get("reason") or ""), tuple(_ref(f) for f in r.get("for") or ()),
+                               float(r.get("cost") or 0.0))
+                        for r in data.get("resizes") or ())
         snapshot = data.get("snapshot") or {}
         solver = data.get("solver") or {}
         plan = Plan(str(snapshot.get("source", path)), str(snapshot.get("digest", "")),
@@ -106,7 +112,7 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
                     SolverReport(str(solver.get("method", "")), str(solver.get("status", "")),
                                  float(solver.get("objective") or 0), float(solver.get("bound") or 0),
                                  float(solver.get("gap") or 0)),
-                    admissions, evictions, migrations=migrations,
+                    admissions, evictions, migrations=migrations, resizes=resizes,
                     provisioning=None if data.get("provisioning") is None else section_from_dict(data["provisioning"]))
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None

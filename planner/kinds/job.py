@@ -38,6 +38,9 @@ class JobAdapter(Adapter):
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:
         count = attempt(wl.job_count, spec, "spec", default=1)
+        if annotations.get(wl.ELASTIC_JOB) == "true":
+            # an elastic Job apply has resized: its most is what it recorded
+            count = attempt(wl.max_parallelism, annotations, spec.get("completions"), default=None) or count
         min_count = attempt(wl.min_parallelism, annotations, count, default=None)
         template: dict[str, Any] = attempt(mapping, spec.get("template"), "spec.template", default={})
         return [PodSetSource(wl.JOB_POD_SET, count, template, "spec.template", min_count)]

@@ -86,7 +86,7 @@ class Admitted:
     def __post_init__(self) -> None:
         w = self.view
         self.frs = frozenset(fr for fr, v in self.usage.items() if v > 0)
-        self.order = (w.priority, -self.admitted_at, w.uid, str(w.ref))
+        self.order = (w.priority, -self.admitted_at, w.part_of is None, w.uid, str(w.ref))
 
     @property
     def ref(self) -> ObjectRef:
@@ -494,7 +494,9 @@ class Rules:
         frs |= {fr for q in registry.by_cq.values() for a in q for fr in a.usage}
         self.columns: dict[FR, int] = {fr: j for j, fr in enumerate(sorted(frs))}
         # Kueue breaks ties between candidates by UID: a rank per workload (then by name).
-        self.tie = {w.ref: k for k, w in enumerate(sorted(snapshot.workloads, key=lambda w: (w.uid, str(w.ref))))}
+        # UID order; an elastic Job's releasable pods (planner.elastic) before the Job: a shrink loses less
+        self.tie = {w.ref: k for k, w in enumerate(sorted(snapshot.workloads,
+                                                          key=lambda w: (w.part_of is None, w.uid, str(w.ref))))}
 
     def quota_now(self) -> tuple[QuotaArrays, np.ndarray]:
         """The quota tree as arrays over `columns`, and its usage now (a row per tree
@@ -640,6 +642,12 @@ class Rules:
 
     def _mismatch(self, cq: ClusterQueue, g: int, flavor: str, members: Sequence[PodSet]) -> str | None:
         for ps in members:
+            if ps.fixed_flavors is not None:
+                # a growth slice (planner.elastic) keeps the flavors its running Job has
+                covered = cq.resource_groups[g].covered_resources
+                pinned = {f for r, f in ps.fixed_flavors.items() if r in covered}
+                if pinned and flavor not in pinned:
+                    return f"flavor {flavor} is not the one its running Job has ({', '.join(sorted(pinned))})"
             key = (cq.name, g, flavor, ps.tolerations, tuple(sorted(ps.node_selector.items())), ps.topology,
                    ps.request)
             if key not in self._mismatches:

@@ -114,7 +114,16 @@ def flavor_options(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> lis
         flavors = tuple(dict.fromkeys(f for _, f in combo))
         options.append(FlavorOption(by_resource, flavors, tuple(fi for fi, _ in combo)))
     options.sort(key=lambda o: (o.preference, o.rank))
+    if pod_set.fixed_flavors is not None:
+        # a growth slice keeps its running Job's flavors (Kueue's workload slices do)
+        options = [o for o in options if dict(o.by_resource) == dict(pod_set.fixed_flavors)]
+        if not options:
+            return f"the flavors it runs under ({_flavor_text(pod_set.fixed_flavors)}) are no option in ClusterQueue {cq.name}"
     return options
+
+
+def _flavor_text(flavors: Mapping[str, str]) -> str:
+    return ", ".join(f"{r}: {f}" for r, f in sorted(flavors.items()))
 
 
 def tas_requested(snapshot: Snapshot, cq: ClusterQueue, pod_set: PodSet) -> bool:

@@ -238,7 +238,7 @@ class ClusterState:
         self._counts: dict[int, _LeafCounts] = {}   # by _count_keys of (eligible key, request)
         self._placed: dict[tuple[Any, ...], Placement] = {}   # place() answers since the last node change
         self._placed_at = 0
-        self._options: dict[tuple[str, Resources, tuple[Any, ...]], list[FlavorOption] | str] = {}
+        self._options: dict[tuple[str, Resources, tuple[Any, ...], tuple[tuple[str, str], ...] | None], list[FlavorOption] | str] = {}
         # Memos by object identity, for the hot paths: hashing requests and tolerations
         # (dataclasses) on every fit test shows in profiles. Each entry holds the objects
         # it is keyed by, so their ids cannot be reused while it exists.
@@ -258,7 +258,8 @@ class ClusterState:
         seen = self._options_of.get((cq.name, id(pod_set)))
         if seen is not None and seen[0] is pod_set:
             return seen[1]
-        key = (cq.name, pod_set.request, pod_set.tolerations)
+        fixed = tuple(sorted(pod_set.fixed_flavors.items())) if pod_set.fixed_flavors is not None else None
+        key = (cq.name, pod_set.request, pod_set.tolerations, fixed)
         found = self._options.get(key)
         if found is None:
             found = self._options[key] = flavor_options(self.snapshot, cq, pod_set)

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 
-from models import ClusterQueue, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
+from models import ClusterQueue, Eviction, ObjectRef, PodSet, Snapshot, Workload, WorkloadState
 from planner.kueue import capacity, semantics
 from planner.kueue.capacity import cluster_queue_usage, quota_usage_of
 from planner.kueue.semantics import (
@@ -33,6 +33,11 @@ from planner.kueue.state import FlavorResource, ClusterState, Freed, PodSetChoic
 # ---------------------------------------------------------------- preemption
 
 MAX_CANDIDATES = 256   # per attempt, after Kueue's ordering: bounds the work one head can cost
+
+
+def _fixed(pod_set: PodSet) -> tuple[tuple[str, str], ...] | None:
+    """A growth slice's pinned flavors (planner.elastic), part of what makes two requests the same."""
+    return tuple(sorted(pod_set.fixed_flavors.items())) if pod_set.fixed_flavors is not None else None
 
 
 def may_preempt(cq: ClusterQueue) -> bool:
@@ -310,8 +315,9 @@ class Preemption:
         self._lower: dict[tuple[str, int, object, int], list[Workload]] = {}
 
     @staticmethod
-    def _order(w: Workload) -> tuple[int, float, str, str]:
-        return (w.priority, -(w.admitted_at or 0.0), w.uid, str(w.ref))
+    def _order(w: Workload) -> tuple[int, float, bool, str, str]:
+        # an elastic Job's releasable pods (planner.elastic) before the Job: a shrink loses less
+        return (w.priority, -(w.admitted_at or 0.0), w.part_of is None, w.uid, str(w.ref))
 
     def candidates(self, w: Workload) -> list[Candidate]:
         snap, tree = self.state.snapshot, self.tree
@@ -442,7 +448,7 @@ class Preemption:
     def _needs(self, cq: ClusterQueue, w: Workload) -> tuple[object, set[FlavorResource], np.ndarray]:
         """Flavor/resources `w` could charge and the node rows it could use, over all flavor
         options (cached per shape of request), with the first shape seen that needs the same."""
-        shape = (cq.name, tuple((ps.request, ps.tolerations, tuple(sorted(ps.node_selector.items())))
+        shape = (cq.name, tuple((ps.request, ps.tolerations, tuple(sorted(ps.node_selector.items())), _fixed(ps))
                                 for ps in w.pod_sets))
         if shape not in self._needed:
             frs: set[FlavorResource] = set()
@@ -482,7 +488,8 @@ class Preemption:
         key: object = None
         if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
             key = (cq.name, w.priority, tuple((ps.count, ps.minimum, ps.request, ps.topology, ps.tolerations,
-                                               tuple(sorted(ps.node_selector.items()))) for ps in w.pod_sets))
+                                               tuple(sorted(ps.node_selector.items())), _fixed(ps))
+                                              for ps in w.pod_sets))
             if self._failed.get(key) == self.state.version:
                 return None  # the same request failed and nothing has changed since
         found = self._attempt(cq, w)

@@ -217,8 +217,9 @@ def workload_classes(snapshot: Snapshot, pending: list[Workload], locality: bool
     """
     classes: dict[object, list[Workload]] = defaultdict(list)
     for workload in pending:
-        alone = any(ps.min_count is not None or (locality and ps.topology.mode == "preferred")
-                    for ps in workload.pod_sets)
+        # (a growth slice, pinned to its Job's flavors, is never interchangeable with other work)
+        alone = any(ps.min_count is not None or ps.fixed_flavors is not None
+                    or (locality and ps.topology.mode == "preferred") for ps in workload.pod_sets)
         key: object = workload.ref if alone else (
             workload.cluster_queue, workload.priority, semantics.effective_priority(workload, snapshot),
             tuple((ps.name, ps.count, ps.request, tuple(sorted(ps.node_selector.items())), ps.tolerations,
@@ -257,6 +258,17 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
     model.free = {n: f.clipped() for n, f in model.free.items()}
     model.room = {n: r.clipped() for n, r in model.room.items()}
     model.overcommitted = overcommitted
+    add_part_rows(model)
+
+
+def add_part_rows(model: Formulation) -> None:
+    """e[part] >= e[job]: evicting an elastic Job's core evicts the pods split off it
+    (planner.elastic), so its whole room is freed and its whole cost paid."""
+    index = {w.ref: e for w, e in zip(model.victims, model.evict_col)}
+    for victim, e in zip(model.victims, model.evict_col):
+        core = index.get(victim.part_of) if victim.part_of is not None else None
+        if core is not None:
+            model.arrays.add_row(f"part[{victim.ref}]", [(e, 1.0), (core, -1.0)], 0.0, INF)
 
 
 def add_preemption_rows(model: Formulation) -> None:

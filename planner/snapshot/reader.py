@@ -849,6 +849,13 @@ class _Reader:
             self.problem(item, f"metadata.annotations[{wl.MOVABLE}]",
                          f"must be \"true\" or \"false\", got {movable!r}; read as false")
         fields["movable"] = movable == "true"
+        elastic = annotations.get(wl.ELASTIC_JOB)
+        if elastic is not None and elastic not in ("true", "false"):
+            self.problem(item, f"metadata.annotations[{wl.ELASTIC_JOB}]",
+                         f"must be \"true\" or \"false\", got {elastic!r}; read as false")
+        # Resized while running: batch/v1 Jobs only, as in Kueue (a RayCluster's elastic-job
+        # only lets it autoscale within its admitted size: planner.kinds.ray)
+        fields["elastic_job"] = elastic == "true" and adapter.kind == "Job"
         # Kueue's webhook suspends a queued Job at creation, so a missing `suspend` reads as true
         suspend = self.attempt(item, adapter.read_suspended, item.obj, default=True, reasons=reasons)
         if suspend and wl.MIGRATING_TO in annotations:

@@ -30,6 +30,11 @@ EVICTED_AT = "stowplan.io/evicted-at"
 PREEMPTION_COST = "stowplan.io/preemption-cost"
 NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
 MOVABLE = "stowplan.io/movable"
+# Elastic Jobs (Kueue's ElasticJobs via workload slices): resizable while running.
+ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
+# The most pods an elastic Job may grow to, kept by `apply` when it first writes
+# spec.parallelism (until then, spec.parallelism is that most).
+MAX_PARALLELISM = "stowplan.io/max-parallelism"
 # A Job being moved (defragmentation): suspended, its old pods leaving, its new place held.
 MIGRATING_TO = "stowplan.io/migrating-to"
 EVICTION_REASON = "stowplan.io/eviction-reason"
@@ -147,6 +152,14 @@ def job_count(spec: dict[str, Any], field: str) -> int:
     if count < 1:
         raise Bad(f"{field}.parallelism", "the Job asks for no pods (parallelism or completions is 0)")
     return count
+
+
+def max_parallelism(annotations: dict[str, str], completions: object) -> int | None:
+    """stowplan.io/max-parallelism of an elastic Job (None: absent), capped by completions."""
+    if MAX_PARALLELISM not in annotations:
+        return None
+    value = _positive_int_text(annotations[MAX_PARALLELISM], f"metadata.annotations[{MAX_PARALLELISM}]")
+    return min(value, completions) if type(completions) is int and completions > 0 else value
 
 
 def min_parallelism(annotations: dict[str, str], count: int) -> int | None:

@@ -399,6 +399,18 @@ def _stop_all_at_exit() -> None:
 atexit.register(_stop_all_at_exit)
 
 
+# Kubernetes v1.36's Workload API and gang scheduling (ControlPlane(workload_api=True)).
+# v1.36 serves Workload and PodGroup as scheduling.k8s.io/v1alpha2 (v1.35's v1alpha1 is
+# gone), behind the alpha gate GenericWorkload, which kube-apiserver needs together with
+# the group version in --runtime-config (alpha versions are not served by default).
+# kube-scheduler needs GenericWorkload (its PodGroup informer) and GangScheduling (the
+# plugin joins the default profile with its gate); TopologyAwareWorkloadScheduling lets a
+# PodGroup carry schedulingConstraints.topology (dropped by the apiserver without it). The
+# controller manager gets GenericWorkload too (garbage collection of the new kinds).
+WORKLOAD_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+WORKLOAD_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
+
 class ControlPlane:
     """etcd + kube-apiserver + controller-manager + scheduler + KWOK, all local.
 
@@ -412,6 +424,8 @@ class ControlPlane:
       job_pods_complete  let KWOK move Running Job pods to Succeeded (its
                          pod-complete stage); off by default, so Job pods stay
                          Running like long training runs
+      workload_api       Kubernetes' gang scheduling (KEP-4671), alpha and off by
+                         default in v1.36: see WORKLOAD_GATES
     """
 
     def __init__(
@@ -426,6 +440,7 @@ class ControlPlane:
         install_crds: bool = True,
         kueue_versions: Iterable[str] = ("v1beta2",),
         job_pods_complete: bool = False,
+        workload_api: bool = False,
         verbosity: int = 1,
         start_timeout: float = 120.0,
     ):
@@ -443,6 +458,7 @@ class ControlPlane:
         self.want_crds = install_crds
         self.kueue_versions = tuple(kueue_versions)
         self.job_pods_complete = job_pods_complete
+        self.workload_api = workload_api
         self.verbosity = verbosity
         self.start_timeout = start_timeout
 
@@ -678,7 +694,8 @@ class ControlPlane:
             "--allow-privileged=true",
             "--profiling=false",
             f"--v={self.verbosity}",
-        ]
+        ] + ([f"--feature-gates={WORKLOAD_GATES}", f"--runtime-config={WORKLOAD_RUNTIME_CONFIG}"]
+             if self.workload_api else [])
 
     def start_apiserver(self, timeout: float | None = None) -> None:
         """(Re)start kube-apiserver on the same port and wait for /readyz."""
@@ -748,6 +765,8 @@ class ControlPlane:
             "--terminated-pod-gc-threshold=1000",
             f"--v={self.verbosity}",
         ]
+        if self.workload_api:
+            argv.append("--feature-gates=GenericWorkload=true")
         self._spawn("kube-controller-manager", argv)
 
     def _start_scheduler(self) -> None:
@@ -761,6 +780,8 @@ class ControlPlane:
             "--leader-elect=false",
             f"--v={self.verbosity}",
         ]
+        if self.workload_api:
+            argv.append(f"--feature-gates={WORKLOAD_GATES}")
         self._spawn("kube-scheduler", argv)
 
     def _kwok_config(self) -> Path:

@@ -1,0 +1,255 @@
+"""Elastic running Jobs (Kueue's ElasticJobs via workload slices): grown or shrunk by the plan.
+
+A running Job marked `kueue.x-k8s.io/elastic-job: "true"` runs `c` pods (its assignment)
+and may run from its floor (`kueue.x-k8s.io/job-min-parallelism`, else 1) up to its most
+(its pod set's count: `stowplan.io/max-parallelism`, else spec.parallelism). The planners
+(greedy and MILP) know nothing of resizing: `expand` rewrites the snapshot into what
+they already decide, and `collapse` turns their answer back into resizes.
+
+  - the running *core*: the Job itself, holding `floor` pods (those on the nodes where
+    it has most: what it keeps is compact). Kept unless evicted, as any running work.
+  - *release parts*: one running workload of one pod for each pod above the floor,
+    evictable under the Job's own preemption rules, costing the pod's share of the lost
+    work and no restart (the Job goes on): so releasing pods is preferred to evicting
+    the Job wherever it frees enough. Evicting the core evicts its parts too (a row of
+    the MILP; a plan that keeps a part of an evicted Job frees less than it could, never
+    more, and `collapse` evicts the whole Job).
+  - a *growth slice*: a pending workload of `most - c` pods (partial admission from 1),
+    of the Job's queue and priority, pinned to the flavors it runs under, and, with a
+    required topology level, to the domain at that level it runs in. Admitting k of its
+    pods is Kueue's new slice of `c + k` pods replacing the old one.
+
+Pure: no I/O. `verify` checks the resizes against the snapshot as read (the floor, the
+most, the flavors, the required domain, the released pods existing); the cycle's
+verifier has already checked capacity and quota with the new sizes, on the expanded
+snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+from models import (Admission, Eviction, ObjectRef, Plan, PodSet, PodSetAssignment, Resize,
+                    Snapshot, Workload, WorkloadState)
+from planner.kueue.semantics import eviction_cost
+
+GROW = "+grow"          # a name suffix no Kubernetes name can carry: no clash with a real object
+PART = "+pod-"
+
+
+@dataclass
+class Expansion:
+    """What `expand` split, to put back together: ref -> the Job as read."""
+
+    jobs: dict[ObjectRef, Workload] = field(default_factory=dict)
+    growth: dict[ObjectRef, ObjectRef] = field(default_factory=dict)    # slice ref -> Job ref
+    parts: dict[ObjectRef, tuple[ObjectRef, str]] = field(default_factory=dict)   # part ref -> (Job, node)
+
+    @property
+    def empty(self) -> bool:
+        return not self.jobs
+
+
+def resizable(workload: Workload) -> bool:
+    """A running elastic Job with one pod set and its assignment known."""
+    return (workload.state is WorkloadState.RUNNING and workload.elastic_job and workload.ref.kind == "Job"
+            and len(workload.pod_sets) == 1 and len(workload.assignment) == 1
+            and workload.assignment[0].name == workload.pod_sets[0].name
+            and workload.cluster_queue is not None and workload.blocked_reason is None
+            and workload.deactivated is None)
+
+
+def floor_of(pod_set: PodSet) -> int:
+    return pod_set.min_count if pod_set.min_count is not None else 1
+
+
+def expand(snapshot: Snapshot) -> tuple[Snapshot, Expansion]:
+    """The snapshot with each resizable Job split into core, release parts and growth slice."""
+    expansion = Expansion()
+    out: list[Workload] = []
+    for workload in snapshot.workloads:
+        if not resizable(workload):
+            out.append(workload)
+            continue
+        expansion.jobs[workload.ref] = workload
+        out.extend(_split(snapshot, workload, expansion))
+    if expansion.empty:
+        return snapshot, expansion
+    return replace(snapshot, workloads=tuple(out)), expansion
+
+
+def _split(snapshot: Snapshot, job: Workload, expansion: Expansion) -> list[Workload]:
+    pod_set, running = job.pod_sets[0], job.assignment[0]
+    count, floor, most = running.count, floor_of(pod_set), pod_set.count
+    values_of = {values[-1]: values for values, _ in running.domains if values}
+    per_node = running.pods_per_node()
+    pieces: list[Workload] = []
+    if count > floor:
+        # the core keeps `floor` pods where the Job has most of them; each other pod is a part
+        keep: dict[str, int] = {}
+        left = floor
+        for node, pods in sorted(per_node.items(), key=lambda kv: (-kv[1], kv[0])):
+            keep[node] = min(pods, left)
+            left -= keep[node]
+        cost = eviction_cost(job, snapshot)
+        restart = 0.0 if job.preemption_cost is not None else snapshot.policy.restart_cost
+        per_pod = max(0.0, cost - restart) / count
+        core = replace(running, count=floor,
+                       domains=tuple((values_of[n], k) for n, k in sorted(keep.items()) if k > 0))
+        core_cost = None if job.preemption_cost is None else job.preemption_cost * floor / count
+        pieces.append(replace(job, assignment=(core,), preemption_cost=core_cost))
+        index = 0
+        for node, pods in sorted(per_node.items()):
+            for _ in range(pods - keep.get(node, 0)):
+                ref = ObjectRef(job.ref.kind, job.ref.namespace, f"{job.ref.name}{PART}{index}")
+                index += 1
+                expansion.parts[ref] = (job.ref, node)
+                part = replace(running, count=1, domains=((values_of[node], 1),))
+                pieces.append(replace(job, ref=ref, uid=f"{job.uid}{PART}{index}", assignment=(part,),
+                                      preemption_cost=per_pod, pods_ready=None, movable=False, part_of=job.ref,
+                                      elastic_job=False))
+    else:
+        pieces.append(job)
+    if most > count:
+        selector = dict(pod_set.node_selector)
+        request = pod_set.topology
+        if request.mode == "required" and request.level:
+            # within the domain it runs in at its required level (Kueue: one domain or none)
+            domains = domains_of(snapshot, request.level, per_node)
+            if len(domains) == 1:
+                selector[request.level] = domains.pop()
+        grow = replace(pod_set, count=most - count, min_count=1 if most - count > 1 else None,
+                       node_selector=selector, fixed_flavors=dict(running.flavors))
+        ref = ObjectRef(job.ref.kind, job.ref.namespace, f"{job.ref.name}{GROW}")
+        expansion.growth[ref] = job.ref
+        pieces.append(replace(job, ref=ref, uid=f"{job.uid}{GROW}", pod_sets=(grow,), state=WorkloadState.PENDING,
+                              assignment=(), admitted_at=None, checkpointed_at=None, pods_ready=None,
+                              pods_ready_at=None, pods_not_ready_at=None, movable=False, elastic_job=False,
+                              resource_version=job.resource_version))
+    return pieces
+
+
+def domains_of(snapshot: Snapshot, level: str, nodes: Mapping[str, int]) -> set[str]:
+    """The values of node label `level` on `nodes` (a node without it: "")."""
+    labels = {n.name: n.labels for n in snapshot.nodes}
+    return {labels.get(name, {}).get(level, "") for name in nodes}
+
+
+def collapse(plan: Plan, expansion: Expansion) -> Plan:
+    """The planners' answer on the expanded snapshot -> the plan of the snapshot as read."""
+    if expansion.empty:
+        return plan
+    evicted = {e.workload for e in plan.evictions if e.workload in expansion.jobs}
+    grown: dict[ObjectRef, Admission] = {}
+    admissions = []
+    for admission in plan.admissions:
+        owner = expansion.growth.get(admission.workload)
+        if owner is None:
+            admissions.append(admission)
+        elif owner not in evicted:
+            grown[owner] = admission
+    released: dict[ObjectRef, list[Eviction]] = {}
+    evictions = []
+    part_costs: dict[ObjectRef, float] = {}
+    for eviction in plan.evictions:
+        part = expansion.parts.get(eviction.workload)
+        if part is None:
+            evictions.append(eviction)
+            continue
+        part_costs[part[0]] = part_costs.get(part[0], 0.0) + eviction.cost
+        if part[0] not in evicted:
+            released.setdefault(part[0], []).append(eviction)
+    # an evicted Job goes whole: its parts' cost is part of its eviction's
+    evictions = [replace(e, cost=e.cost + part_costs.get(e.workload, 0.0)) if e.workload in evicted else e
+                 for e in evictions]
+    resizes = []
+    for ref in sorted(set(grown) | set(released)):
+        job = expansion.jobs[ref]
+        running = job.assignment[0]
+        release: dict[str, int] = {}
+        for eviction in released.get(ref, ()):
+            node = expansion.parts[eviction.workload][1]
+            release[node] = release.get(node, 0) + 1
+        slice_ = grown[ref].pod_sets[0] if ref in grown else None
+        removed = sum(release.values())
+        shrink = released.get(ref, [])
+        resizes.append(Resize(
+            workload=ref, cluster_queue=job.queue_name, pod_set=running.name, from_count=running.count,
+            to_count=running.count - removed + (slice_.count if slice_ else 0), slice=slice_,
+            release=tuple(sorted(release.items())),
+            reason=min((e.reason for e in shrink), default=""),
+            for_=tuple(sorted({r for e in shrink for r in e.for_})),
+            cost=round(sum(e.cost for e in shrink), 6)))
+    pending = tuple(p for p in plan.pending if p.workload not in expansion.growth)
+    return replace(plan, admissions=tuple(admissions), evictions=tuple(evictions), pending=pending,
+                   resizes=tuple(resizes))
+
+
+def verify(snapshot: Snapshot, plan: Plan) -> list[str]:
+    """The slice rules, against the snapshot as read: what a resize may do."""
+    out: list[str] = []
+    workloads = {w.ref: w for w in snapshot.workloads}
+    touched = {a.workload for a in plan.admissions} | {e.workload for e in plan.evictions} \
+        | {m.workload for m in plan.migrations}
+    seen: set[ObjectRef] = set()
+    for resize in plan.resizes:
+        ref = resize.workload
+        job = workloads.get(ref)
+        if job is None or not resizable(job):
+            out.append(f"resize of {ref}: not a running elastic Job")
+            continue
+        if ref in seen or ref in touched:
+            out.append(f"resize of {ref}: the plan changes it twice")
+        seen.add(ref)
+        pod_set, running = job.pod_sets[0], job.assignment[0]
+        floor, most = floor_of(pod_set), pod_set.count
+        if resize.pod_set != running.name or resize.from_count != running.count:
+            out.append(f"resize of {ref}: from {resize.pod_set}={resize.from_count}, "
+                       f"but it runs {running.name}={running.count}")
+        per_node = running.pods_per_node()
+        for node, count in resize.release:
+            if count <= 0 or count > per_node.get(node, 0):
+                out.append(f"resize of {ref}: releases {count} pods on {node}, where it runs {per_node.get(node, 0)}")
+        grown = resize.slice.count if resize.slice is not None else 0
+        to = running.count - sum(c for _, c in resize.release) + grown
+        if to != resize.to_count:
+            out.append(f"resize of {ref}: to {resize.to_count}, but its release and slice make {to}")
+        if to < floor:
+            out.append(f"resize of {ref}: {to} pods is below its minimum parallelism {floor}")
+        if to > most:
+            out.append(f"resize of {ref}: {to} pods is more than its most {most}")
+        if resize.slice is not None:
+            if resize.slice.name != running.name or grown <= 0:
+                out.append(f"resize of {ref}: its slice is not of pod set {running.name}")
+            if dict(resize.slice.flavors) != dict(running.flavors):
+                out.append(f"resize of {ref}: its slice takes flavors {dict(resize.slice.flavors)}, "
+                           f"not the ones it runs under {dict(running.flavors)}")
+            if sum(c for _, c in resize.slice.domains) != grown:
+                out.append(f"resize of {ref}: its slice places {sum(c for _, c in resize.slice.domains)} pods, "
+                           f"not {grown}")
+            level = pod_set.topology.level if pod_set.topology.mode == "required" else None
+            if level:
+                domains = domains_of(snapshot, level, {**per_node, **resize.slice.pods_per_node()})
+                if len(domains) > 1:
+                    out.append(f"resize of {ref}: its slice leaves the {level} domain it requires "
+                               f"({', '.join(sorted(domains))})")
+        if resize.release and resize.reason not in ("Preempted", "Reclaimed"):
+            out.append(f"resize of {ref}: releases pods for no preemption ({resize.reason or 'no reason'})")
+    return out
+
+
+def grown_assignment(running: PodSetAssignment, resize: Resize) -> PodSetAssignment:
+    """Where the Job runs after `resize`: its pods less the released, plus the slice's."""
+    per_node = running.pods_per_node()
+    values_of = {values[-1]: values for values, _ in running.domains if values}
+    for node, count in resize.release:
+        per_node[node] = per_node.get(node, 0) - count
+    if resize.slice is not None:
+        for values, count in resize.slice.domains:
+            if values:
+                values_of.setdefault(values[-1], values)
+                per_node[values[-1]] = per_node.get(values[-1], 0) + count
+    domains = tuple((values_of[n], c) for n, c in sorted(per_node.items()) if c > 0)
+    return replace(running, count=sum(c for _, c in domains), domains=domains)
+
