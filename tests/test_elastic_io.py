@@ -48,8 +48,8 @@ def test_a_bad_elastic_annotation_is_reported_and_read_as_false() -> None:
 def test_set_parallelism_keeps_the_first_most() -> None:
     obj: dict[str, Any] = {"spec": {"parallelism": 6}}
     annotations: dict[str, str] = {}
-    apply._set_parallelism(obj, annotations, 4)
-    apply._set_parallelism(obj, annotations, 5)
+    apply.set_parallelism(obj, annotations, 4)
+    apply.set_parallelism(obj, annotations, 5)
     assert obj["spec"]["parallelism"] == 5 and annotations[apply.MAX_PARALLELISM] == "6"
 
 

@@ -44,7 +44,7 @@ def test_the_servers_clock_decides_not_the_local_one() -> None:
     renewed = iso(SERVER_NOW - 5)
     assert guard.judge_lease(lease(renewed), SERVER_NOW) is not None
     assert guard.judge_lease(lease(renewed), SERVER_NOW + 60) is None
-    assert guard._server_time("Fri, 15 Jan 2027 08:00:00 GMT") == SERVER_NOW
+    assert guard.server_time("Fri, 15 Jan 2027 08:00:00 GMT") == SERVER_NOW
 
 
 def test_a_held_lease_that_cannot_be_judged_counts_as_active() -> None:

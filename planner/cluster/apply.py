@@ -395,7 +395,7 @@ class Applier:
                                                           pin=not resizable)
                      for pod_set in admission.pod_sets}
             if resizable:
-                _set_parallelism(obj, annotations, sum(ps.count for ps in admission.pod_sets))
+                set_parallelism(obj, annotations, sum(ps.count for ps in admission.pod_sets))
             if self.pod_groups is not None and ref.kind == "Job" and attempt == 0:
                 # the gang exists before any pod of the Job does
                 self.pod_groups.ensure(obj, admission)
@@ -503,7 +503,7 @@ class Applier:
                 return False
             if attempt == 0 and resize.release and not self.kube.dry_run:
                 self._release_pods(ref, obj, resize)
-            _set_parallelism(obj, annotations, resize.to_count)
+            set_parallelism(obj, annotations, resize.to_count)
             annotations[ASSIGNMENT] = assignment_json([wanted])
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
@@ -814,7 +814,7 @@ class Applier:
         return True
 
 
-def _set_parallelism(obj: dict[str, Any], annotations: dict[str, str], count: int) -> None:
+def set_parallelism(obj: dict[str, Any], annotations: dict[str, str], count: int) -> None:
     """An elastic Job's spec.parallelism set to `count`, its most kept in MAX_PARALLELISM the
     first time (the reader takes its pod count from there)."""
     spec = obj.setdefault("spec", {})

@@ -53,7 +53,7 @@ def _epoch(text: Any) -> float | None:
         return None
 
 
-def _server_time(date_header: str) -> float | None:
+def server_time(date_header: str) -> float | None:
     try:
         return parsedate_to_datetime(date_header).astimezone(timezone.utc).timestamp() if date_header else None
     except (TypeError, ValueError):
@@ -113,7 +113,7 @@ def findings(kube: Kube, say: Callable[[str], None]) -> list[Finding]:
     """Every sign that Kueue's controller manager is active on this cluster."""
     lease, date = _get(kube, LEASE_PATH, f"Lease {NAMESPACE}/{LEASE_NAME}", say)
     deployment, _ = _get(kube, DEPLOYMENT_PATH, f"Deployment {NAMESPACE}/{DEPLOYMENT_NAME}", say)
-    found = [judge_lease(lease, _server_time(date)), judge_deployment(deployment)]
+    found = [judge_lease(lease, server_time(date)), judge_deployment(deployment)]
     return [f for f in found if f is not None]
 
 
