@@ -2,7 +2,9 @@
 
 A CronJob has a cycle, not a solver budget: the policy's time limit holds everything
 from reading the snapshot to the plan. This object is made once from that limit and
-hands each step its deadline; no other module reads the clock to decide anything.
+hands each step its deadline. This module is the one reader of the clock for
+everything that decides (tests/test_layers.py holds every other deciding module to
+it): `now()` for a deadline, `Stopwatch` for the seconds a step took (reported only).
 Steps always run in the same order whatever the machine's speed: only how far a
 solver gets before its deadline depends on time.
 
@@ -24,8 +26,30 @@ FINISH_SHARE = 0.25
 TIER_SHARE = 0.7
 
 
+def now() -> float:
+    """Monotonic seconds: the time deadlines are measured in (only how far a solver
+    gets may depend on it)."""
+    return time.monotonic()
+
+
+class Stopwatch:
+    """Seconds since it was made, or since the last lap: for reports only."""
+
+    def __init__(self) -> None:
+        self.began = self.mark = now()
+
+    def seconds(self) -> float:
+        return now() - self.began
+
+    def lap(self) -> float:
+        """Seconds since the last lap (or the start); starts the next one."""
+        at = now()
+        lapped, self.mark = at - self.mark, at
+        return lapped
+
+
 class Budget:
-    def __init__(self, limit: float, spent: float = 0.0, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, limit: float, spent: float = 0.0, clock: Callable[[], float] = now,
                  finish_share: float = FINISH_SHARE, tier_share: float = TIER_SHARE):
         self.limit = max(0.0, limit)
         self.clock = clock

@@ -32,7 +32,6 @@ Pure: takes a models.Snapshot, returns a models.Plan or raises.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -43,7 +42,7 @@ from planner.kueue.semantics import QuotaTree, eviction_cost
 from planner.kueue.victims import PreemptionRules
 from planner.assemble import assemble
 from planner.beside import Beside, reaped
-from planner.budget import Budget
+from planner.budget import Budget, Stopwatch
 from planner.continuation import continued
 from planner.errors import VerificationError
 from planner.gc_pause import cycle_collector
@@ -111,13 +110,13 @@ class KueueWay:
 
 def kueue_way(snapshot: Snapshot, readiness: podsready.Readiness) -> KueueWay:
     """Greedy, its verification and its metrics (what the cycle needs of Kueue's way)."""
-    began = time.monotonic()    # reported only
+    watch = Stopwatch()    # reported only
     decisions = greedy(snapshot).decisions
     violations = tuple(verify(snapshot, decisions))
     seen, judged = snapshot, decisions
     if readiness.evictions:
         seen, judged = readiness.seen, with_evictions(decisions, readiness.evictions)
-    return KueueWay(decisions, violations, metrics.summarize(seen, judged), time.monotonic() - began)
+    return KueueWay(decisions, violations, metrics.summarize(seen, judged), watch.seconds())
 
 
 def carry_on(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules | None) -> Decisions | None:
@@ -369,12 +368,10 @@ class Clock:
 
     def __init__(self, read_seconds: float):
         self.spent = {"read": read_seconds, "build": 0.0, "solve": 0.0, "verify": 0.0}
-        self.mark = time.monotonic()
+        self.watch = Stopwatch()
 
     def lap(self, step: str) -> None:
-        now = time.monotonic()
-        self.spent[step] += now - self.mark
-        self.mark = now
+        self.spent[step] += self.watch.lap()
 
     def seconds(self) -> dict[str, float]:
         out = {k: round(v, 3) for k, v in self.spent.items()}

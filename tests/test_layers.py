@@ -7,7 +7,8 @@ client or anything that reads files or the network. The guard is proven below: a
 forbidden import planted in a temporary copy of the tree makes it fail.
 
     models      the vocabulary: stdlib only, nothing of planner
-    base        errors, terminal-safe text, the cycle's time budget and its signals
+    base        errors, terminal-safe text, the cycle's time budget (the one clock every
+                deciding module reads, through planner.budget) and its signals
     snapshot    reading: Kubernetes objects (files) -> models.Snapshot; and the
                 workload kinds' adapters (planner/kinds: pod sets out of an object,
                 the pure edits that admit and evict it, which cluster issues)
@@ -88,6 +89,30 @@ NO_IO = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib"
 TOOLS_USERS = {"planner.tools.peer_bench"}   # reaches the Kueue peer harness in tools/, lazily, from a checkout
 
 
+# The one clock (issue 38): planner.budget reads it for every module that decides;
+# only the edges (the CLI, the live cluster, the tools, and the metrics text's wall-clock
+# timestamp) read it themselves.
+CLOCK_READER = "planner.budget"
+CLOCK_FREE_EXCEPT = {"cli", "cluster", "tools"}
+CLOCK_EDGE_MODULES = {"planner.promtext"}
+CLOCK_CALLS = {("time", name) for name in ("monotonic", "monotonic_ns", "time", "time_ns", "perf_counter",
+                                           "perf_counter_ns", "process_time", "process_time_ns")} | {
+    ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today")}
+
+
+def clock_reads(path: Path) -> list[str]:
+    """Every reading of the clock in `path`: time.monotonic() and its kin, datetime.now(),
+    and any `from time import ...` (which would hide them)."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and (node.value.id, node.attr) in CLOCK_CALLS:
+            out.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "time":
+            out.append(f"line {node.lineno}: from time import ...")
+    return out
+
+
 def module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -156,6 +181,9 @@ def problems(root: Path) -> list[str]:
                 out.append(f"{module} (models) imports {name}: models use the standard library only")
             elif layer in DECIDING and top in NO_IO:
                 out.append(f"{module} ({layer}) imports {name}: deciding code does no I/O")
+        if layer not in CLOCK_FREE_EXCEPT and module not in CLOCK_EDGE_MODULES | {CLOCK_READER}:
+            out.extend(f"{module} ({layer}) reads the clock at {where}: ask planner.budget (now, Stopwatch)"
+                       for where in clock_reads(path))
         if layer in DECIDING and re.search(r"(?<![\w.])open\(", path.read_text()):
             out.append(f"{module} ({layer}) opens files")
     return out
@@ -213,6 +241,21 @@ def test_planted_imports_into_the_verifier_fail_the_guard(tmp_path: Path, plante
     target = root / "planner" / "verify.py"
     target.write_text(target.read_text() + f"\n{planted}\n")
     assert problems(root), planted
+
+
+@pytest.mark.parametrize("module, planted", [
+    ("planner/milp/solve.py", "began = time.monotonic()"),
+    ("planner/milp/neighbourhood.py", "from time import perf_counter"),
+    ("planner/cycle.py", "stamp = datetime.now()"),
+    ("planner/kueue/semantics.py", "t = time.time()"),
+])
+def test_a_planted_clock_reading_fails_the_guard(tmp_path: Path, module: str, planted: str) -> None:
+    """The Budget is the only reader of the clock: a deadline read anywhere else fails."""
+    root = _copy_tree(tmp_path)
+    target = root / module
+    target.write_text(target.read_text() + f"\n\ndef _planted() -> None:\n    {planted}\n")
+    found = problems(root)
+    assert any("reads the clock" in p and module_name(target, root) in p for p in found), found
 
 
 def test_a_module_of_no_layer_fails_the_guard(tmp_path: Path) -> None:

@@ -12,11 +12,12 @@ point kept. The LP optimum also bounds the stage. Pure: no I/O.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
+
+from planner.budget import now
 
 # The LP may take at most this share of a stage's time; the rest is for the sub-MIPs
 # (and the plain MILP search after them).
@@ -58,7 +59,7 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
     once a neighbourhood finds nothing better, the search goes on in
     the wider one."""
     sign = 1.0 if maximize else -1.0
-    lp_limit = LP_SHARE * (deadline - time.monotonic())
+    lp_limit = LP_SHARE * (deadline - now())
     relaxed = backend.relax(lp_limit, lp_cost) if lp_limit > 0 else None
     if relaxed is None:
         return Neighbourhood(incumbent, None, 0)
@@ -72,13 +73,13 @@ def search(backend: Searchable, incumbent: np.ndarray, objective: Callable[[np.n
     # incumbent stays in it. (Holding every column the LP sets to a whole number is
     # smaller still, but is seldom feasible.)
     zero = integer & (np.abs(point) <= AGREE) & (np.abs(incumbent) <= AGREE)
-    left = deadline - time.monotonic()
+    left = deadline - now()
     if left > 0 and best < sign * optimum - IMPROVEMENT * (1.0 + abs(optimum)) and zero.any():
         values, _, _ = backend.run_fixed(DIVE_SHARE * left, gap, incumbent, np.flatnonzero(zero))
         if values is not None and sign * objective(values) > best + IMPROVEMENT * (1.0 + abs(best)):
             incumbent, best, rounds = values, sign * objective(values), 1
     for _ in range(MAX_ROUNDS):
-        left = deadline - time.monotonic()
+        left = deadline - now()
         if left <= 0 or best >= sign * optimum - IMPROVEMENT * (1.0 + abs(optimum)):
             break
         free = integer & (np.abs(point - incumbent) > AGREE)

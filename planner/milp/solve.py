@@ -10,13 +10,13 @@ minimising stages (preemption cost, tie-breakers). planner.milp.stages runs them
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from planner import interrupt, progress
+from planner.budget import now
 from planner.milp.formulate import Formulation
 from planner.milp.highs import LpRelaxation, dense, highs_from, merged, set_time_limit
 from planner.milp.arrays import INF, ModelArrays
@@ -123,7 +123,7 @@ def refine(form: Formulation, start: np.ndarray, backend: Backend, time_limit: f
     if form.cost_terms:
         backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, start) + HOLD_SLACK)
     stages: list[StageResult] = []
-    values = minimise_stage(form.secondary, "tie-breakers", backend, start, time.monotonic() + time_limit,
+    values = minimise_stage(form.secondary, "tie-breakers", backend, start, now() + time_limit,
                             max(gap, TAIL_GAP), stages)
     return values, stages[0]
 
@@ -133,7 +133,7 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
                    floor: float | None = None) -> np.ndarray:
     """Minimise `terms` from `incumbent`; keep the incumbent unless the answer is no worse.
     With a known `floor` (a cost is never negative) an incumbent already there is kept unsolved."""
-    began = time.monotonic()
+    began = now()
     before = value_of(terms, incumbent)
     if floor is not None and before <= floor + HOLD_SLACK:
         record(stages, StageResult(name, "kept", before, before, 0.0))
@@ -144,7 +144,7 @@ def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, 
         incumbent = values
     after = value_of(terms, incumbent)
     record(stages, StageResult(name, status, after, after if bound is None else min(bound, after),
-                              time.monotonic() - began))
+                              now() - began))
     return incumbent
 
 
@@ -185,7 +185,7 @@ class HighsBackend:
         # Set both ways: HiGHS keeps the flag from one run to the next, so a run after one
         # that was interrupted would stop at its first callback. Ctrl-C and SIGTERM stop it
         # too (planner.interrupt): the run returns, and `_solve` raises Interrupted.
-        event.interrupt(time.monotonic() > self._deadline or interrupt.requested())
+        event.interrupt(now() > self._deadline or interrupt.requested())
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:
         cost = dense(terms, self.num_cols)
@@ -212,14 +212,14 @@ class HighsBackend:
         `time_limit` or not searching."""
         if not self.searches:
             return None
-        began = time.monotonic()
+        began = now()
         if self.relaxation is None:
             self.relaxation = LpRelaxation(self.arrays, self.threads)
             for lower, upper, cols, vals in self._added:
                 self.relaxation.add_row(lower, upper, cols, vals)
         self.relaxation.settle()
         self.relaxation.set_objective(self._cost if cost is None else cost, self._maximize)
-        return self.relaxation.solve(time_limit - (time.monotonic() - began))
+        return self.relaxation.solve(time_limit - (now() - began))
 
     def run_fixed(self, time_limit: float, gap: float, start: np.ndarray,
                   fixed: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
@@ -251,7 +251,7 @@ class HighsBackend:
              start: np.ndarray) -> tuple[np.ndarray | None, str, float | None]:
         """Solve the MILP in `h` (objective `cost`) from `start`: values, status, bound."""
         hs = self._hs
-        began = time.monotonic()
+        began = now()
         self._deadline = began + max(0.01, time_limit)
         h.setOptionValue("mip_rel_gap", float(gap))
         set_time_limit(h, max(0.01, time_limit))
@@ -268,7 +268,7 @@ class HighsBackend:
             # Either way col_value is a solution (callers value it themselves) and the
             # reported numbers are not to be trusted: with half the time left, solve
             # again without the start; else keep col_value, with no bound.
-            left = time_limit - (time.monotonic() - began)
+            left = time_limit - (now() - began)
             if left < 0.5 * time_limit:
                 return result[0], "feasible", None
             h.clearSolver()
