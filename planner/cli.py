@@ -1695,7 +1695,8 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
     if fleet is not None:
         _generate_fleet(fleet, 1 if seed is None else seed, _progress(quiet))
         return
-    from planner.tools.generate import generate, generate_trace, spec_from_options, to_json, to_json_lines, to_yaml
+    from planner.tools.generate import generate, generate_trace, to_json, to_json_lines, to_yaml
+    from planner.tools.spec_options import spec_from_options
 
     say = _progress(quiet)
     output = out_format(output, out, ("json", "yaml"), default="json")
@@ -1971,7 +1972,7 @@ def version() -> None:
     click.echo(_versions())
 
 
-from planner.tools.bench import bench_command  # noqa: E402 - the benchmark lives in its own module
+from planner.tools.bench_command import bench_command  # noqa: E402 - the benchmark lives in its own module
 cli.add_command(bench_command)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from planner.tools import bench, family_bench
+from planner.tools import bench, bench_command, family_bench
 from planner.cli import cli
 from planner.tools.family import describe, family
 from planner.tools.generate import preset
@@ -26,7 +26,7 @@ RECORD_KEYS = {"method", "status", "message", "objective", "bound", "ratio", "ga
 
 def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "BENCHMARKS.md"
-    result = bench.run_bench({"tiny": (TINY, bench.Target(2.0, 0.999, 1024.0))}, [REPO / "fixtures" / "tiny.yaml"], out)
+    result = bench_command.run_bench({"tiny": (TINY, bench.Target(2.0, 0.999, 1024.0))}, [REPO / "fixtures" / "tiny.yaml"], out)
     [row] = result["scale"]
     assert (row["scenario"], row["nodes"], row["gpus"], row["levels"]) == ("tiny", 16, 128, 3)
     assert row["pending"] == 20 and 0 < row["running"] <= 20
@@ -55,7 +55,7 @@ def test_a_tiny_scenario_runs_end_to_end(tmp_path: Path) -> None:
     assert "| tiny | 16 / 128 | 3 | 20 + " in text and "| tiny.yaml | milp | optimal | 2 |" in text
     saved = tmp_path / "results.json"
     saved.write_text(json.dumps(bench.jsonable(result)))
-    again = bench.report(*bench.load_results(saved), None)            # --from-json: the same tables
+    again = bench_command.report(*bench_command.load_results(saved), None)            # --from-json: the same tables
     assert again["markdown"] == result["markdown"]
 
 
@@ -200,14 +200,14 @@ def test_a_tier_holds_within_its_share_of_the_bound_whatever_the_sign():
 
 def test_from_json_re_renders_the_family_section(tmp_path: Path):
     out = tmp_path / "BENCHMARKS.md"
-    result = bench.report(META, [], [], FAMILY_ROWS, out)
-    assert result["markdown"].startswith(bench.FAMILY_HEADING)
+    result = bench_command.report(META, [], [], FAMILY_ROWS, out)
+    assert result["markdown"].startswith(bench_command.FAMILY_HEADING)
     begin, end = bench.marker("family")
     text = out.read_text()
     assert text.count(begin) == 1 and text.count(end) == 1 and "| 2002 |" in text
     saved = tmp_path / "results.json"
     saved.write_text(json.dumps(bench.jsonable(result)))
-    again = bench.report(*bench.load_results(saved), None)
+    again = bench_command.report(*bench_command.load_results(saved), None)
     assert again["markdown"] == result["markdown"]
 
 

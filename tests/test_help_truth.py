@@ -1020,7 +1020,7 @@ def test_bench_scenario_keep_and_time_limit_factor(tmp_path: Path) -> None:
 
 def test_bench_xl_adds_the_xl_scenario() -> None:
     """--xl: add XL to the scenarios. Running XL takes 15 minutes; checked where it is decided."""
-    from planner.tools import bench
+    from planner.tools import bench_command as bench
 
     assert bench.scenarios_of((), False, True) == ["S", "M", "L"]          # "Default: S, M, L"
     assert bench.scenarios_of((), True, True) == ["S", "M", "L", "XL"]

@@ -134,12 +134,29 @@ def layer_of(module: str) -> str | None:
     return best[1] if best else None
 
 
-def imports_of(path: Path, root: Path) -> set[str]:
-    """Absolute names of everything `path` imports; `from pkg import mod` counts as pkg.mod."""
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of `tree` that runs: all but the bodies of `if TYPE_CHECKING:` (imports
+    for the type checker only, never executed)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def imports_of(path: Path, root: Path, runtime_only: bool = False) -> set[str]:
+    """Absolute names of everything `path` imports; `from pkg import mod` counts as pkg.mod.
+    `runtime_only`: not those under `if TYPE_CHECKING:`."""
     module = module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in (runtime_nodes(tree) if runtime_only else ast.walk(tree)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -187,6 +204,87 @@ def problems(root: Path) -> list[str]:
         if layer in DECIDING and re.search(r"(?<![\w.])open\(", path.read_text()):
             out.append(f"{module} ({layer}) opens files")
     return out
+
+
+def import_cycles(root: Path) -> list[tuple[str, ...]]:
+    """Every set of modules that import each other in a circle when they run: imports
+    inside functions count (they only hide a cycle), imports for the type checker do not.
+    A module importing its own package's __init__ is not a cycle here."""
+    modules = {module_name(p, root): p for p in sources(root)}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for name in imports_of(path, root, runtime_only=True):
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(name + "."):
+                graph[module].add(name)
+    # Tarjan's strongly connected components, iteratively.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[str, ...]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1:
+                    found.append(tuple(sorted(members)))
+    return sorted(found)
+
+
+# The cycles left for the rest of issue 38's restructuring (each needs a module moved
+# between folders that are being reshaped). The list may only shrink: a new cycle fails,
+# and so does one that is gone but still listed here.
+KNOWN_CYCLES = [
+    ("planner.cluster.apply", "planner.cluster.lws"),
+    ("planner.kinds", "planner.kinds.job", "planner.kinds.jobset", "planner.kinds.leaderworkerset",
+     "planner.kinds.pods", "planner.kinds.ray", "planner.kinds.trainjob", "planner.snapshot", "planner.snapshot.policy",
+     "planner.snapshot.reader"),
+    ("planner.verify", "planner.verify_fair", "planner.verify_moves", "planner.verify_needed", "planner.verify_stable"),
+]
+
+
+def test_no_import_cycles_but_the_known_ones() -> None:
+    assert import_cycles(ROOT) == sorted(KNOWN_CYCLES)
+
+
+def test_a_planted_function_level_import_cycle_fails(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    target = root / "planner" / "milp" / "arrays.py"
+    target.write_text(target.read_text() + "\n\ndef _planted() -> None:\n    from planner.milp import formulate\n")
+    assert any("planner.milp.arrays" in cycle for cycle in import_cycles(root))
+    typed = root / "planner" / "kueue" / "semantics.py"
+    before = import_cycles(root)
+    typed.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planner.kueue import assigner\n"
+                     + typed.read_text())
+    assert import_cycles(root) == before     # the type checker's imports never run
 
 
 def test_every_module_keeps_to_its_layer() -> None:

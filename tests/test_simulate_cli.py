@@ -15,6 +15,7 @@ from models import TopologyRequest, WorkloadState
 from planner.cli import cli
 from planner.errors import InputError
 from planner.snapshot.trace import parse_trace, read_with_snapshot
+from planner.tools.spec_options import spec_from_options
 from planner.tools import generate as g
 
 SMALL = ("--nodes", "2x2x4", "--set", "teams=3", "--set", "pending=6", "--set", "running=6",
@@ -109,7 +110,7 @@ def test_the_cli_exits_2_on_a_bad_trace_and_writes_nothing(tmp_path: Path, clust
 # ---------------------------------------------------------------- generate --trace
 
 def test_generated_traces_are_deterministic_and_read_back(cluster: tuple[Path, Path]) -> None:
-    spec = g.spec_from_options("S", 7, "2x2x4", ["teams=3", "max_job_gpus=32", "multi_node_sizes=16:2,32:1"])
+    spec = spec_from_options("S", 7, "2x2x4", ["teams=3", "max_job_gpus=32", "multi_node_sizes=16:2,32:1"])
     first, again = g.generate_trace(spec, 2.0, 2.0), g.generate_trace(spec, 2.0, 2.0)
     assert first == again and first[0]["kind"] == "Trace" and first[0]["hours"] == 2.0
     submits = [line["submit"] for line in first[1:]]

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -63,8 +63,7 @@ from planner.kueue import capacity, fair_share
 from planner.kueue.semantics import FlavorResource
 from planner.milp.arrays import INF
 
-if TYPE_CHECKING:
-    from planner.milp.formulate import Formulation
+from planner.milp.formulate import Formulation, queue_usage_terms, resource_units
 
 EPSILON = 1e-4          # share units (per mille): "strictly less than"
 MIN_TARGET = 1e-6       # a target above nominal smaller than this is no target
@@ -94,7 +93,6 @@ class Fairness:
 
 def add_fairness(model: "Formulation") -> None:
     """The fairness columns, rows and stages, when the snapshot's Configuration turns fair sharing on."""
-    from planner.milp.formulate import queue_usage_terms, resource_units
 
     snapshot = model.snapshot
     if not snapshot.kueue_config.fair_sharing.enabled:

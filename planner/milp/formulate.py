@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,10 +45,12 @@ from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workl
 from models.objects import Toleration
 from planner.kueue import capacity, semantics, topology
 from planner.kueue.victims import PreemptionRules
-from planner.milp import guarantee
 from planner.milp.arrays import INF, ModelArrays
-from planner.milp.fairness import Fairness
 from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
+
+if TYPE_CHECKING:   # their rows are added after these (planner.milp.model), from what this module defines
+    from planner.milp import guarantee
+    from planner.milp.fairness import Fairness
 
 Path = tuple[str, ...]
 ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]

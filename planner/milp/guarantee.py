@@ -48,9 +48,10 @@ from models import ClusterQueue, ObjectRef, PodSet, Resources, Snapshot, Workloa
 from planner.kueue import capacity, semantics, topology
 from planner.milp.arrays import INF, ModelArrays
 
+from planner.milp.formulate import Formulation, OptionColumns, queue_usage_terms, resource_steps, resource_units
+
 if TYPE_CHECKING:
     from models import ResourceFlavor
-    from planner.milp.formulate import OptionColumns, Formulation   # formulate calls this module
 
 FlavorResource = tuple[str, str]
 Terms = list[tuple[int, float]]
@@ -84,7 +85,6 @@ def reclaims(cq: ClusterQueue) -> bool:
 
 def add_guarantee_rows(model: Formulation) -> None:
     """The stability rows of `model` (a planner.milp.formulate.Formulation), in place."""
-    from planner.milp.formulate import queue_usage_terms, resource_steps, resource_units  # formulate calls this module
     snapshot = model.snapshot
     builder = _Builder(model, queue_usage_terms(model), resource_units(model), resource_steps(model))
     by_class: dict[int, dict[int, list[OptionColumns]]] = defaultdict(lambda: defaultdict(list))

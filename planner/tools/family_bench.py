@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from planner.tools import bench
 from planner.tools.family import describe, family, running_share
+from planner.tools.generate import generate, to_json
 
 # Seeds no one tuned on (change them, never pick them by their results).
 FAMILY_SEEDS: dict[str, tuple[int, ...]] = {
@@ -67,7 +68,6 @@ FAMILY_TARGETS: dict[str, FamilyTarget] = {
 def bench_member(scale: str, seed: int, workdir: Path, factor: float = 1.0,
                  say: bench.Say = bench.silent) -> dict[str, Any]:
     """Generate the member, plan it three times; its row (plain values only, for --json)."""
-    from planner.tools.generate import generate, to_json
 
     spec = family(seed, scale)
     document = generate(spec)

@@ -370,38 +370,6 @@ def preset(name: str, **overrides: Any) -> GeneratorSpec:
     return dataclasses.replace(GeneratorSpec(**PRESETS[name]), **overrides)
 
 
-def spec_from_options(preset_name: str, seed: int | None, nodes: str | None, settings: Sequence[str]
-                      ) -> GeneratorSpec:
-    """`stowplan generate`'s options -> the spec (ValueError when wrong): the preset (or the
-    family's member, planner/tools/family.py), then --seed, --nodes and each --set in order."""
-    pairs = []
-    for setting in settings:
-        key, sep, value = setting.partition("=")
-        if not sep:
-            raise ValueError(f"--set {setting!r}: expected KEY=VALUE")
-        pairs.append((key.strip(), value.strip()))
-    if preset_name == "family":
-        from planner.tools.family import from_options
-
-        spec = from_options(seed or 0, nodes, pairs)
-    else:
-        spec = preset(preset_name)
-        if seed is not None:
-            spec = dataclasses.replace(spec, seed=seed)
-        if nodes is not None:
-            try:
-                spec = dataclasses.replace(spec, **parse_setting(spec, "nodes", nodes))
-            except ValueError as error:
-                raise ValueError(f"--nodes {str(error).partition('=')[2]}") from None
-        for key, value in pairs:
-            try:
-                spec = dataclasses.replace(spec, **parse_setting(spec, key, value))
-            except ValueError as error:
-                raise ValueError(f"--set {error}") from None
-    spec.validate()
-    return spec
-
-
 _PAIRS = ("multi_node_sizes", "small_sizes")
 
 

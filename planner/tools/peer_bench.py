@@ -26,6 +26,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import click
 
+from planner.tools.bench import plan_in_process, write_benchmarks
+from planner.tools.generate import generate, preset, to_json
+
 REPO = Path(__file__).resolve().parent.parent.parent
 
 # Generated scenarios: the S preset's cluster shape and job mix on fewer nodes, with
@@ -54,7 +57,6 @@ def peer_modules() -> Any:
 
 
 def scenario_spec(name: str) -> Any:
-    from planner.tools.generate import preset
 
     return preset("S", **PEER_SCENARIOS[name])
 
@@ -66,7 +68,6 @@ def _record(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def peer_snapshot(name: str, path: Path, workdir: Path, time_limit: float | None, say: Say) -> dict[str, Any]:
     """Kueue, greedy and the MILP on one snapshot; one row (see the module doc)."""
-    from planner.tools.bench import plan_in_process
 
     harness, compare = peer_modules()
     started = time.monotonic()
@@ -120,7 +121,6 @@ def _agreement(record: Mapping[str, Any]) -> str:
 
 def run_peer_bench(scenarios: Sequence[str], fixtures: Sequence[Path], out: Path | None, say: Say,
                    workdir: Path, time_limit: float | None, meta: dict[str, Any]) -> dict[str, Any]:
-    from planner.tools.generate import generate, to_json
 
     rows = []
     for path in fixtures:
@@ -133,7 +133,6 @@ def run_peer_bench(scenarios: Sequence[str], fixtures: Sequence[Path], out: Path
 
 
 def peer_report(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], out: Path | None) -> dict[str, Any]:
-    from planner.tools.bench import write_benchmarks
 
     body = "\n".join(peer_markdown(rows, meta))
     heading = "## Kueue v0.17.0 beside greedy and the MILP (peer)"
