@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
 
 from models.kueue_config import KueueConfig, KueueConfigOverride
 from models.resources import Resources
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:   # models.capacity and models.provisioning import this module
     from models.capacity import NodeTemplate
@@ -325,6 +328,23 @@ class Workload:
     def elastic(self) -> bool:
         return any(ps.min_count is not None for ps in self.pod_sets)
 
+    @cached_property
+    def node_usage(self) -> Mapping[str, Resources]:
+        """Node -> the requests this workload's assigned pods place there. Kept on the
+        object (the model asks several times per workload), so it lives as long as the
+        workload does and no longer; callers must not change it."""
+        usage: dict[str, dict[str, int]] = {}
+        requests = {ps.name: ps.request for ps in self.pod_sets}
+        for assignment in self.assignment:
+            request = requests.get(assignment.name)
+            if request is None:
+                continue
+            for node, count in assignment.pods_per_node().items():
+                on_node = usage.setdefault(node, {})
+                for resource, amount in request.items():
+                    on_node[resource] = on_node.get(resource, 0) + amount * count
+        return {node: Resources.of(amounts) for node, amounts in usage.items()}
+
     @property
     def queue_name(self) -> str:
         """`cluster_queue`, where the caller knows the reader resolved one."""
@@ -450,3 +470,13 @@ class Snapshot:
     provisioning_checks: Mapping[str, ProvisioningCheck] = field(default_factory=dict)
     provisioning_requests: tuple[ProvisioningRequestState, ...] = ()
     provisioning_gated: Mapping[ObjectRef, str] = field(default_factory=dict)
+    # What the deciding layers derive from this snapshot and ask for more than once, kept
+    # with it (not in a module-level table keyed by id(), which would keep snapshots alive):
+    # never compared, never copied by dataclasses.replace (a changed snapshot derives anew).
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def derived(self, key: str, compute: Callable[[], T]) -> T:
+        """`compute()`, once per snapshot object and `key` (a name its caller owns)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return cast(T, self._derived[key])

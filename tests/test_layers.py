@@ -287,6 +287,41 @@ def test_a_planted_function_level_import_cycle_fails(tmp_path: Path) -> None:
     assert import_cycles(root) == before     # the type checker's imports never run
 
 
+def global_id_caches(path: Path) -> list[str]:
+    """Module-level containers looked up by id(): a cache that outlives every run and
+    keeps what it holds alive (a per-object memo, made and dropped with its run, is fine)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    module_names = {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(target, ast.Name)}
+
+    def has_id_call(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id" for n in ast.walk(node))
+
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in module_names \
+                and has_id_call(node.slice):
+            out.append(f"line {node.lineno}: {node.value.id}[id(...)]")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in module_names \
+                and any(has_id_call(arg) for arg in node.args):
+            out.append(f"line {node.lineno}: {node.func.value.id}.{node.func.attr}(id(...))")
+    return out
+
+
+def test_no_module_level_cache_is_keyed_by_id() -> None:
+    found = [f"{module_name(path, ROOT)} {hit}" for path in sources(ROOT) for hit in global_id_caches(path)]
+    assert not found, "id()-keyed module-level caches:\n" + "\n".join(found)
+
+
+def test_a_planted_id_cache_is_found(tmp_path: Path) -> None:
+    planted = tmp_path / "cache.py"
+    planted.write_text("_SEEN: dict[int, object] = {}\n\ndef remember(x: object) -> None:\n    _SEEN[id(x)] = x\n"
+                       "\ndef seen(x: object) -> object:\n    return _SEEN.get(id(x))\n")
+    assert len(global_id_caches(planted)) == 2
+
+
 def test_every_module_keeps_to_its_layer() -> None:
     found = problems(ROOT)
     assert not found, "layer rules broken:\n" + "\n".join(found)

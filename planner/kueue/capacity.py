@@ -7,7 +7,7 @@ workloads placed on it (per their assignments), so an eviction can give it back.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from models import ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState
 
@@ -22,34 +22,10 @@ def running(snapshot: Snapshot) -> list[Workload]:
     return [w for w in snapshot.workloads if w.state is WorkloadState.RUNNING]
 
 
-_NODE_USAGE: dict[int, tuple[Workload, dict[str, Resources]]] = {}
-
-
-def node_usage_of(workload: Workload) -> dict[str, Resources]:
-    """Requests a running workload's pods place on each node (remembered per workload
-    object: the model asks several times for each; callers must not change it)."""
-    seen = _NODE_USAGE.get(id(workload))
-    if seen is not None and seen[0] is workload:
-        return seen[1]
-    if len(_NODE_USAGE) > 400_000:
-        _NODE_USAGE.clear()
-    found = _node_usage_of(workload)
-    _NODE_USAGE[id(workload)] = (workload, found)
-    return found
-
-
-def _node_usage_of(workload: Workload) -> dict[str, Resources]:
-    usage: dict[str, dict[str, int]] = defaultdict(dict)
-    for assignment in workload.assignment:
-        pod_set = pod_set_by_name(workload, assignment.name)
-        if pod_set is None:
-            continue
-        request = pod_set.request.items()
-        for node, count in assignment.pods_per_node().items():
-            on_node = usage[node]
-            for resource, amount in request:
-                on_node[resource] = on_node.get(resource, 0) + amount * count
-    return {node: Resources.of(amounts) for node, amounts in usage.items()}
+def node_usage_of(workload: Workload) -> Mapping[str, Resources]:
+    """Requests a running workload's pods place on each node (models.Workload.node_usage:
+    computed once per workload object and kept with it; callers must not change it)."""
+    return workload.node_usage
 
 
 def quota_usage_of(workload: Workload) -> dict[FlavorResource, int]:

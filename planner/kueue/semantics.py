@@ -288,19 +288,14 @@ def admission_fair_sharing(snapshot: Snapshot) -> AdmissionFairSharing | None:
         local_queue_weights={key: lq.fair_weight for key, lq in snapshot.local_queues.items() if lq.fair_weight != 1.0})
 
 
-_AFS_MEMO: dict[int, tuple[Snapshot, AdmissionFairSharing | None, dict[tuple[str, str], float]]] = {}
-
-
 def _afs_entry(snapshot: Snapshot) -> tuple[AdmissionFairSharing | None, dict[tuple[str, str], float]]:
-    found = _AFS_MEMO.get(id(snapshot))
-    if found is None or found[0] is not snapshot:
+    def compute() -> tuple[AdmissionFairSharing | None, dict[tuple[str, str], float]]:
         afs = admission_fair_sharing(snapshot)
         table = decayed_usage(afs, (w for w in snapshot.workloads if w.state.value == "running"), snapshot.now) \
             if afs is not None else {}
-        if len(_AFS_MEMO) > 8:
-            _AFS_MEMO.clear()
-        found = _AFS_MEMO[id(snapshot)] = (snapshot, afs, table)
-    return found[1], found[2]
+        return afs, table
+
+    return snapshot.derived("kueue.admission-fair-sharing", compute)
 
 
 def _afs_queues(snapshot: Snapshot) -> frozenset[str]:
