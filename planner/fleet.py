@@ -22,14 +22,16 @@ Pure: Fleet in, FleetPlan out; the CLI reads the files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from models import HOSTNAME_LABEL, Decisions, ObjectRef, PendingEntry, Plan, Snapshot, SolverReport, Workload, WorkloadState, is_gpu
+from models import (
+    HOSTNAME_LABEL, Decisions, ObjectRef, PendingEntry, Plan, PodSetAssignment, Snapshot, SolverReport, Workload,
+    WorkloadState, is_gpu,
+)
+from planner.fleet_quota import ManagerFlavors, ManagerQuota, dispatched_quota, manager_only
 from planner.greedy import greedy
-from planner.verify_fleet import manager_caps, usage_of, verify_fleet
-
-ManagerUse = dict[tuple[str, str], int]
+from planner.verify_fleet import verify_fleet
 
 
 @dataclass(frozen=True)
@@ -68,15 +70,6 @@ def fleet_pending(fleet: Fleet) -> list[Workload]:
     return sorted(waiting, key=lambda w: (-w.priority, w.queued_at, w.uid, w.ref))
 
 
-TOPOLOGY_REASON = "topology level "   # the reader's reason when no flavor of the queue has a level
-
-
-def manager_only(reason: str | None) -> bool:
-    """A reason the manager's reader gives that the worker decides instead: the manager's
-    flavors carry no nodes and no Topology, so topology levels are the worker's to check."""
-    return reason is not None and reason.startswith(TOPOLOGY_REASON)
-
-
 def rebind(workload: Workload, worker: Snapshot) -> Workload | None:
     """The workload as the worker's Kueue sees it: its LocalQueue resolved on the worker,
     or None when the worker has no such LocalQueue, its ClusterQueue is missing, or no
@@ -111,30 +104,23 @@ def worker_snapshot(fleet: Fleet, name: str, assigned: Sequence[Workload]) -> Sn
                    now=fleet.manager.now or worker.now)
 
 
-def manager_base_use(fleet: Fleet) -> ManagerUse:
-    """What dispatched workloads already hold of the manager's quotas."""
-    by_ref = {w.ref: w for w in fleet.manager.workloads}
-    used: ManagerUse = {}
-    for name, snap in fleet.clusters:
-        for w in snap.workloads:
-            mine = by_ref.get(w.ref)
-            if w.state is WorkloadState.RUNNING and mine is not None and mine.cluster_queue:
-                _add(used, usage_of(mine.cluster_queue, w.pod_sets, {ps.name: ps.count for ps in w.assignment}))
-    return used
+def manager_base_use(fleet: Fleet) -> ManagerQuota:
+    """The manager's quota with what dispatched workloads already hold of it
+    (planner.fleet_quota: per flavor and resource, by Kueue's rules)."""
+    return dispatched_quota(fleet.manager, fleet.clusters)
 
 
-def _add(used: ManagerUse, more: Mapping[tuple[str, str], int]) -> None:
-    for key, value in more.items():
-        used[key] = used.get(key, 0) + value
+NO_MANAGER_QUOTA = "no quota left in the manager's ClusterQueue"
 
 
-def manager_admits(fleet: Fleet, used: ManagerUse, workload: Workload) -> bool:
-    """The manager's ClusterQueue still has quota for the whole workload (planner.verify_fleet)."""
-    if not workload.cluster_queue or (workload.blocked_reason and not manager_only(workload.blocked_reason)):
-        return False
-    caps = manager_caps(fleet.manager)
-    want = usage_of(workload.cluster_queue, workload.pod_sets, {ps.name: ps.count for ps in workload.pod_sets})
-    return all(caps.get(key) is None or used.get(key, 0) + value <= (caps[key] or 0) for key, value in want.items())
+def manager_admits(used: ManagerQuota, workload: Workload) -> tuple[PodSetAssignment, ...] | str:
+    """The flavors the manager's Kueue reserves for the whole workload beside what `used`
+    holds (planner.fleet_quota), or why it reserves none."""
+    blocker = used.blocker(workload)
+    if blocker is not None:
+        return blocker
+    found = used.assign(workload)
+    return NO_MANAGER_QUOTA if isinstance(found, str) else found
 
 
 def _admitted_by_greedy(snapshot: Snapshot, refs: set[ObjectRef]) -> bool:
@@ -148,6 +134,9 @@ class Assignment:
 
     clusters: dict[str, list[Workload]]
     unsent: dict[ObjectRef, str]
+    # What holds the manager's quota, with the manager's flavors: what the workers ran
+    # before, and every workload sent (planner.verify_fleet checks them)
+    manager: ManagerFlavors = field(default_factory=dict)
 
 
 def _dispatch(fleet: Fleet, order: Iterable[Workload], pick: Callable[[Workload, list[str], Assignment], str | None]) -> Assignment:
@@ -156,16 +145,16 @@ def _dispatch(fleet: Fleet, order: Iterable[Workload], pick: Callable[[Workload,
     out = Assignment({name: [] for name, _ in fleet.clusters}, {})
     used = manager_base_use(fleet)
     for workload in order:
-        if not manager_admits(fleet, used, workload):
-            out.unsent[workload.ref] = ("no quota left in the manager's ClusterQueue" if manager_only(workload.blocked_reason)
-                                        else workload.blocked_reason or "no quota left in the manager's ClusterQueue")
+        flavors = manager_admits(used, workload)
+        if isinstance(flavors, str):
+            out.unsent[workload.ref] = flavors
             continue
         chosen = pick(workload, [name for name, _ in fleet.clusters], out)
         if chosen is None:
             out.unsent[workload.ref] = "no worker cluster admits it"
             continue
-        _add(used, usage_of(str(workload.cluster_queue), workload.pod_sets,
-                            {ps.name: ps.count for ps in workload.pod_sets}))
+        used.hold(workload, flavors)
+    out.manager = dict(used.held)
     return out
 
 
@@ -331,7 +320,7 @@ def plan_fleet(fleet: Fleet, planner: Planner, solver: str = "milp") -> FleetPla
         candidates["best-fit+" + solver] = (bf, plan_assignment(fleet, bf, planner))
     merged = {name: merge(fleet, a, plans, f"fleet:{name}") for name, (a, plans) in candidates.items()}
     problems = {name: verify_fleet(fleet_workers(fleet, a), fleet.manager, plan.admissions,
-                                   [e.workload for e in plan.evictions])
+                                   [e.workload for e in plan.evictions], a.manager)
                 for name, plan in merged.items() for a in [candidates[name][0]]}
     good = [name for name in merged if not problems[name]]
     if not good:

@@ -1019,11 +1019,13 @@ def _check_quota(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry],
         final[cq_name] = merged
     tree = VerifierQuotaTree(ix)
     for fr in touched:
-        _check_quota_fr(tree, fr, base, final, who[fr], out)
+        check_quota_fr(tree, fr, base, final, who[fr], out)
 
 
-def _check_quota_fr(tree: VerifierQuotaTree, fr: FR, base: Mapping[str, Mapping[FR, int]], final: Mapping[str, Mapping[FR, int]],
-                    who: Mapping[str, set[ObjectRef]], out: list[str]) -> None:
+def check_quota_fr(tree: VerifierQuotaTree, fr: FR, base: Mapping[str, Mapping[FR, int]], final: Mapping[str, Mapping[FR, int]],
+                   who: Mapping[str, set[ObjectRef]], out: list[str]) -> None:
+    """One flavor/resource over the whole tree: usage per queue before the plan (`base`)
+    and with its admissions (`final`); `who`: the admitted workloads per queue, to name."""
     subtree, guaranteed = tree.subtree_and_guaranteed(fr)
     before = tree.usage(fr, base, guaranteed)
     after = tree.usage(fr, final, guaranteed)

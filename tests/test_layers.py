@@ -56,7 +56,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
               "planner.podsready", "planner.elastic"),
     "whatif": ("planner.capacity_plan", "planner.simulate", "planner.provisioning"),
-    "fleet": ("planner.fleet",),
+    "fleet": ("planner.fleet", "planner.fleet_quota"),
     "output": ("planner.output", "planner.promtext", "planner.picture", "planner.table", "planner.sim_output"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
     "cli": ("planner.cli",),
