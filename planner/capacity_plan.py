@@ -319,7 +319,7 @@ def size_units(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: S
     import numpy as np
 
     from planner import interrupt
-    from planner.milp.highs import new_highs, stop_on_signal
+    from planner.milp import new_highs, stop_on_signal
 
     free = _free_by_node(snapshot)
     needs, problems = _needs(snapshot, templates, targets, free, fresh)

@@ -212,7 +212,7 @@ def pulp_solver_problem(name: str) -> str:
     """Why `pulp:NAME` cannot run here ("" when it can), naming the solvers that can."""
     import pulp
 
-    from planner.milp.solve import PulpBackend
+    from planner.milp import PulpBackend
 
     resolved = PulpBackend.ALIASES.get(name.upper(), name)
     available = pulp.listSolvers(onlyAvailable=True)
@@ -1158,9 +1158,9 @@ def _progress(quiet: bool) -> _Progress:
 def _solver_log(verbose: bool) -> None:
     """HiGHS prints its banner and log only when asked (--verbose): solver chatter is not stderr's."""
     import planner.cluster.kube
-    import planner.milp.highs
+    from planner.milp import show_solver_log
 
-    planner.milp.highs.log_to_console = verbose
+    show_solver_log(verbose)
     planner.cluster.kube.verbose = verbose   # an exec credential plugin's stderr, too
 
 

@@ -49,11 +49,8 @@ from planner.gc_pause import cycle_collector
 from models.plan import Eviction
 from planner import podsready
 from planner.greedy import greedy
-from planner.milp import search
-from planner.milp.formulate import candidates
-from planner.milp.model import Formulation, formulate
-from planner.milp.arrays import ModelArrays
-from planner.milp.solve import Backend, HighsBackend, PulpBackend
+from planner import milp
+from planner.milp import Formulation, Found, candidates, formulate
 from planner.verify import verify
 from planner.verify_needed import unneeded
 from planner.verify_stable import unstable
@@ -191,8 +188,8 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
     form = formulate(snapshot, locality=True)
     clock.lap("build")
     # 3. The MILP's search.
-    found = search.solve(form, lambda arrays: make_backend_for(arrays, solver, snapshot), budget, policy.mip_gap,
-                         CycleJudge(snapshot, form, beside, budget), search=heuristics.rins)
+    found = milp.solve(form, budget, CycleJudge(snapshot, form, beside, budget),
+                       milp.Options.of(policy, solver, rins=heuristics.rins))
     clock.lap("solve")
     # 4. Kueue's way, by the stages' end at the latest.
     way = beside.result(timeout=budget.until_stages_end())
@@ -234,7 +231,7 @@ class Choice:
     note: str = ""
 
 
-def choose(snapshot: Snapshot, found: search.Found, way: KueueWay | None, why: str) -> Choice:
+def choose(snapshot: Snapshot, found: Found, way: KueueWay | None, why: str) -> Choice:
     """The best verified candidate in the objective's order (Choice.kind), by the
     candidates alone: the MILP's plan unless it failed (`why`), serves less than Kueue's
     way, or, with the policy's greedy floor, less at any priority; else Kueue's way if
@@ -306,15 +303,6 @@ def model_size(form: Formulation) -> dict[str, int]:
 
 def method_of(solver: str) -> str:
     return "milp" if solver == "milp" else solver
-
-
-def make_backend_for(arrays: ModelArrays, solver: str, snapshot: Snapshot) -> Backend:
-    policy = snapshot.policy
-    if solver == "milp":
-        return HighsBackend(arrays, threads=policy.threads, seed=policy.seed)
-    if solver.startswith("pulp:"):
-        return PulpBackend(arrays, solver.split(":", 1)[1], threads=policy.threads)
-    raise ValueError(f"unknown solver {solver!r}")
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: Clock,

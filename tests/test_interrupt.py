@@ -23,7 +23,7 @@ import pytest
 
 from planner import interrupt
 from planner.milp.arrays import INF, ModelArrays
-from planner.milp.solve import HighsBackend
+from planner.milp.backends import HighsBackend
 
 REPO = Path(__file__).resolve().parent.parent
 META = REPO / "fixtures" / "meta-like.json"

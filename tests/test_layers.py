@@ -89,6 +89,9 @@ NO_IO = {"yaml", "click", "kubernetes", "json", "subprocess", "socket", "urllib"
 TOOLS_USERS = {"planner.tools.peer_bench"}   # reaches the Kueue peer harness in tools/, lazily, from a checkout
 
 
+# Packages entered only through their __init__ (issue 38): the MILP's one way in.
+FRONT_DOORS = ("planner.milp",)
+
 # The one clock (issue 38): planner.budget reads it for every module that decides;
 # only the edges (the CLI, the live cluster, the tools, and the metrics text's wall-clock
 # timestamp) read it themselves.
@@ -198,6 +201,10 @@ def problems(root: Path) -> list[str]:
                 out.append(f"{module} (models) imports {name}: models use the standard library only")
             elif layer in DECIDING and top in NO_IO:
                 out.append(f"{module} ({layer}) imports {name}: deciding code does no I/O")
+        for door in FRONT_DOORS:
+            if module != door and not module.startswith(door + "."):
+                out.extend(f"{module} ({layer}) imports {name}: outside {door}, import {door} itself (its front door)"
+                           for name in sorted(imports_of(path, root)) if name.startswith(door + "."))
         if layer not in CLOCK_FREE_EXCEPT and module not in CLOCK_EDGE_MODULES | {CLOCK_READER}:
             out.extend(f"{module} ({layer}) reads the clock at {where}: ask planner.budget (now, Stopwatch)"
                        for where in clock_reads(path))
@@ -278,7 +285,7 @@ def test_no_import_cycles_but_the_known_ones() -> None:
 def test_a_planted_function_level_import_cycle_fails(tmp_path: Path) -> None:
     root = _copy_tree(tmp_path)
     target = root / "planner" / "milp" / "arrays.py"
-    target.write_text(target.read_text() + "\n\ndef _planted() -> None:\n    from planner.milp import formulate\n")
+    target.write_text(target.read_text() + "\n\ndef _planted() -> None:\n    from planner.milp import rows\n")
     assert any("planner.milp.arrays" in cycle for cycle in import_cycles(root))
     typed = root / "planner" / "kueue" / "semantics.py"
     before = import_cycles(root)
@@ -355,7 +362,7 @@ def _copy_tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-FORMULATION = "planner/milp/formulate.py"
+FORMULATION = "planner/milp/rows.py"
 
 
 def test_a_planted_import_of_the_cluster_fails_the_guard(tmp_path: Path) -> None:
@@ -377,7 +384,7 @@ def test_planted_imports_into_the_verifier_fail_the_guard(tmp_path: Path, plante
 
 
 @pytest.mark.parametrize("module, planted", [
-    ("planner/milp/solve.py", "began = time.monotonic()"),
+    ("planner/milp/backends.py", "began = time.monotonic()"),
     ("planner/milp/neighbourhood.py", "from time import perf_counter"),
     ("planner/cycle.py", "stamp = datetime.now()"),
     ("planner/kueue/semantics.py", "t = time.time()"),
@@ -389,6 +396,13 @@ def test_a_planted_clock_reading_fails_the_guard(tmp_path: Path, module: str, pl
     target.write_text(target.read_text() + f"\n\ndef _planted() -> None:\n    {planted}\n")
     found = problems(root)
     assert any("reads the clock" in p and module_name(target, root) in p for p in found), found
+
+
+def test_reaching_past_the_milps_front_door_fails_the_guard(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    target = root / "planner" / "cycle.py"
+    target.write_text(target.read_text() + "\nfrom planner.milp.stages import solve as _stages\n")
+    assert any("planner.cycle (cycle) imports planner.milp.stages" in p and "front door" in p for p in problems(root))
 
 
 def test_a_module_of_no_layer_fails_the_guard(tmp_path: Path) -> None:

@@ -240,7 +240,7 @@ def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time
     from planner.milp.model import formulate
     from planner.milp.start import start_from
     from planner.snapshot import read_snapshot
-    from planner.milp.solve import HighsBackend
+    from planner.milp.backends import HighsBackend
 
     snap = read_snapshot([str(Path(__file__).resolve().parent.parent / "fixtures" / "tiny.yaml")])
     form = formulate(snap)
@@ -249,7 +249,7 @@ def test_a_run_whose_report_disagrees_with_its_values_keeps_the_values_when_time
     backend.set_objective([(c, 1.0) for c in form.admit_col], maximize=True)
     monkeypatch.setattr(HighsBackend, "_consistent", staticmethod(lambda h, cost, values: False))
     clock = iter([0.0, 0.9, 0.9, 0.9])     # began, then "0.9 s later" for a 1 s limit
-    monkeypatch.setattr("planner.milp.solve.now", lambda: next(clock, 0.9))
+    monkeypatch.setattr("planner.milp.backends.now", lambda: next(clock, 0.9))
     values, status, bound = backend.run(1.0, 1e-4, start)
     assert values is not None and status == "feasible" and bound is None
     clock = iter([0.0, 0.1, 0.1, 0.1, 0.1])   # plenty left: solved again, still disagreeing

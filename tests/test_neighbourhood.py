@@ -16,7 +16,7 @@ from planner.milp.decode import decode
 from planner.milp.model import formulate
 from planner.milp.start import start_from
 from planner.milp.arrays import INF, ModelArrays
-from planner.milp.solve import HOLD_SLACK, HighsBackend, nudge, stage_bound, value_of
+from planner.milp.backends import HOLD_SLACK, HighsBackend, nudge, stage_bound, value_of
 from planner.verify import verify
 
 

@@ -2,7 +2,8 @@
 
 Takes a models.Snapshot (and greedy's Decisions as a start); gives Decisions.
 
-  formulate     the shared rows: classes of identical workloads, flavor options
+  rows          the Formulation (the one model class) and the shared rows: classes of
+                identical workloads, flavor options
                 (OptionColumns), victims (who may evict whom: planner.kueue.victims),
                 quota, objectives
   guarantee     the stability rows: nominal quota is a guarantee
@@ -11,13 +12,30 @@ Takes a models.Snapshot (and greedy's Decisions as a start); gives Decisions.
   arrays        the model as plain arrays (ModelArrays)
   start         Decisions -> a column vector (the MIP start)
   warmstart     the start's columns that follow from its decisions
-  solve         the backends (HiGHS through highspy, any PuLP solver) and honest statuses
+  backends      the backends (HiGHS through highspy, any PuLP solver) and honest statuses
   highs         a ModelArrays handed to HiGHS in one call, quietly
   neighbourhood the search around the LP point (RINS) that gets a stage past its start
   stages        the lexicographic solve, tier by tier, within the cycle's budget
   solution      reading solver values: counts, demands per member, evictions
   decode        a column vector -> Decisions (every pod on a node)
+  search        the passes: the tiers with the stability rows off, rows put back where
+                the verifier's rule flags them, then the tails
+  entry         the one way in: Options, formulate, solve
+
+Everything outside planner/milp imports this package, never its modules (tests/test_layers.py):
+`formulate(snapshot)`, then `solve(form, budget, judge, Options.of(policy, solver))`; and
+for the capacity what-if's own small model, a quiet HiGHS (`new_highs`, `stop_on_signal`).
 
 The model never has a column per (workload, node) nor, where nodes are
 interchangeable, per (shape, node): see planner/milp/model.py.
 """
+
+from planner.milp.entry import Options, make_backend, solve
+from planner.milp.rows import Formulation, candidates
+from planner.milp.highs import new_highs, show_solver_log, stop_on_signal
+from planner.milp.model import formulate
+from planner.milp.search import Found, Judge
+from planner.milp.backends import PulpBackend
+
+__all__ = ["Formulation", "Found", "Judge", "Options", "PulpBackend", "candidates", "formulate", "make_backend",
+           "new_highs", "show_solver_log", "solve", "stop_on_signal"]

@@ -23,7 +23,8 @@ import numpy as np
 from models import HOSTNAME_LABEL, Admission, Decisions, Domain, Migration, ObjectRef, PodSetAssignment, Workload
 from planner.kueue import capacity, semantics, topology
 from planner.milp.solution import DecodeError, count, decode_evictions, member_demands
-from planner.milp.model import DemandClass, Formulation, GroupChoice
+from planner.milp.rows import Formulation
+from planner.milp.model import DemandClass, GroupChoice
 from planner.milp.pools import Item, place
 
 Path = tuple[str, ...]

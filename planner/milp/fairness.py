@@ -63,7 +63,7 @@ from planner.kueue import capacity, fair_share
 from planner.kueue.semantics import FlavorResource
 from planner.milp.arrays import INF
 
-from planner.milp.formulate import Formulation, queue_usage_terms, resource_units
+from planner.milp.rows import Formulation, queue_usage_terms, resource_units
 
 EPSILON = 1e-4          # share units (per mille): "strictly less than"
 MIN_TARGET = 1e-6       # a target above nominal smaller than this is no target

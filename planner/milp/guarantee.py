@@ -48,7 +48,7 @@ from models import ClusterQueue, ObjectRef, PodSet, Resources, Snapshot, Workloa
 from planner.kueue import capacity, semantics, topology
 from planner.milp.arrays import INF, ModelArrays
 
-from planner.milp.formulate import Formulation, OptionColumns, queue_usage_terms, resource_steps, resource_units
+from planner.milp.rows import Formulation, OptionColumns, queue_usage_terms, resource_steps, resource_units
 
 if TYPE_CHECKING:
     from models import ResourceFlavor
@@ -84,7 +84,7 @@ def reclaims(cq: ClusterQueue) -> bool:
 
 
 def add_guarantee_rows(model: Formulation) -> None:
-    """The stability rows of `model` (a planner.milp.formulate.Formulation), in place."""
+    """The stability rows of `model` (a planner.milp.rows.Formulation), in place."""
     snapshot = model.snapshot
     builder = _Builder(model, queue_usage_terms(model), resource_units(model), resource_steps(model))
     by_class: dict[int, dict[int, list[OptionColumns]]] = defaultdict(lambda: defaultdict(list))

@@ -1,6 +1,6 @@
 """A ModelArrays handed to HiGHS in one call (passModel with numpy arrays), quietly.
 
-Used by the MILP backend (planner.milp.solve), its LP relaxation included.
+Used by the MILP backend (planner.milp.backends), its LP relaxation included.
 Every highspy.Highs is made here (`new_highs`), silent unless `log_to_console` is set
 (the CLI's --verbose): HiGHS prints its "Running HiGHS ... Copyright" banner from the
 constructor of a process's first instance, before any option can be set, so that
@@ -40,6 +40,12 @@ def dense(terms: list[tuple[int, float]], num_cols: int) -> np.ndarray:
 
 
 log_to_console = False   # HiGHS's banner and log on the console: set by the CLI's --verbose
+
+
+def show_solver_log(on: bool) -> None:
+    """HiGHS's banner and log on the console from now on (the CLI's --verbose), or not."""
+    global log_to_console
+    log_to_console = on
 _first = threading.Lock()
 _made = False
 

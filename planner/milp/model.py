@@ -1,6 +1,6 @@
 """Snapshot -> one MILP whose size follows the decisions, not the nodes.
 
-Columns beyond planner.milp.formulate's (classes a, options u, elastic counts c, victims e,
+Columns beyond planner.milp.rows's (classes a, options u, elastic counts c, victims e,
 preemptor classes g, quota b, the guarantee's psi/sigma/kappa/B):
 
   X[d,D]     members of demand class d placed in domain D of its required level
@@ -39,8 +39,8 @@ from typing import Any, Mapping, Sequence
 from models import HOSTNAME_LABEL, PodSet, Snapshot, Workload, WorkloadState
 from planner.kueue import capacity, semantics, topology
 from planner.milp import fairness, guarantee
-from planner.milp.formulate import (
-    OptionColumns, Demand, Formulation as BaseFormulation, Path, RoomTable, Shape, ShapeKey, add_container, add_objectives,
+from planner.milp.rows import (
+    OptionColumns, Demand, Formulation, Path, RoomTable, Shape, ShapeKey, add_container, add_objectives,
     add_churn_rows, add_preemption_rows, add_quota_rows, add_required_domains, add_victims, candidates,
     FREE_WEIGHT, domain_room, domains_at, domains_within, free_volume, resource_units, workload_classes,
 )
@@ -80,17 +80,6 @@ class GroupChoice:
     choices: tuple[int, ...]        # indexes into Formulation.choices, one per pod set
     col: int                        # the v column (or the first choice's u when it is the only combination)
     demand_class: int = -1
-
-
-@dataclass
-class Formulation(BaseFormulation):
-    pools: Pools | None = None
-    demand_classes: list[DemandClass] = field(default_factory=list)
-    choice_class: dict[int, int] = field(default_factory=dict)     # choice index -> demand class (ungrouped)
-    groups: list[GroupChoice] = field(default_factory=list)
-    eased: int = 0          # stability rows eased for the start (planner.milp.start.ease_rows)
-    clone_demand_classes: set[int] = field(default_factory=set)   # demand classes of movers' re-admissions
-    kept_cols: list[tuple[int, float]] = field(default_factory=list)   # w (whole idle nodes kept) and reward
 
 
 def formulate(snapshot: Snapshot, locality: bool = False) -> Formulation:

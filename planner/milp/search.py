@@ -56,9 +56,9 @@ from planner.budget import Budget
 from planner.milp import stages
 from planner.milp.arrays import INF, ModelArrays
 from planner.milp.decode import decode
-from planner.milp.model import Formulation
+from planner.milp.rows import Formulation
 from planner.milp.solution import DecodeError
-from planner.milp.solve import HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, StageResult, minimise_stage, value_of
+from planner.milp.backends import HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, StageResult, minimise_stage, value_of
 from planner.milp.start import ease_rows, empty_start, start_from
 from planner.milp.warmstart import feasible
 

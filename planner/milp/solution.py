@@ -10,7 +10,7 @@ import numpy as np
 
 from models import HOSTNAME_LABEL, Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, Workload
 from planner.kueue import capacity, semantics
-from planner.milp.formulate import OptionColumns, Formulation, Path
+from planner.milp.rows import OptionColumns, Formulation, Path
 
 
 class DecodeError(Exception):

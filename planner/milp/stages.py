@@ -16,11 +16,11 @@ import numpy as np
 
 from planner.milp import neighbourhood
 from planner.budget import Budget
-from planner.milp.formulate import Formulation
+from planner.milp.rows import Formulation
 from planner.milp.arrays import INF
 from planner.milp.highs import dense
 from planner.milp.fairness import FairStage
-from planner.milp.solve import (
+from planner.milp.backends import (
     HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, Outcome, StageResult, minimise_stage, nudge, record, stage_bound,
     value_of,
 )

@@ -11,8 +11,8 @@ from collections import defaultdict
 import numpy as np
 
 from models import Admission, Decisions, ObjectRef, PodSetAssignment
-from planner.milp.formulate import OptionColumns
-from planner.milp.model import Formulation
+from planner.milp.rows import OptionColumns
+from planner.milp.rows import Formulation
 from planner.milp.fairness import fill_fairness_columns
 from planner.milp.guarantee import Guarantee, fill_guarantee_columns
 from planner.milp.warmstart import feasible, fill_class_columns, fill_free_domain_columns, fill_quota_columns, place

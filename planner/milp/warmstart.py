@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 from models import Decisions
-from planner.milp.formulate import OptionColumns, Formulation
+from planner.milp.rows import OptionColumns, Formulation
 
 TOLERANCE = 1e-6
 

@@ -51,6 +51,8 @@ from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
 if TYPE_CHECKING:   # their rows are added after these (planner.milp.model), from what this module defines
     from planner.milp import guarantee
     from planner.milp.fairness import Fairness
+    from planner.milp.model import DemandClass, GroupChoice
+    from planner.milp.pools import Pools
 
 Path = tuple[str, ...]
 ShapeKey = tuple[Resources, tuple[tuple[str, str], ...], tuple[Toleration, ...], tuple[str, ...]]
@@ -171,6 +173,15 @@ class Formulation:
     clones: set[int] = field(default_factory=set)     # class indexes that re-admit a mover
     # Fair sharing's columns and stages, when the Configuration turns it on (planner.milp.fairness).
     fairness: "Fairness | None" = None
+    # The exact capacity rows of node pools, and the classes of interchangeable demand
+    # they serve (planner.milp.model, planner.milp.pools).
+    pools: "Pools | None" = None
+    demand_classes: "list[DemandClass]" = field(default_factory=list)
+    choice_class: dict[int, int] = field(default_factory=dict)     # choice index -> demand class (ungrouped)
+    groups: "list[GroupChoice]" = field(default_factory=list)
+    eased: int = 0          # stability rows eased for the start (planner.milp.start.ease_rows)
+    clone_demand_classes: set[int] = field(default_factory=set)   # demand classes of movers' re-admissions
+    kept_cols: list[tuple[int, float]] = field(default_factory=list)   # w (whole idle nodes kept) and reward
 
     def moved_refs(self, values: "np.ndarray") -> set[ObjectRef]:
         """The movers `values` moves."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from planner import interrupt, progress
 from planner.budget import now
-from planner.milp.formulate import Formulation
+from planner.milp.rows import Formulation
 from planner.milp.highs import LpRelaxation, dense, highs_from, merged, set_time_limit
 from planner.milp.arrays import INF, ModelArrays
 
