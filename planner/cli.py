@@ -1220,7 +1220,7 @@ def _worker_options(command: F, name: str = "worker", what: str = "") -> F:
         click.option("--multikueue-config", "multikueue_config", metavar="NAME", show_envvar=True,
                      help="Take the worker clusters from this MultiKueueConfig on the manager: its "
                           "MultiKueueClusters and their kubeconfig Secrets, as MultiKueue does (a --worker of the "
-                          "same name wins, in the config's place; other --workers follow)."),
+                          "same name wins, in the config's place; the other --worker clusters follow it)."),
         click.option("--kueue-namespace", "kueue_namespace", metavar="NS", default="kueue-system",
                      show_default=True, show_envvar=True,
                      help="Where the MultiKueueClusters' kubeconfig Secrets are (Kueue's namespace)."),
