@@ -50,7 +50,9 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "plan": ((0, "plan shown, or saved with --out (warnings, if any, on stderr)"), (1, _INTERNAL),
              (2, "bad input: a bad flag, an unreadable or malformed --config or --policy file; "
                  "nothing is written"),
-             (3, _UNVERIFIED), (4, _API)),
+             (3, _UNVERIFIED), (4, _API),
+             (7, "with --worker or --multikueue-config: a worker cluster could not be reached (each is named); "
+                 "nothing is written")),
     "explain": ((0, "explanation written (warnings, if any, on stderr)"), (1, _INTERNAL),
                 (2, "bad input: a bad flag, an unreadable or malformed snapshot, or WORKLOAD not in it"),
                 (3, "the plan it explains failed independent verification; nothing is written"),
@@ -225,7 +227,7 @@ def pulp_solver_problem(name: str) -> str:
 
 
 class WorkerType(click.ParamType[tuple[str, str]]):
-    """NAME=KUBECONFIG: a worker cluster of a multi-cluster apply (NAME as the plan's `cluster`)."""
+    """NAME=KUBECONFIG: a worker cluster of a multi-cluster plan or apply (NAME as the plan's `cluster`)."""
 
     name = "NAME=KUBECONFIG"
 
@@ -983,8 +985,6 @@ def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | N
                    now: dt.datetime | None, strict: bool, max_file_size: int, quiet: bool, verbose: bool,
                    view: Any) -> None:
     """what-if --cluster: read each worker's snapshot and the manager's, plan the fleet."""
-    from planner import fleet as fleet_module
-    from planner.cycle import plan_snapshot
     from planner.snapshot import read_snapshot
     from planner.snapshot.loader import Limits
 
@@ -1003,31 +1003,18 @@ def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | N
 
     started = time.monotonic()
     workers: list[tuple[str, Snapshot]] = []
-    problems = 0
     for name, path in named:
         say(f"reading cluster {name}: {path}")
-        snap = read([path])
-        # a worker's workloads come from the manager: only its nodes and queues are needed
-        problems += _report_problems(snap, needs=("Node", "ClusterQueue") if manager is not None or workers else
-                                     ("Node", "ClusterQueue", "workload"))
-        workers.append((name, snap))
-    boss = workers[0][1]
+        workers.append((name, read([path])))
+    boss = None
     if manager is not None:
         say(f"reading the manager: {manager}")
         boss = read([manager])
-        problems += _report_problems(_for_manager(boss), needs=("ClusterQueue", "workload"))
+    problems = _fleet_problems(workers, boss)
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
-    read_seconds = time.monotonic() - started
-    share = None if time_limit is None else time_limit / max(1, 2 * len(workers))
-
-    def planner(snap: Snapshot) -> Plan:
-        return plan_snapshot(snap, solver=solver, time_limit=share, gap=gap, read_seconds=read_seconds)
-
-    with stdout_to_stderr(discard=not verbose), say.planning(f"planning {len(workers)} clusters with {solver}"):
-        result = fleet_module.plan_fleet(fleet_module.Fleet(tuple(workers), boss), planner, solver)
-    plan = replace(result.plan, solver=replace(result.plan.solver, peak_rss_mib=peak_rss_mib()))
-    say(f"{_outcome(plan)} (chosen: {result.chosen})")
+    boss = workers[0][1] if boss is None else boss
+    plan = _plan_fleet(workers, boss, solver, time_limit, gap, time.monotonic() - started, verbose, say)
     text = render(plan, fmt, boss, view)
     done: list[str] = []
     with Outputs() as outputs:
@@ -1035,6 +1022,33 @@ def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | N
         outputs.commit()
     for line in done:
         say(line)
+
+
+def _fleet_problems(workers: Sequence[tuple[str, Snapshot]], manager: Snapshot | None) -> int:
+    """Report the fleet's input problems (what-if --cluster, plan --worker): a worker's
+    workloads come from the manager, so of a worker only its nodes and queues are needed;
+    without a manager the first worker is the manager too."""
+    problems = 0
+    for i, (_, snap) in enumerate(workers):
+        problems += _report_problems(snap, needs=("Node", "ClusterQueue") if manager is not None or i else
+                                     ("Node", "ClusterQueue", "workload"))
+    if manager is not None:
+        problems += _report_problems(_for_manager(manager), needs=("ClusterQueue", "workload"))
+    return problems
+
+
+def _plan_fleet(workers: Sequence[tuple[str, Snapshot]], manager: Snapshot, solver: str, time_limit: float | None,
+                gap: float | None, read_seconds: float, verbose: bool, say: "_Progress") -> Plan:
+    """One plan over the worker clusters (planner.fleet.plan_fleet_cycle), the same for
+    what-if --cluster and plan --worker."""
+    from planner import fleet as fleet_module
+
+    with stdout_to_stderr(discard=not verbose), say.planning(f"planning {len(workers)} clusters with {solver}"):
+        result = fleet_module.plan_fleet_cycle(fleet_module.Fleet(tuple(workers), manager), solver, time_limit,
+                                               gap, read_seconds)
+    plan = replace(result.plan, solver=replace(result.plan.solver, peak_rss_mib=peak_rss_mib()))
+    say(f"{_outcome(plan)} (chosen: {result.chosen})")
+    return plan
 
 
 def _draw(outputs: "Outputs", snapshot: Snapshot, plan: Plan, path: str, field: str, before: bool = False) -> str:
@@ -1193,6 +1207,49 @@ def _cluster_options(command: F, policy_help: str = "PlannerPolicy YAML (stowpla
     return command
 
 
+def _worker_options(command: F, name: str = "worker", what: str = "") -> F:
+    """--worker, --multikueue-config, --kueue-namespace: the worker clusters of a MultiKueue
+    fleet, the same for `plan` (read and planned live) and `apply` (a saved plan dispatched);
+    `name` is the Python name of --worker's value, `what` what the command does with them."""
+    options = [
+        click.option("--worker", name, metavar="NAME=KUBECONFIG", multiple=True, show_envvar=True,
+                     type=WorkerType(),
+                     help="A MultiKueue worker cluster, NAME as the plan's `cluster` (a DNS label); this cluster "
+                          "(--kubeconfig/--context) is the manager. Repeatable, in the MultiKueueConfig's order. "
+                          + what),
+        click.option("--multikueue-config", "multikueue_config", metavar="NAME", show_envvar=True,
+                     help="Take the worker clusters from this MultiKueueConfig on the manager: its "
+                          "MultiKueueClusters and their kubeconfig Secrets, as MultiKueue does (a --worker of the "
+                          "same name wins, in the config's place; the other --worker clusters follow it)."),
+        click.option("--kueue-namespace", "kueue_namespace", metavar="NS", default="kueue-system",
+                     show_default=True, show_envvar=True,
+                     help="Where the MultiKueueClusters' kubeconfig Secrets are (Kueue's namespace)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def worker_kubes(manager: Any, workers: Sequence[tuple[str, str]], multikueue_config: str | None,
+                 kueue_namespace: str, dry_run: bool = False) -> dict[str, Any]:
+    """Worker name -> a Kube on it, in the MultiKueueConfig's order then --worker's; a --worker
+    of a config's name takes its place."""
+    kubes: dict[str, Any] = {}
+    if multikueue_config:
+        from planner.cluster.multikueue import workers_from_config
+
+        kubes.update(workers_from_config(manager, multikueue_config, kueue_namespace, dry_run=dry_run))
+    kubes.update({name: _kube(path, None, dry_run=dry_run) for name, path in workers})
+    return kubes
+
+
+def check_workers(workers: Sequence[tuple[str, str]]) -> None:
+    names = [name for name, _ in workers]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"worker {', '.join(twice)} named twice", field="--worker")
+
+
 def _solver_options(command: F) -> F:
     options = [
         click.option("--solver", type=SolverType(), default="milp", metavar="milp|greedy|pulp:NAME",
@@ -1306,6 +1363,9 @@ def with_policy(document: dict[str, Any], policy: str | None) -> dict[str, Any]:
 
 @cli.command("plan", context_settings=CONTEXT, epilog=exit_codes_help("plan"))
 @_cluster_options
+@functools.partial(_worker_options, what="The manager and every worker are read live and planned as one fleet: "
+                   "each admission says its cluster (docs: multicluster); --out saves it for `apply --plan FILE "
+                   "--worker ...`.")
 @_solver_options
 @click.option("-o", "--output", "output", type=click.Choice(FORMATS), show_envvar=True,
               help="Output format (wide: the table with every flavor and node, and the running work). "
@@ -1320,13 +1380,20 @@ def with_policy(document: dict[str, Any], policy: str | None) -> dict[str, Any]:
 def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[str], policy: str | None,
                  solver: str, time_limit: float | None, gap: float | None, verbose: bool, output: str | None,
                  out: str | None, quiet: bool, metrics: str | None = None, namespace: str | None = None,
-                 queue: str | None = None, summary_only: bool = False) -> None:
+                 queue: str | None = None, summary_only: bool = False, worker: Sequence[tuple[str, str]] = (),
+                 multikueue_config: str | None = None, kueue_namespace: str = "kueue-system") -> None:
     """Plan the live cluster and show the plan; nothing is written to the cluster.
+
+    With --worker or --multikueue-config, this cluster is a MultiKueue manager: it and
+    its worker clusters are read live and planned as one fleet, as `what-if --cluster`
+    plans their snapshots.
 
     \b
     Examples:
       stowplan plan
       stowplan plan --out plan.yaml && stowplan apply --plan plan.yaml
+      stowplan plan --worker east=east.kubeconfig --worker west=west.kubeconfig --out fleet.yaml
+      stowplan apply --plan fleet.yaml --worker east=east.kubeconfig --worker west=west.kubeconfig
     """
     from planner.cluster import plan_live, resource_versions
     from planner.cluster.cycle import fingerprints
@@ -1335,7 +1402,13 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     say = _progress(quiet)
     from planner.snapshot.loader import refuse_overwriting
 
-    refuse_overwriting([("--out", out), ("--metrics", metrics)], [*config, policy, kubeconfig])
+    refuse_overwriting([("--out", out), ("--metrics", metrics)],
+                       [*config, policy, kubeconfig, *(path for _, path in worker)])
+    if worker or multikueue_config:
+        check_workers(worker)
+        if metrics is not None:
+            raise InputError("--metrics plans one cluster; not with --worker or --multikueue-config",
+                             field="--metrics")
     fmt = out_format(output, out, FORMATS, default="table" if out in (None, "-") and _isatty(sys.stdout) else "yaml")
     check_distinct(out, metrics=metrics)
     if out not in (None, "-"):
@@ -1345,6 +1418,11 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
         check_writable(metrics, "--metrics")
     _solver_log(verbose)
     kube = _kube(kubeconfig, context)
+    if worker or multikueue_config:
+        _plan_fleet_live(kube, worker_kubes(kube, worker, multikueue_config, kueue_namespace), config, policy,
+                         solver, time_limit, gap, verbose, fmt, out, say,
+                         table_view(namespace, queue, summary_only, time_limit))
+        return
     with stdout_to_stderr(discard=not verbose), say.planning(f"reading the cluster and planning with {solver}"):
         live, plan = plan_live(kube, config_files=config, policy_file=policy, solver=solver,
                                time_limit=time_limit, gap=gap, say=say)
@@ -1362,6 +1440,36 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
             outputs.file(out, render_saved(plan, resource_versions(plan, live), fmt, fingerprints(plan, live)))
             done.append(f"wrote {out}")
         write_metrics(metrics, None, plan, queues_of(live.snapshot), done.append, outputs)
+        outputs.commit()
+    for line in done:
+        say(line)
+
+
+def _plan_fleet_live(manager: Any, kubes: dict[str, Any], config: Sequence[str], policy: str | None, solver: str,
+                     time_limit: float | None, gap: float | None, verbose: bool, fmt: str, out: str | None,
+                     say: "_Progress", view: Any) -> None:
+    """`plan --worker ...`: the manager and every worker read live, planned as one fleet
+    (planner.fleet, as what-if --cluster), shown or saved for `apply --plan FILE --worker ...`."""
+    from planner.cluster import read_cluster
+    from planner.cluster.fleet_live import manager_versions, read_workers
+    from planner.cluster.planfile import render_saved
+
+    started = time.monotonic()
+    say(f"reading the manager ({manager.host})")
+    boss = read_cluster(manager, config_files=config, policy_file=policy, say=say)
+    read = read_workers(kubes, policy_file=policy, say=say)
+    _fleet_problems([(name, live.snapshot) for name, live in read], boss.snapshot)
+    plan = _plan_fleet([(name, live.snapshot) for name, live in read], boss.snapshot, solver, time_limit, gap,
+                       time.monotonic() - started, verbose, say)
+    done: list[str] = []
+    with Outputs() as outputs:
+        if out in (None, "-"):
+            outputs.stdout(render(plan, fmt, boss.snapshot, view))
+        else:
+            assert out is not None
+            versions, prints = manager_versions(plan, boss)
+            outputs.file(out, render_saved(plan, versions, fmt if fmt in ("yaml", "json") else "yaml", prints))
+            done.append(f"wrote {out}")
         outputs.commit()
     for line in done:
         say(line)
@@ -1463,16 +1571,8 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
                    "anything it touches changed since.")
 @click.option("--dry-run", "dry_run", is_flag=True, show_envvar=True,
               help="Server-side dry run (dryRun=All): every write is checked, nothing changes, no Lease.")
-@click.option("--worker", "workers_", metavar="NAME=KUBECONFIG", multiple=True, show_envvar=True,
-              type=WorkerType(),
-              help="A worker cluster of a multi-cluster plan (admissions with `cluster: NAME`): this cluster is "
-                   "the manager, each Job is dispatched to its worker and kept in step (docs: dispatch). "
-                   "Repeatable; needs --plan.")
-@click.option("--multikueue-config", "multikueue_config", metavar="NAME", show_envvar=True,
-              help="Take the worker clusters from this MultiKueueConfig on the manager: its MultiKueueClusters "
-                   "and their kubeconfig Secrets, as MultiKueue does (a --worker of the same name wins). Needs --plan.")
-@click.option("--kueue-namespace", "kueue_namespace", metavar="NS", default="kueue-system", show_default=True,
-              show_envvar=True, help="Where the MultiKueueClusters' kubeconfig Secrets are (Kueue's namespace).")
+@functools.partial(_worker_options, name="workers_", what="Each Job of the saved plan (admissions with "
+                   "`cluster: NAME`) is dispatched to its worker and kept in step (docs: dispatch). Needs --plan.")
 @_cluster_options
 @_solver_options
 @click.option("--namespace", "namespace", default="stowplan-system", show_default=True, show_envvar=True,
@@ -1568,20 +1668,13 @@ def _dispatch(plan: str | None, dry_run: bool, workers: Sequence[tuple[str, str]
     from planner.cluster.dispatch import dispatch_live
     from planner.errors import WorkerUnreachableError
 
-    names = [name for name, _ in workers]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise InputError(f"worker {', '.join(twice)} named twice", field="--worker")
+    check_workers(workers)
     if plan is None:
         raise InputError("--worker and --multikueue-config apply a saved multi-cluster plan: give --plan FILE (from "
-                         "`what-if --cluster NAME=SNAPSHOT ... --out FILE`)", field="--plan")
+                         "`plan --worker NAME=KUBECONFIG ... --out FILE` or `what-if --cluster NAME=SNAPSHOT ... "
+                         "--out FILE`)", field="--plan")
     manager = _kube(kubeconfig, context, dry_run=dry_run)
-    kubes = {}
-    if multikueue_config:
-        from planner.cluster.multikueue import workers_from_config
-
-        kubes.update(workers_from_config(manager, multikueue_config, kueue_namespace, dry_run=dry_run))
-    kubes.update({name: _kube(path, None, dry_run=dry_run) for name, path in workers})
+    kubes = worker_kubes(manager, workers, multikueue_config, kueue_namespace, dry_run=dry_run)
     made, report = dispatch_live(manager, kubes, plan, lease_namespace=namespace, lease_name=lease_name,
                                  identity=identity, lease_duration=lease_duration, release_wait=release_wait,
                                  say=say)

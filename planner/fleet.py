@@ -344,3 +344,18 @@ def fleet_workers(fleet: Fleet, assignment: Assignment) -> dict[str, Snapshot]:
 
 def decisions_of(plan: Plan) -> Decisions:
     return Decisions(plan.admissions, plan.evictions, plan.migrations)
+
+
+def plan_fleet_cycle(fleet: Fleet, solver: str = "milp", time_limit: float | None = None,
+                     gap: float | None = None, read_seconds: float = 0.0) -> FleetPlan:
+    """The fleet planned as `what-if --cluster` (snapshot files) and `plan --worker` (read
+    live) plan it: each worker by the one-cluster cycle (planner.cycle), `time_limit` shared
+    among the candidates' worker plans (two candidates planned per worker)."""
+    from planner.cycle import plan_snapshot
+
+    share = None if time_limit is None else time_limit / max(1, 2 * len(fleet.clusters))
+
+    def planner(snap: Snapshot) -> Plan:
+        return plan_snapshot(snap, solver=solver, time_limit=share, gap=gap, read_seconds=read_seconds)
+
+    return plan_fleet(fleet, planner, solver)

@@ -273,3 +273,72 @@ def test_kueue_namespace_is_where_the_kubeconfig_secret_is_read():
 
     flag = next(p for p in apply_command.params if p.name == "kueue_namespace")
     assert flag.default == "kueue-system"
+
+
+def test_plan_worker_flags_are_checked_as_applys(tmp_path):
+    """`plan --worker` shares apply's option: the same checks, before any cluster is reached;
+    --metrics (one cluster's) is refused with it."""
+    kc = tmp_path / "kc"
+    kc.write_text("apiVersion: v1\nkind: Config\n")
+    run = lambda *a: CliRunner().invoke(cli, ["plan", "-q", *a])  # noqa: E731
+    assert run("--worker", "East=" + str(kc)).exit_code == 2                 # not a DNS label
+    assert run("--worker", f"east={tmp_path / 'missing'}").exit_code == 2
+    twice = run("--worker", f"east={kc}", "--worker", f"east={kc}")
+    assert twice.exit_code == 2 and "named twice" in twice.output
+    metrics = run("--worker", f"east={kc}", "--metrics", str(tmp_path / "m.prom"))
+    assert metrics.exit_code == 2 and "--metrics" in metrics.output
+    from planner.cli import apply_command, plan_command
+
+    def shape(command: Any) -> list[tuple[Any, ...]]:
+        return [(p.opts, type(p.type).__name__, p.multiple, p.default) for p in command.params
+                if p.opts[0] in ("--worker", "--multikueue-config", "--kueue-namespace")]
+    assert shape(plan_command) == shape(apply_command) and len(shape(plan_command)) == 3
+
+
+def unreachable_kubeconfig(path: Any, port: int) -> str:
+    path.write_text(f"""\
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "https://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{token: abc}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+""")
+    return str(path)
+
+
+def test_read_workers_names_every_worker_that_does_not_answer(tmp_path):
+    """No plan of part of the fleet: every worker is tried, each that does not answer is named, exit 7."""
+    import pytest
+
+    from planner.cluster import Kube, connect
+    from planner.cluster.fleet_live import read_workers
+    from planner.errors import WorkerUnreachableError
+
+    workers = {name: Kube(connect(unreachable_kubeconfig(tmp_path / name, port)), timeout=5)
+               for name, port in (("east", 1), ("west", 2))}
+    tried: list[str] = []
+    with pytest.raises(WorkerUnreachableError) as lost:
+        read_workers(workers, say=tried.append)
+    assert lost.value.exit_code == 7
+    assert "east: " in str(lost.value) and "west: " in str(lost.value) and "Nothing planned" in str(lost.value)
+    assert [line.split()[3] for line in tried if line.startswith("reading worker")] == ["east", "west"]
+
+
+def test_a_fleet_plan_records_only_the_managers_objects():
+    """The saved plan's versions are the manager's Jobs' (dispatched or evicted there); a worker's
+    own workload the plan evicts has no object on the manager, so no version the apply would
+    find missing and call stale."""
+    from types import SimpleNamespace
+
+    from models import Eviction
+    from planner.cluster.fleet_live import manager_versions
+
+    own = ObjectRef("Job", "team", "worker-own")
+    plan = Plan("s", "", 0, SolverReport("milp", "optimal", 0, 0, 0), (Admission(REF, "cq", (PS,), cluster="east"),),
+                (Eviction(own, "Preempted"),))
+    job = manager_job()
+    live = SimpleNamespace(snapshot=SimpleNamespace(workloads=[SimpleNamespace(ref=REF, resource_version="7")]),
+                           document={"items": [job]})
+    versions, prints = manager_versions(plan, live)   # type: ignore[arg-type]
+    assert versions == {REF: "7"} and prints == {REF: fingerprint(job)}

@@ -108,6 +108,12 @@ CHECKS: dict[tuple[str, str], str] = {
     ("plan", "--namespace"): f"{FLAGS}::test_plan_table_flags_and_formats",
     ("plan", "--queue"): f"{FLAGS}::test_plan_table_flags_and_formats",
     ("plan", "--summary-only"): f"{FLAGS}::test_plan_table_flags_and_formats",
+    ("plan", "--worker"): "tests/cluster/test_live_dispatch.py::"
+        "test_plan_worker_reads_the_fleet_live_and_apply_runs_it_where_planned",
+    ("plan", "--multikueue-config"): "tests/cluster/test_live_dispatch.py::"
+        "test_plan_multikueue_config_reads_the_workers_from_the_manager",
+    ("plan", "--kueue-namespace"): "tests/cluster/test_live_dispatch.py::"
+        "test_plan_multikueue_config_reads_the_workers_from_the_manager",
     # apply (the live cluster)
     ("apply", "--plan"): f"{LIVE}::test_saved_plan_refused_after_a_change_and_applied_when_fresh",
     ("apply", "--dry-run"): f"{STATUS}::test_a_dry_run_changes_no_status",

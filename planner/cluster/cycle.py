@@ -21,7 +21,7 @@ from planner.cluster.kueue_guard import check_no_kueue_controller
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
 from planner.cluster.reader import LiveSnapshot, read_cluster
-from planner.errors import StalePlanError
+from planner.errors import InputError, StalePlanError
 
 Say = Callable[[str], None]
 
@@ -133,6 +133,11 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
             versions, prints = resource_versions(plan, live), fingerprints(plan, live)
         else:
             plan, versions, prints = load_plan_with_fingerprints(plan_file)
+            elsewhere = sorted({a.cluster for a in plan.admissions if a.cluster})
+            if elsewhere:   # admitted here, its pods would wait for nodes only a worker has
+                raise InputError(f"a multi-cluster plan (admissions on worker clusters {', '.join(elsewhere)}): "
+                                 "apply it on the manager with --worker NAME=KUBECONFIG or --multikueue-config "
+                                 "NAME; nothing applied", file=plan_file, field="admissions.cluster")
             live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
             stale = stale_objects(plan, versions, live, prints)
             if stale:

@@ -27,7 +27,7 @@ from planner.cluster import Kube, connect
 from planner.cluster.apply import DISPATCHED_TO, DISPATCHING_TO, WORKER_STATUS, fingerprint
 from planner.cluster.dispatch import ORIGIN_LABEL, ORIGIN_UID, Dispatcher
 from planner.cluster.kube import ApiStatus, path_of
-from planner.cluster.planfile import load_plan_with_fingerprints, render_saved
+from planner.cluster.planfile import load_plan_with_fingerprints, render_saved, touched
 
 MULTI = Path(__file__).resolve().parents[2] / "cronjob" / "multicluster"
 PLURALS = {"Secret": "secrets", "MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
@@ -95,13 +95,14 @@ def world(planes: Any, api_client: Any, namespace: str) -> Env:
     return Env(planes["worker"], planes["worker"].api_client(), namespace, nodes=2, gpus=8)
 
 
-def manager_job(kube: Kube, namespace: str, name: str, pods: int, managed_by: str | None = None) -> dict[str, Any]:
+def manager_job(kube: Kube, namespace: str, name: str, pods: int, managed_by: str | None = None,
+                gpus: int = 1) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "suspend": True, "parallelism": pods, "completions": pods, "backoffLimit": 0,
         "template": {"spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
                               "containers": [{"name": "train", "image": "registry.invalid/trainer:1",
-                                              "resources": {"requests": {GPU: "1", "cpu": "1"},
-                                                            "limits": {GPU: "1"}}}]}}}
+                                              "resources": {"requests": {GPU: str(gpus), "cpu": "1"},
+                                                            "limits": {GPU: str(gpus)}}}]}}}
     if managed_by:
         spec["managedBy"] = managed_by
     body = {"apiVersion": "batch/v1", "kind": "Job",
@@ -284,3 +285,151 @@ def test_worker_lost_mid_apply_then_repaired(planes, api_client, namespace, tmp_
         assert notes(get("d"))[DISPATCHED_TO] == "east" and DISPATCHING_TO not in notes(get("d"))
     finally:
         env.cleanup()
+
+
+# ---------------------------------------------------------------- plan the fleet live, then apply it
+
+def plan_fleet(planes: Any, *args: str) -> Any:
+    """`stowplan plan` on the manager (admin: planning reads every kind, as cronjob/rbac.yaml's reader)."""
+    return CliRunner().invoke(cli, ["plan", "--kubeconfig", str(planes["manager"].kubeconfig), "-q", *args],
+                              auto_envvar_prefix="STOWPLAN")
+
+
+def manager_queue(control_plane: Any, api_client: Any, namespace: str) -> Env:
+    """The manager's side: a ClusterQueue with GPU quota and the LocalQueue `lq` (no nodes: the workers run the work)."""
+    return Env(control_plane, api_client, namespace, nodes=0, quota=64)
+
+
+def placed(plan_path: Path) -> dict[str, str | None]:
+    return {a.workload.name: a.cluster for a in load_plan_with_fingerprints(str(plan_path))[0].admissions}
+
+
+def test_plan_worker_reads_the_fleet_live_and_apply_runs_it_where_planned(planes, control_plane, api_client,
+                                                                          namespace, tmp_path):
+    """`plan --worker east=... --worker west=...` reads the manager and both workers live; the
+    plan places each Job on the one worker it fits; `apply --plan FILE --worker ...` creates
+    each Job there (and refuses the plan once a Job changed); a worker that does not answer is
+    exit 7, nothing written; the single-cluster apply refuses a fleet plan."""
+    m = planes["m"]
+    get = lambda name: m.get(path_of("batch/v1", "jobs", namespace, name))  # noqa: E731
+    west_plane = rig.ControlPlane(manifest=rig.build())
+    west_plane.start()
+    boss = east = west = None
+    try:
+        admin_west = Kube(connect(str(west_plane.kubeconfig)))
+        install(admin_west, MULTI / "worker.yaml")
+        west_kc = token_kubeconfig(west_plane, admin_west, tmp_path / "west.kubeconfig")
+        admin_west.request("POST", path_of("v1", "namespaces"), body={"metadata": {"name": namespace}})
+        boss = manager_queue(control_plane, api_client, namespace)
+        east = world(planes, api_client, namespace)                      # 2 nodes of 8 GPUs
+        west = Env(west_plane, west_plane.api_client(), namespace, nodes=1, gpus=4)   # 1 node of 4 GPUs
+        manager_job(m, namespace, "big", 2, gpus=8)      # 16 GPUs: only east has them
+        manager_job(m, namespace, "small", 1, gpus=4)    # fits either; east is full once big runs there
+        manager_job(m, namespace, "huge", 3, gpus=8)     # fits no worker
+        workers = ["--worker", f"east={planes['worker'].kubeconfig}", "--worker", f"west={west_plane.kubeconfig}"]
+
+        shown = plan_fleet(planes, *workers, "-o", "json")
+        assert shown.exit_code == 0, shown.output
+        document = json.loads(shown.stdout)
+        assert {a["workload"]["name"]: a["cluster"] for a in document["admissions"]} == {"big": "east",
+                                                                                        "small": "west"}
+        assert [p["workload"]["name"] for p in document["pending"] if p["workload"]["namespace"] == namespace] == \
+            ["huge"]
+        assert set(document["summary"]["clusters"]) == {"east", "west"}
+        for a in document["admissions"]:                                # each on nodes of its own worker
+            assert all(ps["topologyAssignment"]["levels"][-1] == "kubernetes.io/hostname" for ps in a["podSets"])
+            nodes = {d["values"][-1] for ps in a["podSets"] for d in ps["topologyAssignment"]["domains"]}
+            assert nodes <= set((east if a["cluster"] == "east" else west).nodes), a
+
+        saved = tmp_path / "fleet.yaml"
+        made = plan_fleet(planes, *workers, "--out", str(saved))
+        assert made.exit_code == 0, made.output
+        assert placed(saved) == {"big": "east", "small": "west"}
+        _, versions, prints = load_plan_with_fingerprints(str(saved))
+        assert set(versions) == set(prints) == {ObjectRef("Job", namespace, n) for n in ("big", "small")}
+        assert versions[ObjectRef("Job", namespace, "big")] == get("big")["metadata"]["resourceVersion"]
+
+        # the single-cluster apply would admit the Jobs on the manager, where their nodes are not: refused
+        alone = CliRunner().invoke(cli, ["apply", "--plan", str(saved), "--kubeconfig", str(planes["manager"].kubeconfig),
+                                         "-q", *LEASE], auto_envvar_prefix="STOWPLAN")
+        assert alone.exit_code == 2 and "multi-cluster plan" in alone.output, alone.output
+        assert all(get(n)["spec"]["suspend"] is True for n in ("big", "small"))
+
+        def dispatch(plan: Path) -> Any:
+            return CliRunner().invoke(cli, ["apply", "--plan", str(plan), "--kubeconfig", str(planes["m_kc"]),
+                                            "--worker", f"east={planes['w_kc']}", "--worker", f"west={west_kc}",
+                                            "-q", *LEASE], auto_envvar_prefix="STOWPLAN")
+
+        # stale as apply has it: a Job changed on the manager since the plan -> exit 6, nothing dispatched
+        m.write("PATCH", path_of("batch/v1", "jobs", namespace, "small"), {"metadata": {"labels": {"edited": "yes"}}},
+                content_type="application/merge-patch+json")
+        stale = dispatch(saved)
+        assert stale.exit_code == 6 and "small" in stale.output, stale.output
+        assert worker_jobs(planes, namespace) == {}
+
+        fresh = tmp_path / "fresh.yaml"
+        again = plan_fleet(planes, *workers, "--out", str(fresh))
+        assert again.exit_code == 0, again.output
+        assert placed(fresh) == {"big": "east", "small": "west"}
+        done = dispatch(fresh)
+        assert done.exit_code == 0, done.output
+        assert "2 dispatched" in done.output
+        assert sorted(worker_jobs(planes, namespace)) == ["big"]
+        on_west = admin_west.list(path_of("batch/v1", "jobs", namespace), label_selector=f"{ORIGIN_LABEL}=stowplan")
+        assert [j["metadata"]["name"] for j in on_west] == ["small"]
+        assert {p.spec.node_name for p in east.wait_bound("big", 2)} == set(east.nodes)
+        assert {p.spec.node_name for p in west.wait_bound("small", 1)} == set(west.nodes)
+        assert notes(get("big"))[DISPATCHED_TO] == "east" and notes(get("small"))[DISPATCHED_TO] == "west"
+        assert DISPATCHED_TO not in notes(get("huge")) and get("huge")["spec"]["suspend"] is True
+        assert ObjectRef("Job", namespace, "huge") not in touched(load_plan_with_fingerprints(str(fresh))[0])
+
+        # a worker that does not answer: exit 7 naming it, no plan written
+        dead = tmp_path / "dead.kubeconfig"
+        config = yaml.safe_load(west_plane.kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+        dead.write_text(yaml.safe_dump(config))
+        lost = tmp_path / "lost.yaml"
+        out = plan_fleet(planes, "--worker", f"east={planes['worker'].kubeconfig}", "--worker", f"west={dead}",
+                         "--out", str(lost))
+        assert out.exit_code == 7, out.output
+        assert "west" in out.output and "east:" not in out.output and not lost.exists()
+    finally:
+        for env in (boss, east, west):
+            if env is not None:
+                env.cleanup()
+        west_plane.stop()
+
+
+def test_plan_multikueue_config_reads_the_workers_from_the_manager(planes, control_plane, api_client, namespace,
+                                                                   tmp_path):
+    """`plan --multikueue-config NAME --kueue-namespace NS`: the workers are the config's
+    MultiKueueClusters, reached through their kubeconfig Secrets in NS; the plan it saves is
+    dispatched by `apply --plan FILE --multikueue-config NAME`."""
+    m = planes["m"]
+    secrets = f"kueue-plan-{uuid.uuid4().hex[:6]}"
+    boss = manager_queue(control_plane, api_client, namespace)
+    east = world(planes, api_client, namespace)
+    try:
+        manager_job(m, namespace, "one", 2, gpus=4)
+        # kueue-system's Secret holds the dispatch identity, which may not read what planning reads
+        refused = plan_fleet(planes, "--multikueue-config", "stowplan-test", "-o", "json")
+        assert refused.exit_code == 4 and "worker cluster east" in refused.output, refused.output
+        # in another namespace: a kubeconfig that may read the worker
+        install(m, Path("-"), docs=[
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": secrets}},
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "east-kubeconfig", "namespace": secrets},
+             "data": {"kubeconfig": base64.b64encode(planes["worker"].kubeconfig.read_bytes()).decode()}}])
+        saved = tmp_path / "fleet.json"
+        made = plan_fleet(planes, "--multikueue-config", "stowplan-test", "--kueue-namespace", secrets,
+                          "--out", str(saved))
+        assert made.exit_code == 0, made.output
+        assert placed(saved) == {"one": "east"}
+        done = apply(planes, str(saved), multikueue=True)
+        assert done.exit_code == 0, done.output
+        assert "1 dispatched" in done.output
+        assert sorted(worker_jobs(planes, namespace)) == ["one"]
+        assert {p.spec.node_name for p in east.wait_bound("one", 2)} <= set(east.nodes)
+    finally:
+        boss.cleanup()
+        east.cleanup()
+        m.request("DELETE", path_of("v1", "namespaces", "", secrets))
