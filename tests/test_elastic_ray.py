@@ -145,9 +145,21 @@ def test_when_a_worker_group_cannot_be_resized() -> None:
     with pytest.raises(Bad) as err:
         ray.cluster_entries(cluster_spec(group(2, low=7, high=6)), "spec", True, True)
     assert err.value.field == "spec.workerGroupSpecs[0].minReplicas"
-    # admitted below its minReplicas: its floor is where it was admitted
+    # admitted below its minReplicas (Kueue admits replicas): it keeps its floor, and only grows
     entries = ray.cluster_entries(cluster_spec(group(1, low=3, high=6)), "spec", True, True)
-    assert [(e.name, e.size, e.floor) for e in entries][1] == ("gpu", 6, 1)
+    assert [(e.name, e.size, e.floor) for e in entries][1] == ("gpu", 6, 3)
+
+
+def test_a_group_running_below_its_floor_only_grows() -> None:
+    snap = read(raycluster("rc", group(1, low=3, high=4), running={"head": {"n1": 1}, "gpu": {"n1": 1}}),
+                job("urgent", 16, priority="high"))
+    plan = plan_snapshot(snap)
+    # 16 GPUs, the cluster holds 1: the urgent Job cannot have it by a shrink (below the floor
+    # already), only by evicting the whole cluster
+    assert [e.workload.name for e in plan.evictions] == ["rc"] and not plan.resizes
+    snap = read(raycluster("rc", group(1, low=3, high=4), running={"head": {"n1": 1}, "gpu": {"n1": 1}}))
+    (resize,) = plan_snapshot(snap).resizes
+    assert (resize.from_count, resize.to_count) == (1, 4)
 
 
 def rayjob(name: str, autoscale: bool, running: dict[str, dict[str, int]]) -> dict[str, Any]:

@@ -22,8 +22,8 @@ follows a RayJob's worker counts from its RayCluster only then: raycluster.Updat
 Pending, it is admitted at `replicas`, as Kueue sizes its first slice. Running (its
 `spec.suspend` false), each worker group of one host per replica is resizable: its pod
 set counts its most, `maxReplicas` (KubeRay's default 2147483647 means none was set: no
-growth above `replicas`), with its floor, `minReplicas` (at least 1, at most
-`replicas`), as min_count; what it runs now is its admission's count (planner.elastic).
+growth above `replicas`), with its floor, `minReplicas` (at least 1), as min_count; what
+it runs now is its admission's count (planner.elastic).
 A group of `numOfHosts` > 1 keeps its size: its pods come in multi-host replicas, and a
 slice here is of single pods. The head and the submitter never change.
 
@@ -120,15 +120,16 @@ def cluster_entries(spec: dict[str, Any], field: str, elastic: bool, running: bo
 def resize_bounds(group: dict[str, Any], where: str, replicas: int) -> tuple[int, int] | None:
     """(floor, most) of a running elastic worker group at `replicas`, None when it cannot change.
 
-    The floor is `minReplicas`, at least 1 (a group at 0 has no pods to plan from) and at
-    most `replicas` (a cluster admitted below its minReplicas may still shrink back to
-    where it was admitted); the most is `maxReplicas` when one was set, at least `replicas`."""
+    The floor is `minReplicas`, at least 1 (a group at 0 has no pods to plan from; a group
+    running below its floor only grows, planner.elastic); the most is `maxReplicas` when
+    one was set, at least `replicas`. (A RayJob's `replicas` is the one it was admitted
+    at: KubeRay resizes its RayCluster, not its spec.)"""
     low = integer(group.get("minReplicas"), f"{where}.minReplicas", default=0, minimum=0)
     high = integer(group.get("maxReplicas"), f"{where}.maxReplicas", default=UNSET_MAX_REPLICAS, minimum=0)
     assert low is not None and high is not None   # defaulted
     if low > high:
         raise Bad(f"{where}.minReplicas", f"{low} is more than maxReplicas {high}")
-    floor = max(1, min(low, replicas))
+    floor = max(1, low)
     most = replicas if high >= UNSET_MAX_REPLICAS else max(high, replicas)
     return (floor, most) if floor < most else None
 
