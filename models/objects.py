@@ -309,8 +309,9 @@ class Workload:
     requeue_at: float | None = None           # stowplan.io/requeue-at: not planned before this time
     deactivated: str | None = None            # stowplan.io/deactivated: why it is never planned (RequeuingLimitExceeded)
     eviction_reason: str = ""                 # the first word of stowplan.io/eviction-reason (PodsReadyTimeout, ...)
-    # kueue.x-k8s.io/elastic-job: "true": a running Job the plan may grow or shrink
-    # (planner.elastic); its pod set's count is the most it may grow to.
+    # kueue.x-k8s.io/elastic-job: "true": a running Job (or Ray cluster, per worker group)
+    # the plan may grow or shrink (planner.elastic); a resizable pod set's count is the
+    # most it may grow to.
     elastic_job: bool = False
     # A part planner.elastic split off a running elastic Job (a pod it may release):
     # the Job's ref. Evicting the Job evicts its parts.

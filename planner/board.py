@@ -305,9 +305,9 @@ def tiers(plan: Plan, snapshot: Snapshot) -> list[Tier]:
             add(by_ref[migration.workload], migration.to)
     for resize in plan.resizes:
         job = by_ref.get(resize.workload)
-        if job is not None and job.assignment:
-            # an elastic Job runs its new count (each pod of its one pod set weighs the same)
-            (running,) = job.assignment[:1]
+        running = next((a for a in job.assignment if a.name == resize.pod_set), None) if job else None
+        if job is not None and running is not None:
+            # an elastic workload runs its new count of the pod set (each of its pods weighs the same)
             add(job, (replace(running, count=resize.to_count - running.count),))
     stages = _tier_stages(plan)
     out: list[Tier] = []

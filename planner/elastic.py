@@ -1,20 +1,26 @@
-"""Elastic running Jobs (Kueue's ElasticJobs via workload slices): grown or shrunk by the plan.
+"""Elastic running workloads (Kueue's ElasticJobs via workload slices): grown or shrunk by the plan.
 
 A running Job marked `kueue.x-k8s.io/elastic-job: "true"` runs `c` pods (its assignment)
 and may run from its floor (`kueue.x-k8s.io/job-min-parallelism`, else 1) up to its most
-(its pod set's count: `stowplan.io/max-parallelism`, else spec.parallelism). The planners
-(greedy and MILP) know nothing of resizing: `expand` rewrites the snapshot into what
-they already decide, and `collapse` turns their answer back into resizes.
+(its pod set's count: `stowplan.io/max-parallelism`, else spec.parallelism). A running
+elastic RayCluster or RayJob (planner.kinds.ray) is the same per worker group: the reader
+gives each resizable group its most (`maxReplicas`) as its count and its floor
+(`minReplicas`, at least 1) as its min_count; the head and the submitter never change.
+The planners (greedy and MILP) know nothing of resizing: `expand` rewrites the snapshot
+into what they already decide, and `collapse` turns their answer back into resizes, one
+per pod set resized.
 
-  - the running *core*: the Job itself, holding `floor` pods (those on the nodes where
-    it has most: what it keeps is compact). Kept unless evicted, as any running work.
-  - *release parts*: one running workload of one pod for each pod above the floor,
+  - the running *core*: the Job itself, holding `floor` pods of each resizable pod set
+    (those on the nodes where it has most: what it keeps is compact) and all of its
+    other pod sets. Kept unless evicted, as any running work.
+  - *release parts*: one running workload of one pod for each pod above a floor,
     evictable under the Job's own preemption rules, costing the pod's share of the lost
     work and no restart (the Job goes on): so releasing pods is preferred to evicting
     the Job wherever it frees enough. Evicting the core evicts its parts too (a row of
     the MILP; a plan that keeps a part of an evicted Job frees less than it could, never
     more, and `collapse` evicts the whole Job).
-  - a *growth slice*: a pending workload of `most - c` pods (partial admission from 1),
+  - a *growth slice* per resizable pod set: a pending workload of `most - c` pods of
+    that pod set (partial admission from 1),
     of the Job's queue and priority, pinned to the flavors it runs under, and, with a
     required topology level, to the domain at that level it runs in. Admitting k of its
     pods is Kueue's new slice of `c + k` pods replacing the old one.
@@ -34,8 +40,11 @@ from models import (Admission, Eviction, ObjectRef, Plan, PodSet, PodSetAssignme
                     Snapshot, Workload, WorkloadState)
 from planner.kueue.semantics import eviction_cost
 
-GROW = "+grow"          # a name suffix no Kubernetes name can carry: no clash with a real object
+GROW = "+grow-"         # a name suffix no Kubernetes name can carry: no clash with a real object
 PART = "+pod-"
+# The kinds Kueue v0.17 resizes through workload slices (pkg/controller/jobs/{job,raycluster,rayjob}):
+# the reader marks no other kind elastic; this is the core's own guard
+KINDS = ("Job", "RayCluster", "RayJob")
 
 
 @dataclass
@@ -43,8 +52,8 @@ class Expansion:
     """What `expand` split, to put back together: ref -> the Job as read."""
 
     jobs: dict[ObjectRef, Workload] = field(default_factory=dict)
-    growth: dict[ObjectRef, ObjectRef] = field(default_factory=dict)    # slice ref -> Job ref
-    parts: dict[ObjectRef, tuple[ObjectRef, str]] = field(default_factory=dict)   # part ref -> (Job, node)
+    growth: dict[ObjectRef, tuple[ObjectRef, str]] = field(default_factory=dict)       # slice -> (Job, pod set)
+    parts: dict[ObjectRef, tuple[ObjectRef, str, str]] = field(default_factory=dict)   # part -> (Job, pod set, node)
 
     @property
     def empty(self) -> bool:
@@ -52,12 +61,23 @@ class Expansion:
 
 
 def resizable(workload: Workload) -> bool:
-    """A running elastic Job with one pod set and its assignment known."""
-    return (workload.state is WorkloadState.RUNNING and workload.elastic_job and workload.ref.kind == "Job"
-            and len(workload.pod_sets) == 1 and len(workload.assignment) == 1
-            and workload.assignment[0].name == workload.pod_sets[0].name
+    """A running elastic workload with a pod set it may resize and its assignment known."""
+    return (workload.state is WorkloadState.RUNNING and workload.elastic_job and workload.ref.kind in KINDS
+            and bool(resizable_pod_sets(workload))
+            and sorted(a.name for a in workload.assignment) == sorted(ps.name for ps in workload.pod_sets)
             and workload.cluster_queue is not None and workload.blocked_reason is None
             and workload.deactivated is None)
+
+
+def resizable_pod_sets(workload: Workload) -> tuple[str, ...]:
+    """The pod sets a resize may change: a Job's one pod set; of several (a Ray cluster's
+    head and worker groups), those the reader gave a floor (min_count): the worker groups
+    it may resize, never the head or the submitter."""
+    if not workload.elastic_job:
+        return ()
+    if len(workload.pod_sets) == 1:
+        return (workload.pod_sets[0].name,)
+    return tuple(ps.name for ps in workload.pod_sets if ps.min_count is not None)
 
 
 def floor_of(pod_set: PodSet) -> int:
@@ -80,54 +100,76 @@ def expand(snapshot: Snapshot) -> tuple[Snapshot, Expansion]:
 
 
 def _split(snapshot: Snapshot, job: Workload, expansion: Expansion) -> list[Workload]:
-    pod_set, running = job.pod_sets[0], job.assignment[0]
-    count, floor, most = running.count, floor_of(pod_set), pod_set.count
+    names = resizable_pod_sets(job)
+    pod_sets = {ps.name: ps for ps in job.pod_sets}
+    total = sum(a.count for a in job.assignment)
+    cost = eviction_cost(job, snapshot)
+    restart = 0.0 if job.preemption_cost is not None else snapshot.policy.restart_cost
+    per_pod = max(0.0, cost - restart) / max(1, total)
+    kept: list[PodSetAssignment] = []
+    parts: list[Workload] = []
+    growth: list[Workload] = []
+    for running in job.assignment:
+        pod_set = pod_sets[running.name]
+        if running.name not in names:
+            kept.append(running)
+            continue
+        core, released = _keep_floor(running, floor_of(pod_set))
+        kept.append(core)
+        values_of = {values[-1]: values for values, _ in running.domains if values}
+        for node in released:
+            index = len(parts)
+            ref = ObjectRef(job.ref.kind, job.ref.namespace, f"{job.ref.name}{PART}{index}")
+            expansion.parts[ref] = (job.ref, running.name, node)
+            part = replace(running, count=1, domains=((values_of[node], 1),))
+            parts.append(replace(job, ref=ref, uid=f"{job.uid}{PART}{index + 1}", pod_sets=(pod_set,),
+                                 assignment=(part,), preemption_cost=per_pod, pods_ready=None, movable=False,
+                                 part_of=job.ref, elastic_job=False))
+        if pod_set.count > running.count:
+            growth.append(_growth_slice(snapshot, job, pod_set, running, expansion))
+    if not parts:
+        return [job, *growth]
+    core_cost = None if job.preemption_cost is None else job.preemption_cost * (total - len(parts)) / total
+    return [replace(job, assignment=tuple(kept), preemption_cost=core_cost), *parts, *growth]
+
+
+def _keep_floor(running: PodSetAssignment, floor: int) -> tuple[PodSetAssignment, list[str]]:
+    """(the `floor` pods kept, where the pod set has most of them: what it keeps is compact;
+    the node of each other pod, one entry a pod)."""
+    if running.count <= floor:
+        return running, []
     values_of = {values[-1]: values for values, _ in running.domains if values}
     per_node = running.pods_per_node()
-    pieces: list[Workload] = []
-    if count > floor:
-        # the core keeps `floor` pods where the Job has most of them; each other pod is a part
-        keep: dict[str, int] = {}
-        left = floor
-        for node, pods in sorted(per_node.items(), key=lambda kv: (-kv[1], kv[0])):
-            keep[node] = min(pods, left)
-            left -= keep[node]
-        cost = eviction_cost(job, snapshot)
-        restart = 0.0 if job.preemption_cost is not None else snapshot.policy.restart_cost
-        per_pod = max(0.0, cost - restart) / count
-        core = replace(running, count=floor,
-                       domains=tuple((values_of[n], k) for n, k in sorted(keep.items()) if k > 0))
-        core_cost = None if job.preemption_cost is None else job.preemption_cost * floor / count
-        pieces.append(replace(job, assignment=(core,), preemption_cost=core_cost))
-        index = 0
-        for node, pods in sorted(per_node.items()):
-            for _ in range(pods - keep.get(node, 0)):
-                ref = ObjectRef(job.ref.kind, job.ref.namespace, f"{job.ref.name}{PART}{index}")
-                index += 1
-                expansion.parts[ref] = (job.ref, node)
-                part = replace(running, count=1, domains=((values_of[node], 1),))
-                pieces.append(replace(job, ref=ref, uid=f"{job.uid}{PART}{index}", assignment=(part,),
-                                      preemption_cost=per_pod, pods_ready=None, movable=False, part_of=job.ref,
-                                      elastic_job=False))
-    else:
-        pieces.append(job)
-    if most > count:
-        selector = dict(pod_set.node_selector)
-        request = pod_set.topology
-        if request.mode == "required" and request.level:
-            # within the domain it runs in at its required level (Kueue: one domain or none)
-            domains = domains_of(snapshot, request.level, per_node)
-            if len(domains) == 1:
-                selector[request.level] = domains.pop()
-        grow = replace(pod_set, count=most - count, min_count=1 if most - count > 1 else None,
-                       node_selector=selector, fixed_flavors=dict(running.flavors))
-        ref = ObjectRef(job.ref.kind, job.ref.namespace, f"{job.ref.name}{GROW}")
-        expansion.growth[ref] = job.ref
-        pieces.append(replace(job, ref=ref, uid=f"{job.uid}{GROW}", pod_sets=(grow,), state=WorkloadState.PENDING,
-                              assignment=(), admitted_at=None, checkpointed_at=None, pods_ready=None,
-                              pods_ready_at=None, pods_not_ready_at=None, movable=False, elastic_job=False,
-                              resource_version=job.resource_version))
-    return pieces
+    keep: dict[str, int] = {}
+    left = floor
+    for node, pods in sorted(per_node.items(), key=lambda kv: (-kv[1], kv[0])):
+        keep[node] = min(pods, left)
+        left -= keep[node]
+    core = replace(running, count=floor,
+                   domains=tuple((values_of[n], k) for n, k in sorted(keep.items()) if k > 0))
+    released = [node for node, pods in sorted(per_node.items()) for _ in range(pods - keep.get(node, 0))]
+    return core, released
+
+
+def _growth_slice(snapshot: Snapshot, job: Workload, pod_set: PodSet, running: PodSetAssignment,
+                  expansion: Expansion) -> Workload:
+    """Pending work of `most - c` pods of `pod_set`, in the flavors (and required domain) it runs in."""
+    count, most = running.count, pod_set.count
+    selector = dict(pod_set.node_selector)
+    request = pod_set.topology
+    if request.mode == "required" and request.level:
+        # within the domain it runs in at its required level (Kueue: one domain or none)
+        domains = domains_of(snapshot, request.level, running.pods_per_node())
+        if len(domains) == 1:
+            selector[request.level] = domains.pop()
+    grow = replace(pod_set, count=most - count, min_count=1 if most - count > 1 else None,
+                   node_selector=selector, fixed_flavors=dict(running.flavors))
+    ref = ObjectRef(job.ref.kind, job.ref.namespace, f"{job.ref.name}{GROW}{pod_set.name}")
+    expansion.growth[ref] = (job.ref, pod_set.name)
+    return replace(job, ref=ref, uid=f"{job.uid}{GROW}{pod_set.name}", pod_sets=(grow,),
+                   state=WorkloadState.PENDING, assignment=(), admitted_at=None, checkpointed_at=None,
+                   pods_ready=None, pods_ready_at=None, pods_not_ready_at=None, movable=False,
+                   elastic_job=False, resource_version=job.resource_version)
 
 
 def domains_of(snapshot: Snapshot, level: str, nodes: Mapping[str, int]) -> set[str]:
@@ -141,15 +183,15 @@ def collapse(plan: Plan, expansion: Expansion) -> Plan:
     if expansion.empty:
         return plan
     evicted = {e.workload for e in plan.evictions if e.workload in expansion.jobs}
-    grown: dict[ObjectRef, Admission] = {}
+    grown: dict[tuple[ObjectRef, str], Admission] = {}
     admissions = []
     for admission in plan.admissions:
         owner = expansion.growth.get(admission.workload)
         if owner is None:
             admissions.append(admission)
-        elif owner not in evicted:
+        elif owner[0] not in evicted:
             grown[owner] = admission
-    released: dict[ObjectRef, list[Eviction]] = {}
+    released: dict[tuple[ObjectRef, str], list[Eviction]] = {}
     evictions = []
     part_costs: dict[ObjectRef, float] = {}
     for eviction in plan.evictions:
@@ -159,23 +201,23 @@ def collapse(plan: Plan, expansion: Expansion) -> Plan:
             continue
         part_costs[part[0]] = part_costs.get(part[0], 0.0) + eviction.cost
         if part[0] not in evicted:
-            released.setdefault(part[0], []).append(eviction)
+            released.setdefault((part[0], part[1]), []).append(eviction)
     # an evicted Job goes whole: its parts' cost is part of its eviction's
     evictions = [replace(e, cost=e.cost + part_costs.get(e.workload, 0.0)) if e.workload in evicted else e
                  for e in evictions]
     resizes = []
-    for ref in sorted(set(grown) | set(released)):
+    for ref, name in sorted(set(grown) | set(released)):
         job = expansion.jobs[ref]
-        running = job.assignment[0]
+        (running,) = [a for a in job.assignment if a.name == name]
         release: dict[str, int] = {}
-        for eviction in released.get(ref, ()):
-            node = expansion.parts[eviction.workload][1]
+        shrink = released.get((ref, name), [])
+        for eviction in shrink:
+            node = expansion.parts[eviction.workload][2]
             release[node] = release.get(node, 0) + 1
-        slice_ = grown[ref].pod_sets[0] if ref in grown else None
+        slice_ = grown[(ref, name)].pod_sets[0] if (ref, name) in grown else None
         removed = sum(release.values())
-        shrink = released.get(ref, [])
         resizes.append(Resize(
-            workload=ref, cluster_queue=job.queue_name, pod_set=running.name, from_count=running.count,
+            workload=ref, cluster_queue=job.queue_name, pod_set=name, from_count=running.count,
             to_count=running.count - removed + (slice_.count if slice_ else 0), slice=slice_,
             release=tuple(sorted(release.items())),
             reason=min((e.reason for e in shrink), default=""),
@@ -187,24 +229,30 @@ def collapse(plan: Plan, expansion: Expansion) -> Plan:
 
 
 def verify(snapshot: Snapshot, plan: Plan) -> list[str]:
-    """The slice rules, against the snapshot as read: what a resize may do."""
+    """The slice rules, against the snapshot as read: what a resize may do (a floor above
+    what it runs bounds only a shrink: a growth from below it is a growth)."""
     out: list[str] = []
     workloads = {w.ref: w for w in snapshot.workloads}
     touched = {a.workload for a in plan.admissions} | {e.workload for e in plan.evictions} \
         | {m.workload for m in plan.migrations}
-    seen: set[ObjectRef] = set()
+    seen: set[tuple[ObjectRef, str]] = set()
     for resize in plan.resizes:
         ref = resize.workload
         job = workloads.get(ref)
         if job is None or not resizable(job):
-            out.append(f"resize of {ref}: not a running elastic Job")
+            out.append(f"resize of {ref}: not a running elastic workload")
             continue
-        if ref in seen or ref in touched:
+        if resize.pod_set not in resizable_pod_sets(job):
+            out.append(f"resize of {ref}: pod set {resize.pod_set} is not one it may resize "
+                       f"({', '.join(resizable_pod_sets(job))})")
+            continue
+        if (ref, resize.pod_set) in seen or ref in touched:
             out.append(f"resize of {ref}: the plan changes it twice")
-        seen.add(ref)
-        pod_set, running = job.pod_sets[0], job.assignment[0]
-        floor, most = floor_of(pod_set), pod_set.count
-        if resize.pod_set != running.name or resize.from_count != running.count:
+        seen.add((ref, resize.pod_set))
+        (pod_set,) = [ps for ps in job.pod_sets if ps.name == resize.pod_set]
+        (running,) = [a for a in job.assignment if a.name == resize.pod_set]
+        floor, most = min(floor_of(pod_set), running.count), pod_set.count
+        if resize.from_count != running.count:
             out.append(f"resize of {ref}: from {resize.pod_set}={resize.from_count}, "
                        f"but it runs {running.name}={running.count}")
         per_node = running.pods_per_node()
@@ -216,9 +264,9 @@ def verify(snapshot: Snapshot, plan: Plan) -> list[str]:
         if to != resize.to_count:
             out.append(f"resize of {ref}: to {resize.to_count}, but its release and slice make {to}")
         if to < floor:
-            out.append(f"resize of {ref}: {to} pods is below its minimum parallelism {floor}")
+            out.append(f"resize of {ref}: {to} pods of {resize.pod_set} is below its minimum {floor}")
         if to > most:
-            out.append(f"resize of {ref}: {to} pods is more than its most {most}")
+            out.append(f"resize of {ref}: {to} pods of {resize.pod_set} is more than its most {most}")
         if resize.slice is not None:
             if resize.slice.name != running.name or grown <= 0:
                 out.append(f"resize of {ref}: its slice is not of pod set {running.name}")

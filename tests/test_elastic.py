@@ -116,7 +116,7 @@ def test_verifier_refuses_a_shrink_below_the_floor():
     snap = _job_snap()
     ref = snap.workloads[0].ref
     bad = Resize(ref, "cq", "main", 4, 1, release=(("n1", 3),), reason="Preempted")
-    assert any("below its minimum parallelism 2" in v for v in _check(snap, bad))
+    assert any("below its minimum 2" in v for v in _check(snap, bad))
 
 
 def test_verifier_refuses_a_growth_in_other_flavors():

@@ -60,11 +60,14 @@ from planner.cluster import podgroups
 from planner.cluster import pods as pod_writes
 from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_of
 from planner.kinds import SCHEDULING_FIELDS
+from planner.kinds import ray as ray_kind
 from planner.kinds.job import JOB_NAME_LABELS
 
 GATE = "stowplan.io/topology"
-# A pod held back for admission: Stowplan's gate, or Kueue's (an LWS's pods made before their group was admitted)
-HOLD_GATES = (GATE, "kueue.x-k8s.io/admission")
+# A pod held back for admission: Stowplan's gate, or Kueue's (an LWS's pods made before their group was
+# admitted; an elastic workload's pods, gated by Kueue's webhook until their slice is admitted:
+# workloadslicing.StartWorkloadSlicePods lifts that gate as apply lifts its own)
+HOLD_GATES = (GATE, "kueue.x-k8s.io/admission", "kueue.x-k8s.io/elastic-job")
 ASSIGNMENT = "stowplan.io/assignment"
 ADMITTED_AT = "stowplan.io/admitted-at"
 EVICTED_AT = "stowplan.io/evicted-at"
@@ -268,13 +271,14 @@ class Applier:
         started_moves = self._each(self.start_move, plan.migrations)   # 2b. moves: suspended, new place held
         pending_moves.update({m.workload: Admission(m.workload, m.cluster_queue, m.to)
                               for m, ok in zip(plan.migrations, started_moves) if ok})
-        shrinks = [r for r in plan.resizes if r.release]
-        grows = [r for r in plan.resizes if not r.release]
+        resizes = resize_groups(plan.resizes)                 # one write per object (a Ray cluster's groups)
+        shrinks = [g for g in resizes if any(r.release for r in g)]
+        grows = [g for g in resizes if not any(r.release for r in g)]
         resized = self._each(self.resize, shrinks)            # 2c. elastic Jobs give pods back
         done = self._each(self.admit, plan.admissions)        # 3. claim it
         admitted = {a.workload for a, ok in zip(plan.admissions, done) if ok}
         resized += self._each(self.resize, grows)             # 3c. ... and grow by a slice
-        admitted |= {r.workload for r, ok in zip(shrinks + grows, resized) if ok}
+        admitted |= {g[0].workload for g, ok in zip(shrinks + grows, resized) if ok}
         if pending_moves and not self.kube.dry_run:           # 3b. moved, once their old pods are gone
             admitted |= self.finish_moves(pending_moves, release_wait)
         t_writes = time.monotonic()
@@ -390,11 +394,12 @@ class Applier:
             elif self._changed(ref, obj):
                 return False
             original = _original_scheduling(adapter, obj, self.lookup)
-            resizable = ref.kind == "Job" and annotations.get(ELASTIC_JOB) == "true"
+            resizable = elastic_object(adapter, obj)
+            # a RayJob's submitter is never resized and has no gate: its node affinity pins it
             specs = {pod_set.name: admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors,
-                                                          pin=not resizable)
+                                                          pin=not resizable or pod_set.name == ray_kind.SUBMITTER)
                      for pod_set in admission.pod_sets}
-            if resizable:
+            if resizable and ref.kind == "Job":
                 set_parallelism(obj, annotations, sum(ps.count for ps in admission.pod_sets))
             if self.pod_groups is not None and ref.kind == "Job" and attempt == 0:
                 # the gang exists before any pod of the Job does
@@ -465,7 +470,17 @@ class Applier:
         self.report.evicted.append(ref)
         self.event(updated, eviction.reason, f"Evicted by Stowplan: {why} (cost {eviction.cost:g})")
 
-    def resize(self, resize: Resize) -> bool:
+    def resize(self, resizes: Sequence[Resize]) -> bool:
+        """The resizes of one elastic workload (one per pod set), written as its kind is resized."""
+        ref = resizes[0].workload
+        if ref.kind in (ray_kind.RayClusterAdapter.kind, ray_kind.RayJobAdapter.kind):
+            return self.resize_ray(resizes)
+        if ref.kind != "Job" or len(resizes) != 1:
+            self.report.conflicts.append((ref, f"resizing a {ref.kind} is not supported"))
+            return False
+        return self.resize_job(resizes[0])
+
+    def resize_job(self, resize: Resize) -> bool:
         """An elastic Job grown or shrunk in place, as Kueue's workload slices do: the pods the
         plan releases are deleted first (the Job controller, told a lower parallelism, would
         pick its own), then ONE write sets spec.parallelism and the new assignment (the
@@ -476,9 +491,6 @@ class Applier:
         controller makes gated replacements, which the next cycle places where the old
         assignment says (it plans from what it reads)."""
         ref = resize.workload
-        if ref.kind != "Job":
-            self.report.conflicts.append((ref, f"resizing a {ref.kind} is not supported"))
-            return False
         for attempt in range(ATTEMPTS):
             obj = self._read(ref)
             if obj is None:
@@ -519,34 +531,142 @@ class Applier:
         return True
 
     def _release_pods(self, ref: ObjectRef, obj: Mapping[str, Any], resize: Resize) -> None:
-        """Delete the pods a shrink releases: on each named node, as many as it names, those
-        not Ready first, then the newest (they have done the least)."""
+        """Delete the pods a shrink releases (`pods_to_release`)."""
         uid = (obj.get("metadata") or {}).get("uid")
-        by_node: dict[str, list[dict[str, Any]]] = {}
+        pods = []
         for pod in self.kube.list(path_of("v1", "pods", ref.namespace), label_selector=f"{JOB_NAME_LABELS[0]}={ref.name}"):
-            meta = pod.get("metadata") or {}
-            owners = meta.get("ownerReferences") or ()
-            if uid and not any(o.get("uid") == uid for o in owners if isinstance(o, dict)):
+            owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
+            if not uid or any(o.get("uid") == uid for o in owners if isinstance(o, dict)):
+                pods.append(pod)
+        for released in pods_to_release(pods, resize.release):
+            meta = released["metadata"]
+            try:
+                self.kube.write("DELETE", path_of("v1", "pods", ref.namespace, str(meta["name"])),
+                                {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.get("uid")}})
+            except ApiStatus as err:
+                if err.status not in (404, 409):
+                    raise
+
+    def resize_ray(self, resizes: Sequence[Resize]) -> bool:
+        """An elastic RayCluster or RayJob resized as Ray's autoscaler resizes a cluster under
+        Kueue's workload slices: ONE write of the RayCluster sets each resized worker group's
+        `replicas` and, for a shrink, names the released pods in its
+        `scaleStrategy.workersToDelete` (KubeRay deletes those; with autoscaling it never picks
+        pods itself). A RayCluster's new assignment is in that same write. A RayJob's cluster is
+        the one KubeRay made for it (`status.rayClusterName`, owned by it): that cluster is
+        written first, then the RayJob's assignment. A crash between the two leaves the RayJob
+        at its old assignment: after a shrink it holds more than it runs (never double-booked),
+        after a growth the new pods wait behind the gate; the next cycle plans from the old
+        assignment and its cluster, already resized, is not written twice. New pods come gated
+        from the templates and are given the slice's nodes as they appear (step 4)."""
+        ref = resizes[0].workload
+        counts = {r.pod_set: (r.from_count, r.to_count) for r in resizes}
+        for attempt in range(ATTEMPTS):
+            last = attempt == ATTEMPTS - 1
+            obj = self._read(ref)
+            if obj is None:
+                return False
+            annotations = _annotations(obj)
+            if is_suspended(obj) or annotations.get(ELASTIC_JOB) != "true":
+                self.report.conflicts.append((ref, "it is not a running elastic workload"))
+                return False
+            try:
+                running = {ps.name: ps for ps in parse_pod_sets(json.loads(annotations.get(ASSIGNMENT) or "[]"))}
+            except (ValueError, KeyError, TypeError, RecursionError):
+                self.report.conflicts.append((ref, "its assignment is unreadable"))
+                return False
+            missing = sorted(set(counts) - set(running))
+            if missing:
+                self.report.conflicts.append((ref, f"its assignment has no pod set {', '.join(missing)}"))
+                return False
+            if all(running[name].count == new != old for name, (old, new) in counts.items()):
+                self.report.unchanged.append(ref)     # resized already (a second apply of the plan)
+                self.assignments[ref] = list(running.values())
+                return True
+            stale = [f"{running[n].count} pods of {n}, not {old}" for n, (old, _) in sorted(counts.items())
+                     if running[n].count != old]
+            if stale:
+                self.report.conflicts.append((ref, f"it runs {', '.join(stale)}"))
+                return False
+            if self._changed(ref, obj):
+                return False
+            wanted = dict(running)
+            for resize in resizes:
+                wanted[resize.pod_set] = elastic.grown_assignment(running[resize.pod_set], resize)
+            cluster = obj if ref.kind == ray_kind.RayClusterAdapter.kind else self._cluster_of(ref, obj)
+            if cluster is None:
+                return False
+            refused = ray_kind.resize_refusal(cluster, counts)
+            if refused:
+                self.report.conflicts.append((ref, refused))
+                return False
+            groups = ray_kind.worker_groups(cluster)
+            # at its new size already (a RayJob's cluster written before a crash or a conflict): its
+            # pods were named once, never twice
+            done = all(ray_kind.group_replicas(groups[n]) == new for n, (_, new) in counts.items())
+            if not done:
+                ray_kind.write_resize(cluster, {n: new for n, (_, new) in counts.items()},
+                                      self._workers_to_delete(cluster, resizes))
+            annotations[ASSIGNMENT] = assignment_json(wanted[n] for n in sorted(wanted))
+            if cluster is not obj and not done and not self._write_cluster(ref, cluster, last):
                 continue
-            if (pod.get("status") or {}).get("phase") in DONE or meta.get("deletionTimestamp"):
+            updated = self._update(ref, obj, last=last)
+            if updated is not None:
+                break
+        else:
+            return False
+        self.report.resized.append(ref)
+        self.assignments[ref] = list(wanted.values())
+        changes = ", ".join(f"{r.pod_set} {r.from_count} -> {r.to_count}" for r in resizes)
+        released = ", ".join(f"{n} on {node}" for r in resizes for node, n in r.release)
+        for_ = sorted({str(w) for r in resizes for w in r.for_})
+        self.event(updated, "Resized", f"Resized by Stowplan: {changes} pods"
+                                       + (f", releasing {released} for {', '.join(for_)}" if released else " by a new slice"))
+        return True
+
+    def _cluster_of(self, ref: ObjectRef, rayjob: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The RayCluster KubeRay made for a RayJob (`status.rayClusterName`, owned by it), else
+        None with the conflict reported."""
+        name = (rayjob.get("status") or {}).get("rayClusterName")
+        if not isinstance(name, str) or not name:
+            self.report.conflicts.append((ref, "its RayCluster is not made yet (no status.rayClusterName)"))
+            return None
+        cluster: dict[str, Any] | None = self.kube.get_or_none(
+            workload_path(ObjectRef(ray_kind.RayClusterAdapter.kind, ref.namespace, name)))
+        uid = (rayjob.get("metadata") or {}).get("uid")
+        owners = ((cluster or {}).get("metadata") or {}).get("ownerReferences") or ()
+        if cluster is None or not any(isinstance(o, dict) and o.get("uid") == uid for o in owners):
+            self.report.conflicts.append((ref, f"its RayCluster {name} is gone or not its own"))
+            return None
+        return cluster
+
+    def _write_cluster(self, ref: ObjectRef, cluster: dict[str, Any], last: bool) -> bool:
+        """PUT a RayJob's RayCluster as read and edited (a conflict: False, reported on the last try)."""
+        name = str((cluster.get("metadata") or {}).get("name"))
+        try:
+            self.kube.write("PUT", workload_path(ObjectRef(ray_kind.RayClusterAdapter.kind, ref.namespace, name)),
+                            cluster)
+            return True
+        except ApiStatus as err:
+            if err.status in (404, 409):
+                if last or err.status == 404:
+                    self.report.conflicts.append((ref, f"its RayCluster {name}: {err.detail}"))
+                return False
+            raise
+
+    def _workers_to_delete(self, cluster: Mapping[str, Any], resizes: Sequence[Resize]) -> dict[str, list[str]]:
+        """Pod set -> the names of the worker pods a shrink releases (`pods_to_release`), of the cluster's group."""
+        meta = cluster.get("metadata") or {}
+        groups = ray_kind.worker_groups(cluster)
+        out: dict[str, list[str]] = {}
+        for resize in resizes:
+            if not resize.release:
                 continue
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node:
-                by_node.setdefault(str(node), []).append(pod)
-        for node, count in resize.release:
-            here = sorted(by_node.get(node, ()), key=lambda p: str(p["metadata"].get("name")))
-            # not Ready first; among the Ready, the newest
-            pods = [p for p in here if not _ready(p)] + sorted(
-                (p for p in here if _ready(p)), key=lambda p: str(p["metadata"].get("creationTimestamp") or ""),
-                reverse=True)
-            for pod in pods[:count]:
-                meta = pod["metadata"]
-                try:
-                    self.kube.write("DELETE", path_of("v1", "pods", ref.namespace, str(meta["name"])),
-                                    {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": meta.get("uid")}})
-                except ApiStatus as err:
-                    if err.status not in (404, 409):
-                        raise
+            selector = (f"{ray_kind.CLUSTER_LABEL}={meta.get('name')},"
+                        f"{ray_kind.GROUP_LABEL}={groups[resize.pod_set]['groupName']}")
+            pods = self.kube.list(path_of("v1", "pods", str(meta.get("namespace"))), label_selector=selector)
+            out[resize.pod_set] = [str(p["metadata"]["name"]) for p in pods_to_release(pods, resize.release)]
+        return out
 
     def start_move(self, migration: Migration) -> bool:
         """2b: suspend the Job and hold its new place (`migrating-to`) in one write."""
@@ -812,6 +932,43 @@ class Applier:
             raise
         self.report.released += 1
         return True
+
+
+def resize_groups(resizes: Iterable[Resize]) -> list[tuple[Resize, ...]]:
+    """The plan's resizes, one group per workload (its pod sets'), in the plan's order."""
+    out: dict[ObjectRef, list[Resize]] = {}
+    for resize in resizes:
+        out.setdefault(resize.workload, []).append(resize)
+    return [tuple(group) for group in out.values()]
+
+
+def elastic_object(adapter: kinds.Adapter, obj: Mapping[str, Any]) -> bool:
+    """Marked elastic, of a kind (and shape) the reader resizes (planner.kinds: `elastic_refusal`)."""
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    spec = obj.get("spec")
+    return notes.get(ELASTIC_JOB) == "true" and adapter.elastic_refusal(spec if isinstance(spec, dict) else {}) is None
+
+
+def pods_to_release(pods: Iterable[Mapping[str, Any]], release: Sequence[tuple[str, int]]) -> list[Mapping[str, Any]]:
+    """The pods a shrink gives back: on each node `release` names, as many as it names, of
+    those still running there; those not Ready first, then the newest (they have done the least)."""
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if (pod.get("status") or {}).get("phase") in DONE or meta.get("deletionTimestamp"):
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            by_node.setdefault(str(node), []).append(pod)
+    out: list[Mapping[str, Any]] = []
+    for node, count in release:
+        here = sorted(by_node.get(node, ()), key=lambda p: str(p["metadata"].get("name")))
+        # not Ready first; among the Ready, the newest
+        ranked = [p for p in here if not _ready(p)] + sorted(
+            (p for p in here if _ready(p)), key=lambda p: str(p["metadata"].get("creationTimestamp") or ""),
+            reverse=True)
+        out.extend(ranked[:count])
+    return out
 
 
 def set_parallelism(obj: dict[str, Any], annotations: dict[str, str], count: int) -> None:

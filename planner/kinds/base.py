@@ -102,6 +102,14 @@ class Adapter:
                 return pod_spec["priorityClassName"], f"{source.field}.spec.priorityClassName"
         return None, ""
 
+    def elastic_refusal(self, spec: Mapping[str, Any]) -> str | None:
+        """Why an object of this kind marked elastic (`kueue.x-k8s.io/elastic-job: "true"`) is
+        not resized while it runs; None when it is. Kueue v0.17 opens workload slices to
+        batch/v1 Jobs and Ray clusters only (pkg/controller/jobs/{job,raycluster,rayjob}:
+        their webhooks gate the templates or allow autoscaling for an elastic object)."""
+        return (f"Kueue v0.17 resizes running batch/v1 Jobs, RayClusters and RayJobs through workload "
+                f"slices, not a {self.kind}: it is planned as not elastic, at its declared size")
+
     def completions(self, spec: Mapping[str, Any]) -> int | None:
         """How many pods must succeed in all, where the kind says (a Job's spec.completions)."""
         return None

@@ -51,6 +51,9 @@ class JobAdapter(Adapter):
         return (pod_spec.get("priorityClassName") if type(pod_spec) is dict else None,
                 "spec.template.spec.priorityClassName")
 
+    def elastic_refusal(self, spec: Mapping[str, Any]) -> str | None:
+        return None
+
     def completions(self, spec: Mapping[str, Any]) -> int | None:
         completions = spec.get("completions")
         return completions if type(completions) is int else None

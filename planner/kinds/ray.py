@@ -11,11 +11,21 @@ counting `replicas` (1 when absent) times `numOfHosts` (when above 1). A RayJob
 `replicas` and has no partial admission for Ray. `enableInTreeAutoscaling: true` is
 refused by Kueue's webhook unless workload slicing is on for the object (annotation
 `kueue.x-k8s.io/elastic-job: "true"` with the alpha gate ElasticJobsViaWorkloadSlices,
-off by default in v0.17); with that annotation it is planned at `replicas`, as Kueue
-sizes a slice. Kueue's webhook also refuses: more than 7 worker groups, a group named
-`head`, a RayJob that keeps its cluster (`shutdownAfterJobFinishes: false`) or names
-an existing one (`clusterSelector`) beside its own `rayClusterSpec`. A RayJob with
-only a `clusterSelector` runs on someone else's cluster: Kueue skips it (None here).
+off by default in v0.17). Kueue's webhook also refuses: more than 7 worker groups, a
+group named `head`, a RayJob that keeps its cluster (`shutdownAfterJobFinishes: false`)
+or names an existing one (`clusterSelector`) beside its own `rayClusterSpec`. A RayJob
+with only a `clusterSelector` runs on someone else's cluster: Kueue skips it (None here).
+
+Elastic (workload slices, Kueue v0.17): a RayCluster with the annotation, and a RayJob
+with the annotation and `spec.rayClusterSpec.enableInTreeAutoscaling: true` (Kueue
+follows a RayJob's worker counts from its RayCluster only then: raycluster.UpdatePodSets).
+Pending, it is admitted at `replicas`, as Kueue sizes its first slice. Running (its
+`spec.suspend` false), each worker group of one host per replica is resizable: its pod
+set counts its most, `maxReplicas` (KubeRay's default 2147483647 means none was set: no
+growth above `replicas`), with its floor, `minReplicas` (at least 1), as min_count; what
+it runs now is its admission's count (planner.elastic).
+A group of `numOfHosts` > 1 keeps its size: its pods come in multi-host replicas, and a
+slice here is of single pods. The head and the submitter never change.
 
 Pods point back by KubeRay's label `ray.io/cluster` (a RayJob's cluster is named
 `RAYJOB-xxxxx`, five random characters), `ray.io/node-type` (`head`) and `ray.io/group`;
@@ -42,6 +52,7 @@ SUBMITTER = "submitter"
 MAX_WORKER_GROUPS = 7          # Kueue: 8 pod sets at most, the head among them
 K8S_JOB_MODE = "K8sJobMode"    # KubeRay's default submissionMode
 ELASTIC = "kueue.x-k8s.io/elastic-job"
+UNSET_MAX_REPLICAS = 2**31 - 1   # KubeRay's default maxReplicas (the CRD's): no most given
 STOWPLAN_GATE = "stowplan.io/topology"   # planner.cluster.apply.GATE (a layer above)
 
 # KubeRay's default submitter pod, as Kueue's rayjob.getSubmitterTemplate copies it
@@ -56,16 +67,21 @@ DEFAULT_SUBMITTER: dict[str, Any] = {
 
 
 class Entry(NamedTuple):
-    """One pod set to build: its name, pod count, pod template and the template's field path."""
+    """One pod set to build: its name, pod count, pod template and the template's field path;
+    `floor` for a worker group an elastic running cluster may resize (its count is then its most)."""
 
     name: str
     size: int
     template: dict[str, Any]
     field: str
+    floor: int | None = None
 
 
-def cluster_entries(spec: dict[str, Any], field: str, elastic: bool) -> list[Entry]:
-    """Pod sets of a RayClusterSpec at `field` ("spec" or "spec.rayClusterSpec"), in Kueue's order."""
+def cluster_entries(spec: dict[str, Any], field: str, elastic: bool, running: bool = False) -> list[Entry]:
+    """Pod sets of a RayClusterSpec at `field` ("spec" or "spec.rayClusterSpec"), in Kueue's order.
+
+    `elastic` (workload slicing on for the object) and `running`: resizable worker groups
+    count their most, with their floor."""
     if boolean(spec.get("enableInTreeAutoscaling"), f"{field}.enableInTreeAutoscaling") and not elastic:
         raise Bad(f"{field}.enableInTreeAutoscaling",
                   "Kueue refuses autoscaling for a queued Ray cluster unless workload slicing is on for it "
@@ -92,13 +108,47 @@ def cluster_entries(spec: dict[str, Any], field: str, elastic: bool) -> list[Ent
         replicas = integer(group.get("replicas"), f"{where}.replicas", default=1, minimum=0)
         hosts = integer(group.get("numOfHosts"), f"{where}.numOfHosts", default=1, minimum=0)
         count = replicas * hosts if hosts > 1 else replicas
-        out.append(Entry(name, count, mapping(group.get("template"), f"{where}.template"), f"{where}.template"))
+        template = mapping(group.get("template"), f"{where}.template")
+        bounds = resize_bounds(group, where, replicas) if elastic and running and hosts <= 1 and replicas else None
+        if bounds is not None:
+            out.append(Entry(name, bounds[1], template, f"{where}.template", bounds[0]))
+        else:
+            out.append(Entry(name, count, template, f"{where}.template"))
     return out
+
+
+def resize_bounds(group: dict[str, Any], where: str, replicas: int) -> tuple[int, int] | None:
+    """(floor, most) of a running elastic worker group at `replicas`, None when it cannot change.
+
+    The floor is `minReplicas`, at least 1 (a group at 0 has no pods to plan from; a group
+    running below its floor only grows, planner.elastic); the most is `maxReplicas` when
+    one was set, at least `replicas`. (A RayJob's `replicas` is the one it was admitted
+    at: KubeRay resizes its RayCluster, not its spec.)"""
+    low = integer(group.get("minReplicas"), f"{where}.minReplicas", default=0, minimum=0)
+    high = integer(group.get("maxReplicas"), f"{where}.maxReplicas", default=UNSET_MAX_REPLICAS, minimum=0)
+    assert low is not None and high is not None   # defaulted
+    if low > high:
+        raise Bad(f"{where}.minReplicas", f"{low} is more than maxReplicas {high}")
+    floor = max(1, low)
+    most = replicas if high >= UNSET_MAX_REPLICAS else max(high, replicas)
+    return (floor, most) if floor < most else None
+
+
+def running(spec: Mapping[str, Any]) -> bool:
+    """Unsuspended (an absent `suspend` reads as suspended: Kueue's webhook sets it at creation)."""
+    return spec.get("suspend") is False
 
 
 def ray_cluster_entries(spec: dict[str, Any], annotations: dict[str, str]) -> list[Entry]:
     """A RayCluster's pod sets (worker groups of 0 pods dropped: they ask for nothing)."""
-    return [e for e in cluster_entries(spec, "spec", annotations.get(ELASTIC) == "true") if e.size > 0]
+    return [e for e in cluster_entries(spec, "spec", annotations.get(ELASTIC) == "true", running(spec))
+            if e.size > 0]
+
+
+def rayjob_autoscales(spec: Mapping[str, Any]) -> bool:
+    """`spec.rayClusterSpec.enableInTreeAutoscaling: true`: Kueue follows its RayCluster's counts only then."""
+    cluster = spec.get("rayClusterSpec")
+    return isinstance(cluster, dict) and cluster.get("enableInTreeAutoscaling") is True
 
 
 def ray_job_entries(spec: dict[str, Any], annotations: dict[str, str]) -> list[Entry] | None:
@@ -116,7 +166,8 @@ def ray_job_entries(spec: dict[str, Any], annotations: dict[str, str]) -> list[E
         raise Bad("spec.shutdownAfterJobFinishes", "must be true for a queued RayJob: Kueue refuses a job that keeps "
                                                    "its cluster (and its quota) after it finishes")
     entries = cluster_entries(mapping(cluster, "spec.rayClusterSpec"), "spec.rayClusterSpec",
-                              annotations.get(ELASTIC) == "true")
+                              annotations.get(ELASTIC) == "true",
+                              running(spec) and annotations.get(ELASTIC) == "true" and rayjob_autoscales(spec))
     mode = string(spec.get("submissionMode"), "spec.submissionMode") or K8S_JOB_MODE
     if mode == K8S_JOB_MODE:
         if spec.get("submitterPodTemplate") is not None:
@@ -155,7 +206,7 @@ SUFFIX = 6   # KubeRay names a RayJob's cluster NAME-xxxxx (utils.GenerateRayClu
 
 
 def _sources(entries: list[Entry] | None) -> list[PodSetSource]:
-    return [PodSetSource(e.name, e.size, e.template, e.field) for e in entries or ()]
+    return [PodSetSource(e.name, e.size, e.template, e.field, e.floor) for e in entries or ()]
 
 
 def _templates(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -188,6 +239,9 @@ class RayClusterAdapter(Adapter):
     def is_child(self, metadata: Mapping[str, Any]) -> bool:
         return owned_by(metadata, ("RayJob",))
 
+    def elastic_refusal(self, spec: Mapping[str, Any]) -> str | None:
+        return None   # its worker groups' replicas, changed while it runs, make Kueue's slices
+
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:
         entries: list[Entry] = attempt(ray_cluster_entries, spec, annotations, default=[])
@@ -214,6 +268,13 @@ class RayJobAdapter(Adapter):
         spec = obj.get("spec")
         return (isinstance(spec, dict) and isinstance(spec.get("clusterSelector"), dict)
                 and bool(spec["clusterSelector"]) and spec.get("rayClusterSpec") is None)
+
+    def elastic_refusal(self, spec: Mapping[str, Any]) -> str | None:
+        if rayjob_autoscales(spec):
+            return None
+        return ("Kueue v0.17 follows a RayJob's worker counts (from the RayCluster it runs on) only with "
+                "spec.rayClusterSpec.enableInTreeAutoscaling: true: without it the RayJob is planned as not "
+                "elastic, at its declared size")
 
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:
@@ -244,3 +305,54 @@ class RayJobAdapter(Adapter):
             if gates:
                 wanted[SUBMITTER]["schedulingGates"] = gates
         return super().write_admission(obj, wanted)
+
+
+# ---------------------------------------------------------------- resizing (elastic, planner.elastic)
+
+def worker_groups(cluster: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Pod set name (the groupName lowercased) -> its worker group, in a RayCluster object (the same dicts)."""
+    spec = cluster.get("spec")
+    groups = spec.get("workerGroupSpecs") if isinstance(spec, dict) else None
+    return {g["groupName"].lower(): g for g in groups or () if isinstance(g, dict) and isinstance(g.get("groupName"), str)}
+
+
+def group_replicas(group: Mapping[str, Any]) -> int:
+    """A worker group's `replicas` as Kueue counts it (absent: 1)."""
+    replicas = group.get("replicas", 1)
+    return replicas if type(replicas) is int else -1
+
+
+def resize_refusal(cluster: Mapping[str, Any], counts: Mapping[str, tuple[int, int]]) -> str | None:
+    """Why the worker groups of `cluster` cannot go from `from` to `to` pods (pod set -> (from, to)):
+    a group it lacks, of several hosts a replica, or at a size that is neither (changed by
+    someone else since the plan was made). None: it can."""
+    name = (cluster.get("metadata") or {}).get("name")
+    groups = worker_groups(cluster)
+    for pod_set, (old, new) in sorted(counts.items()):
+        group = groups.get(pod_set)
+        if group is None:
+            return f"RayCluster {name} has no worker group {pod_set}"
+        hosts = group.get("numOfHosts", 1)
+        if type(hosts) is int and hosts > 1:
+            return f"worker group {pod_set} of RayCluster {name} has numOfHosts {hosts}: its replicas are not single pods"
+        if group_replicas(group) not in (old, new):
+            return f"worker group {pod_set} of RayCluster {name} has {group.get('replicas')} replicas, not {old}"
+    return None
+
+
+def write_resize(cluster: dict[str, Any], counts: Mapping[str, int], delete: Mapping[str, list[str]]) -> None:
+    """Set each worker group's `replicas` (pod set -> pods) and name the pods KubeRay is to
+    delete in `scaleStrategy.workersToDelete` (pod set -> pod names, added to any named
+    before), in one RayCluster object: the write Ray's autoscaler makes. With autoscaling on,
+    KubeRay deletes only the pods named there when replicas drop (never a random one)."""
+    groups = worker_groups(cluster)
+    for pod_set, count in counts.items():
+        group = groups[pod_set]
+        group["replicas"] = count
+        names = delete.get(pod_set)
+        if names:
+            strategy = group.get("scaleStrategy")
+            if not isinstance(strategy, dict):
+                strategy = group["scaleStrategy"] = {}
+            named = [n for n in strategy.get("workersToDelete") or () if isinstance(n, str)]
+            strategy["workersToDelete"] = named + [n for n in names if n not in named]

@@ -853,9 +853,12 @@ class _Reader:
         if elastic is not None and elastic not in ("true", "false"):
             self.problem(item, f"metadata.annotations[{wl.ELASTIC_JOB}]",
                          f"must be \"true\" or \"false\", got {elastic!r}; read as false")
-        # Resized while running: batch/v1 Jobs only, as in Kueue (a RayCluster's elastic-job
-        # only lets it autoscale within its admitted size: planner.kinds.ray)
-        fields["elastic_job"] = elastic == "true" and adapter.kind == "Job"
+        # Resized while running where Kueue resizes it (batch/v1 Jobs, Ray clusters); any other
+        # kind says why not and is planned at its declared size
+        refusal = adapter.elastic_refusal(spec) if elastic == "true" else None
+        if refusal:
+            self.problem(item, f"metadata.annotations[{wl.ELASTIC_JOB}]", refusal)
+        fields["elastic_job"] = elastic == "true" and refusal is None
         # Kueue's webhook suspends a queued Job at creation, so a missing `suspend` reads as true
         suspend = self.attempt(item, adapter.read_suspended, item.obj, default=True, reasons=reasons)
         if suspend and wl.MIGRATING_TO in annotations:

@@ -538,6 +538,64 @@ def test_a_raycluster_and_a_queued_pod_cycle_as_the_service_account(installed, c
         env.cleanup()
 
 
+def test_the_planner_token_resizes_only_elastic_workloads(installed, control_plane, namespace, tmp_path):
+    """A resize writes an elastic Job's spec.parallelism and an elastic RayCluster's worker
+    replicas and scaleStrategy.workersToDelete (a RayJob's cluster carries the RayJob's
+    annotations, KubeRay copies them): the policy lets the token write those and only on an
+    object marked elastic; anything else in them stays refused."""
+    admin = installed
+    sa = Kube(connect(str(sa_kubeconfig(control_plane, admin, tmp_path))))
+    pod_spec = {"containers": [{"name": "w", "image": "registry.invalid/w:1"}]}
+
+    def raycluster(name, elastic):
+        notes = {"kueue.x-k8s.io/elastic-job": "true"} if elastic else {}
+        admin.request("POST", path_of("ray.io/v1", "rayclusters", namespace), body={
+            "apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": namespace, "annotations": notes},
+            "spec": {"suspend": True, "headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec}},
+                     "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "minReplicas": 1, "maxReplicas": 9,
+                                           "rayStartParams": {}, "template": {"spec": pod_spec}}]}})
+        return path_of("ray.io/v1", "rayclusters", namespace, name)
+
+    def put(path, change):
+        def write(n):
+            obj = admin.get(path)
+            change(obj, n)
+            sa.request("PUT", path, body=obj)
+        return write
+
+    def resize(obj, n):
+        group = obj["spec"]["workerGroupSpecs"][0]
+        group["replicas"] = 1 + n % 9
+        group["scaleStrategy"] = {"workersToDelete": [f"w-{n}"]}
+
+    fixed, scaled = raycluster("fixed", False), raycluster("scaled", True)
+    denied_by_policy(put(fixed, resize))          # first: the policy is in force
+    allowed(put(scaled, resize))
+    got = admin.get(scaled)["spec"]["workerGroupSpecs"][0]
+    assert got["scaleStrategy"]["workersToDelete"] and got["replicas"] >= 1
+    denied_by_policy(put(scaled, lambda obj, n: obj["spec"]["workerGroupSpecs"][0].update(maxReplicas=10 + n)))
+    denied_by_policy(put(scaled, lambda obj, n: obj["spec"]["workerGroupSpecs"][0]["template"]["spec"][
+        "containers"][0].update(image=f"registry.invalid/evil:{n}")))
+
+    job_path = path_of("batch/v1", "jobs", namespace, "elastic")
+    admin.request("POST", path_of("batch/v1", "jobs", namespace), body={
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "elastic", "namespace": namespace, "annotations": {"kueue.x-k8s.io/elastic-job": "true"}},
+        "spec": {"suspend": True, "parallelism": 4, "completions": 100, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "registry.invalid/a:1"}]}}}})
+
+    def put_job(change):
+        def write(n):
+            obj = admin.get(job_path)
+            change(obj, n)
+            sa.request("PUT", job_path, body=obj)
+        return write
+
+    allowed(put_job(lambda obj, n: obj["spec"].update(parallelism=1 + n % 50)))
+    denied_by_policy(put_job(lambda obj, n: obj["spec"].update(backoffLimit=10 + n)))
+
+
 # ---------------------------------------------------------------- ProvisioningRequests (issue 36)
 
 def test_a_provisioning_cycle_as_the_service_account(installed, control_plane, api_client, namespace, tmp_path):
