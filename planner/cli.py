@@ -289,7 +289,7 @@ class SizeType(click.ParamType[int]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
-        from planner.snapshot.quantity import QuantityError, parse_quantity
+        from planner.k8s.quantity import QuantityError, parse_quantity
 
         try:
             size = parse_quantity(str(value).strip(), "bytes")

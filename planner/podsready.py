@@ -11,7 +11,7 @@ again until someone reactivates it). With `blockAdmission`, nothing is admitted
 while an admitted workload is not Ready.
 
 Stowplan has no Workload object: the record lives on the Job or JobSet as
-`stowplan.io/*` annotations (planner.snapshot.workloads) that planner.cluster.apply
+`stowplan.io/*` annotations (planner.k8s.podsets) that planner.cluster.apply
 writes. A cycle sees the cluster only when it runs, so "when the pods were first
 seen Ready" and "first seen not Ready again" are the planning times of the cycles
 that saw them (`marks`). Every decision here uses the snapshot's planning time

@@ -17,7 +17,7 @@ from planner.cluster import apply
 from planner.cycle import plan_snapshot
 from planner.kinds import ray
 from planner.snapshot import build_snapshot
-from planner.snapshot.fields import Bad
+from planner.k8s.fields import Bad
 
 NS = "ml"
 GPU = "nvidia.com/gpu"

@@ -26,7 +26,7 @@ from planner.tools import generate as g
 from planner.cli import cli
 from planner.cycle import plan_snapshot
 from planner.snapshot import build_snapshot, read_snapshot
-from planner.snapshot.quantity import parse_quantity
+from planner.k8s.quantity import parse_quantity
 from planner.verify import verify
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -13,8 +13,8 @@ import pytest
 
 from planner.kinds import leaderworkerset as lws
 from planner.kinds import pods, ray
-from planner.snapshot.fields import Bad
-from planner.snapshot.workloads import build_pod_set
+from planner.k8s.fields import Bad
+from planner.k8s.podsets import build_pod_set
 
 
 def template(cpu: str, gpu: int = 0, annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from models import (
     WaitForPodsReadyConfig,
 )
 from planner.errors import InputError
-from planner.snapshot.fields import Bad
+from planner.k8s.fields import Bad
 from planner.snapshot.kueue_config import parse_duration, parse_weight
 from tests.test_snapshot import base, cluster_queue, kueue, read
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from models import Resources
-from planner.snapshot.fields import Bad
-from planner.snapshot.quantity import QuantityError, parse_quantity
-from planner.snapshot.requests import effective_request
+from planner.k8s.fields import Bad
+from planner.k8s.quantity import QuantityError, parse_quantity
+from planner.k8s.requests import effective_request
 
 GI = 2**30
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from models import Admission, Eviction, ObjectRef, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import ApiStatus, Kube, path_of
 from planner.kinds import leaderworkerset as lws
-from planner.snapshot.fields import Bad, is_decimal
+from planner.k8s.fields import Bad, is_decimal
 
 ATTEMPTS = 3
 KIND = lws.KIND

@@ -126,7 +126,7 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
 def section_from_dict(data: Mapping[str, Any]) -> ProvisioningSection:
     """The plan's `provisioning` section read back (planner.output.provisioning_to_dict's shape);
     KeyError, TypeError or ValueError when malformed."""
-    from planner.snapshot.quantity import QuantityError, parse_quantity
+    from planner.k8s.quantity import QuantityError, parse_quantity
 
     def amount(resource: str, value: object) -> int:
         try:

@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from models import ObjectRef
-from planner.snapshot.fields import Bad, boolean, mapping
+from planner.k8s.fields import Bad, boolean, mapping
 
 T = TypeVar("T")
 

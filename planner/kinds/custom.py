@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from models import CustomKind, CustomPodSet, ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
-from planner.snapshot.fields import Bad, shown, type_name
+from planner.k8s.fields import Bad, shown, type_name
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"     # Kueue's label naming a pod's pod set
 BUCKET = "custom:"                         # the snapshot reader's buckets of custom kinds: never a built-in's

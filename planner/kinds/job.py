@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
-from planner.snapshot import workloads as wl
-from planner.snapshot.fields import mapping
+from planner.k8s import podsets as wl
+from planner.k8s.fields import mapping
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 # Kinds whose child Jobs are theirs (the child is not a workload of its own)

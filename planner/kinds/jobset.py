@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
-from planner.snapshot import workloads as wl
+from planner.k8s import podsets as wl
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"

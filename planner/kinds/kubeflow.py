@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
-from planner.snapshot.fields import Bad, integer, mapping
+from planner.k8s.fields import Bad, integer, mapping
 
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 

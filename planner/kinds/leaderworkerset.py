@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
-from planner.snapshot.fields import Bad, integer, is_decimal, json_value, mapping
+from planner.k8s.fields import Bad, integer, is_decimal, json_value, mapping
 
 LEADER = "leader"
 WORKER = "worker"

@@ -29,8 +29,8 @@ from typing import Any, Mapping, NamedTuple
 from models import HOSTNAME_LABEL as HOSTNAME, ObjectRef, PodSet
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
-from planner.snapshot.fields import Bad, decimal, mapping, sequence
-from planner.snapshot.workloads import QUEUE_LABEL, build_pod_set
+from planner.k8s.fields import Bad, decimal, mapping, sequence
+from planner.k8s.podsets import QUEUE_LABEL, build_pod_set
 
 GATE = "kueue.x-k8s.io/admission"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"

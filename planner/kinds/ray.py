@@ -45,7 +45,7 @@ from typing import Any, Mapping, NamedTuple
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.job import owned_by
-from planner.snapshot.fields import Bad, boolean, integer, mapping, required, sequence, string, string_map
+from planner.k8s.fields import Bad, boolean, integer, mapping, required, sequence, string, string_map
 
 HEAD = "head"
 SUBMITTER = "submitter"

@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 from models import ObjectRef
 from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.jobset import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
-from planner.snapshot.fields import Bad, integer, mapping, required, sequence
+from planner.k8s.fields import Bad, integer, mapping, required, sequence
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"

@@ -12,23 +12,8 @@ This package is an edge: it may import yaml (and the Kubernetes client, for the 
 reader); the planner's core never imports it.
 """
 
-from typing import TYPE_CHECKING, Any
-
-from planner.snapshot.quantity import QuantityError, parse_quantity
-from planner.snapshot.requests import effective_request
-
-if TYPE_CHECKING:
-    from planner.snapshot.reader import build_snapshot, read_snapshot
-
-
-def __getattr__(name: str) -> Any:
-    # The reader is loaded on first use: it imports planner.kinds, whose adapters import
-    # this package's field helpers, so loading it here would be circular.
-    if name in ("build_snapshot", "read_snapshot"):
-        from planner.snapshot import reader
-
-        return getattr(reader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from planner.k8s.quantity import QuantityError, parse_quantity
+from planner.k8s.requests import effective_request
+from planner.snapshot.reader import build_snapshot, read_snapshot
 
 __all__ = ["read_snapshot", "build_snapshot", "parse_quantity", "QuantityError", "effective_request"]

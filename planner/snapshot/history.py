@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from planner.snapshot import loader
-from planner.snapshot.fields import Bad, timestamp
-from planner.snapshot.requests import effective_request_dict
+from planner.k8s.fields import Bad, timestamp
+from planner.k8s.requests import effective_request_dict
 from planner.snapshot.trace import ANNOTATIONS, API_VERSION, MIN_PARALLELISM, PRIORITY_LABEL, QUEUE_LABEL
 
 _TOPOLOGY_KEY = {annotation: key for key, annotation in ANNOTATIONS.items()}

@@ -13,12 +13,12 @@ from models import (
     HOSTNAME_LABEL, ClusterQueue, Cohort, FlavorQuotas, LocalQueue, PreemptionPolicy, Quota, ResourceFlavor,
     ResourceGroup, Topology,
 )
-from planner.snapshot.fields import (
+from planner.k8s.fields import (
     Bad, integer, mapping, required, sequence, string, string_map, taints, tolerations,
 )
 from planner.snapshot.kueue_config import parse_weight
 from planner.snapshot.provisioning import read_admission_checks
-from planner.snapshot.quantity import QuantityError, parse_quantity
+from planner.k8s.quantity import QuantityError, parse_quantity
 
 ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
 

@@ -25,8 +25,8 @@ from models import (
 from models.kueue_config import CREATION_TIMESTAMP, DEFAULT_STRATEGIES, EVICTION_TIMESTAMP, STRATEGY_LISTS
 from planner.errors import InputError
 from planner.snapshot import loader
-from planner.snapshot.fields import MAX_EXACT_INT, Bad, mapping, shown, type_name
-from planner.snapshot.quantity import QuantityError, quantity_fraction
+from planner.k8s.fields import MAX_EXACT_INT, Bad, mapping, shown, type_name
+from planner.k8s.quantity import QuantityError, quantity_fraction
 
 NAMESPACE = "kueue-system"
 NAME = "kueue-manager-config"

@@ -24,7 +24,7 @@ scalars are built as Kubernetes' YAML-to-JSON step builds them: a tag Python can
 build (`!!int abc`, an integer of 5,000 digits, `!!bool maybe`) is a YAML error at its
 line, a timestamp stays its text, a number or boolean key becomes its text, and tags
 with no JSON form (`!!binary`, `!!set`) are refused. Field types are then checked by
-planner.snapshot.fields, per object, so a bad field costs only its object. No schema
+planner.k8s.fields, per object, so a bad field costs only its object. No schema
 library sits on this path: pydantic or msgspec would validate whole documents at once,
 where Kueue's rule is that one bad object leaves the others planned; and YAML
 construction, not validation, is what a read costs (BENCHMARKS.md).

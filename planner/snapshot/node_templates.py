@@ -26,8 +26,8 @@ from models import Resources
 from models.capacity import NodeTemplate
 from planner.errors import InputError
 from planner.snapshot import loader
-from planner.snapshot.fields import Bad, integer, mapping, number, sequence, string, string_map, taints
-from planner.snapshot.quantity import QuantityError, parse_quantity
+from planner.k8s.fields import Bad, integer, mapping, number, sequence, string, string_map, taints
+from planner.k8s.quantity import QuantityError, parse_quantity
 
 MAX_HOSTS = 16_384        # nodes in one rack or block unit
 MAX_UNITS = 100_000       # units of one template (`max`)

@@ -18,7 +18,7 @@ from models.capacity import NodeTemplate
 from models.objects import ProvisioningPolicy
 from planner.errors import InputError
 from planner.snapshot import kueue_config, loader
-from planner.snapshot.fields import Bad, shown
+from planner.k8s.fields import Bad, shown
 
 KIND = "PlannerPolicy"
 API_VERSION = "stowplan.io/v1alpha1"

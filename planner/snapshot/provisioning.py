@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from models import ClusterQueue, ObjectRef, Workload, WorkloadState
 from models.provisioning import CONTROLLER_NAME, ProvisioningCheck, ProvisioningRequestState, newest_requests
-from planner.snapshot.fields import Bad, mapping, sequence, string
+from planner.k8s.fields import Bad, mapping, sequence, string
 
 # Stowplan's marks on what it makes (a request, its PodTemplates)
 MANAGED_LABEL = "stowplan.io/managed"

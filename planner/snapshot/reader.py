@@ -30,12 +30,13 @@ from planner.kinds import custom as custom_kinds
 from planner.kinds import leaderworkerset as lws_kind
 from planner.kinds import pods as pods_kind
 from planner.kinds.ray import Entry
-from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, provisioning, workloads as wl
-from planner.snapshot.fields import (
+from planner.k8s import podsets as wl
+from planner.snapshot import kueue, kueue_config, loader, policy as policy_mod, provisioning
+from planner.k8s.fields import (
     Bad, boolean, is_decimal, mapping, number, string, string_map, taints, timestamp,
 )
-from planner.snapshot.quantity import QuantityError, parse_quantity
-from planner.snapshot.requests import effective_request_dict, resources
+from planner.k8s.quantity import QuantityError, parse_quantity
+from planner.k8s.requests import effective_request_dict, resources
 
 T = TypeVar("T")
 

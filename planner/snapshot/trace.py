@@ -24,7 +24,7 @@ from models import ObjectRef, Snapshot
 from models.trace import Arrival, Trace
 from planner.errors import InputError
 from planner.snapshot import loader
-from planner.snapshot.quantity import QuantityError, parse_quantity
+from planner.k8s.quantity import QuantityError, parse_quantity
 
 API_VERSION = "stowplan.io/v1alpha1"
 KINDS = ("Job", "JobSet")

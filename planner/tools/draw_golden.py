@@ -17,7 +17,7 @@ import yaml
 from models import Admission, Eviction, ObjectRef, Plan, Snapshot, SolverReport
 from planner import picture
 from planner.snapshot import read_snapshot
-from planner.snapshot.workloads import parse_assignment
+from planner.k8s.podsets import parse_assignment
 
 
 def _ref(d: dict[str, Any]) -> ObjectRef:

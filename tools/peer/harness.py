@@ -49,8 +49,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from models import Decisions, ObjectRef, Snapshot, WorkloadState
 from planner.snapshot import loader, read_snapshot
-from planner.snapshot.fields import Bad
-from planner.snapshot.requests import effective_request_dict
+from planner.k8s.fields import Bad
+from planner.k8s.requests import effective_request_dict
 from tools.peer import objects as bodies
 from tools.peer.controlplane import rig
 from tools.peer.kueue import KueueError, KueueManager, binary, kueue_sections
@@ -214,7 +214,7 @@ def _api_message(err: Exception) -> str:
 
 def _units(resource: str, value: Any) -> int:
     """A quantity as the reader's integer units (the API server may respell it)."""
-    from planner.snapshot.quantity import parse_quantity
+    from planner.k8s.quantity import parse_quantity
 
     return parse_quantity(value, resource)
 

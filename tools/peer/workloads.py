@@ -26,7 +26,7 @@ from models import (
 )
 from planner.kinds import pods as pods_kind
 from planner.kueue.semantics import eviction_cost
-from planner.snapshot.workloads import QUEUE_LABEL
+from planner.k8s.podsets import QUEUE_LABEL
 
 HOSTNAME = "kubernetes.io/hostname"
 _PREEMPTOR_UID = re.compile(r"\(UID: ([^,)]+)")

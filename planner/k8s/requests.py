@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from models import Resources
-from planner.snapshot.fields import Bad, mapping, sequence
-from planner.snapshot.quantity import QuantityError, parse_quantity
+from planner.k8s.fields import Bad, mapping, sequence
+from planner.k8s.quantity import QuantityError, parse_quantity
 
 
 def container_request(container: object, field: str) -> dict[str, int]:

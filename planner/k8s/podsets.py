@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from models import HOSTNAME_LABEL, PodSet, PodSetAssignment, SliceLayer, TopologyRequest
-from planner.snapshot.fields import Bad, decimal, integer, json_value, mapping, required, sequence, string, string_map, tolerations
-from planner.snapshot.requests import effective_request_dict, resources
+from planner.k8s.fields import Bad, decimal, integer, json_value, mapping, required, sequence, string, string_map, tolerations
+from planner.k8s.requests import effective_request_dict, resources
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
