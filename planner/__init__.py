@@ -4,7 +4,7 @@
   kueue/      Kueue's rules and the cluster state every decider shares
   greedy      Kueue's cycle replayed: the baseline, the MIP start, the fallback
   milp/       formulate -> arrays -> solve -> decode: Snapshot -> Decisions
-  verify      the independent check of Decisions against their Snapshot (verify_stable: the stability rule)
+  verify/     the independent check of Decisions against their Snapshot, a module per rule, typed Violations
   explain, metrics   why a workload waits, the plan's numbers
   cycle       one planning cycle, in order (greedy -> MILP -> verify -> Plan); tiers, budget, gc_pause
   output      Plan -> yaml, json, a table

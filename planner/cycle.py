@@ -51,9 +51,7 @@ from planner import podsready
 from planner.greedy import greedy
 from planner import milp
 from planner.milp import Formulation, Found, candidates, formulate
-from planner.verify import verify
-from planner.verify_needed import unneeded
-from planner.verify_stable import unstable
+from planner.verify import Rule, Violation, check, messages, unneeded, unstable
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ class KueueWay:
     """Kueue's way on a snapshot, as the second core sends it back."""
 
     decisions: Decisions
-    violations: tuple[str, ...]        # the verifier's, on the snapshot greedy planned
+    violations: tuple[Violation, ...]  # the verifier's, on the snapshot greedy planned
     summary: dict[str, Any]            # REFERENCE section 5 metrics, readiness evictions included
     seconds: float
 
@@ -109,7 +107,7 @@ def kueue_way(snapshot: Snapshot, readiness: podsready.Readiness) -> KueueWay:
     """Greedy, its verification and its metrics (what the cycle needs of Kueue's way)."""
     watch = Stopwatch()    # reported only
     decisions = greedy(snapshot).decisions
-    violations = tuple(verify(snapshot, decisions))
+    violations = tuple(check(snapshot, decisions))
     seen, judged = snapshot, decisions
     if readiness.evictions:
         seen, judged = readiness.seen, with_evictions(decisions, readiness.evictions)
@@ -119,15 +117,22 @@ def kueue_way(snapshot: Snapshot, readiness: podsready.Readiness) -> KueueWay:
 def carry_on(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules | None) -> Decisions | None:
     """`decisions` carried on by Kueue's cycle (planner.continuation), if that verifies."""
     onward = continued(snapshot, decisions, rules)
-    return onward if onward is not None and not verify(snapshot, onward) else None
+    return onward if onward is not None and not check(snapshot, onward) else None
 
 
 def _unstable_refs(snapshot: Snapshot, decisions: Decisions) -> frozenset[ObjectRef]:
-    return frozenset(ref for ref, _ in unstable(snapshot, decisions))
+    """The waiting workloads the stability rule says Kueue's reclaim would admit."""
+    return subjects(unstable(snapshot, decisions), Rule.STABILITY)
 
 
 def _unneeded_refs(snapshot: Snapshot, decisions: Decisions) -> frozenset[ObjectRef]:
-    return frozenset(unneeded(snapshot, decisions))
+    """The victims the needed-eviction rule says nobody needed."""
+    return subjects(unneeded(snapshot, decisions), Rule.NEEDED)
+
+
+def subjects(found: list[Violation], rule: Rule) -> frozenset[ObjectRef]:
+    """The workloads `rule`'s violations are about (the records' subjects, not their sentences)."""
+    return frozenset(v.workload for v in found if v.rule is rule and v.workload is not None)
 
 
 class CycleJudge:
@@ -181,7 +186,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
             return nothing_new(snapshot, clock, readiness, "greedy",
                                f"Kueue's way did not finish within the time limit ({policy.time_limit_seconds:g} s)")
         if way.violations:
-            raise VerificationError(list(way.violations))
+            raise VerificationError(messages(list(way.violations)))
         return finished(snapshot, way.decisions, greedy_report(snapshot, way.decisions, clock), clock,
                         way=way, readiness=readiness)
     # 2. The model, once.
@@ -197,9 +202,9 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
     # 5. Verify and choose.
     why = found.message or ""
     if found.decisions is not None:
-        violations = verify(snapshot, found.decisions)
+        violations = check(snapshot, found.decisions)
         if violations:
-            why = f"MILP plan failed verification ({violations[0]})"
+            why = f"MILP plan failed verification ({violations[0].message})"
     choice = choose(snapshot, found, way, why)
     clock.lap("verify")
     notes = [note for note in (choice.note, way_note(way, policy.time_limit_seconds)) if note]
@@ -318,9 +323,9 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
     if readiness is not None and readiness.evictions:
         decisions = with_evictions(decisions, readiness.evictions)
         snapshot = readiness.seen
-        violations = verify(snapshot, decisions) if checked else []
+        violations = check(snapshot, decisions) if checked else []
         if violations:
-            raise VerificationError(violations)
+            raise VerificationError(messages(violations))
     plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
     if way is not None:
         plan = replace(plan, summary={**plan.summary, vs_kueue.KEY: vs_kueue.compare(plan.summary, way.summary)})

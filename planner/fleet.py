@@ -31,7 +31,7 @@ from models import (
 )
 from planner.fleet_quota import ManagerFlavors, ManagerQuota, dispatched_quota, manager_only
 from planner.greedy import greedy
-from planner.verify_fleet import verify_fleet
+from planner.verify import check_fleet, messages
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class Assignment:
     clusters: dict[str, list[Workload]]
     unsent: dict[ObjectRef, str]
     # What holds the manager's quota, with the manager's flavors: what the workers ran
-    # before, and every workload sent (planner.verify_fleet checks them)
+    # before, and every workload sent (planner.verify.fleet checks them)
     manager: ManagerFlavors = field(default_factory=dict)
 
 
@@ -319,12 +319,12 @@ def plan_fleet(fleet: Fleet, planner: Planner, solver: str = "milp") -> FleetPla
         bf = best_fit(fleet)
         candidates["best-fit+" + solver] = (bf, plan_assignment(fleet, bf, planner))
     merged = {name: merge(fleet, a, plans, f"fleet:{name}") for name, (a, plans) in candidates.items()}
-    problems = {name: verify_fleet(fleet_workers(fleet, a), fleet.manager, plan.admissions,
+    problems = {name: check_fleet(fleet_workers(fleet, a), fleet.manager, plan.admissions,
                                    [e.workload for e in plan.evictions], a.manager)
                 for name, plan in merged.items() for a in [candidates[name][0]]}
     good = [name for name in merged if not problems[name]]
     if not good:
-        raise VerificationError(problems["first-fit"])
+        raise VerificationError(messages(problems["first-fit"]))
     priorities = sorted({p for plan in merged.values() for p in served(plan.summary)}, reverse=True)
     ranked = {name: rank({**merged[name].summary, "_priorities": priorities}) for name in good}
     # the best in the objective's order; on a tie the later (smarter) candidate

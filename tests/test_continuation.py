@@ -11,7 +11,7 @@ from planner.continuation import after, continued, justified
 from planner.kueue.victims import PreemptionRules
 from planner.kueue.semantics import QuotaTree
 from planner.verify import verify
-from planner.verify_stable import stability_violations
+from planner.verify import stability_violations
 
 HOST = "kubernetes.io/hostname"
 QUOTA = {"default": {GPU: 8, "cpu": 64, "memory": "512Gi"}}

@@ -43,7 +43,7 @@ GREEDY_FAILS: dict[int, str] = {
 # Kueue decides each preemption in its own cycle; with BestEffortFIFO a lower-priority
 # job of the preemptor's queue can be admitted first (the preemptor was inadmissible
 # then) and a later eviction can free room the preemptor ends up using. The verifier
-# judges the end state (planner/verify_needed.py) and refuses these four of Kueue's
+# judges the end state (planner/verify/needed.py) and refuses these four of Kueue's
 # plans as evicting work nobody needed.
 _NEEDED = ("the needed-eviction rule refuses Kueue's sequence: {victim} evicted for {queue} work that, with every "
            "victim kept and the lower work of the preemptor's queue out, still fits")

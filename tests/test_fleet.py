@@ -1,4 +1,4 @@
-"""Planning across MultiKueue worker clusters (planner.fleet, planner.verify_fleet): the
+"""Planning across MultiKueue worker clusters (planner.fleet, planner.verify.fleet): the
 combined plan, the one-cluster-per-workload rule, the manager's quota, first-fit as Kueue's
 dispatcher does it, and `what-if --cluster` end to end on fixtures/fleet."""
 
@@ -23,7 +23,7 @@ from planner.cluster.planfile import load_plan, render_saved
 from planner.cycle import plan_snapshot
 from planner.snapshot import read_snapshot
 from planner.tools import fleet_gen
-from planner.verify_fleet import verify_fleet
+from planner.verify import verify_fleet
 
 FLEET = Path(__file__).resolve().parent.parent / "fixtures" / "fleet"
 GOLDEN = FLEET / "plan.golden.yaml"

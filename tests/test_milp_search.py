@@ -14,7 +14,7 @@ from builders import GPU, cohort, cq, flavor, job, lq, node, snapshot
 from models import Decisions
 from planner.cycle import plan_snapshot
 from planner.verify import verify
-from planner.verify_stable import stability_violations
+from planner.verify import stability_violations
 
 QUOTA = {"default": {GPU: 8, "cpu": 64, "memory": "512Gi"}}
 NONE = {"default": {GPU: 0, "cpu": 0, "memory": 0}}

@@ -6,7 +6,7 @@ The world: one node; ClusterQueues cq-a (the preemptor's) and cq-b in cohort
 (1 pod, 1 core; 9 pods when it must borrow) is admitted to cq-a; the victim v runs 10 pods of 1 core in the
 queue the case names, which makes cq-b borrowing (10 > 8); with `borrowing=False`
 it runs 4 pods, within nominal. Quota is ample, and the node holds the victim and
-all but one of the preemptor's pods: the eviction is needed (planner/verify_needed),
+all but one of the preemptor's pods: the eviction is needed (planner/verify/needed.py),
 so every violation reported is about preemption.
 """
 

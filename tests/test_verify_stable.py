@@ -1,4 +1,4 @@
-"""The verifier's stability rule (planner/verify_stable.py): nominal quota is a guarantee.
+"""The verifier's stability rule (planner/verify/stable.py): nominal quota is a guarantee.
 
 Hand-computed cases. Two ClusterQueues in cohort `c`, 8 GPUs of nominal quota each;
 `team-b` borrows from `team-a` by running 16 GPUs. A plan that leaves `team-a`'s work
@@ -10,7 +10,7 @@ import dataclasses
 from builders import GPU, NOW, ago, cohort, cq, flavor, job, lq, node, required, running_job, snapshot, topology
 from models import Admission, Decisions, Eviction, ObjectRef, PodSetAssignment
 from planner.verify import verify
-from planner.verify_stable import stability_violations
+from planner.verify import stability_violations
 
 RACK = "cloud.provider.com/topology-rack"
 HOST = "kubernetes.io/hostname"

@@ -8,7 +8,7 @@ its `fairSharing.weight`. Weight 0 while borrowing: an infinite share (always la
 `Shares` (with `DRS` and Kueue's `compare`) is that arithmetic, the one implementation:
 greedy's fair-sharing cycle (planner.kueue.fairsharing) asks it on the live state,
 `shares` on a usage table (the MILP, the plan's report, planner.tools.fairshare).
-The verifier (planner.verify_fair) keeps its own copy on purpose.
+The verifier (planner/verify/fair.py) keeps its own copy on purpose.
 
 `targets` is the allocation Stowplan aims at in one cycle: in every cohort, level by
 level, each child first gets what it wants up to its own subtree's nominal quota (the

@@ -5,7 +5,7 @@ Kueue lends a ClusterQueue's unused nominal quota to its cohort and takes it bac
 it. A plan that leaves such work waiting while borrowers its queue may reclaim run
 is one Kueue undoes within a cycle. These rows keep every such plan out of the
 model; the objective then ranks the plans that remain. The verifier checks the same
-rule on its own (planner/verify_stable.py), and every plan these rows allow passes it.
+rule on its own (planner/verify/stable.py), and every plan these rows allow passes it.
 
 For a waiting workload w of queue q (a pending class with members left out; a victim
 the plan evicts is requeued and left to the next cycle) whose queue reclaims (BestEffortFIFO,

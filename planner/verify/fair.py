@@ -15,7 +15,7 @@ divided by the node's weight; weight 0 while borrowing is above every other shar
 A list of both allows what either allows; a preemptor whose queue borrows nothing
 after the plan preempts regardless (Kueue v0.17's FairSharingPreemptWithinNominal,
 on by default). Every cross-queue eviction of the plan is checked against every
-preemptor it names in another queue. Like planner.verify, this
+preemptor it names in another queue. Like all of planner/verify, this
 module must not import the code that makes plans.
 """
 
@@ -27,7 +27,8 @@ from typing import Mapping, Sequence
 
 from models import Decisions, ObjectRef, PodSet, PodSetAssignment, Snapshot, Workload, WorkloadState
 from models.kueue_config import LESS_THAN_INITIAL_SHARE, LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
-from planner.verify import FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree
+from planner.verify.index import FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, node_problems
+from planner.verify.violation import Rule, Violation
 
 Key = tuple[str, str]
 
@@ -128,7 +129,7 @@ def compare(a: tuple[float, float], b: tuple[float, float]) -> int:
 
 
 def check_fair_preemption(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef, AdmittedEntry],
-                          evicted: set[ObjectRef], out: list[str]) -> None:
+                          evicted: set[ObjectRef], out: list[Violation]) -> None:
     snap: Snapshot = ix.snapshot
     config = snap.kueue_config.fair_sharing
     if not config.enabled or not decisions.evictions:
@@ -175,10 +176,11 @@ def check_fair_preemption(ix: SnapshotIndex, decisions: Decisions, admitted: Map
                        or (LESS_THAN_INITIAL_SHARE in config.preemption_strategies
                            and compare(share_p, last_q) < 0))
             if not allowed:
-                out.append(f"{eviction.workload} evicted for {ref} against fair sharing "
-                           f"({', '.join(config.preemption_strategies)}): {_named(p_node)}'s share after the plan "
-                           f"{_shown(share_p)}, {_named(q_node)}'s {_shown(final_q)} after, "
-                           f"{_shown(last_q)} before this eviction")
+                out.append(Violation(Rule.FAIRNESS, f"{eviction.workload} evicted for {ref} against fair sharing "
+                                     f"({', '.join(config.preemption_strategies)}): {_named(p_node)}'s share after the plan "
+                                     f"{_shown(share_p)}, {_named(q_node)}'s {_shown(final_q)} after, "
+                                     f"{_shown(last_q)} before this eviction",
+                                     workloads=(eviction.workload, ref), queue=victim.cluster_queue))
 
 
 def _named(key: Key) -> str:
@@ -255,7 +257,7 @@ def _available(tree: VerifierQuotaTree, shares: Shares, key: Key, fr: FR) -> int
 
 
 def check_fair_shares(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef, AdmittedEntry],
-                      evicted: set[ObjectRef], out: list[str]) -> None:
+                      evicted: set[ObjectRef], out: list[Violation]) -> None:
     """No workload waits that Kueue's fair-sharing preemption would admit at once: one pod
     set, no topology request, in a BestEffortFIFO queue of a cohort with reclaimWithinCohort
     Any or LowerPriority, whose pods fit on nodes already free after the plan (on its
@@ -296,13 +298,12 @@ def check_fair_shares(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping
             continue      # quota alone would admit it: not a question of fair sharing
         victims = _fair_victims(ix, tree, after_usage, cq.name, w, need, admitted, evicted)
         if victims:
-            out.append(f"{w.ref} waits though Kueue's fair sharing would admit it by evicting "
-                       f"{', '.join(str(v) for v in victims)} (ClusterQueue {cq.name} share "
-                       f"{_shown(after.share(p))} after the plan)")
+            out.append(Violation(Rule.FAIR_SHARE, f"{w.ref} waits though Kueue's fair sharing would admit it by evicting "
+                                 f"{', '.join(str(v) for v in victims)} (ClusterQueue {cq.name} share "
+                                 f"{_shown(after.share(p))} after the plan)", workloads=(w.ref, *victims), queue=cq.name))
 
 
 def _fits_free(ix: SnapshotIndex, free: Mapping[str, Mapping[str, int]], pod_set: PodSet, flavor_names: list[str]) -> bool:
-    from planner.verify import node_problems
     flavors = [ix.snapshot.flavors[f] for f in flavor_names if f in ix.snapshot.flavors]
     if len(flavors) != len(flavor_names):
         return False

@@ -14,16 +14,19 @@ manager's flavors: those the planner reserved (`manager_flavors`, the manager's 
 admission), else the manager's own admission in its snapshot, else, where the manager's
 ClusterQueue offers one flavor for a resource, that one. Each must be a flavor the
 ClusterQueue lists for the resource, one per resource group and pod set.
-Models only (and planner.verify), no I/O.
+Models and planner/verify's index and quota only, no I/O.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Iterable, Mapping, Sequence
 
 from models import Admission, ClusterQueue, ObjectRef, PodSetAssignment, Snapshot, Workload, WorkloadState
-from planner.verify import FR, SnapshotIndex, VerifierQuotaTree, check_quota_fr, cohort_problems
+from planner.verify.index import FR, SnapshotIndex, VerifierQuotaTree, cohort_problems
+from planner.verify.quota import check_quota_fr
+from planner.verify.violation import Rule, Violation, messages
 
 ManagerFlavors = Mapping[ObjectRef, Sequence[PodSetAssignment]]   # the manager's admission per workload
 PODS = "pods"
@@ -31,33 +34,40 @@ PODS = "pods"
 
 def verify_fleet(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission],
                  evicted: Iterable[ObjectRef] = (), manager_flavors: ManagerFlavors | None = None) -> list[str]:
-    """Every broken fleet rule, as sentences; empty when the plan holds (`evicted`: the
-    plan's evictions, whose manager quota is given back; `manager_flavors`: the manager's
+    """Every broken fleet rule, as sentences (`check_fleet`'s)."""
+    return messages(check_fleet(workers, manager, admissions, evicted, manager_flavors))
+
+
+def check_fleet(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission],
+                evicted: Iterable[ObjectRef] = (), manager_flavors: ManagerFlavors | None = None) -> list[Violation]:
+    """Every broken fleet rule; empty when the plan holds (`evicted`: the plan's
+    evictions, whose manager quota is given back; `manager_flavors`: the manager's
     flavors per workload, as the planner reserved them; see the module docstring)."""
-    out: list[str] = []
+    out: list[Violation] = []
     nodes = {name: {n.name for n in snap.nodes} for name, snap in workers.items()}
     seen: dict[ObjectRef, str] = {}
     for a in admissions:
         if a.cluster is None or a.cluster not in workers:
-            out.append(f"{a.workload}: admitted on {a.cluster!r}, not a worker cluster of the fleet")
+            out.append(Violation(Rule.FLEET, f"{a.workload}: admitted on {a.cluster!r}, not a worker cluster of the fleet",
+                                 workloads=(a.workload,)))
             continue
         if a.workload in seen:
-            out.append(f"{a.workload}: admitted on {seen[a.workload]} and again on {a.cluster}: "
-                       "a workload's pods are all on one cluster")
+            out.append(Violation(Rule.FLEET, f"{a.workload}: admitted on {seen[a.workload]} and again on {a.cluster}: "
+                                 "a workload's pods are all on one cluster", workloads=(a.workload,)))
         seen[a.workload] = a.cluster
         for psa in a.pod_sets:
             foreign = sorted(set(psa.pods_per_node()) - nodes[a.cluster])
             if foreign:
-                out.append(f"{a.workload}: pod set {psa.name} on {', '.join(foreign[:3])}, not nodes of "
-                           f"cluster {a.cluster}: a workload's pods are all on one cluster")
+                out.append(Violation(Rule.FLEET, f"{a.workload}: pod set {psa.name} on {', '.join(foreign[:3])}, not nodes of "
+                                     f"cluster {a.cluster}: a workload's pods are all on one cluster", workloads=(a.workload,)))
     out.extend(manager_quota_problems(workers, manager, admissions, set(evicted), manager_flavors or {}))
     return out
 
 
 def manager_quota_problems(workers: Mapping[str, Snapshot], manager: Snapshot, admissions: Sequence[Admission],
-                           evicted: set[ObjectRef], given: ManagerFlavors) -> list[str]:
-    """The manager's quota rules (module docstring), as sentences."""
-    out: list[str] = []
+                           evicted: set[ObjectRef], given: ManagerFlavors) -> list[Violation]:
+    """The manager's quota rules (module docstring)."""
+    out: list[Violation] = []
     ix = SnapshotIndex(manager)
     base: dict[str, dict[FR, int]] = {}
     final: dict[str, dict[FR, int]] = {}
@@ -81,10 +91,12 @@ def manager_quota_problems(workers: Mapping[str, Snapshot], manager: Snapshot, a
             continue
         cq = _queue(ix, mine)
         if cq is None:
-            out.append(f"{a.workload}: admitted, but the manager's ClusterQueue {mine.cluster_queue} "
-                       "is missing or inactive: the manager reserves no quota for it")
+            out.append(Violation(Rule.MANAGER_QUOTA, f"{a.workload}: admitted, but the manager's ClusterQueue {mine.cluster_queue} "
+                                 "is missing or inactive: the manager reserves no quota for it",
+                                 workloads=(a.workload,), queue=mine.cluster_queue))
             continue
-        out.extend(f"{a.workload}: manager ClusterQueue {cq.name} admits nothing: {p}" for p in cohort_problems(ix, cq))
+        out.extend(Violation(Rule.MANAGER_QUOTA, f"{a.workload}: manager ClusterQueue {cq.name} admits nothing: {p}",
+                             workloads=(a.workload,), queue=cq.name) for p in cohort_problems(ix, cq))
         charged.add(a.workload)
         amounts = _amounts(ix, cq, mine, {ps.name: ps.count for ps in a.pod_sets}, given, out)
         _add(final, cq.name, amounts)
@@ -92,10 +104,10 @@ def manager_quota_problems(workers: Mapping[str, Snapshot], manager: Snapshot, a
             if amount > 0:
                 who[fr][cq.name].add(a.workload)
     tree = VerifierQuotaTree(ix)
-    problems: list[str] = []
+    problems: list[Violation] = []
     for fr in sorted(who):
         check_quota_fr(tree, fr, base, final, who[fr], problems)
-    out.extend(f"manager {p}" for p in problems)
+    out.extend(replace(p, rule=Rule.MANAGER_QUOTA, message=f"manager {p.message}") for p in problems)
     return out
 
 
@@ -111,7 +123,7 @@ def _add(table: dict[str, dict[FR, int]], cq: str, amounts: Mapping[FR, int]) ->
 
 
 def _amounts(ix: SnapshotIndex, cq: ClusterQueue, workload: Workload, counts: Mapping[str, int],
-             given: ManagerFlavors, out: list[str]) -> dict[FR, int]:
+             given: ManagerFlavors, out: list[Violation]) -> dict[FR, int]:
     """(flavor, resource) -> what `counts` pods of each pod set charge to the manager's
     queue, with the manager's flavors (module docstring); what has none, or one the queue
     does not list, is said in `out` (left out of the usage)."""
@@ -133,23 +145,25 @@ def _amounts(ix: SnapshotIndex, cq: ClusterQueue, workload: Workload, counts: Ma
             g = cover.get(resource)
             if g is None:
                 if resource != PODS:
-                    out.append(f"{workload.ref}: pod set {ps.name} requests {resource}, which the manager's "
-                               f"ClusterQueue {cq.name} does not cover")
+                    out.append(Violation(Rule.MANAGER_QUOTA, f"{workload.ref}: pod set {ps.name} requests {resource}, which the manager's "
+                                         f"ClusterQueue {cq.name} does not cover", workloads=(workload.ref,), queue=cq.name))
                 continue
             listed = [fq.flavor for fq in groups[g].flavors if resource in fq.resources]
             flavor = flavors.get(resource) or (listed[0] if len(listed) == 1 else None)
             if flavor is None:
-                out.append(f"{workload.ref}: pod set {ps.name}: no manager flavor for {resource} (ClusterQueue "
-                           f"{cq.name} offers {', '.join(listed) or 'none'})")
+                out.append(Violation(Rule.MANAGER_QUOTA, f"{workload.ref}: pod set {ps.name}: no manager flavor for {resource} (ClusterQueue "
+                                     f"{cq.name} offers {', '.join(listed) or 'none'})",
+                                     workloads=(workload.ref,), queue=cq.name))
                 continue
             if flavor not in listed:
-                out.append(f"{workload.ref}: pod set {ps.name}: the manager's ClusterQueue {cq.name} lists no "
-                           f"quota for {resource} in flavor {flavor}")
+                out.append(Violation(Rule.MANAGER_QUOTA, f"{workload.ref}: pod set {ps.name}: the manager's ClusterQueue {cq.name} lists no "
+                                     f"quota for {resource} in flavor {flavor}", workloads=(workload.ref,), queue=cq.name))
                 continue
             per_group[g].add(flavor)
             usage[(flavor, resource)] = usage.get((flavor, resource), 0) + value * count
         for g, chosen in sorted(per_group.items()):
             if len(chosen) > 1:
-                out.append(f"{workload.ref}: pod set {ps.name} takes flavors {', '.join(sorted(chosen))} of one "
-                           f"resource group of the manager's ClusterQueue {cq.name}: Kueue gives it one")
+                out.append(Violation(Rule.MANAGER_QUOTA, f"{workload.ref}: pod set {ps.name} takes flavors {', '.join(sorted(chosen))} of one "
+                                     f"resource group of the manager's ClusterQueue {cq.name}: Kueue gives it one",
+                                     workloads=(workload.ref,), queue=cq.name))
     return usage

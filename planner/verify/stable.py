@@ -39,9 +39,9 @@ Only workloads with one pod set are checked: their fit test is exact, so the rul
 never flags a plan Kueue would keep. The MILP enforces the rule for every workload.
 A workload the plan evicts is requeued and left to the next cycle, as Kueue's queue
 would take it again later: what it evicts may not be admitted in the same plan. A
-migration (planner/verify_moves.py) is the one move of running work: it counts here
+migration (planner/verify/moves.py) is the one move of running work: it counts here
 as running at its new place, admitted by this plan.
-Like planner.verify, this module must not import the code that makes plans.
+Like all of planner/verify, this module must not import the code that makes plans.
 """
 
 from __future__ import annotations
@@ -51,49 +51,38 @@ import itertools
 from collections import defaultdict
 from typing import Mapping, NamedTuple
 
-from models import ClusterQueue, ObjectRef, Snapshot, PodSet, PodSetAssignment, ResourceFlavor, Workload, WorkloadState
+from models import ClusterQueue, Decisions, ObjectRef, PodSet, PodSetAssignment, ResourceFlavor, Snapshot, Workload, WorkloadState
 from models.objects import tolerated
-from models import Decisions
-from planner.verify import (
-    FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, check_admissions, check_evictions, cohort_problems, cohort_root, label_at,
-    namespace_allowed, node_problems, pod_set_of, quota_table,
+from planner.verify.entries import plan_entries
+from planner.verify.index import (
+    FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, cohort_problems, cohort_root, label_at, namespace_allowed,
+    node_problems, pod_set_of, quota_table,
 )
+from planner.verify.violation import Rule, Violation, messages
 
 MAX_CHOICES = 16   # flavor choices tried per workload (the product over resource groups)
 
-Key = tuple[str, str]   # ("cq" | "cohort", name): planner.verify's quota tree keys
+Key = tuple[str, str]   # ("cq" | "cohort", name): planner.verify.index's quota tree keys
 
 
 def stability_violations(snapshot: Snapshot, decisions: Decisions) -> list[str]:
-    """The stability rule alone (planner.verify checks everything else)."""
-    return [message for _, message in unstable(snapshot, decisions)]
+    """The stability rule alone, as sentences (planner.verify checks everything else)."""
+    return messages(unstable(snapshot, decisions))
 
 
-def unstable(snapshot: Snapshot, decisions: Decisions) -> list[tuple[ObjectRef, str]]:
-    """Each waiting workload Kueue's reclaim would admit, with why."""
+def unstable(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
+    """Each waiting workload Kueue's reclaim would admit (Rule.STABILITY, the workload
+    and its ClusterQueue), with why."""
     ix = SnapshotIndex(snapshot)
     admitted, evicted = plan_entries(ix, decisions)
-    found: list[tuple[ObjectRef, str]] = []
+    found: list[Violation] = []
     check_stability(ix, admitted, evicted, found)
     return found
 
 
-def plan_entries(ix: SnapshotIndex, decisions: Decisions) -> tuple[dict[ObjectRef, AdmittedEntry], set[ObjectRef]]:
-    """The plan's admissions and evictions as the verifier reads them (a move counts as
-    both), for a rule checked on its own; the other rules' violations are not kept."""
-    others: list[str] = []
-    admitted = check_admissions(ix, decisions.admissions, others)
-    evicted = check_evictions(ix, decisions.evictions, admitted, others)
-    if decisions.migrations:
-        from planner.verify_moves import check_migrations
-        moved = check_migrations(ix, decisions.migrations, admitted, evicted, others)
-        admitted, evicted = {**admitted, **moved}, evicted | set(moved)
-    return dict(admitted), evicted
-
-
 def check_stability(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntry], evicted: set[ObjectRef],
-                    out: list[tuple[ObjectRef, str]]) -> None:
-    """Append (workload, why) for each waiting workload Kueue's reclaim would admit."""
+                    out: list[Violation]) -> None:
+    """Append a violation for each waiting workload Kueue's reclaim would admit."""
     snap = ix.snapshot
     waiting = [w for w in snap.workloads
                if w.state is WorkloadState.PENDING and w.ref not in admitted and _may_reclaim(ix, w)]
@@ -114,7 +103,7 @@ def check_stability(ix: SnapshotIndex, admitted: Mapping[ObjectRef, AdmittedEntr
             names = ", ".join(str(r) for r in victims[:5]) + (f" and {len(victims) - 5} more" if len(victims) > 5 else "")
             message = (f"{w.ref}: left waiting though it fits ClusterQueue {cq_name}'s nominal quota and "
                        f"reclaiming what its cohort borrows ({names}) would let it run: Kueue would reclaim")
-            out.append((w.ref, message))
+            out.append(Violation(Rule.STABILITY, message, workloads=(w.ref,), queue=cq_name))
 
 
 def _may_reclaim(ix: SnapshotIndex, w: Workload) -> bool:

@@ -31,7 +31,7 @@ generated shapes has such members). The price: of several victims, the rule asks
 whether they all were unneeded, not each one. Other admissions stay (those of other
 ClusterQueues, say): Kueue may admit them in a cycle before the preemptor is tried.
 
-Like planner.verify, this module must not import the code that makes plans.
+Like all of planner/verify, this module must not import the code that makes plans.
 """
 
 from __future__ import annotations
@@ -41,36 +41,35 @@ from typing import Callable, Mapping
 
 from models import Decisions, ObjectRef, PodSet, ResourceFlavor, Snapshot, Workload, WorkloadState, is_gpu
 from models.resources import dominant_units
-from planner.verify import (
-    FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, borrows_alone,
-    preemption_verdict,
-)
-from planner.verify_stable import PlanState, plan_entries, pods_in
+from planner.verify.entries import plan_entries
+from planner.verify.index import FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree
+from planner.verify.preemption import borrows_alone, preemption_verdict
+from planner.verify.stable import PlanState, pods_in
+from planner.verify.violation import Rule, Violation
 
 Key = tuple[str, str]
 
 
-def unneeded(snapshot: Snapshot, decisions: Decisions) -> list[ObjectRef]:
-    """The workloads `decisions` evicts although nobody needed their room (the rule alone)."""
+def unneeded(snapshot: Snapshot, decisions: Decisions) -> list[Violation]:
+    """The evictions `decisions` makes although nobody needed their room (the rule alone:
+    Rule.NEEDED, the victim first, then the admissions that fit without it)."""
     ix = SnapshotIndex(snapshot)
     admitted, evicted = plan_entries(ix, decisions)
-    found: list[tuple[ObjectRef, str]] = []
+    found: list[Violation] = []
     _check(ix, decisions, admitted, evicted, found)
-    return [ref for ref, _ in found]
+    return found
 
 
 def check_needed(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef, AdmittedEntry],
-                 evicted: set[ObjectRef], out: list[str]) -> None:
+                 evicted: set[ObjectRef], out: list[Violation]) -> None:
     """Append a violation for each preemption the plan makes that nobody needed, and
     for each the policy's bounds on churn refuse."""
-    found: list[tuple[ObjectRef, str]] = []
-    _check(ix, decisions, admitted, evicted, found)
-    out.extend(message for _, message in found)
+    _check(ix, decisions, admitted, evicted, out)
     _check_churn(ix, decisions, admitted, out)
 
 
 def _check_churn(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef, AdmittedEntry],
-                 out: list[str]) -> None:
+                 out: list[Violation]) -> None:
     """PlannerPolicy's bounds: maxEvictionsPerCycle; minGainPerEviction (for each
     priority p of a victim, the volume admitted above p, less what is evicted above p,
     covers the volume evicted at or below p plus the gain per such eviction, in
@@ -78,14 +77,16 @@ def _check_churn(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[Obje
     policy = ix.snapshot.policy
     preempted = [e for e in decisions.evictions if e.reason in PREEMPTION_REASONS and e.workload in ix.workloads]
     if policy.max_evictions_per_cycle is not None and len(preempted) > policy.max_evictions_per_cycle:
-        out.append(f"{len(preempted)} evictions, more than maxEvictionsPerCycle {policy.max_evictions_per_cycle}")
+        out.append(Violation(Rule.CHURN, f"{len(preempted)} evictions, more than maxEvictionsPerCycle {policy.max_evictions_per_cycle}",
+                             workloads=tuple(e.workload for e in preempted)))
     after = policy.protect_running_after_seconds
     for eviction in preempted:
         victim = ix.workloads[eviction.workload]
         if after is not None and victim.admitted_at is not None and eviction.reason != "Reclaimed" \
                 and ix.snapshot.now - victim.admitted_at >= after:
-            out.append(f"{victim.ref}: evicted ({eviction.reason}) after {ix.snapshot.now - victim.admitted_at:.0f}s "
-                       f"running; protectRunningAfterSeconds {after:g} lets only reclaim evict it")
+            out.append(Violation(Rule.CHURN, f"{victim.ref}: evicted ({eviction.reason}) after {ix.snapshot.now - victim.admitted_at:.0f}s "
+                                 f"running; protectRunningAfterSeconds {after:g} lets only reclaim evict it",
+                                 workloads=(victim.ref,)))
     gain = policy.min_gain_per_eviction
     if gain <= 0 or not preempted:
         return
@@ -98,8 +99,9 @@ def _check_churn(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[Obje
         above = sum(v for q, v in won if q > p) - sum(v for q, v in lost if q > p)
         paid = sum(v + gain for q, v in lost if q <= p)
         if above < paid - 1e-6:
-            out.append(f"evictions at or below priority {p} free {paid - gain * sum(q <= p for q, _ in lost):g} units "
-                       f"for {above:g} admitted above it, less than they cost plus minGainPerEviction {gain:g} each")
+            out.append(Violation(Rule.CHURN, f"evictions at or below priority {p} free {paid - gain * sum(q <= p for q, _ in lost):g} units "
+                                 f"for {above:g} admitted above it, less than they cost plus minGainPerEviction {gain:g} each",
+                                 workloads=tuple(e.workload for e in preempted)))
 
 
 def _volume(ix: SnapshotIndex, w: Workload, counts: list[tuple[PodSet, int]]) -> float:
@@ -116,7 +118,7 @@ def _volume(ix: SnapshotIndex, w: Workload, counts: list[tuple[PodSet, int]]) ->
 
 
 def _check(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef, AdmittedEntry],
-           evicted: set[ObjectRef], out: list[tuple[ObjectRef, str]]) -> None:
+           evicted: set[ObjectRef], out: list[Violation]) -> None:
     victims = [ix.workloads[e.workload] for e in decisions.evictions
                if e.reason in PREEMPTION_REASONS and e.workload in ix.workloads
                and ix.workloads[e.workload].state is WorkloadState.RUNNING
@@ -136,9 +138,10 @@ def _check(ix: SnapshotIndex, decisions: Decisions, admitted: Mapping[ObjectRef,
             verdicts[key] = _fit_without(ix, after, tree, admitted, preemptors, excluded, victims)
         found = verdicts[key]
         if found is not None:
-            out.append((victim.ref, f"{victim.ref}: evicted although nobody needed its room: with it and every "
-                       f"other victim kept, {_named(found)} still fit, where this plan "
-                       "places them or elsewhere (an eviction is needed by whom it is for)"))
+            out.append(Violation(Rule.NEEDED, f"{victim.ref}: evicted although nobody needed its room: with it and "
+                                 f"every other victim kept, {_named(found)} still fit, where this plan "
+                                 "places them or elsewhere (an eviction is needed by whom it is for)",
+                                 workloads=(victim.ref, *found)))
 
 
 def _named(refs: list[ObjectRef]) -> str:

@@ -18,7 +18,7 @@ its quota. Here, what only a migration must satisfy:
   its (base) priority runs in one domain of a required level that holds a node the
   workload ran on; `for` names only such admissions.
 
-Like planner.verify, this module must not import the code that makes plans.
+Like all of planner/verify, this module must not import the code that makes plans.
 """
 
 from __future__ import annotations
@@ -27,35 +27,37 @@ from dataclasses import replace
 from typing import Mapping
 
 from models import Admission, Migration, Node, ObjectRef, PodSetAssignment, ResourceFlavor, Workload, WorkloadState
-from planner.verify import (
-    AdmittedEntry, SnapshotIndex, check_flavors, check_gang, check_groups, check_nodes, check_topology, label_at,
-    levels_with,
-)
+from planner.verify.index import AdmittedEntry, SnapshotIndex, label_at, levels_with
+from planner.verify.placement import check_flavors, check_gang, check_groups, check_nodes, check_topology
+from planner.verify.violation import Rule, Violation
 
 
 def check_migrations(ix: SnapshotIndex, migrations: tuple[Migration, ...], admitted: Mapping[ObjectRef, AdmittedEntry],
-                     evicted: set[ObjectRef], out: list[str]) -> dict[ObjectRef, AdmittedEntry]:
+                     evicted: set[ObjectRef], out: list[Violation]) -> dict[ObjectRef, AdmittedEntry]:
     """Violations of the migrations' own rules into `out`; each moved workload at its new place."""
     policy = ix.snapshot.policy
     if migrations and not policy.defragment:
-        out.append(f"{len(migrations)} migration(s) but the policy's defragment is off")
+        out.append(Violation(Rule.MIGRATION, f"{len(migrations)} migration(s) but the policy's defragment is off",
+                             workloads=tuple(m.workload for m in migrations)))
     if len(migrations) > policy.max_migrations_per_cycle:
-        out.append(f"{len(migrations)} migrations, more than maxMigrationsPerCycle {policy.max_migrations_per_cycle}")
+        out.append(Violation(Rule.MIGRATION, f"{len(migrations)} migrations, more than maxMigrationsPerCycle {policy.max_migrations_per_cycle}",
+                             workloads=tuple(m.workload for m in migrations)))
     moved: dict[ObjectRef, AdmittedEntry] = {}
     for migration in migrations:
         ref = migration.workload
         workload = ix.workloads.get(ref)
         if workload is None:
-            out.append(f"{ref}: moved but not in the snapshot")
+            out.append(Violation(Rule.MIGRATION, f"{ref}: moved but not in the snapshot", workloads=(ref,)))
             continue
         if ref in moved:
-            out.append(f"{ref}: moved more than once")
+            out.append(Violation(Rule.MIGRATION, f"{ref}: moved more than once", workloads=(ref,)))
             continue
         if ref in admitted or ref in evicted:
-            out.append(f"{ref}: moved and also {'admitted' if ref in admitted else 'evicted'} in the same plan")
+            out.append(Violation(Rule.MIGRATION, f"{ref}: moved and also {'admitted' if ref in admitted else 'evicted'} in the same plan",
+                                 workloads=(ref,)))
         problem = _may_not_move(ix, workload)
         if problem:
-            out.append(f"{ref}: moved but {problem}")
+            out.append(Violation(Rule.MIGRATION, f"{ref}: moved but {problem}", workloads=(ref,)))
             continue
         entry = _new_place(ix, workload, migration, out)
         moved[ref] = entry
@@ -81,13 +83,14 @@ def _may_not_move(ix: SnapshotIndex, workload: Workload) -> str | None:
     return None
 
 
-def _new_place(ix: SnapshotIndex, workload: Workload, migration: Migration, out: list[str]) -> AdmittedEntry:
+def _new_place(ix: SnapshotIndex, workload: Workload, migration: Migration, out: list[Violation]) -> AdmittedEntry:
     """The placement rules of an admission, for the pods it runs now, under the same flavors."""
     ref = workload.ref
     if migration.cluster_queue != workload.cluster_queue:
-        out.append(f"{ref}: moved to ClusterQueue {migration.cluster_queue}, its queue is {workload.cluster_queue}")
+        out.append(Violation(Rule.MIGRATION, f"{ref}: moved to ClusterQueue {migration.cluster_queue}, its queue is {workload.cluster_queue}",
+                             workloads=(ref,)))
     if tuple(migration.from_) != tuple(workload.assignment):
-        out.append(f"{ref}: moved from a place it does not run at")
+        out.append(Violation(Rule.MIGRATION, f"{ref}: moved from a place it does not run at", workloads=(ref,)))
     now = {psa.name: psa for psa in workload.assignment}
     pod_sets = tuple(replace(ps, count=now[ps.name].count, min_count=None) if ps.name in now else ps
                      for ps in workload.pod_sets)
@@ -97,13 +100,14 @@ def _new_place(ix: SnapshotIndex, workload: Workload, migration: Migration, out:
     for pod_set, psa in pairs:
         before = now.get(pod_set.name)
         if before is not None and dict(before.flavors) != dict(psa.flavors):
-            out.append(f"{ref}: pod set {pod_set.name} moved to other flavors (a move keeps its quota)")
+            out.append(Violation(Rule.MIGRATION, f"{ref}: pod set {pod_set.name} moved to other flavors (a move keeps its quota)",
+                                 workloads=(ref,)))
         flavors = check_flavors(ix, cq, view, pod_set, psa, out)
         check_nodes(ix, view, pod_set, psa, flavors, out)
         check_topology(ix, view, pod_set, psa, flavors, out)
     check_groups(ix, view, pairs, out)
     if {p.name: p.pods_per_node() for p in migration.to} == {p.name: p.pods_per_node() for p in workload.assignment}:
-        out.append(f"{ref}: moved to where it runs now")
+        out.append(Violation(Rule.MIGRATION, f"{ref}: moved to where it runs now", workloads=(ref,)))
     return AdmittedEntry(view, migration_admission(migration), pairs)
 
 
@@ -112,7 +116,7 @@ def migration_admission(migration: Migration) -> Admission:
 
 
 def _check_frees(ix: SnapshotIndex, workload: Workload, migration: Migration,
-                 admitted: Mapping[ObjectRef, AdmittedEntry], out: list[str]) -> None:
+                 admitted: Mapping[ObjectRef, AdmittedEntry], out: list[Violation]) -> None:
     """Some admission of at least its priority now runs in a required domain it left."""
     mine = [ix.nodes[n] for psa in workload.assignment for n in psa.pods_per_node() if n in ix.nodes]
     helped: set[ObjectRef] = set()
@@ -127,11 +131,12 @@ def _check_frees(ix: SnapshotIndex, workload: Workload, migration: Migration,
             if _shares_domain(ix, flavors, request.level, psa, mine):
                 helped.add(ref)
     if not helped:
-        out.append(f"{workload.ref}: moved, but no admission of this plan of priority >= {workload.priority} "
-                   "needing a required domain runs where it ran")
+        out.append(Violation(Rule.MIGRATION, f"{workload.ref}: moved, but no admission of this plan of priority >= {workload.priority} "
+                             "needing a required domain runs where it ran", workloads=(workload.ref,)))
     for target in migration.for_:
         if target not in helped:
-            out.append(f"{workload.ref}: moved for {target}, which this plan does not admit into a domain it frees")
+            out.append(Violation(Rule.MIGRATION, f"{workload.ref}: moved for {target}, which this plan does not admit into a domain it frees",
+                                 workloads=(workload.ref, target)))
 
 
 def _shares_domain(ix: SnapshotIndex, flavors: list[ResourceFlavor], level: str, psa: PodSetAssignment,

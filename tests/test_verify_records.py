@@ -1,0 +1,65 @@
+"""The verifier's typed records (issue 38): each violation carries its rule and what it
+is about, its sentence is the one `verify()` prints, and the cycle decides on the
+record (its rule and workload), never on the sentence."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from models import Decisions, Eviction
+from planner.cycle import subjects
+from planner.verify import Rule, Violation, check, unneeded, unstable, verify
+from test_needed_evictions import admit as needed_admit, by_name, laundering_world
+from test_verify import D, cpu_admit, cpu_cq, cpu_job, mk_snapshot
+from test_verify_stable import borrowed, ref
+
+
+def test_an_over_quota_admission_is_a_quota_violation_naming_its_workload() -> None:
+    ok, over = cpu_job("ok", "cq-a", 4), cpu_job("over", "cq-a", 5)
+    snap = mk_snapshot([ok, over], cqs=[cpu_cq("cq-a", 4000)])
+    found = check(snap, D(cpu_admit(over)))
+    quota = [v for v in found if v.rule is Rule.QUOTA]
+    assert len(quota) == 1, found
+    assert quota[0].workload == over.ref and quota[0].workloads == (over.ref,)
+    assert (quota[0].queue, quota[0].flavor) == ("cq-a", "tas")
+    # The sentence is the one verify() gives, in the same order: goldens compare it.
+    assert [str(v) for v in found] == [v.message for v in found] == verify(snap, D(cpu_admit(over)))
+    assert check(snap, D(cpu_admit(ok))) == []
+
+
+def test_a_valid_plan_has_no_record_and_a_record_is_frozen() -> None:
+    v = Violation(Rule.CAPACITY, "node n1: cpu 9 > allocatable 8", node="n1")
+    try:
+        v.message = "changed"   # type: ignore[misc]
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("a Violation must be frozen")
+    assert v.workload is None and str(v) == "node n1: cpu 9 > allocatable 8"
+
+
+def test_stability_records_name_the_waiting_workload_and_its_queue() -> None:
+    found = unstable(borrowed(), Decisions())
+    assert [(v.rule, v.workload, v.queue) for v in found] == [(Rule.STABILITY, ref("a", "waiting"), "team-a")]
+
+
+def test_an_unneeded_eviction_names_its_victim_first() -> None:
+    snap = laundering_world()
+    a, h = by_name(snap, "a-running"), by_name(snap, "h-urgent")
+    laundered = Decisions(
+        (needed_admit(snap, "h-urgent", {"n1": 1}), needed_admit(snap, "b-big", {"n2": 1, "n3": 1, "n4": 1})),
+        (Eviction(a.ref, "Preempted", (h.ref,), cost=1.0),))
+    found = unneeded(snap, laundered)
+    assert [v.rule for v in found] == [Rule.NEEDED] and found[0].workload == a.ref
+    assert any(v.rule is Rule.NEEDED and v.workload == a.ref for v in check(snap, laundered))
+
+
+def test_the_cycle_decides_on_the_rule_and_workload_not_the_sentence() -> None:
+    """planner.cycle's judge takes the workloads a rule flags from the records: a
+    reworded sentence changes nothing, another rule naming the same workload is not
+    mistaken for it."""
+    found = unstable(borrowed(), Decisions())
+    reworded = [dataclasses.replace(v, message="reworded") for v in found]
+    other = Violation(Rule.QUOTA, f"{ref('a', 'other')}: left waiting though it fits", workloads=(ref("a", "other"),))
+    assert subjects(reworded + [other], Rule.STABILITY) == frozenset({ref("a", "waiting")})
+    assert subjects(reworded + [other], Rule.NEEDED) == frozenset()
