@@ -30,6 +30,7 @@ import click
 from models import Plan, Problem, Snapshot
 from planner import interrupt, progress
 from planner.errors import InputError, StowplanError, VerificationError
+from planner.k8s.annotations import GENERATOR
 from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
 from planner.terminal import printable, printable_lines
 
@@ -1816,7 +1817,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
         return
     document = generate(spec)
     text = to_json(document) if output == "json" else to_yaml(document)
-    meta = document["metadata"]["annotations"]["stowplan.io/generator"]
+    meta = document["metadata"]["annotations"][GENERATOR]
     say(f"generated {len(document['items'])} objects ({meta}) in {time.monotonic() - started:.2f}s")
     emit(text, None if to_stdout else out, say)
 

@@ -23,6 +23,7 @@ from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan
 from models.objects import Toleration
 from models.provisioning import ProvisioningSection, WantedRequest, quantity_text
 from planner import table, why
+from planner.k8s.annotations import assignment_entry
 from planner.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
@@ -67,19 +68,6 @@ def ref_to_dict(ref: ObjectRef) -> dict[str, str]:
     return {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name}
 
 
-def pod_set_assignment_to_dict(pod_set: PodSetAssignment) -> dict[str, Any]:
-    """One `podSets` entry; also the item shape of the `stowplan.io/assignment` annotation."""
-    return {
-        "name": pod_set.name,
-        "count": int(pod_set.count),
-        "flavors": {resource: pod_set.flavors[resource] for resource in sorted(pod_set.flavors)},
-        "topologyAssignment": {
-            "levels": list(pod_set.levels),
-            "domains": [{"values": list(values), "count": int(count)} for values, count in pod_set.domains],
-        },
-    }
-
-
 def _solver_to_dict(solver: SolverReport) -> dict[str, Any]:
     seconds = {key: _number(solver.seconds.get(key, 0.0), _SECONDS_DIGITS) for key in SECONDS_KEYS}
     # Extra timings a pipeline may add (greedy, decode, ...) follow the five documented ones.
@@ -108,7 +96,7 @@ def _admission_to_dict(admission: Admission) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": ref_to_dict(admission.workload),
         "clusterQueue": admission.cluster_queue,
-        "podSets": [pod_set_assignment_to_dict(ps) for ps in admission.pod_sets],
+        "podSets": [assignment_entry(ps) for ps in admission.pod_sets],
         # written only when planned across clusters, so one-cluster plans stay as they were
         **({"cluster": admission.cluster} if admission.cluster is not None else {}),
     }
@@ -142,8 +130,8 @@ def _migration_to_dict(migration: Migration) -> dict[str, Any]:
     return {
         "workload": ref_to_dict(migration.workload),
         "clusterQueue": migration.cluster_queue,
-        "from": [pod_set_assignment_to_dict(ps) for ps in migration.from_],
-        "to": [pod_set_assignment_to_dict(ps) for ps in migration.to],
+        "from": [assignment_entry(ps) for ps in migration.from_],
+        "to": [assignment_entry(ps) for ps in migration.to],
         "frees": [{"levels": list(d.levels), "values": list(d.values)} for d in migration.frees],
         "for": [ref_to_dict(ref) for ref in migration.for_],
         "cost": _number(migration.cost),
@@ -159,7 +147,7 @@ def _resize_to_dict(resize: Resize) -> dict[str, Any]:
         "to": resize.to_count,
     }
     if resize.slice is not None:
-        out["slice"] = pod_set_assignment_to_dict(resize.slice)
+        out["slice"] = assignment_entry(resize.slice)
     if resize.release:
         out["release"] = [{"node": node, "count": count} for node, count in resize.release]
         out["reason"] = resize.reason

@@ -26,6 +26,7 @@ from typing import Mapping
 
 from models import Eviction, ObjectRef, Snapshot, Workload, WorkloadState
 from models.kueue_config import CREATION_TIMESTAMP, WaitForPodsReadyConfig
+from planner.k8s.annotations import PODS_NOT_READY_AT, PODS_READY_AT
 
 PODS_READY_TIMEOUT = "PodsReadyTimeout"          # Kueue's WorkloadEvictedByPodsReadyTimeout
 DEACTIVATED = "Deactivated"                      # Kueue's WorkloadDeactivated
@@ -35,8 +36,6 @@ WAIT_FOR_RECOVERY = "WaitForRecovery"
 READINESS_REASONS = frozenset({PODS_READY_TIMEOUT, DEACTIVATED})
 
 # the annotations `marks` sets (a time) or removes (None)
-PODS_READY_AT = "stowplan.io/pods-ready-at"
-PODS_NOT_READY_AT = "stowplan.io/pods-not-ready-at"
 
 
 @dataclass(frozen=True)

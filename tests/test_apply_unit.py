@@ -12,15 +12,15 @@ import pytest
 
 from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport, Toleration
 from planner.cluster.apply import (
-    ASSIGNMENT, GATE, MIGRATING_TO, ORIGINAL, Applier, admitted_template_spec, assignment_json, moving_assignments,
-    parse_pod_sets, running_assignments,
+    ASSIGNMENT, GATE, MIGRATING_TO, ORIGINAL, Applier, admitted_template_spec, moving_assignments,
+    running_assignments,
 )
 from planner.cluster.cycle import stale_objects
 from planner.cluster.planfile import load_plan, render_saved
 from planner.cluster.kube import ApiStatus
 from planner.cluster.reader import LiveSnapshot
 from planner.errors import InputError
-from planner.output import pod_set_assignment_to_dict
+from planner.k8s.annotations import assignment_entry, decode_assignment, decode_entries, encode_assignment
 
 HOST = "kubernetes.io/hostname"
 PS = PodSetAssignment("main", 3, {"nvidia.com/gpu": "h100"}, (HOST,), ((("n1",), 2), (("n2",), 1)))
@@ -105,8 +105,8 @@ def pod(name: str, node: str | None = None, gated: bool = True, phase: str = "Pe
 # ---------------------------------------------------------------- pure
 
 def test_assignment_annotation_is_exactly_the_plans_pod_sets_entries():
-    assert json.loads(assignment_json([PS])) == [pod_set_assignment_to_dict(PS)]
-    assert parse_pod_sets(json.loads(assignment_json([PS]))) == [PS]
+    assert json.loads(encode_assignment([PS])) == [assignment_entry(PS)]
+    assert decode_entries(json.loads(encode_assignment([PS]))) == [PS]
 
 
 def test_admitted_template_adds_flavor_nodes_and_gate_keeping_the_users_own():
@@ -132,15 +132,15 @@ def test_admitted_template_adds_flavor_nodes_and_gate_keeping_the_users_own():
 
 
 def test_running_assignments_reads_unsuspended_annotated_workloads_only():
-    doc = {"items": [job(suspend=False, annotations={ASSIGNMENT: assignment_json([PS])}),
+    doc = {"items": [job(suspend=False, annotations={ASSIGNMENT: encode_assignment([PS])}),
                      {**job(), "metadata": {**job()["metadata"], "name": "pending"}},
                      {**job(suspend=False), "metadata": {**job()["metadata"], "name": "external"}}]}
     assert running_assignments(doc) == {REF: [PS]}
 
 
 def test_moving_assignments_reads_suspended_jobs_with_a_new_place_only():
-    doc = {"items": [job(annotations={MIGRATING_TO: assignment_json([PS])}),
-                     {**job(suspend=False, annotations={MIGRATING_TO: assignment_json([PS])}),
+    doc = {"items": [job(annotations={MIGRATING_TO: encode_assignment([PS])}),
+                     {**job(suspend=False, annotations={MIGRATING_TO: encode_assignment([PS])}),
                       "metadata": {**job()["metadata"], "name": "running"}},
                      {**job(), "metadata": {**job()["metadata"], "name": "pending"}}]}
     assert moving_assignments(doc) == {REF: Admission(REF, "", (PS,))}
@@ -179,7 +179,7 @@ def test_stale_names_the_changed_object_but_not_one_already_as_planned():
     plan = plan_of([Admission(REF, "cq", (PS,))])
     assert stale_objects(plan, {REF: "1"}, live_of(job("1"))) == []
     assert stale_objects(plan, {REF: "1"}, live_of(job("2"))) == ["Job/team/train changed (resourceVersion 1 -> 2)"]
-    done = job("5", suspend=False, annotations={ASSIGNMENT: assignment_json([PS])})
+    done = job("5", suspend=False, annotations={ASSIGNMENT: encode_assignment([PS])})
     assert stale_objects(plan, {REF: "1"}, live_of(done)) == []
     assert stale_objects(plan, {REF: "1"}, live_of()) == ["Job/team/train no longer exists"]
 
@@ -194,7 +194,7 @@ def test_admission_is_one_update_then_idempotent():
     assert [c for c in kube.calls if c[0] == "PUT"] == [("PUT", JOB_PATH)]
     stored = kube.objects[JOB_PATH]
     assert stored["spec"]["suspend"] is False
-    assert json.loads(stored["metadata"]["annotations"][ASSIGNMENT]) == [pod_set_assignment_to_dict(PS)]
+    assert json.loads(stored["metadata"]["annotations"][ASSIGNMENT]) == [assignment_entry(PS)]
     assert stored["metadata"]["annotations"]["stowplan.io/admitted-at"] == "1970-01-01T00:00:00Z"
     assert json.loads(stored["metadata"]["annotations"][ORIGINAL]) == {"main": {"nodeSelector": {"zone": "a"}}}
     assert stored["spec"]["template"]["spec"]["nodeSelector"] == {"zone": "a", "pool": "h100"}
@@ -230,7 +230,7 @@ def test_readmission_starts_from_the_recorded_original_template():
 
 
 def test_eviction_suspends_and_drops_the_assignment_once():
-    kube = FakeKube({JOB_PATH: job("1", suspend=False, annotations={ASSIGNMENT: assignment_json([PS])})})
+    kube = FakeKube({JOB_PATH: job("1", suspend=False, annotations={ASSIGNMENT: encode_assignment([PS])})})
     ev = Eviction(REF, "Reclaimed", (ObjectRef("Job", "other", "big"),), 3.0)
     report = Applier(kube, flavors=FLAVORS, planned_versions={REF: "1"}).run(plan_of(evictions=[ev]), {})  # type: ignore[arg-type]
     stored = kube.objects[JOB_PATH]
@@ -259,7 +259,7 @@ def test_gate_release_fills_the_planned_nodes_minus_pods_already_there():
 
 
 def test_only_workloads_with_gated_pods_are_revisited():
-    running = job(suspend=False, annotations={ASSIGNMENT: assignment_json([PS])})
+    running = job(suspend=False, annotations={ASSIGNMENT: encode_assignment([PS])})
     other = copy.deepcopy(running)
     other["metadata"]["name"] = "done"
     gated = {**pod("x"), "kind": "Pod"}
@@ -343,3 +343,24 @@ def test_quota_objects_come_from_config_only_without_kueue_api():
     assert version == "v1beta2"
     assert [i["metadata"]["name"] for i in items] == ["cluster", "p"]       # the cluster's own win
     assert "managedFields" not in items[0]["metadata"]
+
+
+def test_one_codec_reads_the_annotation_and_the_plan_and_names_what_is_wrong(tmp_path):
+    """The annotation apply reads back and a saved plan's podSets go through the same
+    checks as the snapshot reader's (planner.k8s.annotations), so a count the domains do not
+    add up to is refused wherever it is read, naming where."""
+    from planner.cluster.planfile import load_plan_with_fingerprints, render_saved
+    from planner.errors import InputError
+    from planner.k8s.fields import Bad
+
+    assert decode_assignment(encode_assignment([PS])) == (PS,)
+    wrong = encode_assignment([PS]).replace('"count":3', '"count":4')
+    with pytest.raises(Bad) as bad:
+        decode_assignment(wrong)
+    assert bad.value.field == f"metadata.annotations[{ASSIGNMENT}]" and "add up to 3, not count 4" in bad.value.message
+    plan = Plan("s", "", 0, SolverReport("milp", "optimal", 0, 0, 0), (Admission(REF, "cq", (PS,)),))
+    path = tmp_path / "plan.yaml"
+    path.write_text(render_saved(plan, {REF: "1"}, "json").replace('"count": 3', '"count": 4'))
+    with pytest.raises(InputError) as err:
+        load_plan_with_fingerprints(str(path))
+    assert err.value.field == "admissions[].podSets" and "not count 4" in str(err.value)

@@ -85,11 +85,11 @@ def test_a_path_that_does_not_resolve_is_a_problem_naming_the_object_and_the_wor
 
 
 def test_admitted_by_stowplan_it_runs_and_its_pods_are_found_by_owner_and_pod_set_label() -> None:
-    from planner.cluster.apply import ADMITTED_AT, ASSIGNMENT, assignment_json
+    from planner.k8s.annotations import ADMITTED_AT, ASSIGNMENT, encode_assignment
 
     (admission,) = plan_snapshot(snap(run("r3")), solver="greedy").admissions
     obj = run("r3", suspend=False)
-    obj["metadata"]["annotations"] = {ASSIGNMENT: assignment_json(admission.pod_sets), ADMITTED_AT: T}
+    obj["metadata"]["annotations"] = {ASSIGNMENT: encode_assignment(admission.pod_sets), ADMITTED_AT: T}
     pods = []
     for ps in admission.pod_sets:
         for node, count in ps.pods_per_node().items():

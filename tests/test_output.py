@@ -10,6 +10,7 @@ import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
 from planner import output
+from planner.k8s.annotations import assignment_entry
 from planner.table import View
 
 
@@ -234,7 +235,7 @@ def test_unknown_format_is_an_error() -> None:
 
 def test_pod_set_dict_matches_the_assignment_annotation_shape() -> None:
     ps = on_nodes("main", {"nvidia.com/gpu": "h100"}, {"n1": 2})
-    assert output.pod_set_assignment_to_dict(ps) == {
+    assert assignment_entry(ps) == {
         "name": "main", "count": 2, "flavors": {"nvidia.com/gpu": "h100"},
         "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "domains": [{"values": ["n1"], "count": 2}]},
     }

@@ -13,7 +13,7 @@ import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, SolverReport, WorkloadState
 from planner import board
-from planner.cluster.apply import parse_pod_sets
+from planner.k8s.annotations import decode_entries
 from planner.output import render
 from planner.snapshot import read_snapshot
 from planner.table import View, age
@@ -35,7 +35,7 @@ def golden_plan(stem: str) -> Plan:
         source=f"fixtures/{data['snapshot']['source']}", digest="", object_count=data["snapshot"]["objects"],
         solver=SolverReport(s["method"], s["status"], s["objective"], s["bound"], s["gap"],
                             seconds={"total": 14.1}, message=s.get("message", ""), stages=tuple(s.get("stages", ()))),
-        admissions=tuple(Admission(ref(a["workload"]), a["clusterQueue"], tuple(parse_pod_sets(a["podSets"])))
+        admissions=tuple(Admission(ref(a["workload"]), a["clusterQueue"], tuple(decode_entries(a["podSets"])))
                          for a in data["admissions"]),
         evictions=tuple(Eviction(ref(e["workload"]), e["reason"], tuple(ref(r) for r in e["for"]), e["cost"])
                         for e in data["evictions"]),

@@ -62,34 +62,23 @@ from planner.cluster.kube import JSON_PATCH, MERGE_PATCH, ApiStatus, Kube, path_
 from planner.kinds import SCHEDULING_FIELDS
 from planner.kinds import ray as ray_kind
 from planner.kinds.job import JOB_NAME_LABELS
+from planner.k8s.fields import Bad
+from planner.k8s.annotations import (
+    ADMITTED_AT, ASSIGNMENT, DEACTIVATED, decode_assignment, encode_assignment, DISPATCHED_AT, KUEUE_GATE, DISPATCHED_TO, DISPATCHING_TO, ELASTIC_JOB, EVICTED_AT,
+    EVICTION_REASON, MAX_PARALLELISM, MIGRATING_TO, ORIGINAL_SCHEDULING as ORIGINAL, PODS_NOT_READY_AT,
+    PODS_READY_AT, REQUEUE_AT, REQUEUE_COUNT, TOPOLOGY_GATE as GATE, WORKER_STATUS,
+)
 
-GATE = "stowplan.io/topology"
 # A pod held back for admission: Stowplan's gate, or Kueue's (an LWS's pods made before their group was
 # admitted; an elastic workload's pods, gated by Kueue's webhook until their slice is admitted:
 # workloadslicing.StartWorkloadSlicePods lifts that gate as apply lifts its own)
-HOLD_GATES = (GATE, "kueue.x-k8s.io/admission", "kueue.x-k8s.io/elastic-job")
-ASSIGNMENT = "stowplan.io/assignment"
-ADMITTED_AT = "stowplan.io/admitted-at"
-EVICTED_AT = "stowplan.io/evicted-at"
-EVICTION_REASON = "stowplan.io/eviction-reason"
-MIGRATING_TO = "stowplan.io/migrating-to"
+HOLD_GATES = (GATE, KUEUE_GATE, ELASTIC_JOB)
 # waitForPodsReady's record (planner.podsready): written by evictions and `mark`
-PODS_READY_AT = "stowplan.io/pods-ready-at"
-PODS_NOT_READY_AT = "stowplan.io/pods-not-ready-at"
-REQUEUE_COUNT = "stowplan.io/requeue-count"
-REQUEUE_AT = "stowplan.io/requeue-at"
-DEACTIVATED = "stowplan.io/deactivated"
 READINESS = (PODS_READY_AT, PODS_NOT_READY_AT)
-ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
-MAX_PARALLELISM = "stowplan.io/max-parallelism"   # an elastic Job's most, once apply writes spec.parallelism
-ORIGINAL = "stowplan.io/original-scheduling"   # the pod templates' own scheduling fields, before any admission
 DONE = ("Succeeded", "Failed")
 # A multi-cluster apply's marks on the manager's copy (planner.cluster.dispatch): its own
 # bookkeeping, not the workload's spec, so they never make a saved plan stale
-DISPATCHING_TO = "stowplan.io/dispatching-to"
-DISPATCHED_TO = "stowplan.io/dispatched-to"
-WORKER_STATUS = "stowplan.io/worker-status"
-DISPATCH_NOTES = (DISPATCHING_TO, DISPATCHED_TO, WORKER_STATUS, "stowplan.io/dispatched-at")
+DISPATCH_NOTES = (DISPATCHING_TO, DISPATCHED_TO, WORKER_STATUS, DISPATCHED_AT)
 ATTEMPTS = 3   # a PUT that conflicts is re-read and retried while only status changed (the job controller)
 
 
@@ -136,13 +125,6 @@ def workload_path(ref: ObjectRef) -> str:
 def planned_kind(obj: Mapping[str, Any]) -> bool:
     """Is `obj` of a kind Stowplan plans (has an adapter)?"""
     return kinds.by_kind(obj.get("kind")) is not None
-
-
-def assignment_json(pod_sets: Iterable[PodSetAssignment]) -> str:
-    """The stowplan.io/assignment annotation: the plan's podSets entries, exactly."""
-    from planner.output import pod_set_assignment_to_dict
-
-    return json.dumps([pod_set_assignment_to_dict(ps) for ps in pod_sets], separators=(",", ":"))
 
 
 def fingerprint(obj: Mapping[str, Any]) -> str:
@@ -370,7 +352,7 @@ class Applier:
         if adapter is None:
             self.report.conflicts.append((ref, f"kind {ref.kind} is not supported"))
             return False
-        wanted = assignment_json(admission.pod_sets)
+        wanted = encode_assignment(admission.pod_sets)
         for attempt in range(ATTEMPTS):
             obj = self._read(ref)
             if obj is None:
@@ -500,8 +482,8 @@ class Applier:
                 self.report.conflicts.append((ref, "it is not a running elastic Job"))
                 return False
             try:
-                (running,) = parse_pod_sets(json.loads(annotations.get(ASSIGNMENT) or "[]"))
-            except (ValueError, KeyError, TypeError, RecursionError):
+                (running,) = decode_assignment(annotations.get(ASSIGNMENT) or "[]")
+            except (Bad, ValueError):
                 self.report.conflicts.append((ref, "its assignment is unreadable"))
                 return False
             if running.count == resize.to_count and running.count != resize.from_count:
@@ -516,7 +498,7 @@ class Applier:
             if attempt == 0 and resize.release and not self.kube.dry_run:
                 self._release_pods(ref, obj, resize)
             set_parallelism(obj, annotations, resize.to_count)
-            annotations[ASSIGNMENT] = assignment_json([wanted])
+            annotations[ASSIGNMENT] = encode_assignment([wanted])
             updated = self._update(ref, obj, last=attempt == ATTEMPTS - 1)
             if updated is not None:
                 break
@@ -571,8 +553,8 @@ class Applier:
                 self.report.conflicts.append((ref, "it is not a running elastic workload"))
                 return False
             try:
-                running = {ps.name: ps for ps in parse_pod_sets(json.loads(annotations.get(ASSIGNMENT) or "[]"))}
-            except (ValueError, KeyError, TypeError, RecursionError):
+                running = {ps.name: ps for ps in decode_assignment(annotations.get(ASSIGNMENT) or "[]")}
+            except (Bad, ValueError):
                 self.report.conflicts.append((ref, "its assignment is unreadable"))
                 return False
             missing = sorted(set(counts) - set(running))
@@ -607,7 +589,7 @@ class Applier:
             if not done:
                 ray_kind.write_resize(cluster, {n: new for n, (_, new) in counts.items()},
                                       self._workers_to_delete(cluster, resizes))
-            annotations[ASSIGNMENT] = assignment_json(wanted[n] for n in sorted(wanted))
+            annotations[ASSIGNMENT] = encode_assignment(wanted[n] for n in sorted(wanted))
             if cluster is not obj and not done and not self._write_cluster(ref, cluster, last):
                 continue
             updated = self._update(ref, obj, last=last)
@@ -674,7 +656,7 @@ class Applier:
         if ref.kind != "Job":
             self.report.conflicts.append((ref, f"moving a {ref.kind} is not supported"))
             return False
-        wanted = assignment_json(migration.to)
+        wanted = encode_assignment(migration.to)
         for attempt in range(ATTEMPTS):
             obj = self._read(ref)
             if obj is None:
@@ -759,7 +741,7 @@ class Applier:
         adapter = kinds.by_kind(ref.kind)
         assert adapter is not None
         obj, outcome = lws_writes.admit(
-            self.groups, admission, self.flavors, assignment_json(admission.pod_sets), rfc3339(self.clock()),
+            self.groups, admission, self.flavors, encode_assignment(admission.pod_sets), rfc3339(self.clock()),
             lambda o: _original_scheduling(adapter, o, self.lookup),
             lambda base, ps: admitted_template_spec(base, ps, self.flavors), ORIGINAL)
         if outcome == "unchanged":
@@ -793,7 +775,7 @@ class Applier:
     def admit_pods(self, admission: Admission) -> bool:
         """A pod or pod group (Kueue's pod integration): its gated pods pinned and ungated (planner.cluster.pods)."""
         ref = admission.workload
-        wanted = assignment_json(admission.pod_sets)
+        wanted = encode_assignment(admission.pod_sets)
         notes = {ASSIGNMENT: wanted, ADMITTED_AT: rfc3339(self.clock())}
         outcome, why = pod_writes.admit(self.kube, admission, self.flavors, notes, wanted, self._each)
         if outcome == "conflict":
@@ -1042,8 +1024,8 @@ def running_assignments(document: Mapping[str, Any], only_gated: bool = False) -
         if wanted is not None and ref not in wanted:
             continue
         try:
-            out[ref] = parse_pod_sets(json.loads(text))
-        except (ValueError, KeyError, TypeError, RecursionError):
+            out[ref] = list(decode_assignment(text))
+        except (Bad, ValueError):
             continue   # the reader reports an unreadable assignment
     return out
 
@@ -1060,19 +1042,7 @@ def moving_assignments(document: Mapping[str, Any]) -> dict[ObjectRef, Admission
             continue
         ref = ObjectRef("Job", meta.get("namespace", ""), meta.get("name", ""))
         try:
-            out[ref] = Admission(ref, "", tuple(parse_pod_sets(json.loads(text))))
-        except (ValueError, KeyError, TypeError, RecursionError):
+            out[ref] = Admission(ref, "", tuple(decode_assignment(text)))
+        except (Bad, ValueError):
             continue   # the reader reports an unreadable annotation
     return out
-
-
-def parse_pod_sets(entries: Any) -> list[PodSetAssignment]:
-    """The plan's / annotation's podSets entries -> PodSetAssignments (KeyError/TypeError on bad shape)."""
-    out = []
-    for entry in entries:
-        ta = entry["topologyAssignment"]
-        out.append(PodSetAssignment(
-            str(entry["name"]), int(entry["count"]), dict(entry.get("flavors") or {}), tuple(ta["levels"]),
-            tuple((tuple(str(v) for v in d["values"]), int(d["count"])) for d in ta["domains"])))
-    return out
-

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from models import ObjectRef, Plan, WorkloadState
 from planner.cluster.apply import (
-    ASSIGNMENT, MIGRATING_TO, Applier, ApplyReport, same_assignment, is_suspended, assignment_json, fingerprint,
+    Applier, ApplyReport, same_assignment, is_suspended, fingerprint,
     planned_kind, running_assignments, moving_assignments,
 )
 from planner import kinds
@@ -22,6 +22,7 @@ from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESP
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
 from planner.cluster.reader import LiveSnapshot, read_cluster
 from planner.errors import InputError, StalePlanError
+from planner.k8s.annotations import ASSIGNMENT, MIGRATING_TO, encode_assignment
 
 Say = Callable[[str], None]
 
@@ -72,9 +73,9 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
     """
     raw = raw_workloads(live)
     prints = prints or {}
-    wanted = {a.workload: assignment_json(a.pod_sets) for a in plan.admissions}
+    wanted = {a.workload: encode_assignment(a.pod_sets) for a in plan.admissions}
     evicted = {e.workload for e in plan.evictions}
-    moved = {m.workload: assignment_json(m.to) for m in plan.migrations}
+    moved = {m.workload: encode_assignment(m.to) for m in plan.migrations}
     out = []
     workloads = {w.ref: w for w in getattr(live.snapshot, "workloads", ())}   # (tests build a live read without one)
     for ref in touched(plan):

@@ -42,16 +42,18 @@ from typing import Any, Callable, Mapping
 from models import Admission, Eviction, ObjectRef, Plan, ResourceFlavor
 from planner import kinds
 from planner.cluster.apply import (
-    ADMITTED_AT, ASSIGNMENT, ATTEMPTS, DISPATCHED_TO, DISPATCHING_TO, EVICTED_AT, EVICTION_REASON, ORIGINAL,
-    WORKER_STATUS, Applier, admitted_template_spec, assignment_json, fingerprint, rfc3339,
+    ATTEMPTS, Applier, admitted_template_spec, fingerprint, rfc3339,
 )
 from planner.cluster.kube import MERGE_PATCH, ApiStatus, Kube, path_of
 from planner.errors import ClusterError
+from planner.k8s.fields import Bad
+from planner.k8s.annotations import (
+    ADMITTED_AT, ASSIGNMENT, DISPATCHED_AT, DISPATCHED_TO, DISPATCHING_TO, EVICTED_AT, EVICTION_REASON,
+    ORIGINAL_SCHEDULING as ORIGINAL, WORKER_STATUS, MULTIKUEUE_ORIGIN as ORIGIN_LABEL, MULTIKUEUE_ORIGIN_UID as ORIGIN_UID, STOWPLAN_PREFIX, decode_assignment,
+    encode_assignment,
+)
 
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
-ORIGIN_UID = "kueue.x-k8s.io/multikueue-origin-uid"
 ORIGIN = "stowplan"
-DISPATCHED_AT = "stowplan.io/dispatched-at"
 # labels the manager's API server generated for its own Job: the worker's generates its own
 GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name")
 JOB_CONTROLLER = "kubernetes.io/job-controller"
@@ -123,7 +125,7 @@ def worker_copy(manager_job: Mapping[str, Any], admission: Admission, flavors: M
     meta = _meta(manager_job)
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in GENERATED_LABELS}
     labels[ORIGIN_LABEL] = origin
-    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith("stowplan.io/")}
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(STOWPLAN_PREFIX)}
     notes[ORIGIN_UID] = str(meta.get("uid", ""))
     spec = copy.deepcopy(dict(manager_job.get("spec") or {}))
     spec.pop("managedBy", None)            # the worker's own job controller runs it
@@ -142,7 +144,7 @@ def worker_copy(manager_job: Mapping[str, Any], admission: Admission, flavors: M
     if refused:
         raise ValueError(refused)
     notes[ORIGINAL] = json.dumps(original, separators=(",", ":"), sort_keys=True)
-    notes[ASSIGNMENT] = assignment_json(admission.pod_sets)
+    notes[ASSIGNMENT] = encode_assignment(admission.pod_sets)
     notes[ADMITTED_AT] = rfc3339(now)
     return body
 
@@ -503,14 +505,12 @@ class Dispatcher:
 
 
 def _assignment(job: Mapping[str, Any]) -> list[Any]:
-    from planner.cluster.apply import parse_pod_sets
-
     text = (_meta(job).get("annotations") or {}).get(ASSIGNMENT)
     if not text:
         return []
     try:
-        return parse_pod_sets(json.loads(text))
-    except (ValueError, KeyError, TypeError, RecursionError):
+        return list(decode_assignment(text))
+    except Bad:
         return []
 
 

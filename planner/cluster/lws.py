@@ -17,6 +17,8 @@ from typing import Any, Callable, Mapping
 from models import Admission, Eviction, ObjectRef, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import ApiStatus, Kube, path_of
 from planner.kinds import leaderworkerset as lws
+from planner.k8s import annotations as keys
+from planner.k8s.annotations import decode_entries
 from planner.k8s.fields import Bad, is_decimal
 
 ATTEMPTS = 3
@@ -80,11 +82,9 @@ class Groups:
 
 def union(entries: list[dict[str, Any]], name: str, flavors: Mapping[str, str]) -> PodSetAssignment | None:
     """Pod set `name` over every admitted group: all their nodes (the template is shared)."""
-    from planner.cluster.apply import parse_pod_sets
-
     per_node: dict[str, int] = {}
     for entry in entries:
-        for ps in parse_pod_sets(entry.get("podSets") or []):
+        for ps in decode_entries(entry.get("podSets") or []):
             if ps.name == name:
                 for node, count in ps.pods_per_node().items():
                     per_node[node] = per_node.get(node, 0) + count
@@ -97,11 +97,9 @@ def union(entries: list[dict[str, Any]], name: str, flavors: Mapping[str, str]) 
 
 def common_labels(entries: list[dict[str, Any]], name: str, flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:
     """The node labels every admitted group's flavors of pod set `name` share (the template's selector)."""
-    from planner.cluster.apply import parse_pod_sets
-
     out: dict[str, str] | None = None
     for entry in entries:
-        for ps in parse_pod_sets(entry.get("podSets") or []):
+        for ps in decode_entries(entry.get("podSets") or []):
             if ps.name != name:
                 continue
             labels: dict[str, str] = {}
@@ -152,9 +150,9 @@ def admit(groups: Groups, admission: Admission, flavors: Mapping[str, ResourceFl
             for key in ("nodeSelector", "tolerations", "affinity", "schedulingGates"):
                 spec.pop(key, None)
             spec.update(fields)
-            template.setdefault("metadata", {}).setdefault("annotations", {})[lws.ROLE] = name
+            template.setdefault("metadata", {}).setdefault("annotations", {})[keys.ROLE] = name
         annotations[original_key] = json.dumps(original, separators=(",", ":"), sort_keys=True)
-        annotations[lws.GROUPS] = json.dumps(admitted, separators=(",", ":"), sort_keys=True)
+        annotations[keys.GROUP_ASSIGNMENTS] = json.dumps(admitted, separators=(",", ":"), sort_keys=True)
         return None
 
     return groups.update(ref, edit)
@@ -174,7 +172,7 @@ def evict(groups: Groups, eviction: Eviction) -> tuple[dict[str, Any] | None, st
         if str(index) not in admitted:
             return "unchanged"
         del admitted[str(index)]
-        annotations[lws.GROUPS] = json.dumps(admitted, separators=(",", ":"), sort_keys=True)
+        annotations[keys.GROUP_ASSIGNMENTS] = json.dumps(admitted, separators=(",", ":"), sort_keys=True)
         return None
 
     obj, outcome = groups.update(ref, edit)
@@ -194,8 +192,6 @@ def evict(groups: Groups, eviction: Eviction) -> tuple[dict[str, Any] | None, st
 
 def running(obj: Mapping[str, Any]) -> dict[ObjectRef, list[PodSetAssignment]]:
     """Group workload -> its assignment, for an LWS of a live List (whose gates to finish)."""
-    from planner.cluster.apply import parse_pod_sets
-
     meta = obj.get("metadata") or {}
     try:
         admitted = lws.group_assignments(meta.get("annotations") or {})
@@ -207,7 +203,7 @@ def running(obj: Mapping[str, Any]) -> dict[ObjectRef, list[PodSetAssignment]]:
             continue
         try:
             out[lws.group_ref(str(meta.get("namespace", "")), str(meta.get("name", "")), int(index))] = \
-                parse_pod_sets(entry.get("podSets") or [])
-        except (KeyError, TypeError, ValueError):
+                decode_entries(entry.get("podSets") or [])
+        except Bad:
             continue
     return out

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, Resize, SolverReport
 from models.objects import Toleration
 from models.provisioning import DeletedRequest, ProvisioningSection, RequestPodSet, WantedRequest
-from planner.cluster.apply import parse_pod_sets
+from planner.k8s.annotations import decode_entries
+from planner.k8s.fields import Bad
 from planner.errors import InputError
 
 
@@ -84,7 +85,7 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
         versions = {_ref_of(key): str(value) for key, value in raw_versions.items()}
         raw_prints = (data.get("snapshot") or {}).get("fingerprints") or {}
         prints = {_ref_of(key): str(value) for key, value in raw_prints.items()}
-        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(parse_pod_sets(a["podSets"])),
+        admissions = tuple(Admission(_ref(a["workload"]), str(a["clusterQueue"]), tuple(decode_entries(a["podSets"], "admissions[].podSets")),
                                      cluster=None if a.get("cluster") is None else str(a["cluster"]))
                            for a in data.get("admissions") or ())
         evictions = tuple(Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
@@ -93,14 +94,14 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
                                    requeue_at=None if e.get("requeueAt") is None else _epoch(str(e["requeueAt"])),
                                    message=str(e.get("message") or ""))
                           for e in data.get("evictions") or ())
-        migrations = tuple(Migration(_ref(m["workload"]), str(m["clusterQueue"]), tuple(parse_pod_sets(m["from"])),
-                                     tuple(parse_pod_sets(m["to"])),
+        migrations = tuple(Migration(_ref(m["workload"]), str(m["clusterQueue"]), tuple(decode_entries(m["from"], "migrations[].from")),
+                                     tuple(decode_entries(m["to"], "migrations[].to")),
                                      tuple(Domain(tuple(map(str, d["levels"])), tuple(map(str, d["values"])))
                                            for d in m.get("frees") or ()),
                                      tuple(_ref(r) for r in m.get("for") or ()), float(m.get("cost") or 0.0))
                            for m in data.get("migrations") or ())
         resizes = tuple(Resize(_ref(r["workload"]), str(r["clusterQueue"]), str(r["podSet"]), int(r["from"]),
-                               int(r["to"]), parse_pod_sets([r["slice"]])[0] if r.get("slice") else None,
+                               int(r["to"]), decode_entries([r["slice"]], "resizes[].slice")[0] if r.get("slice") else None,
                                tuple((str(x["node"]), int(x["count"])) for x in r.get("release") or ()),
                                str(r.get("reason") or ""), tuple(_ref(f) for f in r.get("for") or ()),
                                float(r.get("cost") or 0.0))
@@ -114,6 +115,8 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
                                  float(solver.get("gap") or 0)),
                     admissions, evictions, migrations=migrations, resizes=resizes,
                     provisioning=None if data.get("provisioning") is None else section_from_dict(data["provisioning"]))
+    except Bad as bad:
+        raise InputError(f"malformed plan: {bad.message}", file=path, field=bad.field) from None
     except (AttributeError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise InputError(f"malformed plan: {type(err).__name__}: {err}", file=path) from None
     missing = [str(ref) for ref in touched(plan) if ref not in versions]

@@ -30,9 +30,9 @@ from typing import Any, Callable, Mapping
 
 from models import Admission
 from planner.cluster.kube import ApiStatus, Kube, path_of
+from planner.k8s.annotations import REQUIRED
 
 API_VERSION = "scheduling.k8s.io/v1alpha2"
-REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 
 
 def group_name(job: Mapping[str, Any]) -> str | None:

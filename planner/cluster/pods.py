@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
+from planner.k8s.annotations import ASSIGNMENT, POD_GROUP_NAME, ROLE
 from planner.kinds import pods as kind
 
 DONE = ("Succeeded", "Failed")
@@ -29,7 +30,7 @@ def members(kube: Kube, ref: ObjectRef) -> list[dict[str, Any]]:
         found = [pod] if pod else []
     else:
         found = list(kube.list(path_of("v1", "pods", ref.namespace),
-                               label_selector=f"{kind.GROUP_NAME_LABEL}={ref.name}"))
+                               label_selector=f"{POD_GROUP_NAME}={ref.name}"))
     alive = [p for p in found if (p.get("status") or {}).get("phase") not in DONE
              and not (p.get("metadata") or {}).get("deletionTimestamp")]
     return sorted(alive, key=lambda p: str(p["metadata"]["name"]))
@@ -83,7 +84,7 @@ def admit(kube: Kube, admission: Admission, flavors: Mapping[str, ResourceFlavor
         return "conflict", f"it has fewer pods than planned in pod set(s) {', '.join(short)}"
     gated = [p for p in pods if kind.is_gated(p.get("spec") or {})]
     if not gated:
-        done = all((p["metadata"].get("annotations") or {}).get("stowplan.io/assignment") == assignment_text
+        done = all((p["metadata"].get("annotations") or {}).get(ASSIGNMENT) == assignment_text
                    for p in pods)
         return ("unchanged", None) if done else ("conflict", "it is already running with another assignment")
     places = kind.placement([(str(p["metadata"]["name"]), None if kind.is_gated(p.get("spec") or {}) else node_of(p),
@@ -95,7 +96,7 @@ def admit(kube: Kube, admission: Admission, flavors: Mapping[str, ResourceFlavor
         if name not in places:
             continue   # beyond the plan's count (Kueue would delete the excess): it stays gated
         pod_set = wanted[roles[name]]
-        extra = {**annotations, kind.ROLE: roles[name]} if ref.kind == kind.GROUP_KIND else annotations
+        extra = {**annotations, ROLE: roles[name]} if ref.kind == kind.GROUP_KIND else annotations
         patches.append((name, kind.admission_patch(pod, places[name], flavor_tolerations(pod_set, flavors), extra)))
 
     def patch(item: tuple[str, list[dict[str, Any]]]) -> str | None:

@@ -19,11 +19,14 @@ from typing import Any, Callable, Mapping
 from models import ObjectRef
 from models.provisioning import ProvisioningSection, RequestPodSet, WantedRequest, quantity_text
 from planner.cluster.kube import ApiStatus, Kube, path_of
-from planner.snapshot.provisioning import ATTEMPT_LABEL, CHECK_LABEL, MANAGED_LABEL, WORKLOAD_ANNOTATION
+from planner.k8s.annotations import (
+    PROVISIONING_ATTEMPT as ATTEMPT_LABEL, PROVISIONING_CHECK as CHECK_LABEL, PROVISIONING_MANAGED as MANAGED_LABEL,
+    PROVISIONING_WORKLOAD as WORKLOAD_ANNOTATION,
+)
+from planner.k8s.annotations import PROVISIONING_REQUEST as REQUEST_LABEL
 
 API_VERSION = "autoscaling.x-k8s.io/v1"
 PLURAL = "provisioningrequests"
-REQUEST_LABEL = "stowplan.io/provisioning-request"    # on a PodTemplate: the request it belongs to
 # The PodTemplate's one container stands for the pod set's pods: the autoscaler simulates
 # scheduling it (requests, node selector, tolerations) and never runs it.
 CONTAINER_NAME = "main"

@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterable, Sequence
 from models import Snapshot
 from planner import kinds
 from planner.cluster.kube import ApiStatus, Kube, path_of
+from planner.k8s.annotations import KUEUE_PREFIX, SNAPSHOT_SOURCE, SNAPSHOT_TIME, STOWPLAN_PREFIX
 
-SNAPSHOT_TIME = "stowplan.io/snapshot-time"
 KUEUE_CONFIG_NAMESPACE = "kueue-system"     # planner.snapshot.kueue_config reads it
 KUEUE_CONFIG_NAME = "kueue-manager-config"
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -159,7 +159,7 @@ def _is_kueue_configuration(obj: dict[str, Any]) -> bool:
 
 # What `pruned` keeps: the annotations Stowplan reads (its own, and Kueue's on Jobs and pod
 # templates) and of each container what the effective request and a person need.
-KEPT_ANNOTATIONS = ("stowplan.io/", "kueue.x-k8s.io/")
+KEPT_ANNOTATIONS = (STOWPLAN_PREFIX, KUEUE_PREFIX)
 KEPT_CONTAINER_FIELDS = ("name", "image", "resources", "restartPolicy")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
@@ -297,7 +297,7 @@ def read_cluster(kube: Kube, *, config_files: Sequence[str] = (), policy_file: s
     document = {
         "apiVersion": "v1",
         "kind": "List",
-        "metadata": {"annotations": {SNAPSHOT_TIME: rfc3339(stamp), "stowplan.io/source": kube.host}},
+        "metadata": {"annotations": {SNAPSHOT_TIME: rfc3339(stamp), SNAPSHOT_SOURCE: kube.host}},
         "items": items,
     }
     data = (json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")

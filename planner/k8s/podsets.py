@@ -12,42 +12,16 @@ from typing import Any
 from models import HOSTNAME_LABEL, PodSet, PodSetAssignment, SliceLayer, TopologyRequest
 from planner.k8s.fields import Bad, decimal, integer, json_value, mapping, required, sequence, string, string_map, tolerations
 from planner.k8s.requests import effective_request_dict, resources
+from planner.k8s.annotations import (
+    ADMITTED_AT, ASSIGNMENT, CHECKPOINTED_AT, DEACTIVATED, ELASTIC_JOB, EVICTED_AT, EVICTION_REASON, GROUP,
+    MAX_PARALLELISM, MIGRATING_TO, MIN_PARALLELISM, MOVABLE, NON_PREEMPTIBLE, PODSET_PREFIX, PODS_NOT_READY_AT,
+    PODS_READY_AT, PREEMPTION_COST, PREFERRED, PRIORITY_LABEL, QUEUE_LABEL, REQUEUE_AT, REQUEUE_COUNT, REQUIRED,
+    SLICE_CONSTRAINTS, SLICE_SIZE, SLICE_TOPOLOGY, UNCONSTRAINED,
+)
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
-REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
-SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
-SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
-GROUP = "kueue.x-k8s.io/podset-group-name"
-ASSIGNMENT = "stowplan.io/assignment"
-ADMITTED_AT = "stowplan.io/admitted-at"
-CHECKPOINTED_AT = "stowplan.io/checkpointed-at"
-EVICTED_AT = "stowplan.io/evicted-at"
-PREEMPTION_COST = "stowplan.io/preemption-cost"
-NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
-MOVABLE = "stowplan.io/movable"
-# Elastic Jobs (Kueue's ElasticJobs via workload slices): resizable while running.
-ELASTIC_JOB = "kueue.x-k8s.io/elastic-job"
-# The most pods an elastic Job may grow to, kept by `apply` when it first writes
-# spec.parallelism (until then, spec.parallelism is that most).
-MAX_PARALLELISM = "stowplan.io/max-parallelism"
-# A Job being moved (defragmentation): suspended, its old pods leaving, its new place held.
-MIGRATING_TO = "stowplan.io/migrating-to"
-EVICTION_REASON = "stowplan.io/eviction-reason"
-# waitForPodsReady's record on the object (Kueue keeps it in the Workload's status)
-PODS_READY_AT = "stowplan.io/pods-ready-at"
-PODS_NOT_READY_AT = "stowplan.io/pods-not-ready-at"
-REQUEUE_COUNT = "stowplan.io/requeue-count"
-REQUEUE_AT = "stowplan.io/requeue-at"
-DEACTIVATED = "stowplan.io/deactivated"
 MAX_SLICE_LAYERS = 3
 
 NO_TOPOLOGY = TopologyRequest()
-_PODSET_PREFIX = "kueue.x-k8s.io/podset-"
 JOB_POD_SET = "main"   # Kueue's name for a batch/v1 Job's only pod set
 
 
@@ -64,7 +38,7 @@ def topology_request(annotations: dict[str, str], field: str) -> TopologyRequest
 
     Level names are kept as written: whether a topology has them is decided later.
     """
-    if not any(key.startswith(_PODSET_PREFIX) for key in annotations):
+    if not any(key.startswith(PODSET_PREFIX) for key in annotations):
         return NO_TOPOLOGY
     modes = [(mode, annotations[key]) for mode, key in
              (("required", REQUIRED), ("preferred", PREFERRED), ("unconstrained", UNCONSTRAINED))
@@ -171,57 +145,6 @@ def min_parallelism(annotations: dict[str, str], count: int) -> int | None:
     if value > count:
         raise Bad(field, f"{value} is more than the Job's pod count {count}")
     return None if value == count else value
-
-
-def parse_assignment(text: str, pod_sets: tuple[PodSet, ...], key: str = ASSIGNMENT) -> tuple[PodSetAssignment, ...]:
-    """The stowplan.io/assignment annotation (or `key`, of the same form): the plan's
-    podSets entries, one per pod set."""
-    field = f"metadata.annotations[{key}]"
-    entries = json_value(text, field, "a JSON list of podSets entries")
-    if type(entries) is not list:
-        raise Bad(field, "must be a JSON list of podSets entries")
-    by_name = {ps.name: ps for ps in pod_sets}
-    out: dict[str, PodSetAssignment] = {}
-    for i, entry in enumerate(entries):
-        where = f"entry {i + 1}"
-        if type(entry) is not dict:
-            raise Bad(field, f"{where} must be an object")
-        name = entry.get("name")
-        if name not in by_name:
-            raise Bad(field, f"{where}: pod set {name!r} is not one of {sorted(by_name)}")
-        if name in out:
-            raise Bad(field, f"{where}: pod set {name!r} appears twice")
-        count = entry.get("count")
-        if type(count) is not int or count < 1 or count > by_name[name].count:
-            raise Bad(field, f"{where}: count must be an integer from 1 to {by_name[name].count}, got {count!r}")
-        flavors = entry.get("flavors", {})
-        if type(flavors) is not dict or any(type(k) is not str or type(v) is not str for k, v in flavors.items()):
-            raise Bad(field, f"{where}: flavors must map resource names to flavor names")
-        ta = entry.get("topologyAssignment")
-        if type(ta) is not dict:
-            raise Bad(field, f"{where}: topologyAssignment (levels and domains) is required")
-        levels = ta.get("levels")
-        if type(levels) is not list or not levels or any(type(v) is not str for v in levels):
-            raise Bad(field, f"{where}: topologyAssignment.levels must be a non-empty list of labels")
-        if levels[-1] != HOSTNAME_LABEL:
-            raise Bad(field, f"{where}: the last level must be {HOSTNAME_LABEL} (Stowplan names every pod's node), "
-                             f"got {levels[-1]!r}")
-        domains = []
-        raw_domains = ta.get("domains")
-        for j, domain in enumerate(raw_domains if type(raw_domains) is list else [None]):
-            if (type(domain) is not dict or type(domain.get("values")) is not list
-                    or len(domain["values"]) != len(levels) or any(type(v) is not str for v in domain["values"])
-                    or type(domain.get("count")) is not int or domain["count"] < 1):
-                raise Bad(field, f"{where}: domain {j + 1} must be {{values: [one per level], count: N >= 1}}")
-            domains.append((tuple(domain["values"]), domain["count"]))
-        if sum(c for _, c in domains) != count:
-            raise Bad(field, f"{where}: domain counts add up to {sum(c for _, c in domains)}, not count {count}")
-        domains.sort()
-        out[name] = PodSetAssignment(name, count, flavors, tuple(levels), tuple(domains))
-    missing = [n for n in by_name if n not in out]
-    if missing:
-        raise Bad(field, f"has no entry for pod set(s) {', '.join(missing)}")
-    return tuple(out[n] for n in sorted(out))
 
 
 def jobset_pod_sets(spec: dict[str, Any]) -> list[tuple[str, int, dict[str, Any], str]]:

@@ -29,8 +29,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from models import CustomKind, CustomPodSet, ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.k8s.fields import Bad, shown, type_name
+from planner.k8s.annotations import PODSET_LABEL
 
-PODSET_LABEL = "kueue.x-k8s.io/podset"     # Kueue's label naming a pod's pod set
 BUCKET = "custom:"                         # the snapshot reader's buckets of custom kinds: never a built-in's
 
 _GROUP = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$")

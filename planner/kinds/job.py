@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.k8s import podsets as wl
+from planner.k8s.annotations import ELASTIC_JOB
 from planner.k8s.fields import mapping
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
@@ -38,7 +39,7 @@ class JobAdapter(Adapter):
     def pod_sets(self, spec: dict[str, Any], annotations: dict[str, str], attempt: Attempt,
                  lookup: Lookup, namespace: str) -> list[PodSetSource]:
         count = attempt(wl.job_count, spec, "spec", default=1)
-        if annotations.get(wl.ELASTIC_JOB) == "true":
+        if annotations.get(ELASTIC_JOB) == "true":
             # an elastic Job apply has resized: its most is what it recorded
             count = attempt(wl.max_parallelism, annotations, spec.get("completions"), default=None) or count
         min_count = attempt(wl.min_parallelism, annotations, count, default=None)

@@ -34,6 +34,7 @@ from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
 from planner.k8s.fields import Bad, integer, is_decimal, json_value, mapping
+from planner.k8s.annotations import GROUP_ASSIGNMENTS as GROUPS, ROLE, KUEUE_GATE, TOPOLOGY_GATE
 
 LEADER = "leader"
 WORKER = "worker"
@@ -94,9 +95,7 @@ def template_paths(spec: dict[str, Any]) -> dict[str, tuple[str, ...]]:
 
 # ---------------------------------------------------------------- the adapter
 
-GROUPS = "stowplan.io/group-assignments"   # on the LWS: group index -> {podSets, admittedAt}
-ROLE = "stowplan.io/role"                  # on each template (so on each pod): its pod set
-HOLD_GATES = ("kueue.x-k8s.io/admission", "stowplan.io/topology")
+HOLD_GATES = (KUEUE_GATE, TOPOLOGY_GATE)
 
 
 def group_ref(namespace: str, name: str, index: int) -> ObjectRef:

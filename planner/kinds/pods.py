@@ -30,13 +30,12 @@ from models import HOSTNAME_LABEL as HOSTNAME, ObjectRef, PodSet
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.ray import Entry
 from planner.k8s.fields import Bad, decimal, mapping, sequence
-from planner.k8s.podsets import QUEUE_LABEL, build_pod_set
+from planner.k8s.podsets import build_pod_set
+from planner.k8s.annotations import (
+    KUEUE_GATE as GATE, POD_GROUP_NAME as GROUP_NAME_LABEL, POD_GROUP_TOTAL_COUNT as TOTAL_COUNT, QUEUE_LABEL, ROLE,
+    ROLE_HASH,
+)
 
-GATE = "kueue.x-k8s.io/admission"
-GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
-TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
-ROLE_HASH = "kueue.x-k8s.io/role-hash"
-ROLE = "stowplan.io/role"
 SINGLE_POD_SET = "main"
 MAX_ROLES = 8
 SHAPE_FIELDS = ("nodeSelector", "affinity", "tolerations", "runtimeClassName", "priority",

@@ -46,14 +46,13 @@ from models import ObjectRef
 from planner.kinds.base import Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.job import owned_by
 from planner.k8s.fields import Bad, boolean, integer, mapping, required, sequence, string, string_map
+from planner.k8s.annotations import ELASTIC_JOB as ELASTIC, TOPOLOGY_GATE as STOWPLAN_GATE
 
 HEAD = "head"
 SUBMITTER = "submitter"
 MAX_WORKER_GROUPS = 7          # Kueue: 8 pod sets at most, the head among them
 K8S_JOB_MODE = "K8sJobMode"    # KubeRay's default submissionMode
-ELASTIC = "kueue.x-k8s.io/elastic-job"
 UNSET_MAX_REPLICAS = 2**31 - 1   # KubeRay's default maxReplicas (the CRD's): no most given
-STOWPLAN_GATE = "stowplan.io/topology"   # planner.cluster.apply.GATE (a layer above)
 
 # KubeRay's default submitter pod, as Kueue's rayjob.getSubmitterTemplate copies it
 DEFAULT_SUBMITTER: dict[str, Any] = {

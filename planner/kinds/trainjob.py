@@ -27,6 +27,7 @@ from models import ObjectRef
 from planner.kinds.base import SCHEDULING_FIELDS, Adapter, Attempt, Lookup, PodSetSource
 from planner.kinds.jobset import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
 from planner.k8s.fields import Bad, integer, mapping, required, sequence
+from planner.k8s.annotations import MANAGED_BY as MANAGER
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -35,7 +36,6 @@ RUNTIME = "TrainingRuntime"
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER = "trainer"
 NODE_CONTAINER = "node"
-MANAGER = "stowplan.io/planner"
 
 
 def runtime_of(spec: Mapping[str, Any], namespace: str, lookup: Lookup) -> tuple[str, str, dict[str, Any]]:

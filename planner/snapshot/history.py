@@ -21,7 +21,8 @@ from typing import Any, Sequence
 from planner.snapshot import loader
 from planner.k8s.fields import Bad, timestamp
 from planner.k8s.requests import effective_request_dict
-from planner.snapshot.trace import ANNOTATIONS, API_VERSION, MIN_PARALLELISM, PRIORITY_LABEL, QUEUE_LABEL
+from planner.k8s.annotations import MIN_PARALLELISM, PRIORITY_LABEL, QUEUE_LABEL
+from planner.snapshot.trace import ANNOTATIONS, API_VERSION
 
 _TOPOLOGY_KEY = {annotation: key for key, annotation in ANNOTATIONS.items()}
 

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import yaml
 
 from planner.errors import InputError
+from planner.k8s.annotations import SNAPSHOT_TIME
 
 if TYPE_CHECKING:   # libyaml's CSafeLoader where present: the same interface, typed as SafeLoader
     _BaseLoader = yaml.SafeLoader
@@ -52,7 +53,6 @@ else:
     _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SUFFIXES = (".yaml", ".yml", ".json")
-SNAPSHOT_TIME = "stowplan.io/snapshot-time"
 STDIN = "-"
 GIB = 2**30
 MIB = 2**20

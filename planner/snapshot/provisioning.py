@@ -17,12 +17,12 @@ from typing import Any, Mapping, Sequence
 from models import ClusterQueue, ObjectRef, Workload, WorkloadState
 from models.provisioning import CONTROLLER_NAME, ProvisioningCheck, ProvisioningRequestState, newest_requests
 from planner.k8s.fields import Bad, mapping, sequence, string
+from planner.k8s.annotations import (
+    PROVISIONING_ATTEMPT as ATTEMPT_LABEL, PROVISIONING_CHECK as CHECK_LABEL, PROVISIONING_MANAGED as
+    MANAGED_LABEL, PROVISIONING_WORKLOAD as WORKLOAD_ANNOTATION,
+)
 
 # Stowplan's marks on what it makes (a request, its PodTemplates)
-MANAGED_LABEL = "stowplan.io/managed"
-CHECK_LABEL = "stowplan.io/admission-check"
-WORKLOAD_ANNOTATION = "stowplan.io/workload"        # KIND/NAMESPACE/NAME of the workload it is for
-ATTEMPT_LABEL = "stowplan.io/provisioning-attempt"  # the attempt (also the name's last number, unless cut)
 PROVISIONING_GROUP = "autoscaling.x-k8s.io"
 CONFIG_KIND = "ProvisioningRequestConfig"
 _ATTEMPT = re.compile(r"-([0-9]+)$")

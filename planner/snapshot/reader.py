@@ -25,6 +25,8 @@ from models import (
 from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from planner import kinds as kinds_mod
 from planner.errors import InputError
+from planner.k8s import annotations as keys
+from planner.k8s.annotations import decode_assignment
 from planner.kinds import Adapter, PodSetSource
 from planner.kinds import custom as custom_kinds
 from planner.kinds import leaderworkerset as lws_kind
@@ -625,7 +627,7 @@ class _Reader:
         meta = item.metadata
         labels: dict[str, str] | None = self.attempt(item, string_map, meta.get("labels"), "metadata.labels",
                                                      default=None)
-        if not labels or not labels.get(wl.QUEUE_LABEL):
+        if not labels or not labels.get(keys.QUEUE_LABEL):
             return None   # not queued through Kueue: its pods, if any, are unmanaged usage
         reasons: list[str] = [f"invalid {item.invalid}"] if item.invalid else []
         spec: dict[str, Any] = self.attempt(item, mapping, item.obj.get("spec"), "spec", default={},
@@ -676,7 +678,7 @@ class _Reader:
         admitted = attempt(lws_kind.group_assignments, annotations, default=none)
         held = lws_kind.held(spec)
         pc_name, pc_field = adapter.priority_class(spec, sources)
-        own = {k: v for k, v in annotations.items() if k not in (lws_kind.GROUPS, wl.ASSIGNMENT, wl.ADMITTED_AT)}
+        own = {k: v for k, v in annotations.items() if k not in (keys.GROUP_ASSIGNMENTS, keys.ASSIGNMENT, keys.ADMITTED_AT)}
         for index in range(count):
             ref = lws_kind.group_ref(item.namespace, item.name, index)
             group_reasons = list(reasons)
@@ -685,9 +687,9 @@ class _Reader:
             entry = admitted.get(str(index))
             notes = dict(own)
             if entry is not None:
-                notes[wl.ASSIGNMENT] = json.dumps(entry.get("podSets"))
+                notes[keys.ASSIGNMENT] = json.dumps(entry.get("podSets"))
                 if isinstance(entry.get("admittedAt"), str):
-                    notes[wl.ADMITTED_AT] = entry["admittedAt"]
+                    notes[keys.ADMITTED_AT] = entry["admittedAt"]
             metadata = {**item.metadata, "annotations": notes}
             group = Item(item.file, ref.kind, ref.namespace, ref.name, metadata,
                          {"kind": ref.kind, "metadata": metadata, "spec": {"suspend": entry is None and held}})
@@ -707,7 +709,7 @@ class _Reader:
         groups: dict[ObjectRef, list[Item]] = {}
         for item in self.buckets["pod"]:
             labels = item.metadata.get("labels")
-            if item.invalid or type(labels) is not dict or not labels.get(wl.QUEUE_LABEL):
+            if item.invalid or type(labels) is not dict or not labels.get(keys.QUEUE_LABEL):
                 continue
             if labels.get(pods_kind.LWS_NAME_LABEL) or _owned_by_planned(item, labels):
                 continue
@@ -730,9 +732,9 @@ class _Reader:
             phase = status.get("phase") if type(status) is dict else None
             members.append(pods_kind.Member(member.name, annotations, spec, str(phase or ""),
                                             bool(member.metadata.get("deletionTimestamp"))))
-        queues = sorted({str(i.metadata["labels"][wl.QUEUE_LABEL]) for i in items})
+        queues = sorted({str(i.metadata["labels"][keys.QUEUE_LABEL]) for i in items})
         if len(queues) > 1:
-            self.problem(item, f"metadata.labels[{wl.QUEUE_LABEL}]", f"the group's pods name different queues "
+            self.problem(item, f"metadata.labels[{keys.QUEUE_LABEL}]", f"the group's pods name different queues "
                                                                      f"({', '.join(queues)}); the group waits")
             reasons.append(f"the group's pods name different queues ({', '.join(queues)})")
         if ref.kind == pods_kind.POD_KIND:
@@ -746,7 +748,7 @@ class _Reader:
                                "(Kueue admits a pod group once all its pods exist)")
             elif entries and active > total:
                 reasons.append(f"{active} pods for a group of {total} "
-                               f"({pods_kind.TOTAL_COUNT}); Kueue deletes the excess first")
+                               f"({keys.POD_GROUP_TOTAL_COUNT}); Kueue deletes the excess first")
         pod_sets = []
         for entry in entries:
             try:
@@ -759,7 +761,7 @@ class _Reader:
             pod_sets.append(PodSet(pods_kind.SINGLE_POD_SET, 1, Resources.of(pods=1)))
         # the group as one object: the earliest creation, the annotations of a pod Stowplan admitted,
         # waiting while any pod is gated, and every pod's resourceVersion
-        admitted = next((m for m in members if wl.ASSIGNMENT in m.annotations), members[0])
+        admitted = next((m for m in members if keys.ASSIGNMENT in m.annotations), members[0])
         created = min((str(i.metadata.get("creationTimestamp") or "") for i in items), default="")
         metadata = {**first.metadata, "annotations": admitted.annotations, "creationTimestamp": created or None,
                     "resourceVersion": ",".join(f"{i.name}={i.metadata.get('resourceVersion', '')}" for i in items)
@@ -767,7 +769,7 @@ class _Reader:
         gated = any(pods_kind.is_gated(m.spec) for m in members if pods_kind.runnable(m))
         synthetic = Item(item.file, ref.kind, ref.namespace, ref.name, metadata,
                          {"kind": ref.kind, "metadata": metadata,
-                          "spec": {"schedulingGates": [{"name": pods_kind.GATE}]} if gated else {}})
+                          "spec": {"schedulingGates": [{"name": keys.KUEUE_GATE}]} if gated else {}})
         adapter = kinds_mod.by_kind(ref.kind)
         assert adapter is not None
         labels = {k: str(v) for k, v in first.metadata["labels"].items()}
@@ -789,7 +791,7 @@ class _Reader:
         for key, (file, count) in sorted(self.unplanned.items()):
             api_version, _, kind = key.rpartition("/")
             self.problem(None, "", f"kind {kind} is not planned ({api_version}): {count} object(s) with label "
-                                   f"{wl.QUEUE_LABEL} wait outside Stowplan", file)
+                                   f"{keys.QUEUE_LABEL} wait outside Stowplan", file)
 
     def pod_set(self, item: Item, name: str, count: int, template: dict[str, Any], field: str,
                 min_count: int | None, reasons: list[str]) -> PodSet:
@@ -814,7 +816,7 @@ class _Reader:
         version = meta.get("resourceVersion")
         fields: dict[str, Any] = {
             "ref": item.ref,
-            "local_queue": labels[wl.QUEUE_LABEL],
+            "local_queue": labels[keys.QUEUE_LABEL],
             "pod_sets": pod_sets,
             "priority": self.priority(item, labels, pc_name, pc_field, reasons),
             "uid": uid if type(uid) is str else "",
@@ -822,15 +824,15 @@ class _Reader:
         }
         created = self.attempt(item, timestamp, meta.get("creationTimestamp"), "metadata.creationTimestamp",
                                default=None)
-        evicted = self.annotation_time(item, annotations, wl.EVICTED_AT)
+        evicted = self.annotation_time(item, annotations, keys.EVICTED_AT)
         fields["created_at"] = created or 0.0
         fields["queued_at"] = max(created or 0.0, evicted or 0.0)
-        fields["admitted_at"] = self.annotation_time(item, annotations, wl.ADMITTED_AT)
+        fields["admitted_at"] = self.annotation_time(item, annotations, keys.ADMITTED_AT)
         self.read_requeue_state(item, annotations, fields)
-        fields["checkpointed_at"] = self.annotation_time(item, annotations, wl.CHECKPOINTED_AT)
-        if wl.PREEMPTION_COST in annotations:
-            cost_field = f"metadata.annotations[{wl.PREEMPTION_COST}]"
-            cost = self.attempt(item, number, annotations[wl.PREEMPTION_COST], cost_field, default=None)
+        fields["checkpointed_at"] = self.annotation_time(item, annotations, keys.CHECKPOINTED_AT)
+        if keys.PREEMPTION_COST in annotations:
+            cost_field = f"metadata.annotations[{keys.PREEMPTION_COST}]"
+            cost = self.attempt(item, number, annotations[keys.PREEMPTION_COST], cost_field, default=None)
             if cost is not None and cost < 0:
                 self.problem(item, cost_field, f"{cost:g} is negative; ignored")
                 cost = None
@@ -840,32 +842,32 @@ class _Reader:
                                                f"{policy_mod.MAX_COST:g} is used")
                 cost = policy_mod.MAX_COST
             fields["preemption_cost"] = cost
-        flag = annotations.get(wl.NON_PREEMPTIBLE)
+        flag = annotations.get(keys.NON_PREEMPTIBLE)
         if flag is not None and flag not in ("true", "false"):
-            self.problem(item, f"metadata.annotations[{wl.NON_PREEMPTIBLE}]",
+            self.problem(item, f"metadata.annotations[{keys.NON_PREEMPTIBLE}]",
                          f"must be \"true\" or \"false\", got {flag!r}; read as false")
         fields["non_preemptible"] = flag == "true"
-        movable = annotations.get(wl.MOVABLE)
+        movable = annotations.get(keys.MOVABLE)
         if movable is not None and movable not in ("true", "false"):
-            self.problem(item, f"metadata.annotations[{wl.MOVABLE}]",
+            self.problem(item, f"metadata.annotations[{keys.MOVABLE}]",
                          f"must be \"true\" or \"false\", got {movable!r}; read as false")
         fields["movable"] = movable == "true"
-        elastic = annotations.get(wl.ELASTIC_JOB)
+        elastic = annotations.get(keys.ELASTIC_JOB)
         if elastic is not None and elastic not in ("true", "false"):
-            self.problem(item, f"metadata.annotations[{wl.ELASTIC_JOB}]",
+            self.problem(item, f"metadata.annotations[{keys.ELASTIC_JOB}]",
                          f"must be \"true\" or \"false\", got {elastic!r}; read as false")
         # Resized while running where Kueue resizes it (batch/v1 Jobs, Ray clusters); any other
         # kind says why not and is planned at its declared size
         refusal = adapter.elastic_refusal(spec) if elastic == "true" else None
         if refusal:
-            self.problem(item, f"metadata.annotations[{wl.ELASTIC_JOB}]", refusal)
+            self.problem(item, f"metadata.annotations[{keys.ELASTIC_JOB}]", refusal)
         fields["elastic_job"] = elastic == "true" and refusal is None
         # Kueue's webhook suspends a queued Job at creation, so a missing `suspend` reads as true
         suspend = self.attempt(item, adapter.read_suspended, item.obj, default=True, reasons=reasons)
-        if suspend and wl.MIGRATING_TO in annotations:
+        if suspend and keys.MIGRATING_TO in annotations:
             # Being moved: it holds its new place (and its quota) while its old pods leave;
             # those count as unmanaged usage until they are gone.
-            target = self.attempt(item, wl.parse_assignment, annotations[wl.MIGRATING_TO], pod_sets, wl.MIGRATING_TO,
+            target = self.attempt(item, decode_assignment, annotations[keys.MIGRATING_TO], pod_sets, keys.MIGRATING_TO,
                                   default=None)
             if target is None:
                 fields["state"] = WorkloadState.PENDING
@@ -875,10 +877,10 @@ class _Reader:
                 self.moving.add(item.ref)
         elif suspend:
             fields["state"] = WorkloadState.PENDING
-        elif wl.ASSIGNMENT in annotations:
-            assignment = self.attempt(item, wl.parse_assignment, annotations[wl.ASSIGNMENT], pod_sets, default=None)
+        elif keys.ASSIGNMENT in annotations:
+            assignment = self.attempt(item, decode_assignment, annotations[keys.ASSIGNMENT], pod_sets, default=None)
             if assignment is None:
-                self.problem(item, f"metadata.annotations[{wl.ASSIGNMENT}]",
+                self.problem(item, f"metadata.annotations[{keys.ASSIGNMENT}]",
                              "unreadable, so the running workload is treated as started outside Stowplan")
                 fields["state"] = WorkloadState.EXTERNAL
             else:
@@ -891,20 +893,20 @@ class _Reader:
     def read_requeue_state(self, item: Item, annotations: dict[str, str], fields: dict[str, Any]) -> None:
         """waitForPodsReady's record (planner.podsready): when the pods were seen Ready and
         not, the requeue count and time, deactivation, and the last eviction's reason."""
-        fields["pods_ready_at"] = self.annotation_time(item, annotations, wl.PODS_READY_AT)
-        fields["pods_not_ready_at"] = self.annotation_time(item, annotations, wl.PODS_NOT_READY_AT)
-        fields["requeue_at"] = self.annotation_time(item, annotations, wl.REQUEUE_AT)
-        if wl.REQUEUE_COUNT in annotations:
-            text = annotations[wl.REQUEUE_COUNT].strip()
+        fields["pods_ready_at"] = self.annotation_time(item, annotations, keys.PODS_READY_AT)
+        fields["pods_not_ready_at"] = self.annotation_time(item, annotations, keys.PODS_NOT_READY_AT)
+        fields["requeue_at"] = self.annotation_time(item, annotations, keys.REQUEUE_AT)
+        if keys.REQUEUE_COUNT in annotations:
+            text = annotations[keys.REQUEUE_COUNT].strip()
             if is_decimal(text):
                 fields["requeue_count"] = int(text)
             else:
-                self.problem(item, f"metadata.annotations[{wl.REQUEUE_COUNT}]",
-                             f"{annotations[wl.REQUEUE_COUNT]!r} is not a count (0, 1, 2, ...); read as 0")
-        deactivated = annotations.get(wl.DEACTIVATED)
+                self.problem(item, f"metadata.annotations[{keys.REQUEUE_COUNT}]",
+                             f"{annotations[keys.REQUEUE_COUNT]!r} is not a count (0, 1, 2, ...); read as 0")
+        deactivated = annotations.get(keys.DEACTIVATED)
         if deactivated is not None:
             fields["deactivated"] = deactivated or "Deactivated"
-        reason = annotations.get(wl.EVICTION_REASON, "")
+        reason = annotations.get(keys.EVICTION_REASON, "")
         fields["eviction_reason"] = reason.split(":", 1)[0].split(" ", 1)[0].strip()
 
     def annotation_time(self, item: Item, annotations: dict[str, str], key: str) -> float | None:
@@ -915,10 +917,10 @@ class _Reader:
     def priority(self, item: Item, labels: dict[str, str], pc_name: object, pc_field: str,
                  reasons: list[str]) -> int:
         """WorkloadPriorityClass by label, else PriorityClass by name, else the global default (0)."""
-        wpc = labels.get(wl.PRIORITY_LABEL)
+        wpc = labels.get(keys.PRIORITY_LABEL)
         if wpc:
             return self._class_value(item, self.workload_priority_classes, "WorkloadPriorityClass", wpc,
-                                     f"metadata.labels[{wl.PRIORITY_LABEL}]", reasons)
+                                     f"metadata.labels[{keys.PRIORITY_LABEL}]", reasons)
         if pc_name is None or pc_name == "":
             return self.default_priority
         if type(pc_name) is not str:
@@ -1052,7 +1054,7 @@ class _Reader:
             if key in self.bad_local_queues:
                 draft.reasons.insert(0, f"LocalQueue {name} in namespace {ref.namespace} is invalid")
             else:
-                self.problem(draft.item, f"metadata.labels[{wl.QUEUE_LABEL}]",
+                self.problem(draft.item, f"metadata.labels[{keys.QUEUE_LABEL}]",
                              f"LocalQueue {name} does not exist in namespace {ref.namespace}")
                 draft.reasons.insert(0, f"LocalQueue {name} does not exist in namespace {ref.namespace}")
             return None
@@ -1071,7 +1073,7 @@ class _Reader:
         pods there take no capacity of any node in the snapshot, but its quota is charged);
         an unknown flavor is reported and its usage charged to the first flavor of the
         ClusterQueue covering that resource: quota that may be in use is never handed out."""
-        field = f"metadata.annotations[{wl.ASSIGNMENT}]"
+        field = f"metadata.annotations[{keys.ASSIGNMENT}]"
         cq = self.cluster_queues.get(draft.fields.get("cluster_queue") or "")
         out = []
         for entry in assignment:
@@ -1108,9 +1110,9 @@ class _Reader:
             return
         for pod_set in draft.fields["pod_sets"]:
             request = pod_set.topology
-            wanted = ([(wl.REQUIRED if request.mode == "required" else wl.PREFERRED, request.level)]
+            wanted = ([(keys.REQUIRED if request.mode == "required" else keys.PREFERRED, request.level)]
                       if request.mode in ("required", "preferred") and request.level else [])
-            wanted += [(wl.SLICE_CONSTRAINTS if len(request.slices) > 1 else wl.SLICE_TOPOLOGY, layer.level)
+            wanted += [(keys.SLICE_CONSTRAINTS if len(request.slices) > 1 else keys.SLICE_TOPOLOGY, layer.level)
                        for layer in request.slices]
             if not wanted:
                 continue
@@ -1253,7 +1255,7 @@ def _queued(obj: dict[str, Any]) -> bool:
     """Does the object carry Kueue's queue-name label (it wants to be queued)?"""
     metadata = obj.get("metadata")
     labels = metadata.get("labels") if type(metadata) is dict else None
-    return type(labels) is dict and bool(labels.get(wl.QUEUE_LABEL))
+    return type(labels) is dict and bool(labels.get(keys.QUEUE_LABEL))
 
 
 def _pod_ready(item: Item, status: Any) -> bool:

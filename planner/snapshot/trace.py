@@ -25,6 +25,7 @@ from models.trace import Arrival, Trace
 from planner.errors import InputError
 from planner.snapshot import loader
 from planner.k8s.quantity import QuantityError, parse_quantity
+from planner.k8s.annotations import MIN_PARALLELISM, PRIORITY_LABEL, QUEUE_LABEL, REQUIRED, PREFERRED, UNCONSTRAINED, SLICE_TOPOLOGY, SLICE_SIZE, GROUP
 
 API_VERSION = "stowplan.io/v1alpha1"
 KINDS = ("Job", "JobSet")
@@ -36,15 +37,8 @@ _TOPOLOGY_KEYS = ("required", "preferred", "unconstrained", "sliceRequired", "sl
 _JOB_KEYS = ("submit", "namespace", "queue", "name", "kind", "priorityClass", "podSets", "duration",
              "checkpointInterval")
 _POD_SET_KEYS = ("name", "count", "minCount", "requests", "topology")
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-ANNOTATIONS = {"required": "kueue.x-k8s.io/podset-required-topology",
-               "preferred": "kueue.x-k8s.io/podset-preferred-topology",
-               "unconstrained": "kueue.x-k8s.io/podset-unconstrained-topology",
-               "sliceRequired": "kueue.x-k8s.io/podset-slice-required-topology",
-               "sliceSize": "kueue.x-k8s.io/podset-slice-size",
-               "group": "kueue.x-k8s.io/podset-group-name"}
-MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+ANNOTATIONS = {"required": REQUIRED, "preferred": PREFERRED, "unconstrained": UNCONSTRAINED,
+               "sliceRequired": SLICE_TOPOLOGY, "sliceSize": SLICE_SIZE, "group": GROUP}
 
 
 class _Bad(Exception):

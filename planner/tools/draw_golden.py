@@ -17,7 +17,7 @@ import yaml
 from models import Admission, Eviction, ObjectRef, Plan, Snapshot, SolverReport
 from planner import picture
 from planner.snapshot import read_snapshot
-from planner.k8s.podsets import parse_assignment
+from planner.k8s.annotations import decode_assignment
 
 
 def _ref(d: dict[str, Any]) -> ObjectRef:
@@ -33,7 +33,7 @@ def golden_plan(snapshot: Snapshot, path: str) -> Plan:
     admissions = []
     for entry in data.get("admissions") or ():
         ref = _ref(entry["workload"])
-        pod_sets = parse_assignment(json.dumps(entry["podSets"]), by_ref[ref].pod_sets)
+        pod_sets = decode_assignment(json.dumps(entry["podSets"]), by_ref[ref].pod_sets)
         admissions.append(Admission(ref, str(entry["clusterQueue"]), pod_sets))
     evictions = [Eviction(_ref(e["workload"]), str(e["reason"]), tuple(_ref(r) for r in e.get("for") or ()),
                           float(e.get("cost") or 0.0)) for e in data.get("evictions") or ()]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 from typing import Any
+from planner.k8s.annotations import PRIORITY_LABEL, QUEUE_LABEL, REQUIRED, SNAPSHOT_TIME
 
 RACK = "topology.example.com/rack"
 HOST = "kubernetes.io/hostname"
@@ -25,7 +26,7 @@ GPUS_PER_NODE = 8
 
 
 def _list(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "List", "metadata": {"annotations": {"stowplan.io/snapshot-time": TIME}},
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"annotations": {SNAPSHOT_TIME: TIME}},
             "items": items}
 
 
@@ -66,11 +67,11 @@ def worker(name: str, gpu: str, racks: int, per_rack: int) -> dict[str, Any]:
 
 def _job(i: int, priority: str, pods: int, gpus: int, rack: bool) -> dict[str, Any]:
     minute, second = divmod(i, 60)
-    annotations = {"kueue.x-k8s.io/podset-required-topology": RACK} if rack else {}
+    annotations = {REQUIRED: RACK} if rack else {}
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": f"job-{i:03d}", "namespace": "team", "uid": f"00000000-0000-0000-0000-{i:012d}",
                          "creationTimestamp": f"2026-12-01T10:{minute:02d}:{second:02d}Z",
-                         "labels": {"kueue.x-k8s.io/queue-name": "gpu-queue", "kueue.x-k8s.io/priority-class": priority}},
+                         "labels": {QUEUE_LABEL: "gpu-queue", PRIORITY_LABEL: priority}},
             "spec": {"parallelism": pods, "completions": pods, "suspend": True,
                      "template": {"metadata": {"annotations": annotations},
                                   "spec": {"restartPolicy": "Never", "containers": [{

@@ -60,26 +60,15 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Sequence
+from planner.k8s.annotations import (
+    ADMITTED_AT, ASSIGNMENT, CHECKPOINTED_AT, GENERATOR, GROUP, MIN_PARALLELISM, NON_PREEMPTIBLE, PREFERRED,
+    PRIORITY_LABEL, QUEUE_LABEL, REQUIRED, SLICE_SIZE, SLICE_TOPOLOGY, SNAPSHOT_TIME, UNCONSTRAINED,
+)
 
 HOSTNAME = "kubernetes.io/hostname"
 DATACENTER = "cloud.provider.com/topology-datacenter"
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
-SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
-GROUP = "kueue.x-k8s.io/podset-group-name"
-MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
-ASSIGNMENT = "stowplan.io/assignment"
-ADMITTED_AT = "stowplan.io/admitted-at"
-CHECKPOINTED_AT = "stowplan.io/checkpointed-at"
-NON_PREEMPTIBLE = "stowplan.io/non-preemptible"
-SNAPSHOT_TIME = "stowplan.io/snapshot-time"
-GENERATOR = "stowplan.io/generator"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 PHILLY = ((1, 70), (2, 10), (4, 15), (8, 5))

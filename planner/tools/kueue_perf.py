@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from planner.tools.generate import TRACE_API_VERSION
+from planner.k8s.annotations import SNAPSHOT_TIME
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 FLAVOR = "rf"
@@ -61,7 +62,7 @@ def baseline_snapshot(nodes_per_queue: int = 1) -> dict[str, Any]:
             "allocatable": {"cpu": str(NODE_CPU), "memory": "256Gi", "pods": "110"},
             "conditions": [{"type": "Ready", "status": "True"}]}})
     return {"apiVersion": "v1", "kind": "List", "items": items,
-            "metadata": {"annotations": {"stowplan.io/snapshot-time": START}}}
+            "metadata": {"annotations": {SNAPSHOT_TIME: START}}}
 
 
 def baseline_trace(scale: float = 1.0) -> list[dict[str, Any]]:
