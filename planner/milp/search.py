@@ -1,13 +1,14 @@
-"""The MILP's way in: the stages solved as a cut loop over the stability rows.
+"""The MILP's search: the stages (planner.milp.stages) solved as a cut loop over the
+stability rows. planner.milp.entry's `plan` calls it.
 
 The stability rows (planner.milp.guarantee: nominal quota is a guarantee) are big-M
 disjunctions; with all of them on, the LP relaxation says little and the search
 finds few plans in a cycle. Most of them are never needed: a plan that admits the
 most volume seldom leaves work waiting that its queue would reclaim for. So:
 
-  1. every priority tier is solved with the stability rows off. The model is then a
-     relaxation of the whole problem, so each tier's bound is a bound on it too, and
-     its LP is tight. The pass starts from nothing new (a tier's LP and dive find
+  1. the PASS stages (fair shares, every priority tier) are solved with the stability
+     rows off. The model is then a relaxation of the whole problem, so each tier's
+     bound is a bound on it too, and its LP is tight. The pass starts from nothing new (a tier's LP and dive find
      plans far from it), so it does not wait for Kueue's way, which runs on the
      second core meanwhile;
   2. the plan is judged by the verifier's own rule (`Judge.unstable`); where it
@@ -19,8 +20,8 @@ most volume seldom leaves work waiting that its queue would reclaim for. So:
      pass is flagged too, the rows of every waiting workload of the flagged ones'
      ClusterQueues (they share each queue's room and borrowing columns: with only some
      on, the optimum leaves the others waiting in their place), then every row;
-  4. the best plan the rule keeps (a pass's, or a carried one) has its tiers held,
-     and the preemption cost, then the tie-breakers, are minimised from it.
+  4. the best plan the rule keeps (a pass's, or a carried one) has its PASS stages
+     held, and the TAIL stages (the preemption cost, then the tie-breakers) run from it.
 
 The policy's maxEvictionsVsKueue (default 2) caps the evictions at that many times
 Kueue's way's, once Kueue's way is in (after the first pass): a row of the model
@@ -380,8 +381,8 @@ def _ahead(form: Formulation, a: Candidate, b: Candidate) -> bool:
 def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, budget: Budget, gap: float,
            judge: Judge, rows: dict[ObjectRef, list[tuple[int, float]]],
            on: set[ObjectRef]) -> tuple[Decisions, list[StageResult]]:
-    """Hold every fair-sharing stage and tier at what the chosen plan reaches; minimise
-    the preemption cost, then the tie-breakers (each never worse than where it starts).
+    """Hold every PASS stage at what the chosen plan reaches; run the TAIL stages (the
+    preemption cost, then the tie-breakers; each never worse than where it starts).
     Their plan is kept only if it decodes and the stability rule keeps it; where the rule
     flags some of its workloads, their rows are put back and the tails run again."""
     done: list[StageResult] = []
