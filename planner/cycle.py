@@ -3,11 +3,12 @@
   1. Kueue's way (greedy: Kueue's own cycle replayed to its fixed point) starts on the
      second core (planner.beside), with its verification and metrics: the baseline
      every plan is shown beside, and a candidate;
-  2. the model, built once (planner.milp.model: volumes, preemption cost, Kueue's
-     rules, the tie-breakers' columns);
-  3. the MILP's search (planner.milp.search): the priority tiers with the stability
-     rows off (a relaxation: valid bounds), those rows put back only for the workloads
-     the verifier's rule flags, then the preemption cost and the tie-breakers;
+  2-3. the MILP, through its one way in (planner.milp `plan`): the model built once,
+     then its stages (planner.milp.stages: fair shares, the priority tiers, the
+     preemption cost, the tie-breakers) in passes with the stability rows off (a
+     relaxation: valid bounds), those rows put back only for the workloads the
+     verifier's rule flags (this module's CycleJudge: the verifier, Kueue's cycle and
+     Kueue's way are the cycle's, not the MILP layer's);
   4. Kueue's way, waited for until the stages' end at the latest (then stopped);
   5. verify the MILP's plan and choose, by a rule of the candidates alone: the best
      verified plan in the objective's order (fair shares first where they are on,
@@ -50,7 +51,7 @@ from models.plan import Eviction
 from planner import podsready
 from planner.greedy import greedy
 from planner import milp
-from planner.milp import Formulation, Found, candidates, formulate
+from planner.milp import candidates
 from planner.verify import Rule, Violation, check, messages, unneeded, unstable
 
 
@@ -136,12 +137,12 @@ def subjects(found: list[Violation], rule: Rule) -> frozenset[ObjectRef]:
 
 
 class CycleJudge:
-    """planner.milp.search's Judge: the verifier's stability rule, Kueue's cycle carrying
+    """planner.milp's Judge: the verifier's stability rule, Kueue's cycle carrying
     a plan on (planner.continuation) to one the verifier accepts, and Kueue's way from
     the second core (waited for until the stages' end)."""
 
-    def __init__(self, snapshot: Snapshot, form: Formulation, beside: "Beside[KueueWay]", budget: Budget):
-        self.snapshot, self.form, self.beside, self.budget = snapshot, form, beside, budget
+    def __init__(self, snapshot: Snapshot, beside: "Beside[KueueWay]", budget: Budget):
+        self.snapshot, self.beside, self.budget = snapshot, beside, budget
 
     def kueue_way(self, timeout: float) -> Decisions | None:
         way = self.beside.result(timeout=0) if self.beside.wait(timeout) else None
@@ -163,10 +164,10 @@ class CycleJudge:
             return None
         return Beside(rule, self.snapshot, decisions).result(timeout=left)
 
-    def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
+    def carried(self, decisions: Decisions, rules: PreemptionRules | None, timeout: float) -> Decisions | None:
         """Kueue's cycle run on from `decisions`, verified, on the second core (this one
         waits: the copy is the one that can be stopped at the deadline)."""
-        return Beside(carry_on, self.snapshot, decisions, self.form.preemption).result(timeout=timeout)
+        return Beside(carry_on, self.snapshot, decisions, rules).result(timeout=timeout)
 
 
 def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
@@ -189,13 +190,10 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
             raise VerificationError(messages(list(way.violations)))
         return finished(snapshot, way.decisions, greedy_report(snapshot, way.decisions, clock), clock,
                         way=way, readiness=readiness)
-    # 2. The model, once.
-    form = formulate(snapshot, locality=True)
-    clock.lap("build")
-    # 3. The MILP's search.
-    found = milp.solve(form, budget, CycleJudge(snapshot, form, beside, budget),
-                       milp.Options.of(policy, solver, rins=heuristics.rins))
-    clock.lap("solve")
+    # 2-3. The MILP: the model, once, and its stages.
+    found = milp.plan(snapshot, CycleJudge(snapshot, beside, budget), budget,
+                      milp.Options.of(policy, solver, rins=heuristics.rins))
+    clock.lap_split("build", found.build_seconds, "solve")
     # 4. Kueue's way, by the stages' end at the latest.
     way = beside.result(timeout=budget.until_stages_end())
     clock.lap("solve")
@@ -211,23 +209,17 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
     if choice.kind == "greedy":
         assert way is not None
         report = replace(greedy_report(snapshot, way.decisions, clock, status="fallback", message="; ".join(notes),
-                                       method=method_of(solver)), model=model_size(form))
-        return finished(snapshot, way.decisions, report, clock, form, way=way, readiness=readiness)
+                                       method=method_of(solver)), model=found.model)
+        return finished(snapshot, way.decisions, report, clock, found, way=way, readiness=readiness)
     if choice.kind == "nothing":
-        return nothing_new(snapshot, clock, readiness, method_of(solver), "; ".join(notes), form, way)
+        return nothing_new(snapshot, clock, readiness, method_of(solver), "; ".join(notes), found, way)
     assert found.decisions is not None
-    if found.rows_on:
-        notes.append(f"stability rows put back for {found.rows_on} workload(s) in {found.passes} passes; "
-                     f"plan from {found.origin}")
-    if form.eased:
-        notes.append(f"{form.eased} stability row(s) eased where a plan Kueue keeps breaks them; the verifier "
-                     "checks the rule itself")
+    notes.extend(found.notes)
     report = SolverReport(
         method=method_of(solver), status=found.status, objective=round(volume(snapshot, found.decisions), 6),
         bound=round(max(found.bound, volume(snapshot, found.decisions)), 6), gap=round(found.gap, 6),
-        seconds=clock.seconds(), message="; ".join(notes),
-        stages=tuple(s.as_dict() for s in found.stages), model=model_size(form))
-    return finished(snapshot, found.decisions, report, clock, form, way=way, readiness=readiness)
+        seconds=clock.seconds(), message="; ".join(notes), stages=found.stages, model=found.model)
+    return finished(snapshot, found.decisions, report, clock, found, way=way, readiness=readiness)
 
 
 @dataclass(frozen=True)
@@ -236,7 +228,7 @@ class Choice:
     note: str = ""
 
 
-def choose(snapshot: Snapshot, found: Found, way: KueueWay | None, why: str) -> Choice:
+def choose(snapshot: Snapshot, found: milp.Outcome, way: KueueWay | None, why: str) -> Choice:
     """The best verified candidate in the objective's order (Choice.kind), by the
     candidates alone: the MILP's plan unless it failed (`why`), serves less than Kueue's
     way, or, with the policy's greedy floor, less at any priority; else Kueue's way if
@@ -289,21 +281,16 @@ def way_note(way: KueueWay | None, limit: float) -> str:
 
 
 def nothing_new(snapshot: Snapshot, clock: "Clock", readiness: podsready.Readiness, method: str, why: str,
-                form: Formulation | None = None, way: KueueWay | None = None) -> Plan:
+                found: milp.Outcome | None = None, way: KueueWay | None = None) -> Plan:
     """The plan that changes nothing (but what waitForPodsReady evicts): always allowed,
     whatever the snapshot, since the next cycle starts from the same state."""
     decisions = Decisions()
     report = greedy_report(snapshot, decisions, clock, status="fallback",
                            message=f"{why}; nothing changes this cycle" if why else "nothing changes this cycle",
                            method=method)
-    if form is not None:
-        report = replace(report, model=model_size(form))
-    return finished(snapshot, decisions, report, clock, form, way=way, readiness=readiness, checked=False)
-
-
-def model_size(form: Formulation) -> dict[str, int]:
-    arrays = form.arrays
-    return {"columns": arrays.num_cols, "rows": arrays.num_rows, "nonzeros": len(arrays.entry_val)}
+    if found is not None:
+        report = replace(report, model=found.model)
+    return finished(snapshot, decisions, report, clock, found, way=way, readiness=readiness, checked=False)
 
 
 def method_of(solver: str) -> str:
@@ -311,7 +298,7 @@ def method_of(solver: str) -> str:
 
 
 def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clock: Clock,
-             form: Formulation | None = None, way: KueueWay | None = None,
+             found: milp.Outcome | None = None, way: KueueWay | None = None,
              readiness: podsready.Readiness | None = None, checked: bool = True) -> Plan:
     """The Plan, with explaining what waits and the summary counted in the cycle; the
     summary ends with Kueue's way (greedy's metrics, counted on the second core) beside
@@ -326,7 +313,7 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
         violations = check(snapshot, decisions) if checked else []
         if violations:
             raise VerificationError(messages(violations))
-    plan = assemble(snapshot, decisions, report, form.excluded if form is not None else None)
+    plan = assemble(snapshot, decisions, report, found.excluded if found is not None else None)
     if way is not None:
         plan = replace(plan, summary={**plan.summary, vs_kueue.KEY: vs_kueue.compare(plan.summary, way.summary)})
     clock.lap("verify")
@@ -365,6 +352,13 @@ class Clock:
 
     def lap(self, step: str) -> None:
         self.spent[step] += self.watch.lap()
+
+    def lap_split(self, first: str, seconds: float, then: str) -> None:
+        """One lap of two steps: its first `seconds` (as the step measured them) to
+        `first`, the rest to `then`."""
+        lapped = self.watch.lap()
+        self.spent[first] += min(seconds, lapped)
+        self.spent[then] += max(0.0, lapped - seconds)
 
     def seconds(self) -> dict[str, float]:
         out = {k: round(v, 3) for k, v in self.spent.items()}

@@ -15,27 +15,30 @@ Takes a models.Snapshot (and greedy's Decisions as a start); gives Decisions.
   backends      the backends (HiGHS through highspy, any PuLP solver) and honest statuses
   highs         a ModelArrays handed to HiGHS in one call, quietly
   neighbourhood the search around the LP point (RINS) that gets a stage past its start
-  stages        the lexicographic solve, tier by tier, within the cycle's budget
+  stages        the Stage protocol and STAGES, the objective's one ordered list (fair
+                shares, priority tiers, preemption cost, tie-breakers): a new stage is a
+                class and a line there; one pass of them, and the tails
   solution      reading solver values: counts, demands per member, evictions
   decode        a column vector -> Decisions (every pod on a node)
-  search        the passes: the tiers with the stability rows off, rows put back where
-                the verifier's rule flags them, then the tails
-  entry         the one way in: Options, formulate, solve
+  search        the passes: the PASS stages with the stability rows off, rows put back
+                where the verifier's rule flags them, then the TAIL stages
+  entry         the one way in: plan(snapshot, judge, budget, Options) -> Outcome
 
 Everything outside planner/milp imports this package, never its modules (tests/test_layers.py):
-`formulate(snapshot)`, then `solve(form, budget, judge, Options.of(policy, solver))`; and
-for the capacity what-if's own small model, a quiet HiGHS (`new_highs`, `stop_on_signal`).
+`plan(snapshot, judge, budget, Options.of(policy, solver))`, with the cycle's `Judge`
+(the verifier's rules, Kueue's cycle and Kueue's own plan, which this layer may not
+import); and for the capacity what-if's own small model, a quiet HiGHS (`new_highs`,
+`stop_on_signal`).
 
 The model never has a column per (workload, node) nor, where nodes are
 interchangeable, per (shape, node): see planner/milp/model.py.
 """
 
-from planner.milp.entry import Options, make_backend, solve
-from planner.milp.rows import Formulation, candidates
+from planner.milp.entry import Options, Outcome, plan
+from planner.milp.rows import candidates
 from planner.milp.highs import new_highs, show_solver_log, stop_on_signal
-from planner.milp.model import formulate
-from planner.milp.search import Found, Judge
+from planner.milp.search import Judge
 from planner.milp.backends import PulpBackend
 
-__all__ = ["Formulation", "Found", "Judge", "Options", "PulpBackend", "candidates", "formulate", "make_backend",
-           "new_highs", "show_solver_log", "solve", "stop_on_signal"]
+__all__ = ["Judge", "Options", "Outcome", "PulpBackend", "candidates", "new_highs", "plan", "show_solver_log",
+           "stop_on_signal"]

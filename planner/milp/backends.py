@@ -2,9 +2,9 @@
 
 Backends: HiGHS through highspy (default; the model handed over once as arrays) or any
 solver PuLP drives ("pulp:CBC"), fed from the same arrays; neither prints to stdout.
-A stage's honest outcome (StageResult), the lexicographic helpers (the nudge that keeps
-lower tiers' work among equal answers, a tier's bound from its stage's), and the
-minimising stages (preemption cost, tie-breakers). planner.milp.stages runs them.
+A stage's honest outcome (StageResult) and a pass's (PassOutcome), and the lexicographic
+helpers (the nudge that keeps lower tiers' work among equal answers, a tier's bound from
+its stage's) the stages of planner.milp.stages use.
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def record(stages: list[StageResult], result: StageResult) -> None:
 
 
 @dataclass
-class Outcome:
+class PassOutcome:
+    """One pass of the stages (planner.milp.stages `solve_pass`): its plan and where it stands."""
+
     values: np.ndarray
     status: str                              # optimal | feasible
     objective: float                         # admitted volume over all tiers
@@ -109,43 +111,6 @@ def stage_bound(form: Formulation, tier: int, objective_bound: float) -> float:
         return bound
     step = math.gcd(*(int(abs(coef)) for _, coef in terms)) or 1
     return float(np.floor(bound / step + 1e-9) * step)
-
-
-def refine(form: Formulation, start: np.ndarray, backend: Backend, time_limit: float,
-           gap: float) -> tuple[np.ndarray, StageResult]:
-    """The tie-breaker stage on the full model: every tier's volume and the preemption
-    cost held at what `start` achieves, locality, free domains, age and flavor order
-    minimised. Never worse than `start`."""
-    for stage in form.fairness.stages if form.fairness is not None else ():
-        backend.add_row(stage.terms, value_of(stage.terms, start) - HOLD_SLACK, INF)
-    for tier in form.tiers:
-        backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], start) - HOLD_SLACK, INF)
-    if form.cost_terms:
-        backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, start) + HOLD_SLACK)
-    stages: list[StageResult] = []
-    values = minimise_stage(form.secondary, "tie-breakers", backend, start, now() + time_limit,
-                            max(gap, TAIL_GAP), stages)
-    return values, stages[0]
-
-
-def minimise_stage(terms: list[tuple[int, float]], name: str, backend: Backend, incumbent: np.ndarray,
-                   deadline: float, gap: float, stages: list[StageResult],
-                   floor: float | None = None) -> np.ndarray:
-    """Minimise `terms` from `incumbent`; keep the incumbent unless the answer is no worse.
-    With a known `floor` (a cost is never negative) an incumbent already there is kept unsolved."""
-    began = now()
-    before = value_of(terms, incumbent)
-    if floor is not None and before <= floor + HOLD_SLACK:
-        record(stages, StageResult(name, "kept", before, before, 0.0))
-        return incumbent
-    backend.set_objective(terms, maximize=False)
-    values, status, bound = backend.run(max(0.05, deadline - began), gap, incumbent)
-    if values is not None and value_of(terms, values) <= before + 1e-9:
-        incumbent = values
-    after = value_of(terms, incumbent)
-    record(stages, StageResult(name, status, after, after if bound is None else min(bound, after),
-                              now() - began))
-    return incumbent
 
 
 # ---------------------------------------------------------------- HiGHS

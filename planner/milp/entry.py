@@ -1,16 +1,25 @@
-"""The MILP's one way in: formulate a snapshot, then solve the formulation within a
-budget, with the backend and settings of one Options. The cycle (planner.cycle) uses
-only this; what lies behind it (the passes of planner.milp.search, the stages of
-planner.milp.stages, the backends of planner.milp.backends) can change without it knowing.
+"""The MILP's one way in: `plan(snapshot, judge, budget, options) -> Outcome`.
+
+It holds the whole of the MILP's part of a cycle: the model built once
+(planner.milp.model), the backend `options` choose (make_backend), and the search
+(planner.milp.search: the passes with the stability rows off and put back where the
+judge's rule flags them, then the tails; the stages of planner.milp.stages in each).
+The cycle (planner.cycle) calls only this, and keeps what is its own: Kueue's way
+first, verifying, the fallback, the Plan.
+
+The judge is the cycle's: the verifier's rules and Kueue's cycle, and Kueue's own plan
+(the baseline, waited for from the second core) are all outside this layer, which may
+import none of them (tests/test_layers.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from models import Policy
-from planner.budget import Budget
+from models import Decisions, ObjectRef, Policy, Snapshot
+from planner.budget import Budget, Stopwatch
 from planner.milp.arrays import ModelArrays
+from planner.milp.model import formulate
 from planner.milp.rows import Formulation
 from planner.milp.search import Found, Judge
 from planner.milp.search import solve as search
@@ -43,6 +52,48 @@ def make_backend(arrays: ModelArrays, options: Options) -> Backend:
     raise ValueError(f"unknown solver {options.solver!r}")
 
 
-def solve(form: Formulation, budget: Budget, judge: Judge, options: Options) -> Found:
-    """The best plan the search finds for `form` within `budget` (planner.milp.search)."""
-    return search(form, lambda arrays: make_backend(arrays, options), budget, options.gap, judge, search=options.rins)
+@dataclass(frozen=True)
+class Outcome:
+    """What the MILP found, as the cycle reports it: the plan (None: none, `message` says
+    why), its status, bound (volume over the tiers, summed) and gap, every stage in the
+    order it ran, notes on how the plan was found, the model's size, the workloads the
+    model left out and why, and how long building the model took (reported only)."""
+
+    decisions: Decisions | None
+    status: str                                    # optimal | feasible | failed
+    bound: float
+    gap: float
+    stages: tuple[dict[str, object], ...]
+    notes: tuple[str, ...] = ()
+    message: str = ""
+    model: dict[str, int] = field(default_factory=dict)
+    excluded: dict[ObjectRef, str] = field(default_factory=dict)
+    build_seconds: float = 0.0
+
+
+def plan(snapshot: Snapshot, judge: Judge, budget: Budget, options: Options) -> Outcome:
+    """The best plan the MILP finds for `snapshot` within `budget`."""
+    watch = Stopwatch()     # reported only
+    form = formulate(snapshot, locality=True)
+    built = watch.seconds()
+    found = search(form, lambda arrays: make_backend(arrays, options), budget, options.gap, judge,
+                   search=options.rins)
+    return Outcome(found.decisions, found.status, found.bound, found.gap, tuple(s.as_dict() for s in found.stages),
+                   notes(form, found), found.message, model_size(form), dict(form.excluded), built)
+
+
+def notes(form: Formulation, found: Found) -> tuple[str, ...]:
+    """How the plan was found, where it says more than its stages do."""
+    out = []
+    if found.rows_on:
+        out.append(f"stability rows put back for {found.rows_on} workload(s) in {found.passes} passes; "
+                   f"plan from {found.origin}")
+    if form.eased:
+        out.append(f"{form.eased} stability row(s) eased where a plan Kueue keeps breaks them; the verifier "
+                   "checks the rule itself")
+    return tuple(out)
+
+
+def model_size(form: Formulation) -> dict[str, int]:
+    arrays = form.arrays
+    return {"columns": arrays.num_cols, "rows": arrays.num_rows, "nonzeros": len(arrays.entry_val)}

@@ -18,9 +18,11 @@ Variables (no (workload, node) pairs, so the model grows with shapes and domains
   g[c]        binary  some workload of preemptor class c (queue, priority, borrows) is admitted
   h[node]     binary  no new pod lands on an idle node; f[D]: none in an idle domain D
 
-Two models are built from this: a compact one (no z, h, f; preferred placed like
+Two models can be built from this: a compact one (no z, h, f; preferred placed like
 unconstrained, which it is, hard-constraint-wise) that decides volumes and
-preemption cost, and the full one that refines locality and the other tie-breakers.
+preemption cost, and the full one with the tie-breakers' columns too (locality, free
+domains). A cycle builds the full one, once (planner.milp.entry), and runs every stage
+on it (planner.milp.stages); the compact one is for tests of the volumes alone.
 
 An eviction gives back its nodes' capacity and its quota (e[r] terms in those rows),
 takes its volume from its own priority tier, and costs its lost work.

@@ -1,13 +1,14 @@
-"""The MILP's way in: the stages solved as a cut loop over the stability rows.
+"""The MILP's search: the stages (planner.milp.stages) solved as a cut loop over the
+stability rows. planner.milp.entry's `plan` calls it.
 
 The stability rows (planner.milp.guarantee: nominal quota is a guarantee) are big-M
 disjunctions; with all of them on, the LP relaxation says little and the search
 finds few plans in a cycle. Most of them are never needed: a plan that admits the
 most volume seldom leaves work waiting that its queue would reclaim for. So:
 
-  1. every priority tier is solved with the stability rows off. The model is then a
-     relaxation of the whole problem, so each tier's bound is a bound on it too, and
-     its LP is tight. The pass starts from nothing new (a tier's LP and dive find
+  1. the PASS stages (fair shares, every priority tier) are solved with the stability
+     rows off. The model is then a relaxation of the whole problem, so each tier's
+     bound is a bound on it too, and its LP is tight. The pass starts from nothing new (a tier's LP and dive find
      plans far from it), so it does not wait for Kueue's way, which runs on the
      second core meanwhile;
   2. the plan is judged by the verifier's own rule (`Judge.unstable`); where it
@@ -19,8 +20,8 @@ most volume seldom leaves work waiting that its queue would reclaim for. So:
      pass is flagged too, the rows of every waiting workload of the flagged ones'
      ClusterQueues (they share each queue's room and borrowing columns: with only some
      on, the optimum leaves the others waiting in their place), then every row;
-  4. the best plan the rule keeps (a pass's, or a carried one) has its tiers held,
-     and the preemption cost, then the tie-breakers, are minimised from it.
+  4. the best plan the rule keeps (a pass's, or a carried one) has its PASS stages
+     held, and the TAIL stages (the preemption cost, then the tie-breakers) run from it.
 
 The policy's maxEvictionsVsKueue (default 2) caps the evictions at that many times
 Kueue's way's, once Kueue's way is in (after the first pass): a row of the model
@@ -52,13 +53,15 @@ from typing import Callable, Protocol
 import numpy as np
 
 from models import Decisions, ObjectRef
+from planner.kueue.victims import PreemptionRules
 from planner.budget import Budget
 from planner.milp import stages
+from planner.milp.stages import Phase
 from planner.milp.arrays import INF, ModelArrays
+from planner.milp.backends import HOLD_SLACK, PROVEN_TOLERANCE, Backend, StageResult, value_of
 from planner.milp.decode import decode
 from planner.milp.rows import Formulation
 from planner.milp.solution import DecodeError
-from planner.milp.backends import HOLD_SLACK, PROVEN_TOLERANCE, TAIL_GAP, Backend, StageResult, minimise_stage, value_of
 from planner.milp.start import ease_rows, empty_start, start_from
 from planner.milp.warmstart import feasible
 
@@ -89,9 +92,11 @@ class Judge(Protocol):
         judged in the time left)."""
         ...
 
-    def carried(self, decisions: Decisions, timeout: float) -> Decisions | None:
-        """`decisions` carried on by Kueue's cycle to a plan the verifier accepts; None if
-        there is none, or none within `timeout` seconds."""
+    def carried(self, decisions: Decisions, rules: PreemptionRules | None, timeout: float) -> Decisions | None:
+        """`decisions` carried on by Kueue's cycle to a plan the verifier accepts (an
+        eviction kept only for admissions `rules` allow it for: who may evict whom in
+        this snapshot, None where the model has no victims); None if there is none, or
+        none within `timeout` seconds."""
         ...
 
     def kueue_way(self, timeout: float) -> Decisions | None:
@@ -157,8 +162,8 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
         every_row = len(on) == len(rows)
         share = FIRST_PASS_SHARE if index == 0 else PASS_SHARE
         part = budget.part(1.0 - TAILS_SHARE if every_row or index == MAX_PASSES - 1 else share)
-        outcome = stages.solve(form, incumbent, make_backend(form.arrays), part, gap, search=search, tails=False,
-                               relaxed=outer)
+        outcome = stages.solve_pass(form, incumbent, make_backend(form.arrays), part, gap, search=search,
+                                    relaxed=outer)
         history += [_named(s, index) for s in outcome.stages]
         if not kept and cap is None:
             passes_stages.append(outcome.stages)   # a relaxation: its bounds hold (holding victims is not one)
@@ -193,7 +198,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
             on |= new
             _put_back(form, rows, new)
             left = budget.until_stages_end()
-            carried = judge.carried(decoded.decisions, CARRY_SHARE * left) if left > 0 else None
+            carried = judge.carried(decoded.decisions, form.preemption, CARRY_SHARE * left) if left > 0 else None
             values = start_from(form, carried, ease=True) if carried is not None else None
             if carried is not None and values is not None and feasible(form, values):
                 starts.append(Candidate(carried, values, f"pass {index + 1} carried on by Kueue's cycle"))
@@ -239,7 +244,7 @@ def solve(form: Formulation, make_backend: BackendMaker, budget: Budget, gap: fl
                                 f"({form.snapshot.policy.max_evictions_vs_kueue:g}x Kueue's way's)")
     standing = _standing(form, chosen_plan, passes_stages)
     decisions, tails = _tails(form, chosen_plan, make_backend, budget, gap, judge, rows, on)
-    volume = [s for s in standing if s.name.startswith("priority")]
+    volume = [s for s in standing if stages.is_volume(s)]
     objective = sum(s.objective for s in volume)
     bound = sum(s.bound for s in volume)
     proven = all(s.status == "optimal" for s in standing) and all(s.status in ("optimal", "kept") for s in tails)
@@ -311,12 +316,8 @@ def _standing(form: Formulation, chosen: Candidate, passes: list[list[StageResul
     reaches every bound so far."""
     out: list[StageResult] = []
     proven = True
-    stages_in_order = [(stage.name, stage.terms, stage.ceiling) for stage in
-                       (form.fairness.stages if form.fairness is not None else ())]
-    stages_in_order += [(f"priority {tier}", form.tier_volume[tier], form.tier_max[tier])
-                        for tier in form.tiers if form.tier_volume[tier]]
     reached: dict[str, float] = {}
-    for name, terms, most in stages_in_order:
+    for name, terms, most in ((o.name, o.terms, o.ceiling) for _, o in stages.objectives(form, Phase.PASS)):
         value = value_of(terms, chosen.values)
         ceiling = most
         for stages_of_pass in passes:
@@ -350,8 +351,7 @@ def _better(form: Formulation, best: tuple[Candidate, list[StageResult]] | None,
     of the pass it came from."""
     if best is None:
         return new, new_stages
-    fair = [stage.terms for stage in form.fairness.stages] if form.fairness is not None else []
-    for terms in fair + [form.tier_volume[t] for t in form.tiers]:
+    for terms in pass_terms(form):
         a, b = value_of(terms, new.values), value_of(terms, best[0].values)
         if a > b + HOLD_SLACK:
             return new, new_stages
@@ -360,13 +360,18 @@ def _better(form: Formulation, best: tuple[Candidate, list[StageResult]] | None,
     return new, new_stages
 
 
+def pass_terms(form: Formulation) -> list[list[tuple[int, float]]]:
+    """The PASS stages' objectives in order (fair shares, then the tiers): what candidates
+    are compared on."""
+    return [objective.terms for _, objective in stages.objectives(form, Phase.PASS)]
+
+
 TAIL_TRIES = 2   # the tails again, with the rows of what their plan left unstable put back
 
 
 def _ahead(form: Formulation, a: Candidate, b: Candidate) -> bool:
     """Does `a` come strictly before `b` in the objective's order (fair shares, tiers)?"""
-    fair = [stage.terms for stage in form.fairness.stages] if form.fairness is not None else []
-    for terms in fair + [form.tier_volume[t] for t in form.tiers]:
+    for terms in pass_terms(form):
         x, y = value_of(terms, a.values), value_of(terms, b.values)
         if abs(x - y) > HOLD_SLACK:
             return x > y
@@ -376,12 +381,12 @@ def _ahead(form: Formulation, a: Candidate, b: Candidate) -> bool:
 def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, budget: Budget, gap: float,
            judge: Judge, rows: dict[ObjectRef, list[tuple[int, float]]],
            on: set[ObjectRef]) -> tuple[Decisions, list[StageResult]]:
-    """Hold every fair-sharing stage and tier at what the chosen plan reaches; minimise
-    the preemption cost, then the tie-breakers (each never worse than where it starts).
+    """Hold every PASS stage at what the chosen plan reaches; run the TAIL stages (the
+    preemption cost, then the tie-breakers; each never worse than where it starts).
     Their plan is kept only if it decodes and the stability rule keeps it; where the rule
     flags some of its workloads, their rows are put back and the tails run again."""
     done: list[StageResult] = []
-    if not form.cost_terms and not form.secondary:
+    if not stages.objectives(form, Phase.TAIL):
         return chosen.decisions, done
     budget.open_stages()
     for attempt in range(TAIL_TRIES):
@@ -389,8 +394,8 @@ def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, bud
             break        # out of time: the chosen plan stands as it is
         if form.guarantee is not None and not feasible(form, chosen.values):
             ease_rows(form, form.guarantee, chosen.values, frozenset())   # rows stricter than the rule, here
-        values = _minimise_tails(form, chosen.values, make_backend(form.arrays), budget, gap, done,
-                                 attempt, TAIL_TRIES)
+        values = stages.solve_tails(form, chosen.values, make_backend(form.arrays), budget, gap, done,
+                                    attempt, TAIL_TRIES)
         if values is chosen.values:
             return chosen.decisions, done
         try:
@@ -413,24 +418,3 @@ def _tails(form: Formulation, chosen: Candidate, make_backend: BackendMaker, bud
         on |= new
         _put_back(form, rows, new)
     return chosen.decisions, done
-
-
-def _minimise_tails(form: Formulation, start: np.ndarray, backend: Backend, budget: Budget, gap: float,
-                    done: list[StageResult], attempt: int, attempts: int) -> np.ndarray:
-    values = start
-    for stage in form.fairness.stages if form.fairness is not None else ():
-        backend.add_row(stage.terms, value_of(stage.terms, values) - HOLD_SLACK, INF)
-    for tier in form.tiers:
-        if form.tier_volume[tier]:
-            backend.add_row(form.tier_volume[tier], value_of(form.tier_volume[tier], values) - HOLD_SLACK, INF)
-    count = (int(bool(form.cost_terms)) + int(bool(form.secondary))) * (attempts - attempt)
-    if form.cost_terms:
-        values = minimise_stage(form.cost_terms, "preemption cost", backend, values,
-                                max(budget.now() + stages.MIN_STAGE, budget.tail_deadline(0, count)),
-                                max(gap, TAIL_GAP), done, floor=0.0)
-        backend.add_row(form.cost_terms, -INF, value_of(form.cost_terms, values) + HOLD_SLACK)
-    if form.secondary:
-        values = minimise_stage(form.secondary, "tie-breakers", backend, values,
-                                max(budget.now() + stages.MIN_STAGE, budget.tail_deadline(0, count - 1)),
-                                max(gap, TAIL_GAP), done)
-    return values
