@@ -1,6 +1,6 @@
 """The `stowplan` command: a thin click layer over read -> plan -> render -> write.
 
-The only place that turns errors into exit codes (planner/errors.py lists them).
+The only place that turns errors into exit codes (planner/base/errors.py lists them).
 Every flag also reads an environment variable (STOWPLAN_<COMMAND>_<FLAG>), so a
 CronJob configures everything through env. Nothing here decides anything.
 """
@@ -28,11 +28,12 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar, cast
 import click
 
 from models import Plan, Problem, Snapshot
-from planner import interrupt, progress
-from planner.errors import InputError, StowplanError, VerificationError
+from planner.base import interrupt
+from planner.base import progress
+from planner.base.errors import InputError, StowplanError, VerificationError
 from planner.k8s.annotations import GENERATOR
-from planner.output import FORMATS, render, render_explanation, render_explanations, render_what_if
-from planner.terminal import printable, printable_lines
+from planner.output.document import FORMATS, render, render_explanation, render_explanations, render_what_if
+from planner.base.terminal import printable, printable_lines
 
 _INTERNAL = "unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)"
 _API = "cluster API error (unreachable, forbidden, ...); no credentials are shown"
@@ -80,7 +81,7 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "trace": ((0, "trace written"), (1, _INTERNAL),
               (2, "bad input: unreadable or malformed history files, bad flag; nothing is written")),
 }
-# Every command stops on SIGINT and SIGTERM (planner/interrupt.py), writing nothing.
+# Every command stops on SIGINT and SIGTERM (planner/base/interrupt.py), writing nothing.
 _SIGNALS = ((130, "stopped by Ctrl-C (SIGINT); nothing is written"),
             (143, "stopped by SIGTERM (kill, a CronJob's deadline); nothing is written"))
 for _command in EXIT_CODES:
@@ -118,7 +119,7 @@ def _debug() -> bool:
 
 def _exits(command: F) -> F:
     """Map Stowplan's errors to their exit codes and anything unexpected to exit 1; Ctrl-C
-    and SIGTERM stop the command (planner.interrupt): exit 130 / 143, one line on stderr."""
+    and SIGTERM stop the command (planner.base.interrupt): exit 130 / 143, one line on stderr."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -183,7 +184,7 @@ def children() -> set[int]:
 
 def end_children(pids: set[int]) -> None:
     """Kill and wait for these children, so that none outlives a stopped command, running or a
-    zombie. The cycle stops its own copies (planner.beside); this is for what a library
+    zombie. The cycle stops its own copies (planner.cycle.beside); this is for what a library
     started and was waiting for when Ctrl-C ended the wait (PuLP's solver process)."""
     for pid in sorted(pids):
         with contextlib.suppress(OSError):
@@ -470,7 +471,7 @@ def write_atomically(path: str, text: str, mode: int | None = None, field: str =
 class Outputs:
     """A command's outputs, written together at its end, all or none: each file first to a
     temp file beside it (an error, Ctrl-C or SIGTERM meanwhile: every temp file removed,
-    nothing written), then, with signals deferred (planner.interrupt), all renamed into
+    nothing written), then, with signals deferred (planner.base.interrupt), all renamed into
     place and the text for stdout written. A signal during that last step stops the command
     once it is done, and says so. Use as `with Outputs() as out: ...; out.commit()`."""
 
@@ -627,7 +628,7 @@ def table_view(namespace: str | None, queue: str | None, summary_only: bool, tim
                to_stdout: bool = True) -> Any:
     """What the table shows: the filters, the terminal's width and colour (a terminal only,
     NO_COLOR honoured; off a terminal, or into --out, $COLUMNS, else 120 columns)."""
-    from planner.table import DEFAULT_WIDTH, View
+    from planner.output.table import DEFAULT_WIDTH, View
 
     tty = to_stdout and _isatty(sys.stdout)
     width = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if tty else 0
@@ -651,7 +652,7 @@ class PushgatewayType(click.ParamType[str]):
     name = "URL"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from planner.promtext import check_pushgateway
+        from planner.output.promtext import check_pushgateway
 
         try:
             return check_pushgateway(str(value))
@@ -661,13 +662,12 @@ class PushgatewayType(click.ParamType[str]):
 
 def write_metrics(path: str | None, push_url: str | None, plan: Plan, queues: Any,
                   say: Callable[[str], None], outputs: "Outputs | None" = None, **extra: Any) -> None:
-    """--metrics FILE and --pushgateway URL: the cycle's metrics (planner.promtext); the file
+    """--metrics FILE and --pushgateway URL: the cycle's metrics (planner.output.promtext); the file
     staged with the command's other `outputs` where given. A failed push is a warning: the
     cycle itself is done."""
     if path is None and push_url is None:
         return
-    from planner import promtext
-
+    from planner.output import promtext
     registry = promtext.registry_for(plan, queues, **extra)
     if path is not None:
         if outputs is None:
@@ -880,7 +880,7 @@ def what_if(
 
         templates = read_templates(add_nodes)   # a bad SPEC fails before the snapshot is read
     if remove_nodes is not None:
-        from planner.capacity_plan import parse_selector
+        from planner.whatif.capacity import parse_selector
 
         selector = parse_selector(remove_nodes)
     started = time.monotonic()
@@ -889,7 +889,7 @@ def what_if(
                              limits=Limits(max_file_bytes=max_file_size))
     extra: list[str] = []
     if selector is not None:
-        from planner.capacity_plan import drained_nodes
+        from planner.whatif.capacity import drained_nodes
 
         if not drained_nodes(snapshot, selector):
             extra.append(f"--remove-nodes: {remove_nodes!r} matches no node of the snapshot's "
@@ -906,12 +906,11 @@ def what_if(
     lines: list[str] = []
     with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
         if templates is None and selector is None:
-            from planner.provisioning import plan_cycle
+            from planner.whatif.provisioning import plan_cycle
 
             plan = plan_cycle(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
         else:
-            from planner import capacity_plan
-
+            from planner.whatif import capacity as capacity_plan
             def planner(snap: Snapshot) -> Plan:
                 return plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
 
@@ -936,7 +935,7 @@ def what_if(
 
     view = table_view(namespace, queue, summary_only, time_limit, to_stdout)
     text = render(plan, fmt, snapshot, view) if answer is None else render_what_if(plan, fmt, answer, lines, snapshot, view)
-    from planner.promtext import queues_of
+    from planner.output.promtext import queues_of
 
     done: list[str] = []
     with Outputs() as outputs:     # the plan, its metrics and pictures: all written, or none
@@ -1054,7 +1053,7 @@ def _plan_fleet(workers: Sequence[tuple[str, Snapshot]], manager: Snapshot, solv
 
 def _draw(outputs: "Outputs", snapshot: Snapshot, plan: Plan, path: str, field: str, before: bool = False) -> str:
     """Draw the picture into a temp file beside `path`, renamed with the other outputs; the mode drawn."""
-    from planner.picture import draw
+    from planner.output.picture import draw
 
     folder, name = os.path.split(os.path.abspath(path))
     try:
@@ -1067,7 +1066,7 @@ def _draw(outputs: "Outputs", snapshot: Snapshot, plan: Plan, path: str, field: 
 
 
 def _check_picture(path: str, field: str = "--picture") -> None:
-    from planner.picture import check_path
+    from planner.output.picture import check_path
 
     try:
         check_path(path)
@@ -1429,7 +1428,7 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
                                time_limit=time_limit, gap=gap, say=say)
     _report_problems(live.snapshot)
     say(_outcome(plan))
-    from planner.promtext import queues_of
+    from planner.output.promtext import queues_of
 
     done: list[str] = []
     with Outputs() as outputs:     # the plan and its metrics: both written, or neither
@@ -1653,7 +1652,7 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
             click.echo(f"warning: skipped {printable(ref)}: {printable(why)} (the next cycle repairs it)", err=True)
         write_stdout(f"stowplan: {_outcome(made)}; {report.summary()} in {report.seconds.get('total', 0.0):.2f}s\n")
         _write_status(kube, namespace, made, report, say)
-        from planner.promtext import queues_of
+        from planner.output.promtext import queues_of
 
         write_metrics(metrics, pushgateway, made, queues_of(seen[0].snapshot) if seen else {}, say,
                       apply_seconds=report.seconds.get("apply"), conflicts=len(report.conflicts))
@@ -1667,7 +1666,7 @@ def _dispatch(plan: str | None, dry_run: bool, workers: Sequence[tuple[str, str]
               identity: str | None, lease_duration: int, release_wait: float, say: Callable[[str], None]) -> None:
     """`apply --worker ...`: this cluster is the manager; the plan's Jobs go to their workers."""
     from planner.cluster.dispatch import dispatch_live
-    from planner.errors import WorkerUnreachableError
+    from planner.base.errors import WorkerUnreachableError
 
     check_workers(workers)
     if plan is None:
@@ -1824,7 +1823,7 @@ def generate_command(preset: str, seed: int | None, nodes: str | None, settings:
 
 def _generate_fleet(folder: str, seed: int, say: Callable[[str], None]) -> None:
     """generate --fleet DIR: the manager's and each worker's snapshot, all written or none."""
-    from planner.output import dump_yaml
+    from planner.output.document import dump_yaml
     from planner.tools import fleet_gen
 
     if os.path.exists(folder) and not os.path.isdir(folder):
@@ -1926,8 +1925,8 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
       stowplan simulate snap.json --trace trace.jsonl --compare -o json --out sim.json --picture sim.svg
     """
     from planner.cycle import plan_snapshot
-    from planner.sim_output import check_picture, document, draw, render
-    from planner.simulate import simulate
+    from planner.output.simulation import check_picture, document, draw, render
+    from planner.whatif.simulate import simulate
     from planner.snapshot.loader import Limits
     from planner.snapshot.trace import read_with_snapshot
 

@@ -25,7 +25,7 @@ from models.kueue_config import KueueConfig
 from models import ObjectRef, PendingEntry, Plan, Problem, Snapshot, SolverReport
 import builders
 from planner import cli as cli_module
-from planner.errors import InputError, VerificationError
+from planner.base.errors import InputError, VerificationError
 
 REPO = Path(__file__).resolve().parent.parent
 NOW_EPOCH = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone.utc).timestamp()
@@ -181,8 +181,7 @@ def test_default_output_off_a_terminal_is_yaml_on_stdout(fakes: Fakes, snap: Pat
 
 @pytest.mark.parametrize("fmt", ["yaml", "json", "table"])
 def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
-    from planner import output
-
+    from planner.output import document as output
     result = run("what-if", str(snap), "-o", fmt)
     assert result.exit_code == 0
     assert result.stdout == output.render(small_plan(), fmt, fakes.snapshot, cli_module.table_view(None, None, False, None))

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from planner import cli as cli_module
-from planner.errors import VerificationError
+from planner.base.errors import VerificationError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = str(REPO / "fixtures" / "tiny.yaml")

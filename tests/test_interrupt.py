@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planner import interrupt
+from planner.base import interrupt
 from planner.milp.arrays import INF, ModelArrays
 from planner.milp.backends import HighsBackend
 
@@ -111,8 +111,8 @@ def test_a_run_that_fails_reports_no_bound() -> None:
 
 BESIDE = textwrap.dedent("""
     import os, sys, time
-    from planner import interrupt
-    from planner.beside import Beside, reaped
+    from planner.base import interrupt
+    from planner.cycle.beside import Beside, reaped
 
     def forever(marker):
         open(marker, "w").write(str(os.getpid()))

@@ -13,8 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, SolverReport
 from planner import cli as cli_module
-from planner import promtext
-
+from planner.output import promtext
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 

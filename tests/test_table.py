@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, SolverReport, WorkloadState
-from planner import board
+from planner.describe import board
 from planner.k8s.annotations import decode_entries
-from planner.output import render
+from planner.output.document import render
 from planner.snapshot import read_snapshot
-from planner.table import View, age
+from planner.output.table import View, age
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
