@@ -269,7 +269,7 @@ def test_kueue_namespace_is_where_the_kubeconfig_secret_is_read():
             workers_from_config(manager, "cfg", namespace)   # type: ignore[arg-type]
         assert manager.paths[-1] == f"/api/v1/namespaces/{namespace}/secrets/east-kc"
         assert f"Secret {namespace}/east-kc" in str(bad.value)
-    from planner.cli import apply_command
+    from planner.cli.apply import apply_command
 
     flag = next(p for p in apply_command.params if p.name == "kueue_namespace")
     assert flag.default == "kueue-system"
@@ -287,7 +287,8 @@ def test_plan_worker_flags_are_checked_as_applys(tmp_path):
     assert twice.exit_code == 2 and "named twice" in twice.output
     metrics = run("--worker", f"east={kc}", "--metrics", str(tmp_path / "m.prom"))
     assert metrics.exit_code == 2 and "--metrics" in metrics.output
-    from planner.cli import apply_command, plan_command
+    from planner.cli.apply import apply_command
+    from planner.cli.plan import plan_command
 
     def shape(command: Any) -> list[tuple[Any, ...]]:
         return [(p.opts, type(p.type).__name__, p.multiple, p.default) for p in command.params

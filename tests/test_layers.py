@@ -60,7 +60,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "fleet": ("planner.fleet", "planner.fleet.*"),
     "output": ("planner.output", "planner.output.*"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
-    "cli": ("planner.cli",),
+    "cli": ("planner.cli", "planner.cli.*"),
     "tools": ("planner.tools", "planner.tools.*"),
 }
 
