@@ -137,7 +137,7 @@ class FakeKube:
 
     def __init__(self, jobs: dict[str, dict[str, Any]] | None = None, nodes: list[dict[str, Any]] | None = None):
         self.jobs = jobs or {}
-        self.nodes = nodes or []
+        self.nodes = nodes
         self.calls: list[tuple[str, str]] = []
         self.writes = 0
         self.host = "https://fake"
@@ -156,6 +156,10 @@ class FakeKube:
         if path.endswith("resourceflavors"):
             return iter([{"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"pool": "h100"}}}])
         if path == "/api/v1/nodes":
+            if self.nodes is None:   # the least-rights worker identity (cronjob/multicluster/worker.yaml)
+                from planner.cluster.kube import ApiStatus
+
+                raise ApiStatus("GET", path, 403, "nodes is forbidden")
             return iter(self.nodes)
         return iter([j for j in self.jobs.values() if ORIGIN_LABEL in (j["metadata"].get("labels") or {})])
 
@@ -228,6 +232,19 @@ def test_a_copy_is_pinned_by_the_workers_hostname_labels():
     assert terms[0]["matchExpressions"][-1] == {"key": HOST, "operator": "In", "values": ["w1-host"]}
     assert json.loads(east.jobs["train"]["metadata"]["annotations"][ASSIGNMENT])[0]["topologyAssignment"][
         "domains"] == [{"values": ["w1"], "count": 2}]
+
+
+def test_a_worker_whose_nodes_may_not_be_listed_is_pinned_by_node_name_and_said_so():
+    from planner.cluster.dispatch import Dispatcher
+
+    said: list[str] = []
+    manager, east = FakeKube({"train": manager_job()}), FakeKube()
+    report = Dispatcher(manager, {"east": east}, say=said.append).run(dispatch_plan(), 0.0)  # type: ignore[dict-item, arg-type]
+    assert report.dispatched == [(REF, "east")] and not report.unreachable
+    pod = east.jobs["train"]["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][-1]["values"] == ["w1"]
+    assert [line for line in said if "cannot list the nodes of worker east (403)" in line]
 
 
 def test_a_second_dispatch_finds_its_copy_and_creates_nothing():

@@ -374,9 +374,19 @@ class Dispatcher:
         return self._flavors[name]
 
     def worker_pins(self, name: str) -> NodePins:
-        """What a pin names for each of the worker's nodes (its hostname labels: models.NodePins)."""
+        """What a pin names for each of the worker's nodes (its hostname labels: models.NodePins).
+
+        The least-rights worker identity (cronjob/multicluster/worker.yaml) may not list
+        nodes: then pins name the nodes, as a kubelet labels them, and that is said once."""
         if name not in self._pins:
-            listed = self._worker(name, lambda k: list(k.list(path_of("v1", "nodes"))))
+            try:
+                listed = self._worker(name, lambda k: list(k.list(path_of("v1", "nodes"))))
+            except ApiStatus as err:
+                if err.status not in (401, 403, 404):
+                    raise
+                self.say(f"warning: cannot list the nodes of worker {name} ({err.status}): its pods are pinned by "
+                         "node name, which a node whose kubernetes.io/hostname label differs would not match")
+                listed = []
             self._pins[name] = NodePins.of_labels({str(_meta(n).get("name")): {
                 str(k): str(v) for k, v in (_meta(n).get("labels") or {}).items()} for n in listed})
         return self._pins[name]
