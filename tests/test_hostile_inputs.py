@@ -421,22 +421,31 @@ def placed_on(plan: dict[str, Any]) -> set[str]:
             for d in ps.get("topologyAssignment", {}).get("domains", []) for value in d["values"]}
 
 
-def test_a_node_whose_hostname_label_is_not_its_name_takes_no_new_pod(tmp_path: Path) -> None:
+def test_a_node_whose_unique_hostname_label_is_not_its_name_is_reported_once_and_still_takes_pods(
+        tmp_path: Path) -> None:
+    """The plan names the node (its topology value stays the node); apply pins it by the label."""
     def change(items: list[dict[str, Any]]) -> None:
         item(items, "Node", "gpu-node-1")["metadata"]["labels"]["kubernetes.io/hostname"] = "other-host"
 
-    plan = assert_planned(what_if(tiny_with(tmp_path, change=change)), "gpu-node-1",
-                          "metadata.labels[kubernetes.io/hostname]", "'other-host', not the node's name")
-    assert placed_on(plan) == {"gpu-node-2"}
+    path = tiny_with(tmp_path, change=change)
+    result = what_if(path)
+    plan = assert_planned(result, "snap.yaml", "Node/gpu-node-1", "metadata.labels[kubernetes.io/hostname]",
+                          "'other-host', not the node's name", "pins pods for this node by 'other-host'")
+    assert result.stderr.count("'other-host', not the node's name") == 1
+    assert placed_on(plan) == {"gpu-node-1", "gpu-node-2"}
+    assert what_if(path, "--strict").exit_code == 2
 
 
 def test_two_nodes_sharing_a_hostname_label_take_no_new_pod(tmp_path: Path) -> None:
     def change(items: list[dict[str, Any]]) -> None:
         item(items, "Node", "gpu-node-2")["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-node-1"
 
-    result = what_if(tiny_with(tmp_path, change=change))
-    plan = assert_planned(result, "is also the label of gpu-node-2")
+    path = tiny_with(tmp_path, change=change)
+    result = what_if(path)
+    plan = assert_planned(result, "Node/gpu-node-1", "'gpu-node-1' is also the label of gpu-node-2",
+                          "Node/gpu-node-2", "'gpu-node-1' is also the label of gpu-node-1")
     assert placed_on(plan) == set()
+    assert what_if(path, "--strict").exit_code == 2
 
 
 def test_several_global_default_priority_classes_the_lowest_wins(tmp_path: Path) -> None:
