@@ -215,6 +215,14 @@ def test_stdin_from_dev_zero_is_refused_at_its_first_chunk() -> None:
     assert_refused(result, "NUL byte")
 
 
+def test_a_closed_or_unreadable_stdin_is_exit_2_naming_stdin(tmp_path: Path) -> None:
+    closed = subprocess.run([*STOWPLAN, "what-if", "-", "-o", "json"], cwd=REPO, capture_output=True,
+                            timeout=HANG, preexec_fn=lambda: os.close(0))
+    assert_refused(closed, "-:", "stdin is closed")
+    with open(tmp_path / "w", "wb") as write_only:    # read() on it fails with EBADF
+        assert_refused(process("what-if", "-", "-o", "json", stdin=write_only), "-:", "cannot read")
+
+
 def test_a_sparse_gigabyte_file_is_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "sparse.yaml"
     with open(path, "wb") as out:
