@@ -235,6 +235,16 @@ def test_max_file_size_of_thousands_of_digits_is_a_flag_error() -> None:
     assert result.exit_code == 2 and "Traceback" not in result.output and "digits" in result.output
 
 
+@pytest.mark.parametrize("args", [
+    ("what-if", str(TINY), "--priority", "9" * 5000),          # click's own int type echoes the value
+    ("what-if", str(TINY), "-o", "x" * 5000 + "\x1b[2J"),      # and its Choice
+    ("generate", "--nodes", "9" * 5000),                       # and an input error of our own
+])
+def test_a_flag_error_echoing_a_huge_value_is_one_short_escaped_line(args: tuple[str, ...]) -> None:
+    line = assert_refused(run(*args))
+    assert len(line) < 1100 and "characters) ..." in line and "\x1b" not in line
+
+
 # ---------------------------------------------------------------- policy, Kueue's Configuration, capacity specs
 
 @pytest.mark.parametrize("field, value", [("timeLimitSeconds", "1" + "0" * 400), ("gap", "1" + "0" * 400),
