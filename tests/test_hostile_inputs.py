@@ -387,6 +387,29 @@ def test_an_exec_plugins_stderr_is_shown_only_with_verbose(tmp_path: Path) -> No
     assert b"shown with -v" in quiet.stderr
 
 
+@pytest.mark.parametrize("script, says", [
+    ("exec sleep 600", "did not answer within 2 seconds"),                 # waiting for a login no one gives
+    ("head -c 50000000 /dev/zero | tr '\\0' x", "wrote more than 1,048,576"),   # 50 MB read whole before
+])
+def test_an_exec_plugin_that_hangs_or_floods_is_stopped_at_its_bound(tmp_path: Path, script: str, says: str,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from planner.cluster import kube
+
+    monkeypatch.setattr(kube, "EXEC_PLUGIN_SECONDS", 2.0)
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text(f"#!/bin/sh\n{script}\n")
+    plugin.chmod(0o755)
+    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                  "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+                  "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                  "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                            "command": str(plugin), "interactiveMode": "Never"}}}]}
+    result = run("snapshot", "--kubeconfig", written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig"), "-q")
+    assert result.exit_code == 4, result.stderr      # the client goes on without a token: the server is unreachable
+    assert says in caplog.text + result.stderr
+
+
 # ---------------------------------------------------------------- a hostile API server
 
 class _Pages(http.server.BaseHTTPRequestHandler):

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import threading
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -48,6 +49,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     import yaml
 
     _scrub_client_logs()
+    bound_exec_plugins()
     configuration = client.Configuration()
     where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
@@ -82,6 +84,7 @@ def connect_text(text: bytes, where: str) -> Any:
     from planner.snapshot import loader
 
     _scrub_client_logs()
+    bound_exec_plugins()
     if len(text) > KUBECONFIG_MAX_BYTES:
         raise InputError(f"kubeconfig larger than {KUBECONFIG_MAX_BYTES} bytes", file=where)
     documents = list(loader.decode(where, text))
@@ -109,6 +112,63 @@ def _plugin_output(message: str) -> str:
     if verbose:
         return message
     return _PLUGIN_FAILED.sub(r"\1 (its stderr is shown with -v)", message)
+
+
+EXEC_PLUGIN_SECONDS = 30.0        # a credential plugin that has not answered by then is waiting for a login no one gives
+EXEC_PLUGIN_MAX_CHARS = 1 << 20   # an ExecCredential is a few KB; its stderr is read to the same bound
+
+
+class BoundedPlugin(subprocess.Popen[str]):
+    """The Kubernetes client runs an exec credential plugin with Popen and an unbounded
+    communicate(): a plugin that hangs (waiting for a login no one gives) would hang
+    `snapshot` and a CronJob's `plan` forever, and one that writes gigabytes would be read
+    whole into memory. Here communicate() stops at EXEC_PLUGIN_SECONDS and at
+    EXEC_PLUGIN_MAX_CHARS of either stream, killing the plugin; the client then reports it
+    failed (ConfigException), a ClusterError naming the limit."""
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        from kubernetes.config.config_exception import ConfigException
+
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        read: dict[Any, list[str]] = {s: [] for s in streams}
+        over: list[bool] = []
+        readers = [threading.Thread(target=self._drain, args=(s, read[s], over), daemon=True) for s in streams]
+        for reader in readers:
+            reader.start()
+        readers[0].join(EXEC_PLUGIN_SECONDS)   # both streams end when the plugin does
+        for reader in readers[1:]:
+            reader.join(0.5 if readers[0].is_alive() else EXEC_PLUGIN_SECONDS)
+        if any(reader.is_alive() for reader in readers) or over:
+            self.kill()
+            self.wait()
+            why = (f"wrote more than {EXEC_PLUGIN_MAX_CHARS:,} characters" if over
+                   else f"did not answer within {EXEC_PLUGIN_SECONDS:g} seconds")
+            raise ConfigException(f"exec: the credential plugin {why}; it was stopped")
+        self.wait()
+        return ("".join(read[self.stdout]) if self.stdout is not None else None,
+                "".join(read[self.stderr]) if self.stderr is not None else None)
+
+    def _drain(self, stream: Any, into: list[str], over: list[bool]) -> None:
+        total = 0
+        while chunk := stream.read(1 << 16):
+            total += len(chunk)
+            if total > EXEC_PLUGIN_MAX_CHARS:
+                over.append(True)
+                self.kill()
+                return
+            into.append(chunk)
+
+
+def bound_exec_plugins() -> None:
+    """The client's exec credential plugins run through BoundedPlugin (its module's own
+    `subprocess.Popen` name is replaced; nothing else in the process is touched)."""
+    import types
+
+    from kubernetes.config import exec_provider
+
+    if getattr(exec_provider.subprocess, "Popen", None) is not BoundedPlugin:
+        exec_provider.subprocess = types.SimpleNamespace(  # type: ignore[assignment]  # the module's name only
+            Popen=BoundedPlugin, PIPE=subprocess.PIPE)
 
 
 class _ScrubbedLog(logging.Filter):
