@@ -711,14 +711,14 @@ class StowplanGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as error:
-            error.message = short_error(error.message)
+            error.message = short_error(error.message)  # type: ignore[misc]  # click types it Final, yet shows it
             raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.UsageError as error:
-            error.message = short_error(error.message)
+            error.message = short_error(error.message)  # type: ignore[misc]  # click types it Final, yet shows it
             raise
 
 

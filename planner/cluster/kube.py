@@ -166,9 +166,8 @@ def bound_exec_plugins() -> None:
 
     from kubernetes.config import exec_provider
 
-    if getattr(exec_provider.subprocess, "Popen", None) is not BoundedPlugin:
-        exec_provider.subprocess = types.SimpleNamespace(  # type: ignore[assignment]  # the module's name only
-            Popen=BoundedPlugin, PIPE=subprocess.PIPE)
+    if getattr(getattr(exec_provider, "subprocess"), "Popen", None) is not BoundedPlugin:
+        setattr(exec_provider, "subprocess", types.SimpleNamespace(Popen=BoundedPlugin, PIPE=subprocess.PIPE))
 
 
 class _ScrubbedLog(logging.Filter):
