@@ -410,6 +410,36 @@ def test_an_exec_plugin_that_hangs_or_floods_is_stopped_at_its_bound(tmp_path: P
     assert says in caplog.text + result.stderr
 
 
+def a_kubeconfig(server: str = "https://127.0.0.1:1", user: dict[str, Any] | None = None,
+                 cluster: dict[str, Any] | None = None) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                           "clusters": [{"name": "k", "cluster": {"server": server, **(cluster or {})}}],
+                           "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                           "users": [{"name": "u", "user": user or {"token": SECRET}}]})
+
+
+@pytest.mark.parametrize("user, cluster, says", [
+    ({"tokenFile": "/dev/zero"}, {}, "users[0].user.tokenFile: names '/dev/zero', which is a character device"),
+    ({"tokenFile": "fifo"}, {}, "which is a FIFO"),                         # relative: from the kubeconfig's folder
+    ({"token": "t"}, {"certificate-authority": "sparse"}, "clusters[0].cluster.certificate-authority"),
+    ({"client-key": "sparse", "client-certificate": "sparse"}, {}, "more than the limit of 1,048,576"),
+])
+def test_files_a_kubeconfig_names_are_regular_and_small(tmp_path: Path, user: dict[str, Any],
+                                                        cluster: dict[str, Any], says: str) -> None:
+    os.mkfifo(tmp_path / "fifo")              # the client would block on it forever
+    with open(tmp_path / "sparse", "wb") as sparse:
+        sparse.truncate(2**30)                # and read this whole
+    path = written(tmp_path, a_kubeconfig(user=user, cluster=cluster), "kubeconfig")
+    assert_refused(run("snapshot", "--kubeconfig", path, "-q"), "kubeconfig", says)
+
+
+def test_a_token_in_the_servers_url_is_never_shown(tmp_path: Path) -> None:
+    path = written(tmp_path, a_kubeconfig(server=f"https://127.0.0.1:1/?token={SECRET}"), "kubeconfig")
+    result = run("snapshot", "--kubeconfig", path, "-q")
+    assert result.exit_code == 4 and "cannot reach" in result.stderr, result.stderr
+    assert SECRET not in result.stderr + result.stdout
+
+
 # ---------------------------------------------------------------- a hostile API server
 
 class _Pages(http.server.BaseHTTPRequestHandler):

@@ -90,6 +90,7 @@ def connect_text(text: bytes, where: str) -> Any:
     documents = list(loader.decode(where, text))
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise InputError("not one kubeconfig mapping", file=where)
+    check_files_named_in(documents[0], where)
     configuration = client.Configuration()
     try:
         config.load_kube_config_from_dict(   # type: ignore[no-untyped-call]  # the client leaves it unannotated
@@ -204,11 +205,53 @@ def check_kubeconfig_files(kubeconfig: str | None) -> None:
         path = os.path.expanduser(path)
         if path and os.path.lexists(path):
             try:
-                for _ in loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)):
-                    pass
+                documents = list(loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)))
             except InputError as err:
                 raise InputError(err.detail.replace("malformed YAML", "malformed kubeconfig YAML", 1),
                                  file=path) from None
+            for document in documents:
+                check_files_named_in(document, path)
+
+
+KUBECONFIG_FILE_FIELDS = {"users": ("user", ("tokenFile", "client-certificate", "client-key")),
+                          "clusters": ("cluster", ("certificate-authority",))}
+KUBECONFIG_FILE_MAX_BYTES = 1 << 20   # a token, a certificate or a key: a few KB
+
+
+def check_files_named_in(kubeconfig: Any, path: str) -> None:
+    """The files a kubeconfig names (a token file, certificates, a key) are regular files of
+    at most KUBECONFIG_FILE_MAX_BYTES: the client reads them whole and blocking, so a FIFO
+    would hang it and /dev/zero exhaust memory. Relative names are from the kubeconfig's folder."""
+    if type(kubeconfig) is not dict:
+        return
+    for section, (inner, fields) in KUBECONFIG_FILE_FIELDS.items():
+        entries = kubeconfig.get(section)
+        for index, entry in enumerate(entries if type(entries) is list else ()):
+            body = entry.get(inner) if type(entry) is dict else None
+            if type(body) is not dict:
+                continue
+            for field in fields:
+                named = body.get(field)
+                if type(named) is str and named:
+                    _check_named_file(os.path.join(os.path.dirname(path), os.path.expanduser(named)),
+                                      path, f"{section}[{index}].{inner}.{field}")
+
+
+def _check_named_file(named: str, path: str, field: str) -> None:
+    import stat
+
+    from planner.snapshot import loader
+
+    try:
+        info = os.stat(named)
+    except OSError:
+        return          # missing: the client's own error names it
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"names {named!r}, which is {loader.file_kind(info.st_mode)}: only a regular file is read",
+                         file=path, field=field)
+    if info.st_size > KUBECONFIG_FILE_MAX_BYTES:
+        raise InputError(f"names {named!r} of {info.st_size:,} bytes, more than the limit of "
+                         f"{KUBECONFIG_FILE_MAX_BYTES:,}", file=path, field=field)
 
 
 KUBECONFIG_MAX_BYTES = 64 * 2**20
@@ -263,18 +306,20 @@ def _scrub(text: str) -> str:
 
 
 def url_without_userinfo(url: str) -> str:
-    """https://user:password@host:6443/x -> https://host:6443/x."""
+    """https://user:password@host:6443/x?token=t -> https://host:6443/x: the user-info and
+    the query (an API server's URL needs neither; either may carry a credential)."""
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return scrub(url)
-    if parts.username is None and parts.password is None:
+    if parts.username is None and parts.password is None and not parts.query and not parts.fragment:
         return url
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    netloc = host + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class Kube:
