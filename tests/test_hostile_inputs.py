@@ -323,6 +323,18 @@ def hostile_names(items: list[dict[str, Any]]) -> None:
     item(items, "Node", "gpu-node-1")["metadata"]["name"] = "node-$x^$\u202e"
 
 
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_del_and_c1_controls_in_names_are_escaped_in_json_and_yaml(tmp_path: Path, output: str) -> None:
+    name = "cq-\x7f\x9b31m\x85"        # json.dumps leaves DEL and C1 raw; 0x9b is a terminal's CSI
+    def rename(items: list[dict[str, Any]]) -> None:
+        item(items, "ClusterQueue", "research-cq")["metadata"]["name"] = name
+        item(items, "LocalQueue", "research-queue")["spec"]["clusterQueue"] = name
+    result = run("what-if", tiny_with(tmp_path, change=rename), "-o", output)
+    assert result.exit_code == 0, result.stderr
+    assert not any("\x7f" <= c <= "\x9f" for c in result.stdout), repr(result.stdout)
+    assert yaml.safe_load(result.stdout)["admissions"][0]["clusterQueue"] == name
+
+
 def test_hostile_names_reach_yaml_metrics_and_pictures_escaped(tmp_path: Path) -> None:
     path = tiny_with(tmp_path, change=hostile_names)
     picture, metrics = tmp_path / "p.svg", tmp_path / "m.prom"
