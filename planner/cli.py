@@ -696,8 +696,16 @@ def write_metrics(path: str | None, push_url: str | None, plan: Plan, queues: An
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(_versions())
+        _echo_versions()
         ctx.exit()
+
+
+def _echo_versions() -> None:
+    """The versions on stdout as any output is written: a full or closed stdout is exit 2, one line."""
+    try:
+        write_stdout(_versions() + "\n")
+    except StowplanError as error:
+        raise StowplanFailure(printable(error), error.exit_code) from None
 
 
 
@@ -2096,7 +2104,7 @@ def rbac_command(policy: str, service_account: str) -> None:
 @cli.command("version", context_settings=CONTEXT)
 def version() -> None:
     """Print Stowplan's version and those of its solver libraries."""
-    click.echo(_versions())
+    _echo_versions()
 
 
 from planner.tools.bench_command import bench_command  # noqa: E402 - the benchmark lives in its own module

@@ -310,6 +310,15 @@ def test_a_full_or_closed_stdout_is_exit_2_with_one_line() -> None:
     assert_refused(closed, "stdout is closed")
 
 
+@pytest.mark.parametrize("args", [("version",), ("--version",)])
+def test_the_version_on_a_full_or_closed_stdout_is_exit_2_with_one_line(args: tuple[str, ...]) -> None:
+    with open("/dev/full", "wb") as full:
+        assert_refused(process(*args, stdout=full), "stdout", "No space left")
+    closed = subprocess.run([*STOWPLAN, *args], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            timeout=HANG, preexec_fn=lambda: os.close(1))
+    assert_refused(closed, "stdout is closed")
+
+
 def test_out_equal_to_an_input_is_refused(tmp_path: Path) -> None:
     path = written(tmp_path, tiny_text())
     assert_refused(what_if(path, "--out", path), "--out", "is also an input")
