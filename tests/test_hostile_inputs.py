@@ -344,6 +344,13 @@ def test_del_and_c1_controls_in_names_are_escaped_in_json_and_yaml(tmp_path: Pat
     assert yaml.safe_load(result.stdout)["admissions"][0]["clusterQueue"] == name
 
 
+@pytest.mark.parametrize("flag", ["--namespace", "--queue"])
+def test_a_table_filter_is_echoed_escaped(flag: str) -> None:
+    result = run("what-if", str(TINY), "-o", "table", flag, "a\u202eb\x1b[2J")
+    assert result.exit_code == 0, result.stderr
+    assert "\u202e" not in result.stdout and "\x1b" not in result.stdout and "a\\u202eb\\x1b[2J" in result.stdout
+
+
 def test_hostile_names_reach_yaml_metrics_and_pictures_escaped(tmp_path: Path) -> None:
     path = tiny_with(tmp_path, change=hostile_names)
     picture, metrics = tmp_path / "p.svg", tmp_path / "m.prom"
