@@ -453,8 +453,10 @@ def write_stdout(text: str) -> None:
         stop.note = stop.note or AFTER_WRITING
         raise
     except BrokenPipeError:
+        # Its reader went away (`| head`): the output is incomplete, so not exit 0, and not
+        # exit 1 (nothing is wrong inside); quietly, as a pipeline's tools end.
         _stdout_to_devnull()
-        raise click.exceptions.Exit(1) from None
+        raise click.exceptions.Exit(2) from None
     except (OSError, ValueError) as error:    # ENOSPC, EBADF; ValueError: a closed file object
         _stdout_to_devnull()
         reason = getattr(error, "strerror", None) or str(error)
