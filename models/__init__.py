@@ -12,6 +12,8 @@ from models.objects import (
     Taint,
     Toleration,
     Node,
+    NodePins,
+    hostname_pin,
     Topology,
     ResourceFlavor,
     Quota,
@@ -57,7 +59,7 @@ from models.plan import (
 
 __all__ = [
     "Resources", "GPU_SUFFIX", "dominant_units", "is_gpu",
-    "ObjectRef", "Problem", "Taint", "Toleration", "Node", "Topology", "ResourceFlavor",
+    "ObjectRef", "Problem", "Taint", "Toleration", "Node", "NodePins", "hostname_pin", "Topology", "ResourceFlavor",
     "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
     "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",
     "PodSetAssignment", "Workload", "WorkloadState", "Policy", "CustomKind", "CustomPodSet", "Snapshot",

@@ -9,12 +9,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar, cast
 
 from models.kueue_config import KueueConfig, KueueConfigOverride
 from models.resources import Resources
 
 T = TypeVar("T")
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 if TYPE_CHECKING:   # models.capacity and models.provisioning import this module
     from models.capacity import NodeTemplate
@@ -113,6 +115,56 @@ class Node:
     @property
     def usable(self) -> bool:
         return self.ready and not self.unschedulable
+
+    @property
+    def pin(self) -> str:
+        """What a pod pinned to this node names: its kubernetes.io/hostname label, which is
+        what kube-scheduler matches (the name, as a kubelet sets it, when the label is absent)."""
+        return hostname_pin(self.name, self.labels)
+
+
+def hostname_pin(name: str, labels: Mapping[str, str]) -> str:
+    """What kube-scheduler matches for the node `name` on kubernetes.io/hostname (Node.pin)."""
+    return labels.get(HOSTNAME_LABEL, name)
+
+
+@dataclass(frozen=True)
+class NodePins:
+    """Node name <-> the hostname label value a pin to it writes (REFERENCE §2).
+
+    Plans, assignments and topology name nodes; every nodeSelector or node affinity
+    Stowplan writes names the label, and every pin it reads back is turned into the
+    node again here, so no writer can pin by name. When every node's label is its name
+    (the usual case) nothing is kept: an empty NodePins pins by name. A label two nodes
+    share is no unique pin: the reader places no new pod there, and reading such a pin
+    back gives the label itself (no node)."""
+
+    values: Mapping[str, str] = field(default_factory=dict)   # node name -> its label
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node]) -> NodePins:
+        return cls.of_labels({n.name: n.labels for n in nodes})
+
+    @classmethod
+    def of_labels(cls, labels: Mapping[str, Mapping[str, str]]) -> NodePins:
+        """From node name -> its labels (nodes listed raw, as on a worker cluster)."""
+        values = {name: hostname_pin(name, node_labels) for name, node_labels in labels.items()}
+        return cls(values) if any(name != value for name, value in values.items()) else cls()
+
+    def value(self, node: str) -> str:
+        """The value to pin `node` by."""
+        return self.values.get(node, node)
+
+    def node(self, value: str) -> str:
+        """The node a pin `value` names (the value itself when no node is relabelled to it)."""
+        return self._nodes.get(value, value)
+
+    @cached_property
+    def _nodes(self) -> dict[str, str]:
+        holders: dict[str, list[str]] = {}
+        for name, value in self.values.items():
+            holders.setdefault(value, []).append(name)
+        return {value: names[0] for value, names in holders.items() if len(names) == 1}
 
 
 @dataclass(frozen=True)

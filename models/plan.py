@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+# its home is models.objects (a Node's pin); re-exported where it always was
+from models.objects import HOSTNAME_LABEL as HOSTNAME_LABEL
 from models.objects import ObjectRef, PodSetAssignment
 from models.provisioning import ProvisioningSection
-
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @dataclass(frozen=True)

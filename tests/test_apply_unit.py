@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
-from models import Admission, Domain, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport, Toleration
+from models import (
+    Admission, Domain, Eviction, Migration, NodePins, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport,
+    Toleration,
+)
 from planner.cluster.apply import (
     ASSIGNMENT, GATE, MIGRATING_TO, ORIGINAL, Applier, admitted_template_spec, moving_assignments,
     running_assignments,
@@ -117,7 +120,7 @@ def test_admitted_template_adds_flavor_nodes_and_gate_keeping_the_users_own():
                 "podAffinity": {"x": 1}},
             "schedulingGates": [{"name": "user"}]}
     before = copy.deepcopy(base)
-    out = admitted_template_spec(base, PS, FLAVORS)
+    out = admitted_template_spec(base, PS, FLAVORS, pins=NodePins())
     assert base == before   # pure
     assert out["nodeSelector"] == {"zone": "a", "pool": "h100"}
     assert out["tolerations"] == [{"key": "x", "operator": "Exists"},
@@ -127,7 +130,7 @@ def test_admitted_template_adds_flavor_nodes_and_gate_keeping_the_users_own():
     assert [t["matchExpressions"][-1] for t in terms] == [pin, pin] and len(terms[0]["matchExpressions"]) == 2
     assert out["affinity"]["podAffinity"] == {"x": 1}
     assert out["schedulingGates"] == [{"name": "user"}, {"name": GATE}]
-    again = admitted_template_spec(base, PS, FLAVORS)
+    again = admitted_template_spec(base, PS, FLAVORS, pins=NodePins())
     assert again == out
 
 

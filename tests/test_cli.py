@@ -253,7 +253,7 @@ def test_out_into_a_missing_folder_is_exit_2(fakes: Fakes, snap: Path, tmp_path:
     assert fakes.read_calls == []                  # checked before reading and solving
 
 
-def test_a_closed_pipe_on_stdout_ends_quietly(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_closed_pipe_on_stdout_ends_quietly_with_exit_2(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
@@ -262,7 +262,7 @@ def test_a_closed_pipe_on_stdout_ends_quietly(fakes: Fakes, snap: Path, monkeypa
     monkeypatch.setattr(click, "echo", broken)
     with pytest.raises(click.exceptions.Exit) as caught:
         outputs.write_stdout("plan\n")
-    assert caught.value.exit_code == 1
+    assert caught.value.exit_code == 2
 
 
 def test_problems_are_warned_once_and_the_plan_still_written(fakes: Fakes, snap: Path) -> None:

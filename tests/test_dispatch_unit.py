@@ -10,7 +10,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from models import Admission, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport
+from models import Admission, NodePins, ObjectRef, Plan, PodSetAssignment, ResourceFlavor, SolverReport
 from planner.cli import cli
 from planner.cluster.apply import ASSIGNMENT, DISPATCHED_TO, GATE, WORKER_STATUS, Applier, fingerprint
 from planner.cluster.dispatch import ORIGIN_LABEL, ORIGIN_UID, status_note, worker_copy
@@ -37,7 +37,7 @@ def manager_job(annotations: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def test_worker_copy_is_the_managers_job_admitted_at_the_plans_place_with_its_origin():
-    body = worker_copy(manager_job(), Admission(REF, "cq", (PS,), cluster="east"), FLAVORS, 0.0)
+    body = worker_copy(manager_job(), Admission(REF, "cq", (PS,), cluster="east"), FLAVORS, NodePins(), 0.0)
     meta, spec = body["metadata"], body["spec"]
     assert meta["labels"] == {"kueue.x-k8s.io/queue-name": "lq", ORIGIN_LABEL: "stowplan"}
     assert meta["annotations"][ORIGIN_UID] == "m-uid" and meta["annotations"]["team/own"] == "kept"
@@ -135,8 +135,9 @@ class FakeKube:
 
     dry_run = False
 
-    def __init__(self, jobs: dict[str, dict[str, Any]] | None = None):
+    def __init__(self, jobs: dict[str, dict[str, Any]] | None = None, nodes: list[dict[str, Any]] | None = None):
         self.jobs = jobs or {}
+        self.nodes = nodes
         self.calls: list[tuple[str, str]] = []
         self.writes = 0
         self.host = "https://fake"
@@ -154,6 +155,12 @@ class FakeKube:
     def list(self, path: str, label_selector: str | None = None) -> Any:
         if path.endswith("resourceflavors"):
             return iter([{"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"pool": "h100"}}}])
+        if path == "/api/v1/nodes":
+            if self.nodes is None:   # the least-rights worker identity (cronjob/multicluster/worker.yaml)
+                from planner.cluster.kube import ApiStatus
+
+                raise ApiStatus("GET", path, 403, "nodes is forbidden")
+            return iter(self.nodes)
         return iter([j for j in self.jobs.values() if ORIGIN_LABEL in (j["metadata"].get("labels") or {})])
 
     def write(self, method: str, path: str, body: Any, content_type: str = "") -> Any:
@@ -209,6 +216,35 @@ def test_a_reservation_moves_only_once_its_worker_answers_without_a_copy():
     west = FakeKube()
     report = Dispatcher(manager, {"east": east, "west": west}).run(dispatch_plan("west"), 0.0)  # type: ignore[dict-item, arg-type]
     assert "train" not in west.jobs and "already has a copy on east" in report.conflicts[0][1]
+
+
+def test_a_copy_is_pinned_by_the_workers_hostname_labels():
+    """REFERENCE §2: the worker's node w1 is labelled w1-host, which its scheduler matches."""
+    from planner.cluster.dispatch import Dispatcher
+
+    manager = FakeKube({"train": manager_job()})
+    east = FakeKube(nodes=[{"metadata": {"name": "w1", "labels": {HOST: "w1-host"}}},
+                           {"metadata": {"name": "w2", "labels": {HOST: "w2"}}}])
+    report = Dispatcher(manager, {"east": east}).run(dispatch_plan(), 0.0)   # type: ignore[dict-item, arg-type]
+    assert report.dispatched == [(REF, "east")]
+    pod = east.jobs["train"]["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][-1] == {"key": HOST, "operator": "In", "values": ["w1-host"]}
+    assert json.loads(east.jobs["train"]["metadata"]["annotations"][ASSIGNMENT])[0]["topologyAssignment"][
+        "domains"] == [{"values": ["w1"], "count": 2}]
+
+
+def test_a_worker_whose_nodes_may_not_be_listed_is_pinned_by_node_name_and_said_so():
+    from planner.cluster.dispatch import Dispatcher
+
+    said: list[str] = []
+    manager, east = FakeKube({"train": manager_job()}), FakeKube()
+    report = Dispatcher(manager, {"east": east}, say=said.append).run(dispatch_plan(), 0.0)  # type: ignore[dict-item, arg-type]
+    assert report.dispatched == [(REF, "east")] and not report.unreachable
+    pod = east.jobs["train"]["spec"]["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][-1]["values"] == ["w1"]
+    assert [line for line in said if "cannot list the nodes of worker east (403)" in line]
 
 
 def test_a_second_dispatch_finds_its_copy_and_creates_nothing():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from models import Admission, ObjectRef, PodSetAssignment
+from models import Admission, NodePins, ObjectRef, PodSetAssignment
 from planner.cluster import apply, podgroups
 from planner.snapshot import build_snapshot
 from test_kinds_read import NS, Q, T, world
@@ -55,8 +55,8 @@ def test_set_parallelism_keeps_the_first_most() -> None:
 
 def test_an_elastic_admission_does_not_pin_the_template_to_nodes() -> None:
     ps = PodSetAssignment("main", 2, {GPU: "f"}, ("kubernetes.io/hostname",), ((("n1",), 2),))
-    pinned = apply.admitted_template_spec({}, ps, {})
-    free = apply.admitted_template_spec({}, ps, {}, pin=False)
+    pinned = apply.admitted_template_spec({}, ps, {}, pins=NodePins())
+    free = apply.admitted_template_spec({}, ps, {}, pins=NodePins(), pin=False)
     assert "kubernetes.io/hostname" in json.dumps(pinned["affinity"])
     assert "affinity" not in free and {"name": apply.GATE} in free["schedulingGates"]
 

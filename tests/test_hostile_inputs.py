@@ -215,6 +215,14 @@ def test_stdin_from_dev_zero_is_refused_at_its_first_chunk() -> None:
     assert_refused(result, "NUL byte")
 
 
+def test_a_closed_or_unreadable_stdin_is_exit_2_naming_stdin(tmp_path: Path) -> None:
+    closed = subprocess.run([*STOWPLAN, "what-if", "-", "-o", "json"], cwd=REPO, capture_output=True,
+                            timeout=HANG, preexec_fn=lambda: os.close(0))
+    assert_refused(closed, "-:", "stdin is closed")
+    with open(tmp_path / "w", "wb") as write_only:    # read() on it fails with EBADF
+        assert_refused(process("what-if", "-", "-o", "json", stdin=write_only), "-:", "cannot read")
+
+
 def test_a_sparse_gigabyte_file_is_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "sparse.yaml"
     with open(path, "wb") as out:
@@ -225,6 +233,16 @@ def test_a_sparse_gigabyte_file_is_refused_before_reading(tmp_path: Path) -> Non
 def test_max_file_size_of_thousands_of_digits_is_a_flag_error() -> None:
     result = run("what-if", str(TINY), "--max-file-size", "9" * 5000)
     assert result.exit_code == 2 and "Traceback" not in result.output and "digits" in result.output
+
+
+@pytest.mark.parametrize("args", [
+    ("what-if", str(TINY), "--priority", "9" * 5000),          # click's own int type echoes the value
+    ("what-if", str(TINY), "-o", "x" * 5000 + "\x1b[2J"),      # and its Choice
+    ("generate", "--nodes", "9" * 5000),                       # and an input error of our own
+])
+def test_a_flag_error_echoing_a_huge_value_is_one_short_escaped_line(args: tuple[str, ...]) -> None:
+    line = assert_refused(run(*args))
+    assert len(line) < 1100 and "characters) ..." in line and "\x1b" not in line
 
 
 # ---------------------------------------------------------------- policy, Kueue's Configuration, capacity specs
@@ -292,6 +310,15 @@ def test_a_full_or_closed_stdout_is_exit_2_with_one_line() -> None:
     assert_refused(closed, "stdout is closed")
 
 
+@pytest.mark.parametrize("args", [("version",), ("--version",)])
+def test_the_version_on_a_full_or_closed_stdout_is_exit_2_with_one_line(args: tuple[str, ...]) -> None:
+    with open("/dev/full", "wb") as full:
+        assert_refused(process(*args, stdout=full), "stdout", "No space left")
+    closed = subprocess.run([*STOWPLAN, *args], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            timeout=HANG, preexec_fn=lambda: os.close(1))
+    assert_refused(closed, "stdout is closed")
+
+
 def test_out_equal_to_an_input_is_refused(tmp_path: Path) -> None:
     path = written(tmp_path, tiny_text())
     assert_refused(what_if(path, "--out", path), "--out", "is also an input")
@@ -303,6 +330,25 @@ def hostile_names(items: list[dict[str, Any]]) -> None:
     item(items, "ClusterQueue", "research-cq")["metadata"]["name"] = "cq-$\\frac{$\u202e\x1b[31m"
     item(items, "LocalQueue", "research-queue")["spec"]["clusterQueue"] = "cq-$\\frac{$\u202e\x1b[31m"
     item(items, "Node", "gpu-node-1")["metadata"]["name"] = "node-$x^$\u202e"
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_del_and_c1_controls_in_names_are_escaped_in_json_and_yaml(tmp_path: Path, output: str) -> None:
+    name = "cq-\x7f\x9b31m\x85"        # json.dumps leaves DEL and C1 raw; 0x9b is a terminal's CSI
+    def rename(items: list[dict[str, Any]]) -> None:
+        item(items, "ClusterQueue", "research-cq")["metadata"]["name"] = name
+        item(items, "LocalQueue", "research-queue")["spec"]["clusterQueue"] = name
+    result = run("what-if", tiny_with(tmp_path, change=rename), "-o", output)
+    assert result.exit_code == 0, result.stderr
+    assert not any("\x7f" <= c <= "\x9f" for c in result.stdout), repr(result.stdout)
+    assert yaml.safe_load(result.stdout)["admissions"][0]["clusterQueue"] == name
+
+
+@pytest.mark.parametrize("flag", ["--namespace", "--queue"])
+def test_a_table_filter_is_echoed_escaped(flag: str) -> None:
+    result = run("what-if", str(TINY), "-o", "table", flag, "a\u202eb\x1b[2J")
+    assert result.exit_code == 0, result.stderr
+    assert "\u202e" not in result.stdout and "\x1b" not in result.stdout and "a\\u202eb\\x1b[2J" in result.stdout
 
 
 def test_hostile_names_reach_yaml_metrics_and_pictures_escaped(tmp_path: Path) -> None:
@@ -369,6 +415,59 @@ def test_an_exec_plugins_stderr_is_shown_only_with_verbose(tmp_path: Path) -> No
     assert b"shown with -v" in quiet.stderr
 
 
+@pytest.mark.parametrize("script, says", [
+    ("exec sleep 600", "did not answer within 2 seconds"),                 # waiting for a login no one gives
+    ("head -c 50000000 /dev/zero | tr '\\0' x", "wrote more than 1,048,576"),   # 50 MB read whole before
+])
+def test_an_exec_plugin_that_hangs_or_floods_is_stopped_at_its_bound(tmp_path: Path, script: str, says: str,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from planner.cluster import kube
+
+    monkeypatch.setattr(kube, "EXEC_PLUGIN_SECONDS", 2.0)
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text(f"#!/bin/sh\n{script}\n")
+    plugin.chmod(0o755)
+    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                  "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+                  "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                  "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                                            "command": str(plugin), "interactiveMode": "Never"}}}]}
+    result = run("snapshot", "--kubeconfig", written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig"), "-q")
+    assert result.exit_code == 4, result.stderr      # the client goes on without a token: the server is unreachable
+    assert says in caplog.text + result.stderr
+
+
+def a_kubeconfig(server: str = "https://127.0.0.1:1", user: dict[str, Any] | None = None,
+                 cluster: dict[str, Any] | None = None) -> str:
+    return yaml.safe_dump({"apiVersion": "v1", "kind": "Config", "current-context": "c",
+                           "clusters": [{"name": "k", "cluster": {"server": server, **(cluster or {})}}],
+                           "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                           "users": [{"name": "u", "user": user or {"token": SECRET}}]})
+
+
+@pytest.mark.parametrize("user, cluster, says", [
+    ({"tokenFile": "/dev/zero"}, {}, "users[0].user.tokenFile: names '/dev/zero', which is a character device"),
+    ({"tokenFile": "fifo"}, {}, "which is a FIFO"),                         # relative: from the kubeconfig's folder
+    ({"token": "t"}, {"certificate-authority": "sparse"}, "clusters[0].cluster.certificate-authority"),
+    ({"client-key": "sparse", "client-certificate": "sparse"}, {}, "more than the limit of 1,048,576"),
+])
+def test_files_a_kubeconfig_names_are_regular_and_small(tmp_path: Path, user: dict[str, Any],
+                                                        cluster: dict[str, Any], says: str) -> None:
+    os.mkfifo(tmp_path / "fifo")              # the client would block on it forever
+    with open(tmp_path / "sparse", "wb") as sparse:
+        sparse.truncate(2**30)                # and read this whole
+    path = written(tmp_path, a_kubeconfig(user=user, cluster=cluster), "kubeconfig")
+    assert_refused(run("snapshot", "--kubeconfig", path, "-q"), "kubeconfig", says)
+
+
+def test_a_token_in_the_servers_url_is_never_shown(tmp_path: Path) -> None:
+    path = written(tmp_path, a_kubeconfig(server=f"https://127.0.0.1:1/?token={SECRET}"), "kubeconfig")
+    result = run("snapshot", "--kubeconfig", path, "-q")
+    assert result.exit_code == 4 and "cannot reach" in result.stderr, result.stderr
+    assert SECRET not in result.stderr + result.stdout
+
+
 # ---------------------------------------------------------------- a hostile API server
 
 class _Pages(http.server.BaseHTTPRequestHandler):
@@ -421,22 +520,31 @@ def placed_on(plan: dict[str, Any]) -> set[str]:
             for d in ps.get("topologyAssignment", {}).get("domains", []) for value in d["values"]}
 
 
-def test_a_node_whose_hostname_label_is_not_its_name_takes_no_new_pod(tmp_path: Path) -> None:
+def test_a_node_whose_unique_hostname_label_is_not_its_name_is_reported_once_and_still_takes_pods(
+        tmp_path: Path) -> None:
+    """The plan names the node (its topology value stays the node); apply pins it by the label."""
     def change(items: list[dict[str, Any]]) -> None:
         item(items, "Node", "gpu-node-1")["metadata"]["labels"]["kubernetes.io/hostname"] = "other-host"
 
-    plan = assert_planned(what_if(tiny_with(tmp_path, change=change)), "gpu-node-1",
-                          "metadata.labels[kubernetes.io/hostname]", "'other-host', not the node's name")
-    assert placed_on(plan) == {"gpu-node-2"}
+    path = tiny_with(tmp_path, change=change)
+    result = what_if(path)
+    plan = assert_planned(result, "snap.yaml", "Node/gpu-node-1", "metadata.labels[kubernetes.io/hostname]",
+                          "'other-host', not the node's name", "pins pods for this node by 'other-host'")
+    assert result.stderr.count("'other-host', not the node's name") == 1
+    assert placed_on(plan) == {"gpu-node-1", "gpu-node-2"}
+    assert what_if(path, "--strict").exit_code == 2
 
 
 def test_two_nodes_sharing_a_hostname_label_take_no_new_pod(tmp_path: Path) -> None:
     def change(items: list[dict[str, Any]]) -> None:
         item(items, "Node", "gpu-node-2")["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-node-1"
 
-    result = what_if(tiny_with(tmp_path, change=change))
-    plan = assert_planned(result, "is also the label of gpu-node-2")
+    path = tiny_with(tmp_path, change=change)
+    result = what_if(path)
+    plan = assert_planned(result, "Node/gpu-node-1", "'gpu-node-1' is also the label of gpu-node-2",
+                          "Node/gpu-node-2", "'gpu-node-1' is also the label of gpu-node-1")
     assert placed_on(plan) == set()
+    assert what_if(path, "--strict").exit_code == 2
 
 
 def test_several_global_default_priority_classes_the_lowest_wins(tmp_path: Path) -> None:

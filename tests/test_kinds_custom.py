@@ -157,6 +157,12 @@ def test_admission_and_eviction_write_the_paths_the_policy_names() -> None:
     ({"podSets": [{"name": "w", "templatePath": "spec.t", "countPath": "spec.n", "min": 1}]},
      "spec.customKinds[0].podSets[0].min", "unknown field"),
     ({"suspend": "spec.suspend"}, "spec.customKinds[0].suspend", "unknown field"),
+    # issue 40: a path, a key and the pod sets are bounded, each error naming the limit
+    ({"suspendPath": "spec." + ".".join(["a"] * 10_000)}, "spec.customKinds[0].suspendPath", "limit of 32"),
+    ({"podSets": [{"name": "w", "templatePath": "spec." + "t" * 100_000, "countPath": "spec.n"}]},
+     "spec.customKinds[0].podSets[0].templatePath", "limit of 253 characters"),
+    ({"podSets": [{"name": f"w{i}", "templatePath": "spec.t", "countPath": "spec.n"} for i in range(9)]},
+     "spec.customKinds[0].podSets", "limit of 8"),
 ])
 def test_bad_custom_kinds_are_input_errors_naming_the_field(change: dict[str, Any], field: str, words: str) -> None:
     with pytest.raises(InputError) as bad:
@@ -169,6 +175,13 @@ def test_a_kind_declared_twice_is_refused() -> None:
     with pytest.raises(InputError) as bad:
         parse_policy(policy(RUN, {**RUN, "apiVersion": "example.com/v2"}), "p.yaml")
     assert bad.value.field == "spec.customKinds[1].kind" and "declared twice" in bad.value.detail
+
+
+def test_more_custom_kinds_than_the_limit_are_refused() -> None:
+    many = [{**RUN, "kind": f"Run{i}"} for i in range(101)]
+    with pytest.raises(InputError) as bad:
+        parse_policy(policy(*many), "p.yaml")
+    assert bad.value.field == "spec.customKinds" and "limit of 100" in bad.value.detail
 
 
 def test_plural_guessed_as_kubernetes_guesses_it_or_given() -> None:

@@ -24,6 +24,8 @@ JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJl"
     ("https://token@10.0.0.1", "https://10.0.0.1"),
     ("https://[::1]:6443", "https://[::1]:6443"),
     ("https://api.example", "https://api.example"),
+    ("https://api.example:6443/?token=s3cret#x", "https://api.example:6443/"),   # issue 40: a query is dropped
+    ("https://api.example:99999999", "https://api.example:99999999"),          # a bad port: kept, never a crash
 ])
 def test_server_urls_lose_their_user_info(url, shown):
     assert url_without_userinfo(url) == shown

@@ -89,7 +89,9 @@ def test_malformed_json_a_late_header_and_a_name_twice_are_errors(tmp_path: Path
     cases = [("{not json", "line 1", "is not JSON"),
              (json.dumps(JOB) + "\n" + json.dumps({"apiVersion": "stowplan.io/v1alpha1", "kind": "Trace"}),
               "line 2", "first line"),
-             (json.dumps(JOB) + "\n" + json.dumps(JOB), "line 2", "already on line 1")]
+             (json.dumps(JOB) + "\n" + json.dumps(JOB), "line 2", "already on line 1"),
+             ('{"submit": ' + "9" * 5000 + "}", "line 1", "is not JSON (Exceeds the limit"),   # issue 40: was exit 1
+             ("[" * 100_000 + "]" * 100_000, "line 1", "nested too deeply")]
     for text, where, says in cases:
         path = tmp_path / "t.jsonl"
         path.write_text(text + "\n")

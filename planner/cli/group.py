@@ -20,6 +20,7 @@ from planner.base import interrupt
 from planner.base.errors import StowplanError, VerificationError
 from planner.base.terminal import printable, printable_lines
 from planner.cli.options import CONTEXT, F
+from planner.cli.outputs import write_stdout
 
 
 _INTERNAL = "unexpected internal error (STOWPLAN_DEBUG=1 shows the traceback)"
@@ -97,6 +98,18 @@ class StowplanFailure(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]  # click types exit_code a ClassVar, yet reads it per instance
 
 
+MAX_USAGE_ERROR_CHARS = 400   # a flag's error echoes its value: 5,000 digits would fill a screen
+
+
+def short_error(message: str, limit: int = MAX_USAGE_ERROR_CHARS) -> str:
+    """An error's message on one line of at most about `limit` characters, every control
+    character escaped: a value echoed whole (5,000 digits, a 100 KB name) is cut in the middle."""
+    text = printable(message)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 100]}... ({len(text):,} characters) ...{text[-60:]}"
+
+
 def _debug() -> bool:
     return os.environ.get("STOWPLAN_DEBUG", "") not in ("", "0", "false", "no")
 
@@ -127,7 +140,7 @@ def _run_command(command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             traceback.print_exc()
         # names from the input may hold control characters: shown escaped, on the lines
         # the message itself chose (a verification error lists one violation a line)
-        text = printable_lines(error) if isinstance(error, VerificationError) else printable(error)
+        text = printable_lines(error) if isinstance(error, VerificationError) else short_error(str(error), 1000)
         raise StowplanFailure(text, error.exit_code) from error
     except Exception as error:  # noqa: BLE001 - the last line of defence
         if _debug():
@@ -192,11 +205,39 @@ def versions() -> str:
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(versions())
+        echo_versions()
         ctx.exit()
 
 
-@click.group(context_settings=CONTEXT)
+def echo_versions() -> None:
+    """The versions on stdout as any output is written: a full or closed stdout is exit 2, one line."""
+    try:
+        write_stdout(versions() + "\n")
+    except StowplanError as error:
+        raise StowplanFailure(printable(error), error.exit_code) from None
+
+
+class StowplanGroup(click.Group):
+    """click's own types (int, Choice, ranges) echo a bad value whole in their error:
+    the message is shortened and escaped here, once for every flag and argument."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:
+            error.message = short_error(error.message)  # type: ignore[misc]  # click types it Final, yet shows it
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as error:
+            error.message = short_error(error.message)  # type: ignore[misc]  # click types it Final, yet shows it
+            raise
+
+
+@click.group(cls=StowplanGroup, context_settings=CONTEXT)
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Print Stowplan's version and those of its solver libraries, and exit (as `stowplan version`).")
 def cli() -> None:

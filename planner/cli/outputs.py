@@ -79,7 +79,7 @@ AFTER_WRITING = "it came during the final write, which was finished: the output 
 
 def write_stdout(text: str) -> None:
     """The plan on stdout, whole: Ctrl-C meanwhile stops the command once it is written. A
-    reader that went away (`| head`) ends us quietly with exit 1. A closed stdout (`>&-`)
+    reader that went away (`| head`) ends us quietly with exit 2. A closed stdout (`>&-`)
     or a full one (/dev/full, a full disk) is exit 2, one line."""
     if sys.stdout is None:      # Python's stdout when fd 1 was closed at start
         raise InputError("stdout is closed: nothing was written (give --out FILE)", field="stdout")
@@ -91,8 +91,10 @@ def write_stdout(text: str) -> None:
         stop.note = stop.note or AFTER_WRITING
         raise
     except BrokenPipeError:
+        # Its reader went away (`| head`): the output is incomplete, so not exit 0, and not
+        # exit 1 (nothing is wrong inside); quietly, as a pipeline's tools end.
         _stdout_to_devnull()
-        raise click.exceptions.Exit(1) from None
+        raise click.exceptions.Exit(2) from None
     except (OSError, ValueError) as error:    # ENOSPC, EBADF; ValueError: a closed file object
         _stdout_to_devnull()
         reason = getattr(error, "strerror", None) or str(error)

@@ -10,6 +10,8 @@ One cycle, in this order (Kueue's split: deciding is pure, this only issues):
      `stowplan.io/admitted-at` annotations, and unsuspends it; then an Event;
   4. release the gates of the admitted workloads' pods as they appear, each
      pod pinned to a node of the plan (nodeSelector kubernetes.io/hostname).
+Every pin (node affinity, nodeSelector) names the node's kubernetes.io/hostname label,
+which kube-scheduler matches, not its name (models.NodePins; REFERENCE §2).
 
 Migrations (defragmentation) are an eviction then an admission of the same Job:
   2b. ONE write suspends it and swaps `stowplan.io/assignment` for
@@ -53,7 +55,9 @@ from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from models import HOSTNAME_LABEL, Admission, Eviction, Migration, ObjectRef, Plan, PodSetAssignment, Resize, ResourceFlavor
+from models import (
+    HOSTNAME_LABEL, Admission, Eviction, Migration, NodePins, ObjectRef, Plan, PodSetAssignment, Resize, ResourceFlavor,
+)
 from planner import kinds
 from planner.cycle import elastic
 from planner.base import interrupt
@@ -175,8 +179,10 @@ def _original_scheduling(adapter: kinds.Adapter, obj: dict[str, Any], lookup: ki
 
 
 def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
-                           flavors: Mapping[str, ResourceFlavor], pin: bool = True) -> dict[str, Any]:
+                           flavors: Mapping[str, ResourceFlavor], *, pins: NodePins, pin: bool = True) -> dict[str, Any]:
     """The scheduling fields of an admitted pod template (pure): base + flavor + nodes + gate.
+
+    The node affinity names the nodes by `pins` (their hostname labels, as kube-scheduler matches).
 
     `pin` False (an elastic Job, whose template cannot change while it runs but whose
     growth may go to other nodes): no node affinity to the assigned nodes; its pods are
@@ -191,7 +197,7 @@ def admitted_template_spec(base: Mapping[str, Any], pod_set: PodSetAssignment,
                                        ("effect", t.effect)) if v}
             if entry not in tolerations:
                 tolerations.append(entry)
-    nodes = sorted(pod_set.pods_per_node())
+    nodes = sorted({pins.value(node) for node in pod_set.pods_per_node()})
     affinity = copy.deepcopy(dict(base.get("affinity") or {}))
     if pin:
         to_nodes = {"key": HOSTNAME_LABEL, "operator": "In", "values": nodes}
@@ -221,8 +227,11 @@ class Applier:
                  planned_versions: Mapping[ObjectRef, str], identity: str = "stowplan",
                  say: Callable[[str], None] = lambda _: None, clock: Callable[[], float] = time.time,
                  fingerprints: Mapping[ObjectRef, str] | None = None, workers: int = 8,
-                 objects: Iterable[Mapping[str, Any]] = (), pod_groups: bool = False):
+                 objects: Iterable[Mapping[str, Any]] = (), pod_groups: bool = False,
+                 pins: NodePins = NodePins()):
         self.kube, self.flavors, self.planned = kube, flavors, planned_versions
+        # what each pin names for a node (the cluster's nodes read with the plan; empty: by name)
+        self.pins = pins
         # Kubernetes' gang scheduling for admitted Jobs that name a PodGroup (planner.cluster.podgroups)
         self.pod_groups = podgroups.PodGroups(kube, say) if pod_groups else None
         # objects read beside the workloads (a TrainJob's runtime), for kinds whose templates live there
@@ -381,6 +390,7 @@ class Applier:
             resizable = elastic_object(adapter, obj)
             # a RayJob's submitter is never resized and has no gate: its node affinity pins it
             specs = {pod_set.name: admitted_template_spec(original.get(pod_set.name, {}), pod_set, self.flavors,
+                                                          pins=self.pins,
                                                           pin=not resizable or pod_set.name == ray_kind.SUBMITTER)
                      for pod_set in admission.pod_sets}
             if resizable and ref.kind == "Job":
@@ -745,7 +755,7 @@ class Applier:
         obj, outcome = lws_writes.admit(
             self.groups, admission, self.flavors, encode_assignment(admission.pod_sets), rfc3339(self.clock()),
             lambda o: _original_scheduling(adapter, o, self.lookup),
-            lambda base, ps: admitted_template_spec(base, ps, self.flavors), ORIGINAL)
+            lambda base, ps: admitted_template_spec(base, ps, self.flavors, pins=self.pins), ORIGINAL)
         if outcome == "unchanged":
             self.report.unchanged.append(ref)
             self.assignments[ref] = list(admission.pod_sets)
@@ -779,7 +789,7 @@ class Applier:
         ref = admission.workload
         wanted = encode_assignment(admission.pod_sets)
         notes = {ASSIGNMENT: wanted, ADMITTED_AT: rfc3339(self.clock())}
-        outcome, why = pod_writes.admit(self.kube, admission, self.flavors, notes, wanted, self._each)
+        outcome, why = pod_writes.admit(self.kube, admission, self.flavors, self.pins, notes, wanted, self._each)
         if outcome == "conflict":
             self.report.conflicts.append((ref, why or "conflict"))
             return False
@@ -867,7 +877,7 @@ class Applier:
                         or pod.get("metadata", {}).get("deletionTimestamp"):
                     continue
                 spec = pod.get("spec") or {}
-                node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                node = pod_writes.node_of(pod, self.pins)
                 if any(g.get("name") in HOLD_GATES for g in spec.get("schedulingGates") or ()) and not node:
                     gated.setdefault(key, []).append(pod)
                 elif node:
@@ -882,7 +892,7 @@ class Applier:
                 key = (ref, pod_set.name)
                 left = {n: c - placed.get(key, {}).get(n, 0) for n, c in sorted(pod_set.pods_per_node().items())}
                 for pod in sorted(gated.get(key, ()), key=lambda p: p["metadata"]["name"]):
-                    pinned = (pod.get("spec", {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+                    pinned = pod_writes.pinned_node(pod, self.pins)
                     node = pinned or next((n for n, c in left.items() if c > 0), None)
                     if node is None:
                         continue   # more pods than planned places (a replacement before its predecessor left)
@@ -895,6 +905,7 @@ class Applier:
         return missing + done.count(False)
 
     def release_pod(self, pod: dict[str, Any], node: str, pin: bool) -> bool:
+        """Ungate `pod`; `pin`: first pin it to `node` (by the value kube-scheduler matches)."""
         meta, spec = pod["metadata"], pod.get("spec") or {}
         gates = spec.get("schedulingGates") or []
         held = [i for i, g in enumerate(gates) if g.get("name") in HOLD_GATES]
@@ -903,9 +914,9 @@ class Applier:
         if pin:
             if spec.get("nodeSelector"):
                 ops.append({"op": "add", "path": "/spec/nodeSelector/" + HOSTNAME_LABEL.replace("~", "~0")
-                            .replace("/", "~1"), "value": node})
+                            .replace("/", "~1"), "value": self.pins.value(node)})
             else:
-                ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: node}})
+                ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: self.pins.value(node)}})
         ops += [{"op": "remove", "path": f"/spec/schedulingGates/{i}"} for i in reversed(held)]
         try:
             self.kube.write("PATCH", path_of("v1", "pods", meta["namespace"], meta["name"]), ops,

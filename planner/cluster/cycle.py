@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from models import ObjectRef, Plan, WorkloadState
+from models import NodePins, ObjectRef, Plan, WorkloadState
 from planner.cluster.apply import (
     Applier, ApplyReport, same_assignment, is_suspended, fingerprint,
     planned_kind, running_assignments, moving_assignments,
@@ -151,7 +151,8 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
             lease.acquire()   # renew after a long solve; if it lapsed and another planner took it: no writes
         applier = Applier(kube, flavors=live.snapshot.flavors, planned_versions=versions,
                           identity=lease.identity, say=say, fingerprints=prints, workers=workers,
-                          objects=needed_objects(live), pod_groups=pod_groups)
+                          objects=needed_objects(live), pod_groups=pod_groups,
+                          pins=NodePins.of(live.snapshot.nodes))
         started = time.monotonic()
         report = applier.run(plan, running_assignments(live.document, only_gated=True), release_wait=release_wait,
                              moving=moving_assignments(live.document))

@@ -39,7 +39,7 @@ import json
 import time
 from typing import Any, Callable, Mapping
 
-from models import Admission, Eviction, ObjectRef, Plan, ResourceFlavor
+from models import Admission, Eviction, NodePins, ObjectRef, Plan, ResourceFlavor
 from planner import kinds
 from planner.cluster.apply import (
     ATTEMPTS, Applier, admitted_template_spec, fingerprint, rfc3339,
@@ -117,6 +117,7 @@ def marked_for(obj: Mapping[str, Any]) -> tuple[str | None, bool]:
 
 
 def worker_copy(manager_job: Mapping[str, Any], admission: Admission, flavors: Mapping[str, ResourceFlavor],
+                pins: NodePins,
                 now: float, origin: str = ORIGIN) -> dict[str, Any]:
     """The Job to create on the worker (pure): the manager's spec and labels, MultiKueue's
     origin marks, no generated selector or managedBy, admitted at the plan's placement."""
@@ -139,7 +140,8 @@ def worker_copy(manager_job: Mapping[str, Any], admission: Admission, flavors: M
                                          "labels": labels, "annotations": notes},
                             "spec": spec}
     original = adapter.original_scheduling(body, lambda *_: None)
-    specs = {ps.name: admitted_template_spec(original.get(ps.name, {}), ps, flavors) for ps in admission.pod_sets}
+    specs = {ps.name: admitted_template_spec(original.get(ps.name, {}), ps, flavors, pins=pins)
+             for ps in admission.pod_sets}
     refused = adapter.write_admission(body, specs)
     if refused:
         raise ValueError(refused)
@@ -170,6 +172,7 @@ class Dispatcher:
         self.identity, self.say, self.clock, self.origin = identity, say, clock, origin
         self.report = DispatchReport(dry_run=manager.dry_run)
         self._flavors: dict[str, dict[str, ResourceFlavor]] = {}
+        self._pins: dict[str, NodePins] = {}
         self._release: dict[str, dict[ObjectRef, Admission]] = {}   # worker -> copies whose pods to release
 
     # ------------------------------------------------------------ the cycle
@@ -222,6 +225,7 @@ class Dispatcher:
             return
         try:
             flavors = self._worker_flavors(name)   # first: a worker that does not answer gets no reservation
+            self.worker_pins(name)
             job = self._reserve(ref, name)
             if job is None:
                 return
@@ -313,7 +317,7 @@ class Dispatcher:
                                                "on the manager to plan it anew)"))
             return None
         try:
-            body = worker_copy(job, admission, flavors, self.clock(), self.origin)
+            body = worker_copy(job, admission, flavors, self.worker_pins(name), self.clock(), self.origin)
         except ValueError as err:
             self.report.conflicts.append((ref, str(err)))
             return None
@@ -370,6 +374,24 @@ class Dispatcher:
                                                                           dict(f.get("spec") or {}))
                                    for f in listed}
         return self._flavors[name]
+
+    def worker_pins(self, name: str) -> NodePins:
+        """What a pin names for each of the worker's nodes (its hostname labels: models.NodePins).
+
+        The least-rights worker identity (cronjob/multicluster/worker.yaml) may not list
+        nodes: then pins name the nodes, as a kubelet labels them, and that is said once."""
+        if name not in self._pins:
+            try:
+                listed = self._worker(name, lambda k: list(k.list(path_of("v1", "nodes"))))
+            except ApiStatus as err:
+                if err.status not in (401, 403, 404):
+                    raise
+                self.say(f"warning: cannot list the nodes of worker {name} ({err.status}): its pods are pinned by "
+                         "node name, which a node whose kubernetes.io/hostname label differs would not match")
+                listed = []
+            self._pins[name] = NodePins.of_labels({str(_meta(n).get("name")): {
+                str(k): str(v) for k, v in (_meta(n).get("labels") or {}).items()} for n in listed})
+        return self._pins[name]
 
     # ------------------------------------------------------------ eviction
 
@@ -489,7 +511,8 @@ class Dispatcher:
 
     def _release_pods(self, name: str, running: Mapping[ObjectRef, Admission], wait: float) -> None:
         """The copies' gated pods onto their planned nodes (planner.cluster.apply's gate release, on the worker)."""
-        applier = Applier(self.workers[name], flavors={}, planned_versions={}, identity=self.identity, say=self.say)
+        applier = Applier(self.workers[name], flavors={}, planned_versions={}, identity=self.identity, say=self.say,
+                          pins=self.worker_pins(name))
         applier.assignments.update({ref: list(a.pod_sets) for ref, a in running.items()})
         fresh = any(ref in self._release.get(name, {}) for ref in running)
         # just created: wait for their pods, as on one cluster; else one pass (the last cycle's stragglers)

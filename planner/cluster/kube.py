@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import subprocess
 import threading
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -48,6 +49,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Any:
     import yaml
 
     _scrub_client_logs()
+    bound_exec_plugins()
     configuration = client.Configuration()
     where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
@@ -82,11 +84,13 @@ def connect_text(text: bytes, where: str) -> Any:
     from planner.snapshot import loader
 
     _scrub_client_logs()
+    bound_exec_plugins()
     if len(text) > KUBECONFIG_MAX_BYTES:
         raise InputError(f"kubeconfig larger than {KUBECONFIG_MAX_BYTES} bytes", file=where)
     documents = list(loader.decode(where, text))
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise InputError("not one kubeconfig mapping", file=where)
+    check_files_named_in(documents[0], where)
     configuration = client.Configuration()
     try:
         config.load_kube_config_from_dict(   # type: ignore[no-untyped-call]  # the client leaves it unannotated
@@ -109,6 +113,62 @@ def _plugin_output(message: str) -> str:
     if verbose:
         return message
     return _PLUGIN_FAILED.sub(r"\1 (its stderr is shown with -v)", message)
+
+
+EXEC_PLUGIN_SECONDS = 30.0        # a credential plugin that has not answered by then is waiting for a login no one gives
+EXEC_PLUGIN_MAX_CHARS = 1 << 20   # an ExecCredential is a few KB; its stderr is read to the same bound
+
+
+class BoundedPlugin(subprocess.Popen[str]):
+    """The Kubernetes client runs an exec credential plugin with Popen and an unbounded
+    communicate(): a plugin that hangs (waiting for a login no one gives) would hang
+    `snapshot` and a CronJob's `plan` forever, and one that writes gigabytes would be read
+    whole into memory. Here communicate() stops at EXEC_PLUGIN_SECONDS and at
+    EXEC_PLUGIN_MAX_CHARS of either stream, killing the plugin; the client then reports it
+    failed (ConfigException), a ClusterError naming the limit."""
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        from kubernetes.config.config_exception import ConfigException
+
+        streams = [s for s in (self.stdout, self.stderr) if s is not None]
+        read: dict[Any, list[str]] = {s: [] for s in streams}
+        over: list[bool] = []
+        readers = [threading.Thread(target=self._drain, args=(s, read[s], over), daemon=True) for s in streams]
+        for reader in readers:
+            reader.start()
+        readers[0].join(EXEC_PLUGIN_SECONDS)   # both streams end when the plugin does
+        for reader in readers[1:]:
+            reader.join(0.5 if readers[0].is_alive() else EXEC_PLUGIN_SECONDS)
+        if any(reader.is_alive() for reader in readers) or over:
+            self.kill()
+            self.wait()
+            why = (f"wrote more than {EXEC_PLUGIN_MAX_CHARS:,} characters" if over
+                   else f"did not answer within {EXEC_PLUGIN_SECONDS:g} seconds")
+            raise ConfigException(f"exec: the credential plugin {why}; it was stopped")
+        self.wait()
+        return ("".join(read[self.stdout]) if self.stdout is not None else None,
+                "".join(read[self.stderr]) if self.stderr is not None else None)
+
+    def _drain(self, stream: Any, into: list[str], over: list[bool]) -> None:
+        total = 0
+        while chunk := stream.read(1 << 16):
+            total += len(chunk)
+            if total > EXEC_PLUGIN_MAX_CHARS:
+                over.append(True)
+                self.kill()
+                return
+            into.append(chunk)
+
+
+def bound_exec_plugins() -> None:
+    """The client's exec credential plugins run through BoundedPlugin (its module's own
+    `subprocess.Popen` name is replaced; nothing else in the process is touched)."""
+    import types
+
+    from kubernetes.config import exec_provider
+
+    if getattr(getattr(exec_provider, "subprocess"), "Popen", None) is not BoundedPlugin:
+        setattr(exec_provider, "subprocess", types.SimpleNamespace(Popen=BoundedPlugin, PIPE=subprocess.PIPE))
 
 
 class _ScrubbedLog(logging.Filter):
@@ -145,11 +205,53 @@ def check_kubeconfig_files(kubeconfig: str | None) -> None:
         path = os.path.expanduser(path)
         if path and os.path.lexists(path):
             try:
-                for _ in loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)):
-                    pass
+                documents = list(loader.decode(path, loader.read_bytes(path, KUBECONFIG_MAX_BYTES)))
             except InputError as err:
                 raise InputError(err.detail.replace("malformed YAML", "malformed kubeconfig YAML", 1),
                                  file=path) from None
+            for document in documents:
+                check_files_named_in(document, path)
+
+
+KUBECONFIG_FILE_FIELDS = {"users": ("user", ("tokenFile", "client-certificate", "client-key")),
+                          "clusters": ("cluster", ("certificate-authority",))}
+KUBECONFIG_FILE_MAX_BYTES = 1 << 20   # a token, a certificate or a key: a few KB
+
+
+def check_files_named_in(kubeconfig: Any, path: str) -> None:
+    """The files a kubeconfig names (a token file, certificates, a key) are regular files of
+    at most KUBECONFIG_FILE_MAX_BYTES: the client reads them whole and blocking, so a FIFO
+    would hang it and /dev/zero exhaust memory. Relative names are from the kubeconfig's folder."""
+    if type(kubeconfig) is not dict:
+        return
+    for section, (inner, fields) in KUBECONFIG_FILE_FIELDS.items():
+        entries = kubeconfig.get(section)
+        for index, entry in enumerate(entries if type(entries) is list else ()):
+            body = entry.get(inner) if type(entry) is dict else None
+            if type(body) is not dict:
+                continue
+            for field in fields:
+                named = body.get(field)
+                if type(named) is str and named:
+                    _check_named_file(os.path.join(os.path.dirname(path), os.path.expanduser(named)),
+                                      path, f"{section}[{index}].{inner}.{field}")
+
+
+def _check_named_file(named: str, path: str, field: str) -> None:
+    import stat
+
+    from planner.snapshot import loader
+
+    try:
+        info = os.stat(named)
+    except OSError:
+        return          # missing: the client's own error names it
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"names {named!r}, which is {loader.file_kind(info.st_mode)}: only a regular file is read",
+                         file=path, field=field)
+    if info.st_size > KUBECONFIG_FILE_MAX_BYTES:
+        raise InputError(f"names {named!r} of {info.st_size:,} bytes, more than the limit of "
+                         f"{KUBECONFIG_FILE_MAX_BYTES:,}", file=path, field=field)
 
 
 KUBECONFIG_MAX_BYTES = 64 * 2**20
@@ -204,18 +306,20 @@ def _scrub(text: str) -> str:
 
 
 def url_without_userinfo(url: str) -> str:
-    """https://user:password@host:6443/x -> https://host:6443/x."""
+    """https://user:password@host:6443/x?token=t -> https://host:6443/x: the user-info and
+    the query (an API server's URL needs neither; either may carry a credential)."""
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return scrub(url)
-    if parts.username is None and parts.password is None:
+    if parts.username is None and parts.password is None and not parts.query and not parts.fragment:
         return url
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    netloc = host + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class Kube:

@@ -2,7 +2,8 @@
 
 A pod-integration workload has no object of its own to suspend: its pods are held
 by Kueue's scheduling gate `kueue.x-k8s.io/admission`. Admission patches each pod
-once: the flavor's node labels and the planned node as its nodeSelector, the
+once: the flavor's node labels and the planned node (by its hostname label,
+models.NodePins) as its nodeSelector, the
 flavor's tolerations, Stowplan's annotations (the group's assignment, the admission
 time, the pod's role), and the gate removed; the scheduler then binds it to that
 node. Eviction deletes the pods, as Kueue's pod integration stops them (whoever made
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from models import HOSTNAME_LABEL, Admission, Eviction, ObjectRef, PodSetAssignment, ResourceFlavor
+from models import HOSTNAME_LABEL, Admission, Eviction, NodePins, ObjectRef, PodSetAssignment, ResourceFlavor
 from planner.cluster.kube import JSON_PATCH, ApiStatus, Kube, path_of
 from planner.k8s.annotations import ASSIGNMENT, POD_GROUP_NAME, ROLE
 from planner.kinds import pods as kind
@@ -60,13 +61,20 @@ def flavor_tolerations(pod_set: PodSetAssignment, flavors: Mapping[str, Resource
     return tolerations
 
 
-def node_of(pod: Mapping[str, Any]) -> str | None:
-    spec = pod.get("spec") or {}
-    node = spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
-    return str(node) if node else None
+def pinned_node(pod: Mapping[str, Any], pins: NodePins) -> str | None:
+    """The node a pod's nodeSelector pins it to (the pin names the hostname label: models.NodePins)."""
+    value = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+    return pins.node(str(value)) if value else None
 
 
-def admit(kube: Kube, admission: Admission, flavors: Mapping[str, ResourceFlavor], annotations: dict[str, str],
+def node_of(pod: Mapping[str, Any], pins: NodePins) -> str | None:
+    """The node a pod is bound to, or else pinned to."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return str(node) if node else pinned_node(pod, pins)
+
+
+def admit(kube: Kube, admission: Admission, flavors: Mapping[str, ResourceFlavor], pins: NodePins,
+          annotations: dict[str, str],
           assignment_text: str, each: Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
           ) -> tuple[str, str | None]:
     """Patch the workload's gated pods. ("admitted" | "unchanged" | "conflict", why)."""
@@ -87,7 +95,7 @@ def admit(kube: Kube, admission: Admission, flavors: Mapping[str, ResourceFlavor
         done = all((p["metadata"].get("annotations") or {}).get(ASSIGNMENT) == assignment_text
                    for p in pods)
         return ("unchanged", None) if done else ("conflict", "it is already running with another assignment")
-    places = kind.placement([(str(p["metadata"]["name"]), None if kind.is_gated(p.get("spec") or {}) else node_of(p),
+    places = kind.placement([(str(p["metadata"]["name"]), None if kind.is_gated(p.get("spec") or {}) else node_of(p, pins),
                               roles[str(p["metadata"]["name"])]) for p in pods],
                             {name: ps.pods_per_node() for name, ps in wanted.items()})
     patches = []
@@ -97,7 +105,7 @@ def admit(kube: Kube, admission: Admission, flavors: Mapping[str, ResourceFlavor
             continue   # beyond the plan's count (Kueue would delete the excess): it stays gated
         pod_set = wanted[roles[name]]
         extra = {**annotations, ROLE: roles[name]} if ref.kind == kind.GROUP_KIND else annotations
-        patches.append((name, kind.admission_patch(pod, places[name], flavor_tolerations(pod_set, flavors), extra)))
+        patches.append((name, kind.admission_patch(pod, pins.value(places[name]), flavor_tolerations(pod_set, flavors), extra)))
 
     def patch(item: tuple[str, list[dict[str, Any]]]) -> str | None:
         name, ops = item

@@ -39,6 +39,10 @@ _KIND = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
 _PLURAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _POD_SET = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SEGMENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$-]*$")
+MAX_PATH_KEYS = 32          # keys in a dotted path: a pod template lies a few levels down, never hundreds
+MAX_KEY_LENGTH = 253        # one key of a path (a field name; Kubernetes' longest names are 253)
+MAX_POD_SETS = 8            # Kueue's Workload holds at most 8 pod sets (its CRD's maxItems)
+MAX_CUSTOM_KINDS = 100      # each kind is listed, watched and granted RBAC on its own
 _KEYS = {"apiVersion", "kind", "plural", "suspendPath", "podSets"}
 _POD_SET_KEYS = {"name", "templatePath", "countPath"}
 
@@ -56,7 +60,11 @@ def guessed_plural(kind: str) -> str:
 def _path(value: object, field: str, root: str | None = None) -> tuple[str, ...]:
     if type(value) is not str or not value:
         raise Bad(field, f"must be a dotted field path such as spec.suspend, got {shown(value)}")
+    if value.count(".") >= MAX_PATH_KEYS:
+        raise Bad(field, f"has {value.count('.') + 1:,} keys, more than the limit of {MAX_PATH_KEYS}")
     keys = tuple(value.split("."))
+    if any(len(k) > MAX_KEY_LENGTH for k in keys):
+        raise Bad(field, f"has a key longer than the limit of {MAX_KEY_LENGTH} characters")
     bad = next((k for k in keys if not _SEGMENT.match(k)), None)
     if bad is not None:
         raise Bad(field, f"{value!r} is not a dotted field path (segment {bad!r}); list indexes are not supported")
@@ -104,6 +112,9 @@ def _custom_kind(entry: object, field: str, reserved: set[str]) -> CustomKind:
     if type(pod_sets) is not list or not pod_sets:
         raise Bad(f"{field}.podSets", f"must be a non-empty list of {{name, templatePath, countPath}}, "
                                       f"got {shown(pod_sets)}")
+    if len(pod_sets) > MAX_POD_SETS:
+        raise Bad(f"{field}.podSets", f"has {len(pod_sets):,} pod sets, more than Kueue's limit of {MAX_POD_SETS} "
+                                      f"a workload")
     sets = tuple(_pod_set(p, f"{field}.podSets[{i}]") for i, p in enumerate(pod_sets))
     names = [s.name for s in sets]
     for i, name in enumerate(names):
@@ -117,6 +128,8 @@ def parse_custom_kinds(value: object, field: str, reserved: Iterable[str]) -> tu
     kinds Stowplan already reads (a custom kind may not take one's name)."""
     if type(value) is not list:
         raise Bad(field, f"must be a list, got {type_name(value)}")
+    if len(value) > MAX_CUSTOM_KINDS:
+        raise Bad(field, f"declares {len(value):,} kinds, more than the limit of {MAX_CUSTOM_KINDS}")
     taken = set(reserved)
     out: list[CustomKind] = []
     for i, entry in enumerate(value):

@@ -167,10 +167,11 @@ def placement(pods: list[tuple[str, str | None, str]], assignment: dict[str, dic
     return out
 
 
-def admission_patch(pod: dict[str, Any], node: str, tolerations: list[dict[str, str]],
+def admission_patch(pod: dict[str, Any], pin: str, tolerations: list[dict[str, str]],
                     annotations: dict[str, str]) -> list[dict[str, Any]]:
-    """JSON patch admitting one gated pod: pin it to `node` (nodeSelector
-    kubernetes.io/hostname: the node implies the flavor's labels), add the flavor's
+    """JSON patch admitting one gated pod: pin it to its node (nodeSelector
+    kubernetes.io/hostname = `pin`, the node's label value, models.NodePins; the node
+    implies the flavor's labels), add the flavor's
     tolerations and Stowplan's annotations, remove Kueue's admission gate. A pod may
     gain a node selector only while gated, so all of it is one patch, guarded by the
     resourceVersion read."""
@@ -178,9 +179,9 @@ def admission_patch(pod: dict[str, Any], node: str, tolerations: list[dict[str, 
     ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/resourceVersion",
                                   "value": meta.get("resourceVersion")}]
     if isinstance(spec.get("nodeSelector"), dict):
-        ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(HOSTNAME)}", "value": node})
+        ops.append({"op": "add", "path": f"/spec/nodeSelector/{_escape(HOSTNAME)}", "value": pin})
     else:
-        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME: node}})
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME: pin}})
     present = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
     new = [t for t in tolerations if t not in present]
     if new and "tolerations" in spec:

@@ -247,10 +247,10 @@ _PlanDumper.add_representer(
 
 
 # Characters a YAML or JSON writer leaves raw (they are "printable") that reorder or hide
-# text on a screen: bidirectional overrides and isolates, line and paragraph separators,
-# the BOM. Written as \\uXXXX escapes: in JSON any string may hold one; in YAML the
+# text on a screen: DEL and the C1 controls (0x9b is a terminal's CSI, as ESC [ is),
+# bidirectional overrides and isolates, line and paragraph separators, the BOM. Written as \\uXXXX escapes: in JSON any string may hold one; in YAML the
 # string is double-quoted first (where \\uXXXX is an escape), so the text reads back the same.
-_HIDDEN = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]")
+_HIDDEN = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]")
 # A lone surrogate (from a file name the OS gave undecodable bytes) is no text at all:
 # shown as its escape, so that the output can be written
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -259,7 +259,8 @@ def render(plan: Plan, snapshot: Snapshot | None = None, view: View = View(), be
                       markup=False, soft_wrap=False, legacy_windows=False)
 
     def say(line: str = "", style: str = "") -> None:   # prose wraps at the width; table cells are cut
-        console.print(Text(line, style=style if view.color else ""))
+        # every line escaped here, once: a flag's value (--namespace, --queue) is echoed too
+        console.print(Text(printable(line), style=style if view.color else ""))
 
     for line in before or ():
         say(printable(line))

@@ -152,7 +152,7 @@ def read_bytes(path: str, limit: int = DEFAULT_LIMITS.max_file_bytes) -> bytes:
     Opened without blocking and checked on the open descriptor, so a FIFO or a device
     swapped in after a check is refused too, never read."""
     if path == STDIN:
-        return _read_limited(sys.stdin.buffer, path, limit)
+        return _read_stdin(limit)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
@@ -174,6 +174,17 @@ def read_bytes(path: str, limit: int = DEFAULT_LIMITS.max_file_bytes) -> bytes:
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _read_stdin(limit: int) -> bytes:
+    """Stdin as a file: closed (`<&-`, so Python has no sys.stdin) or unreadable (a
+    folder, a write-only descriptor) is an input error, never a crash."""
+    if sys.stdin is None:
+        raise InputError("stdin is closed: give a file, or pipe the snapshot in", file=STDIN)
+    try:
+        return _read_limited(sys.stdin.buffer, STDIN, limit)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=STDIN) from None
 
 
 def _read_limited(handle: Any, path: str, limit: int, expected: int = 0) -> bytes:

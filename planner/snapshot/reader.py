@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence, Type
 from models import (
     HOSTNAME_LABEL, ClusterQueue, Cohort, KueueConfig, LocalQueue, Node, ObjectRef, PodSet, PodSetAssignment,
     Policy, Problem, ResourceFlavor, Resources, Snapshot, Topology, Workload, WorkloadState,
+    hostname_pin,
 )
 from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from planner import kinds as kinds_mod
@@ -959,28 +960,26 @@ class _Reader:
 
     def check_hostnames(self, nodes: dict[str, tuple[dict[str, str], Resources, tuple[Any, ...], bool, bool]],
                         items: dict[str, Item]) -> None:
-        """Stowplan pins pods with nodeSelector kubernetes.io/hostname = the node's name, and
-        the scheduler matches the label: a node whose label names something else, or two
-        nodes sharing one, would take pods meant elsewhere. Each is reported, and Stowplan
-        places no new pod there (what runs there still counts)."""
+        """kube-scheduler matches a pin (nodeSelector or node affinity on kubernetes.io/hostname)
+        against the label, so Stowplan pins by the label's value (models.NodePins). A node whose
+        label differs from its name is still pinned uniquely: reported, and usable. Two nodes
+        sharing one label have no pin that names only one of them: each is reported, and
+        Stowplan places no new pod there (what runs there still counts)."""
         field = f"metadata.labels[{HOSTNAME_LABEL}]"
         holders: dict[str, list[str]] = {}
         for name, (labels, *_) in nodes.items():
-            holders.setdefault(labels.get(HOSTNAME_LABEL, name), []).append(name)
+            holders.setdefault(hostname_pin(name, labels), []).append(name)
         for name in sorted(nodes):
             labels, allocatable, node_taints, ready, unschedulable = nodes[name]
-            hostname = labels.get(HOSTNAME_LABEL, name)
+            hostname = hostname_pin(name, labels)
             sharing = sorted(n for n in holders[hostname] if n != name)
-            if hostname != name:
-                self.problem(items[name], field, f"is {hostname!r}, not the node's name: a pod pinned here (by "
-                                                 "hostname, as Stowplan pins) would go elsewhere; no new pod is "
-                                                 "placed on this node")
-            elif sharing:
+            if sharing:
                 self.problem(items[name], field, f"{hostname!r} is also the label of {_listed(sharing)}: a pod "
                                                  "pinned here could land there; no new pod is placed on this node")
-            else:
-                continue
-            nodes[name] = (labels, allocatable, node_taints, ready, True)
+                nodes[name] = (labels, allocatable, node_taints, ready, True)
+            elif hostname != name:
+                self.problem(items[name], field, f"is {hostname!r}, not the node's name: kube-scheduler matches "
+                                                 f"the label, so Stowplan pins pods for this node by {hostname!r}")
 
     def read_pods(self, nodes: dict[str, Any]) -> tuple[dict[str, dict[str, int]], PodsOf]:
         """Unmanaged requests per node, and what the pods of each running workload say."""

@@ -97,8 +97,9 @@ def parse_trace(path: str, data: bytes) -> tuple[float | None, list[TraceLine]]:
         where = f"{path}: line {number}"
         try:
             doc = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError) as err:
-            message = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deeply"
+        except (ValueError, RecursionError) as err:   # ValueError: also an integer of more than 4,300 digits
+            message = err.msg if isinstance(err, json.JSONDecodeError) else \
+                "nested too deeply" if isinstance(err, RecursionError) else str(err)[:120]
             raise InputError(f"is not JSON ({message})", file=where) from None
         try:
             if type(doc) is not dict:
