@@ -351,7 +351,7 @@ class Workload:
     resource_version: str = ""
     # Why it cannot be admitted at all (unknown queue, bad request, ...): planned as pending.
     blocked_reason: str | None = None
-    # waitForPodsReady (planner.podsready). What the snapshot's pods say of a running
+    # waitForPodsReady (planner.cycle.podsready). What the snapshot's pods say of a running
     # workload: pod set -> (pods Ready or Succeeded, pods admitted); None when the
     # snapshot holds no Pod objects at all (readiness unknown: nothing times out).
     pods_ready: Mapping[str, tuple[int, int]] | None = None
@@ -362,10 +362,10 @@ class Workload:
     deactivated: str | None = None            # stowplan.io/deactivated: why it is never planned (RequeuingLimitExceeded)
     eviction_reason: str = ""                 # the first word of stowplan.io/eviction-reason (PodsReadyTimeout, ...)
     # kueue.x-k8s.io/elastic-job: "true": a running Job (or Ray cluster, per worker group)
-    # the plan may grow or shrink (planner.elastic); a resizable pod set's count is the
+    # the plan may grow or shrink (planner.cycle.elastic); a resizable pod set's count is the
     # most it may grow to.
     elastic_job: bool = False
-    # A part planner.elastic split off a running elastic Job (a pod it may release):
+    # A part planner.cycle.elastic split off a running elastic Job (a pod it may release):
     # the Job's ref. Evicting the Job evicts its parts.
     part_of: ObjectRef | None = None
 
@@ -490,7 +490,7 @@ class Policy:
     protect_running_after_seconds: float | None = None
     # spec.kueueConfiguration: sections of Kueue's Configuration set or overridden here
     kueue: KueueConfigOverride = KueueConfigOverride()
-    # spec.provisioning: ProvisioningRequests for what no plan can place (planner/provisioning.py)
+    # spec.provisioning: ProvisioningRequests for what no plan can place (planner/whatif/provisioning.py)
     provisioning: ProvisioningPolicy = ProvisioningPolicy()
     # spec.customKinds: in-house workload kinds planned like the built-in ones
     custom_kinds: tuple[CustomKind, ...] = ()

@@ -57,7 +57,7 @@ class Migration:
 
 @dataclass(frozen=True)
 class Resize:
-    """A running elastic Job grown or shrunk in place (planner.elastic), as Kueue's
+    """A running elastic Job grown or shrunk in place (planner.cycle.elastic), as Kueue's
     workload slices do: from `from_count` pods of pod set `pod_set` to `to_count`.
 
     Growth is `slice`, a new slice admitted beside the running pods (same flavors);
@@ -113,7 +113,7 @@ class Plan:
     migrations: tuple[Migration, ...] = ()
     summary: Mapping[str, object] = field(default_factory=dict)
     resizes: tuple[Resize, ...] = ()
-    # ProvisioningRequests wanted and deleted (planner/provisioning.py); None: the policy
+    # ProvisioningRequests wanted and deleted (planner/whatif/provisioning.py); None: the policy
     # does not enable provisioning, and the plan has no such section
     provisioning: ProvisioningSection | None = None
 

@@ -22,7 +22,7 @@ from planner.cluster.cycle import stale_objects
 from planner.cluster.planfile import load_plan, render_saved
 from planner.cluster.kube import ApiStatus
 from planner.cluster.reader import LiveSnapshot
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.k8s.annotations import assignment_entry, decode_assignment, decode_entries, encode_assignment
 
 HOST = "kubernetes.io/hostname"
@@ -353,7 +353,7 @@ def test_one_codec_reads_the_annotation_and_the_plan_and_names_what_is_wrong(tmp
     checks as the snapshot reader's (planner.k8s.annotations), so a count the domains do not
     add up to is refused wherever it is read, naming where."""
     from planner.cluster.planfile import load_plan_with_fingerprints, render_saved
-    from planner.errors import InputError
+    from planner.base.errors import InputError
     from planner.k8s.fields import Bad
 
     assert decode_assignment(encode_assignment([PS])) == (PS,)

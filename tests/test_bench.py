@@ -89,7 +89,7 @@ def test_served_order_is_lexicographic_from_the_highest_priority() -> None:
 def test_a_failed_plan_is_a_row_not_a_crash(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: [\n")
-    record = bench.plan_in_process(bad, "milp")
+    record = bench.plan_in_subprocess(bad, "milp")
     assert record["error"].startswith("exit 2")
     lines = bench.fixtures_markdown([{"fixture": "bad.yaml", "milp": record, "greedy": record}],
                                     {"date": "d", "commit": "c"})
@@ -118,7 +118,7 @@ def test_peak_rss_is_the_planning_process_own_not_its_parent() -> None:
     """ru_maxrss survives execve: a what-if started by a big bench process must not report the bench's size."""
     ballast = bytearray(400 * 2**20)                              # this process: > 400 MiB resident
     ballast[::4096] = b"x" * len(ballast[::4096])
-    record = bench.plan_in_process(REPO / "fixtures" / "tiny.yaml", "greedy")
+    record = bench.plan_in_subprocess(REPO / "fixtures" / "tiny.yaml", "greedy")
     assert 0 < record["peak_rss_mib"] < 350, record["peak_rss_mib"]
     del ballast
 
@@ -126,7 +126,7 @@ def test_peak_rss_is_the_planning_process_own_not_its_parent() -> None:
 # ---------------------------------------------------------------- the family section (issue 32)
 
 def record(method="milp", total=1.0, served=None, stages=(), rss=100.0, status="optimal", error=None):
-    """A plan record as plan_in_process makes it (only what the family section reads)."""
+    """A plan record as plan_in_subprocess makes it (only what the family section reads)."""
     if error is not None:
         return {"method": method, "error": error, "wall": 1.0}
     return {"method": method, "status": status, "message": "", "objective": 1.0, "bound": 1.0, "ratio": 1.0,

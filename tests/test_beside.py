@@ -1,4 +1,4 @@
-"""planner.beside: work on the second core, its answer back, or none by a deadline."""
+"""planner.cycle.beside: work on the second core, its answer back, or none by a deadline."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from planner.beside import Beside, BesideError
+from planner.cycle.beside import Beside, BesideError
 
 
 def square(x: int) -> int:

@@ -10,12 +10,12 @@ from builders import (
 )
 from models import HOSTNAME_LABEL, ObjectRef, Snapshot, Taint
 from models.capacity import NodeTemplate
-from planner.capacity_plan import (
+from planner.whatif.capacity import (
     capacity_lines, drain_lines, drain_to_dict, parse_selector, plan_additions, plan_drain, select_targets, selects,
     size_units,
 )
 from planner.cycle import plan_snapshot
-from planner.errors import InputError
+from planner.base.errors import InputError
 
 RACK = "example.com/rack"
 TOPO = topology("tas", RACK, HOSTNAME_LABEL)

@@ -25,7 +25,8 @@ from models.kueue_config import KueueConfig
 from models import ObjectRef, PendingEntry, Plan, Problem, Snapshot, SolverReport
 import builders
 from planner import cli as cli_module
-from planner.errors import InputError, VerificationError
+from planner.cli import console, outputs, snapshot as snapshot_cli, what_if
+from planner.base.errors import InputError, VerificationError
 
 REPO = Path(__file__).resolve().parent.parent
 NOW_EPOCH = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone.utc).timestamp()
@@ -85,7 +86,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
     fake = Fakes()
     monkeypatch.setattr(planner.snapshot, "read_snapshot", fake.read_snapshot, raising=False)
     monkeypatch.setattr(planner.cycle, "plan_snapshot", fake.plan_snapshot)
-    monkeypatch.setattr(cli_module, "peak_rss_mib", lambda: None)  # the fake plan's report has none
+    monkeypatch.setattr(what_if, "peak_rss_mib", lambda: None)  # the fake plan's report has none
     monkeypatch.delenv("STOWPLAN_DEBUG", raising=False)
     return fake
 
@@ -181,17 +182,16 @@ def test_default_output_off_a_terminal_is_yaml_on_stdout(fakes: Fakes, snap: Pat
 
 @pytest.mark.parametrize("fmt", ["yaml", "json", "table"])
 def test_each_format_to_stdout(fmt: str, fakes: Fakes, snap: Path) -> None:
-    from planner import output
-
+    from planner.output import document as output
     result = run("what-if", str(snap), "-o", fmt)
     assert result.exit_code == 0
-    assert result.stdout == output.render(small_plan(), fmt, fakes.snapshot, cli_module.table_view(None, None, False, None))
+    assert result.stdout == output.render(small_plan(), fmt, fakes.snapshot, outputs.table_view(None, None, False, None))
 
 
 def test_the_read_time_is_handed_to_the_pipeline(fakes: Fakes, snap: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     ticks = iter([100.0, 101.5, 300.0, 301.0, 302.0])
-    monkeypatch.setattr(cli_module.time, "monotonic", lambda: next(ticks))
+    monkeypatch.setattr(what_if.time, "monotonic", lambda: next(ticks))
     seen = {}
 
     def plan_snapshot(snapshot: Snapshot, **kw: Any) -> Plan:
@@ -261,7 +261,7 @@ def test_a_closed_pipe_on_stdout_ends_quietly_with_exit_2(fakes: Fakes, snap: Pa
 
     monkeypatch.setattr(click, "echo", broken)
     with pytest.raises(click.exceptions.Exit) as caught:
-        cli_module.write_stdout("plan\n")
+        outputs.write_stdout("plan\n")
     assert caught.value.exit_code == 2
 
 
@@ -365,7 +365,7 @@ def test_solver_chatter_never_reaches_stdout_and_stderr_only_when_asked(flags: l
 def test_on_a_terminal_default_is_table_with_progress_on_stderr(
     fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
+    monkeypatch.setattr(console, "isatty", lambda stream: True)
     result = run("what-if", str(snap))
     assert result.exit_code == 0
     assert result.stdout.startswith("Plan for snap.yaml (3 objects") and ": milp optimal" in result.stdout
@@ -375,7 +375,7 @@ def test_on_a_terminal_default_is_table_with_progress_on_stderr(
 
 
 def test_quiet_silences_progress_but_not_warnings(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
+    monkeypatch.setattr(console, "isatty", lambda stream: True)
     fakes.snapshot = replace(fakes.snapshot, problems=(PROBLEM,))
     result = run("what-if", str(snap), "--quiet", "-o", "yaml")
     assert result.exit_code == 0
@@ -385,7 +385,7 @@ def test_quiet_silences_progress_but_not_warnings(fakes: Fakes, snap: Path, monk
 def test_out_with_a_terminal_still_defaults_to_yaml(
     fakes: Fakes, snap: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
+    monkeypatch.setattr(console, "isatty", lambda stream: True)
     out = tmp_path / "plan.yaml"
     result = run("what-if", str(snap), "--out", str(out))
     assert result.exit_code == 0 and yaml.safe_load(out.read_text())["kind"] == "Plan"
@@ -891,7 +891,7 @@ def test_a_full_disk_is_a_clean_error_and_leaves_nothing(fakes: Fakes, snap: Pat
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(cli_module.os, "fsync", full)
+    monkeypatch.setattr(outputs.os, "fsync", full)
     out = tmp_path / "plan.yaml"
     result = run("what-if", str(snap), "--out", str(out))
     assert result.exit_code == 2, result.stderr
@@ -915,7 +915,7 @@ SIGTERM_DURING_WRITE = textwrap.dedent("""
     def fsync(fd):
         os.kill(os.getpid(), signal.SIGTERM)     # as a CronJob's deadline would, mid-write
         real(fd)
-    cli.os.fsync = fsync
+    cli.outputs.os.fsync = fsync
     cli.main(sys.argv[1:])
 """)
 
@@ -1024,7 +1024,7 @@ def test_snapshot_drops_what_planning_never_reads_and_is_0600(tmp_path: Path, mo
                 "items": base_objects() + [job, pod]}
     live = LiveSnapshot(document, b"", build_snapshot([document], source="cluster"), None, {}, 0.0)
     monkeypatch.setattr(planner.cluster, "read_cluster", lambda *a, **k: live)
-    monkeypatch.setattr(cli_module, "_kube", lambda *a, **k: None)
+    monkeypatch.setattr(snapshot_cli, "connect_kube", lambda *a, **k: None)
     monkeypatch.setattr(os, "umask", lambda mask=0: 0)   # even a permissive umask gives 0600
     for name in ("snap.json", "snap.yaml"):
         out = tmp_path / name

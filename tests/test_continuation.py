@@ -1,4 +1,4 @@
-"""Kueue's cycle run on from a plan (planner/continuation.py), on hand-computed cases.
+"""Kueue's cycle run on from a plan (planner/cycle/continuation.py), on hand-computed cases.
 
 Two ClusterQueues in cohort `c`, 8 GPUs of nominal quota each, two 8-GPU nodes. A plan
 that lets team-b borrow while team-a's work waits inside its nominal quota is one Kueue
@@ -7,7 +7,7 @@ undoes at once; carried on by Kueue's cycle it becomes a plan Kueue leaves as it
 
 from builders import GPU, ago, cohort, cq, flavor, job, lq, node, running_job, snapshot
 from models import Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, WorkloadState
-from planner.continuation import after, continued, justified
+from planner.cycle.continuation import after, continued, justified
 from planner.kueue.victims import PreemptionRules
 from planner.kueue.semantics import QuotaTree
 from planner.verify import verify

@@ -22,9 +22,9 @@ import pytest
 from builders import GPU, ago, cq, flavor, job, lq, node, required, running_job, snapshot, topology
 from models import Decisions, Domain, Migration, ObjectRef, Policy, PodSetAssignment, Snapshot, WorkloadState
 from planner.cycle import plan_snapshot
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.milp.model import formulate
-from planner.output import plan_to_dict, to_table
+from planner.output.document import plan_to_dict, to_table
 from planner.snapshot.policy import parse_policy
 from planner.verify import verify
 
@@ -278,8 +278,7 @@ def test_policy_fields_parse_and_bad_values_name_the_field():
 
 def test_metrics_count_the_moves_only_with_the_switch_on():
     from prometheus_client.parser import text_string_to_metric_families
-    from planner import promtext
-
+    from planner.output import promtext
     def metrics(snap):
         plan = planned(snap)
         text = promtext.text(promtext.registry_for(plan, promtext.queues_of(snap), now=0.0))

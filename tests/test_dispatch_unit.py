@@ -15,7 +15,7 @@ from planner.cli import cli
 from planner.cluster.apply import ASSIGNMENT, DISPATCHED_TO, GATE, WORKER_STATUS, Applier, fingerprint
 from planner.cluster.dispatch import ORIGIN_LABEL, ORIGIN_UID, status_note, worker_copy
 from planner.cluster.planfile import load_plan_with_fingerprints, render_saved
-from planner.output import plan_to_dict
+from planner.output.document import plan_to_dict
 
 HOST = "kubernetes.io/hostname"
 PS = PodSetAssignment("main", 2, {"nvidia.com/gpu": "h100"}, (HOST,), ((("w1",), 2),))
@@ -73,7 +73,7 @@ def test_cluster_is_written_only_when_set_and_read_back(tmp_path):
 def test_a_plan_without_resource_versions_is_taken_only_for_a_multi_cluster_apply(tmp_path):
     import pytest
 
-    from planner.errors import InputError
+    from planner.base.errors import InputError
 
     plan = Plan("s", "", 0, SolverReport("milp", "optimal", 0, 0, 0), (Admission(REF, "cq", (PS,), cluster="east"),))
     path = tmp_path / "plan.yaml"
@@ -263,7 +263,7 @@ def test_multikueue_cluster_without_a_kubeconfig_is_bad_input():
     import pytest
 
     from planner.cluster.multikueue import workers_from_config
-    from planner.errors import InputError
+    from planner.base.errors import InputError
 
     class Manager:
         host = "https://manager"
@@ -284,7 +284,7 @@ def test_kueue_namespace_is_where_the_kubeconfig_secret_is_read():
     import pytest
 
     from planner.cluster.multikueue import workers_from_config
-    from planner.errors import InputError
+    from planner.base.errors import InputError
 
     class Manager:
         host = "https://manager"
@@ -305,7 +305,7 @@ def test_kueue_namespace_is_where_the_kubeconfig_secret_is_read():
             workers_from_config(manager, "cfg", namespace)   # type: ignore[arg-type]
         assert manager.paths[-1] == f"/api/v1/namespaces/{namespace}/secrets/east-kc"
         assert f"Secret {namespace}/east-kc" in str(bad.value)
-    from planner.cli import apply_command
+    from planner.cli.apply import apply_command
 
     flag = next(p for p in apply_command.params if p.name == "kueue_namespace")
     assert flag.default == "kueue-system"
@@ -323,7 +323,8 @@ def test_plan_worker_flags_are_checked_as_applys(tmp_path):
     assert twice.exit_code == 2 and "named twice" in twice.output
     metrics = run("--worker", f"east={kc}", "--metrics", str(tmp_path / "m.prom"))
     assert metrics.exit_code == 2 and "--metrics" in metrics.output
-    from planner.cli import apply_command, plan_command
+    from planner.cli.apply import apply_command
+    from planner.cli.plan import plan_command
 
     def shape(command: Any) -> list[tuple[Any, ...]]:
         return [(p.opts, type(p.type).__name__, p.multiple, p.default) for p in command.params
@@ -349,7 +350,7 @@ def test_read_workers_names_every_worker_that_does_not_answer(tmp_path):
 
     from planner.cluster import Kube, connect
     from planner.cluster.fleet_live import read_workers
-    from planner.errors import WorkerUnreachableError
+    from planner.base.errors import WorkerUnreachableError
 
     workers = {name: Kube(connect(unreachable_kubeconfig(tmp_path / name, port)), timeout=5)
                for name, port in (("east", 1), ("west", 2))}

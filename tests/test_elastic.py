@@ -1,4 +1,4 @@
-"""Elastic running Jobs (planner.elastic): grown and shrunk by the plan, with the
+"""Elastic running Jobs (planner.cycle.elastic): grown and shrunk by the plan, with the
 admissions and evictions, by both planners; the slice rules the verifier checks."""
 
 import dataclasses
@@ -7,9 +7,9 @@ import pytest
 
 from builders import GPU, cq, flavor, job, lq, node, required, running_job, snapshot, topology
 from models import PodSetAssignment, Resize
-from planner import elastic
+from planner.cycle import elastic
 from planner.cycle import plan_snapshot
-from planner.errors import VerificationError
+from planner.base.errors import VerificationError
 
 QUOTA = {"default": {GPU: 1000, "cpu": 10_000, "memory": "100Ti"}}
 RACK = "rack"
@@ -153,7 +153,7 @@ def test_the_cycle_refuses_a_plan_whose_resize_breaks_a_rule(monkeypatch):
 
 def test_output_and_plan_file_carry_resizes(tmp_path):
     from planner.cluster.planfile import load_plan, render_saved
-    from planner.output import plan_to_dict
+    from planner.output.document import plan_to_dict
 
     snap = _job_snap()
     plan = plan_snapshot(snap)
@@ -181,8 +181,8 @@ def test_verifier_refuses_a_slice_outside_the_required_domain():
 
 
 def test_the_table_shows_resizes():
-    from planner import board
-    from planner.output import render
+    from planner.describe import board
+    from planner.output.document import render
 
     snap = snap_of([node("n1", gpu=8)], [
         elastic_job("elastic", {"n1": 6}, most=6, floor=2),

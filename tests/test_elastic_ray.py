@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from models import ObjectRef, PodSetAssignment, Resize
-from planner import elastic, kinds
+from planner import kinds
+from planner.cycle import elastic
 from planner.cluster import apply
 from planner.cycle import plan_snapshot
 from planner.kinds import ray

@@ -1,5 +1,5 @@
 """Help that tells the truth (issue 39): each command's exit-code block comes from one
-table (planner.cli.EXIT_CODES) and the codes it lists are the codes it exits with;
+table (planner.cli.group.EXIT_CODES) and the codes it lists are the codes it exits with;
 --now before every creation time warns; --picture and --picture-before on one path
 are refused."""
 
@@ -14,11 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from planner import cli as cli_module
-from planner.errors import VerificationError
+from planner.cli.group import EXIT_CODES
+from planner.base.errors import VerificationError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = str(REPO / "fixtures" / "tiny.yaml")
-COMMANDS = sorted(cli_module.EXIT_CODES)
+COMMANDS = sorted(EXIT_CODES)
 UNREACHABLE = """\
 apiVersion: v1
 kind: Config
@@ -43,8 +44,8 @@ def test_help_lists_exactly_the_commands_own_codes(command: str) -> None:
     result = invoke(command, "--help")
     assert result.exit_code == 0
     assert result.output.count("Exit codes:") == 1
-    assert listed(result.output) == [code for code, _ in cli_module.EXIT_CODES[command]]
-    for _, meaning in cli_module.EXIT_CODES[command]:
+    assert listed(result.output) == [code for code, _ in EXIT_CODES[command]]
+    for _, meaning in EXIT_CODES[command]:
         assert meaning.split()[0] in result.output
 
 
@@ -63,7 +64,7 @@ def test_blocks_differ_where_the_commands_do() -> None:
 
 def codes_seen(command: str) -> set[int]:
     """The codes a run reaches here; 130 and 143 (a signal) are tests/test_interrupt.py's."""
-    return {code for code, _ in cli_module.EXIT_CODES[command] if code not in (130, 143)}
+    return {code for code, _ in EXIT_CODES[command] if code not in (130, 143)}
 
 
 def test_what_if_exits_as_its_help_says(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

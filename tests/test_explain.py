@@ -1,4 +1,4 @@
-"""Pending reasons (planner.explain): one actionable sentence, after the decisions."""
+"""Pending reasons (planner.describe.reasons): one actionable sentence, after the decisions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from models import (
     PodSetAssignment, Quota, ResourceFlavor, ResourceGroup, Resources, Snapshot, Topology,
     TopologyRequest, Workload, WorkloadState,
 )
-from planner.explain import pending_reasons
+from planner.describe.reasons import pending_reasons
 from planner.greedy import greedy
 
 GPU = "nvidia.com/gpu"
@@ -157,7 +157,7 @@ def test_no_preemption_clause_when_nothing_of_lower_priority_would_help():
 
 def test_a_pod_set_no_node_can_take_says_so_before_quota():
     import builders as b
-    from planner.explain import pending_reasons
+    from planner.describe.reasons import pending_reasons
     from models import Decisions
     snap = b.snapshot(
         nodes=[b.node("n1", gpu=4, labels={"gpu-type": "a100"})],

@@ -42,7 +42,7 @@ def test_tiny_changes_list_what_they_displace_and_the_smallest_displaces_nothing
     assert [(d.workload.name, d.how) for d in quota.displaces] == [("eval-sweep", "not admitted")]
     smallest = e.smallest()
     assert smallest is not None and smallest.displaces == () and smallest.kind == "quota+nodes"
-    from planner.why import as_dict, lines
+    from planner.describe.explain import as_dict, lines
     text = "\n".join(lines(e))
     assert "no longer admits Job/ml-research/eval-sweep (priority 100, 2 GPUs)" in text
     assert "smallest change found: [quota+nodes]" in text and "displaces nothing" in text.split("smallest")[-1]
@@ -71,7 +71,7 @@ def test_an_evicted_workload_names_its_preemptor_rule_and_cost() -> None:
     assert e.eviction.reason == "Preempted"
     assert "withinClusterQueue: LowerPriority of ClusterQueue cq" in e.eviction.rule
     assert e.eviction.cost == eviction.cost > 0
-    from planner.why import lines
+    from planner.describe.explain import lines
     assert any(line.startswith("  evicted (Preempted) for Job/t/high: withinClusterQueue: LowerPriority")
                and f"cost {eviction.cost:g}" in line for line in lines(e))
 
@@ -89,7 +89,7 @@ def test_a_replan_that_ran_out_of_time_serves_nothing() -> None:
     decides nothing: read as served, it kept every running workload, so an evicted one
     looked "admitted" by any change (seen on meta-like.json under load)."""
     from models import Plan, SolverReport
-    from planner.why import Replans
+    from planner.describe.explain import Replans
 
     snapshot = preemption_snapshot()
     low = next(w for w in snapshot.workloads if w.ref.name == "low")

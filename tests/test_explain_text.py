@@ -11,7 +11,7 @@ import pytest
 from models import ObjectRef, Snapshot, Workload
 from planner.cycle import explain_one
 from planner.snapshot import read_snapshot
-from planner.why import Change, Explanation, QuotaFact, UnknownWorkload, as_dict, find_workload, lines, tried_text
+from planner.describe.explain import Change, Explanation, QuotaFact, UnknownWorkload, as_dict, find_workload, lines, tried_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -11,7 +11,7 @@ import pytest
 from models import Decisions, FairSharingConfig, KueueConfig, Snapshot, WorkloadState
 from planner.cycle import plan_snapshot
 from planner.verify import verify
-from planner.kueue.fair_share import Share, shares, targets, water_fill
+from planner.kueue.shares import Share, shares, targets, water_fill
 from planner.kueue.semantics import QuotaTree
 from tests.builders import GPU, cohort, cq, flavor, job, lq, node, running_job, snapshot
 

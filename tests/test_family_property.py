@@ -4,7 +4,7 @@ For each member of the generated family (planner/tools/family.py) at the tiny sc
 (32 nodes, 40 pending + 60 running workloads; every other shape parameter drawn from
 the seed): greedy's plan (Kueue's way) passes the independent verifier, and the plan
 the cycle returns with the MILP passes it too and serves at least greedy's volume at
-the first priority where the two differ (planner.tiers.compare, as the goldens do).
+the first priority where the two differ (planner.cycle.tiers.compare, as the goldens do).
 `plan_snapshot` raises VerificationError when the plan it would return breaks a rule.
 
 The seeds were never used to tune the planner. A seed that fails today is kept and
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from models import Decisions
-from planner import tiers
+from planner.cycle import tiers
 from planner.cycle import plan_snapshot
 from planner.greedy import greedy
 from planner.snapshot import build_snapshot

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner import cli as cli_module
-from planner.errors import InputError
+from planner.base.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = yaml.safe_load((REPO / "fixtures" / "tiny.yaml").read_text())
@@ -400,7 +400,7 @@ def test_api_server_list_pages(api_server: _Server, bounded: None, answer: Any) 
     from kubernetes import client
 
     from planner.cluster.kube import Kube
-    from planner.errors import ClusterError
+    from planner.base.errors import ClusterError
 
     api_server.answer = json_text(answer).encode()
     configuration = client.Configuration()

@@ -1,10 +1,11 @@
-"""planner.gc_pause: a cycle runs with what existed before it frozen out of garbage
+"""planner.cycle.gc_pause: a cycle runs with what existed before it frozen out of garbage
 collection and the young generation collected rarely; both are undone after it."""
 
 import gc
 
 from randomgen import random_snapshot
-from planner import cycle, gc_pause
+from planner import cycle
+from planner.cycle import gc_pause
 from planner.cycle import plan_snapshot
 
 

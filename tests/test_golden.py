@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from planner.cycle import plan_snapshot
-from planner.output import plan_to_dict, to_yaml
+from planner.output.document import plan_to_dict, to_yaml
 from planner.snapshot import read_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -146,7 +146,7 @@ def golden_path(path: Path) -> Path:
 @pytest.mark.parametrize("path", TOPOLOGY, ids=lambda p: p.stem)
 def test_topology_fixture_matches_its_golden_volumes_and_beats_greedy(path):
     from models import Decisions
-    from planner import tiers
+    from planner.cycle import tiers
     from planner.verify import verify
 
     snapshot = read_snapshot([str(path)])
@@ -183,8 +183,7 @@ def test_greedy_floor_never_serves_a_priority_less_than_greedy():
     GPUs from the priority-0 elastic job to give 6 more to priority 100)."""
     from dataclasses import replace as with_
     from models import Decisions
-    from planner import tiers
-
+    from planner.cycle import tiers
     snapshot = read_snapshot([str(FIXTURES / "hierarchical-cohorts.yaml")])
     floored = with_(snapshot, policy=with_(snapshot.policy, greedy_floor=True))
     greedy = plan_snapshot(floored, solver="greedy")

@@ -472,7 +472,7 @@ def highs_tolerance(stderr: str) -> set[str]:
 def test_gap_is_the_solvers_tolerance_and_its_default(command: str, tmp_path: Path) -> None:
     """--gap GAP: the relative MIP gap each solve stops at, 0 to 1; default the policy's (0.001).
 
-    The live commands take the same option (planner.cli's shared planning options); their
+    The live commands take the same option (planner.cli.options' shared planning options); their
     range is checked here, the value's effect on what-if and explain."""
     if command in ("plan", "apply"):
         assert run(command, "--gap", "1.5").exit_code == 2 and run(command, "--gap", "-0.1").exit_code == 2

@@ -495,7 +495,7 @@ def test_a_list_answer_of_the_wrong_shape_or_a_repeated_token_is_exit_2(answer: 
     from kubernetes import client
 
     from planner.cluster.kube import Kube
-    from planner.errors import InputError
+    from planner.base.errors import InputError
 
     handler = type("Pages", (_Pages,), {"answer": answer})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -611,7 +611,7 @@ def test_plan_and_snapshot_refuse_an_out_that_is_their_config_or_kubeconfig(tmp_
 
 
 def test_a_snapshot_of_more_objects_than_the_limit_is_refused(tmp_path: Path) -> None:
-    from planner.errors import InputError
+    from planner.base.errors import InputError
     from planner.snapshot.loader import Limits, load
 
     path = written(tmp_path, "\n---\n".join(["{kind: ConfigMap, apiVersion: v1, metadata: {name: x}}"] * 20))

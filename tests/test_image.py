@@ -109,7 +109,7 @@ def test_root_holds_only_what_the_planner_needs(image):
                       and n.startswith(("usr/bin/", "usr/local/bin/", "bin/", "sbin/", "usr/sbin/")))
     assert programs == ["usr/bin/python3.11", "usr/local/bin/stowplan"]
     # what it does need: the interpreter, the planner, its solver, a writable /tmp, the user
-    for present in ("usr/bin/python3.11", "usr/local/lib/python3.11/dist-packages/planner/cli.py",
+    for present in ("usr/bin/python3.11", "usr/local/lib/python3.11/dist-packages/planner/cli/__init__.py",
                     "usr/local/lib/python3.11/dist-packages/highspy/__init__.py", "etc/passwd",
                     "var/lib/dpkg/status.d/python3.11-minimal", "usr/share/doc/libc6/copyright"):
         assert present in names, present

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from planner import interrupt
+from planner.base import interrupt
 from planner.milp.arrays import INF, ModelArrays
 from planner.milp.backends import HighsBackend
 
@@ -111,8 +111,8 @@ def test_a_run_that_fails_reports_no_bound() -> None:
 
 BESIDE = textwrap.dedent("""
     import os, sys, time
-    from planner import interrupt
-    from planner.beside import Beside, reaped
+    from planner.base import interrupt
+    from planner.cycle.beside import Beside, reaped
 
     def forever(marker):
         open(marker, "w").write(str(os.getpid()))
@@ -224,7 +224,7 @@ def test_explain_stops(tmp_path: Path) -> None:
 # -- the outputs: all or none
 
 def test_a_signal_while_staging_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner import cli as cli_module
+    from planner.cli import outputs as writing
 
     real = os.fsync
     fsyncs = [0]
@@ -235,10 +235,10 @@ def test_a_signal_while_staging_leaves_nothing(tmp_path: Path, monkeypatch: pyte
             os.kill(os.getpid(), signal.SIGINT)
         real(fd)
 
-    monkeypatch.setattr(cli_module.os, "fsync", fsync)
+    monkeypatch.setattr(writing.os, "fsync", fsync)
     with interrupt.handling():
         with pytest.raises(interrupt.Interrupted) as caught:
-            with cli_module.Outputs() as outputs:
+            with writing.Outputs() as outputs:
                 outputs.file(str(tmp_path / "plan.yaml"), "plan\n")
                 outputs.file(str(tmp_path / "m.prom"), "metrics\n", field="--metrics")
                 outputs.commit()
@@ -247,7 +247,7 @@ def test_a_signal_while_staging_leaves_nothing(tmp_path: Path, monkeypatch: pyte
 
 def test_a_signal_during_the_final_renames_is_honoured_once_they_are_done(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner import cli as cli_module
+    from planner.cli import outputs as writing
 
     real = os.replace
 
@@ -255,10 +255,10 @@ def test_a_signal_during_the_final_renames_is_honoured_once_they_are_done(tmp_pa
         os.kill(os.getpid(), signal.SIGTERM)
         real(src, dst)
 
-    monkeypatch.setattr(cli_module.os, "replace", replace)
+    monkeypatch.setattr(writing.os, "replace", replace)
     with interrupt.handling():
         with pytest.raises(interrupt.Interrupted) as caught:
-            with cli_module.Outputs() as outputs:
+            with writing.Outputs() as outputs:
                 outputs.file(str(tmp_path / "plan.yaml"), "plan\n")
                 outputs.file(str(tmp_path / "m.prom"), "metrics\n", field="--metrics")
                 outputs.commit()

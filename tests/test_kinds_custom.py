@@ -18,7 +18,7 @@ from models import ObjectRef, WorkloadState
 from planner import cli as cli_module
 from planner import kinds
 from planner.cycle import plan_snapshot
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.kinds.custom import PODSET_LABEL, CustomAdapter, guessed_plural
 from planner.snapshot import build_snapshot
 from planner.snapshot.policy import parse_policy

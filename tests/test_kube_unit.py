@@ -14,7 +14,7 @@ import pytest
 from planner.cluster.planfile import load_plan
 from planner.cluster.kube import ApiStatus, ClusterError, Kube, scrub, url_without_userinfo
 from planner.cluster.reader import pruned
-from planner.errors import InputError
+from planner.base.errors import InputError
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJl"
 

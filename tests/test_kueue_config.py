@@ -11,7 +11,7 @@ from models import (
     AdmissionFairSharingConfig, FairSharingConfig, KueueConfig, ObjectRef, RequeuingStrategy,
     WaitForPodsReadyConfig,
 )
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.k8s.fields import Bad
 from planner.snapshot.kueue_config import parse_duration, parse_weight
 from tests.test_snapshot import base, cluster_queue, kueue, read

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from planner.cluster import kueue_guard as guard
-from planner.errors import KueueActiveError
+from planner.base.errors import KueueActiveError
 
 SERVER_NOW = 1_800_000_000.0   # what the API server's Date header said
 

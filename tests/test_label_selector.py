@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from planner import cli as cli_module
-from planner import label_selector
-from planner.errors import InputError
+from planner.base import label_selector
+from planner.base.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = str(REPO / "fixtures" / "tiny.yaml")

@@ -8,7 +8,7 @@ forbidden import planted in a temporary copy of the tree makes it fail.
 
     models      the vocabulary: stdlib only, nothing of planner
     base        errors, terminal-safe text, the cycle's time budget (the one clock every
-                deciding module reads, through planner.budget) and its signals
+                deciding module reads, through planner.base.budget) and its signals
     k8s         Kubernetes' vocabulary decoded strictly: fields, quantities, requests,
                 pod sets (what readers, kinds and the live cluster share), and the wire
                 contract (planner.k8s.annotations: every label and annotation key, the one
@@ -27,7 +27,7 @@ forbidden import planted in a temporary copy of the tree makes it fail.
     fleet       one plan over MultiKueue's worker clusters, from per-cluster cycles
     output      Plan -> yaml, json, a table
     cluster     the live cluster: read, lease, apply, the plan file (and the cycle's
-                provisioning section, planner.provisioning, a what-if around the cycle)
+                provisioning section, planner.whatif.provisioning, a what-if around the cycle)
     cli         the click commands
     tools       generate and bench: beside the product, not in its path
 """
@@ -47,23 +47,20 @@ ROOT = Path(__file__).resolve().parent.parent
 # Layer -> the modules it holds: a module name, or a package ending in ".*".
 LAYERS: dict[str, tuple[str, ...]] = {
     "models": ("models", "models.*"),
-    "base": ("planner", "planner.errors", "planner.terminal", "planner.budget", "planner.interrupt",
-             "planner.label_selector", "planner.progress"),
+    "base": ("planner", "planner.base", "planner.base.*"),
     "k8s": ("planner.k8s", "planner.k8s.*"),
     "snapshot": ("planner.snapshot", "planner.snapshot.*", "planner.kinds", "planner.kinds.*"),
     "kueue": ("planner.kueue", "planner.kueue.*"),
     "greedy": ("planner.greedy",),
     "milp": ("planner.milp", "planner.milp.*"),
     "verify": ("planner.verify", "planner.verify.*"),
-    "describe": ("planner.explain", "planner.why", "planner.metrics", "planner.vs_kueue", "planner.fair_report",
-                 "planner.board"),
-    "cycle": ("planner.cycle", "planner.continuation", "planner.assemble", "planner.tiers", "planner.gc_pause", "planner.beside",
-              "planner.podsready", "planner.elastic"),
-    "whatif": ("planner.capacity_plan", "planner.simulate", "planner.provisioning"),
-    "fleet": ("planner.fleet", "planner.fleet_quota"),
-    "output": ("planner.output", "planner.promtext", "planner.picture", "planner.table", "planner.sim_output"),
+    "describe": ("planner.describe", "planner.describe.*"),
+    "cycle": ("planner.cycle", "planner.cycle.*"),
+    "whatif": ("planner.whatif", "planner.whatif.*"),
+    "fleet": ("planner.fleet", "planner.fleet.*"),
+    "output": ("planner.output", "planner.output.*"),
     "cluster": ("planner.cluster", "planner.cluster.*"),
-    "cli": ("planner.cli",),
+    "cli": ("planner.cli", "planner.cli.*"),
     "tools": ("planner.tools", "planner.tools.*"),
 }
 
@@ -97,12 +94,12 @@ TOOLS_USERS = {"planner.tools.peer_bench"}   # reaches the Kueue peer harness in
 # Packages entered only through their __init__ (issue 38): the MILP's one way in.
 FRONT_DOORS = ("planner.milp",)
 
-# The one clock (issue 38): planner.budget reads it for every module that decides;
+# The one clock (issue 38): planner.base.budget reads it for every module that decides;
 # only the edges (the CLI, the live cluster, the tools, and the metrics text's wall-clock
 # timestamp) read it themselves.
-CLOCK_READER = "planner.budget"
+CLOCK_READER = "planner.base.budget"
 CLOCK_FREE_EXCEPT = {"cli", "cluster", "tools"}
-CLOCK_EDGE_MODULES = {"planner.promtext"}
+CLOCK_EDGE_MODULES = {"planner.output.promtext"}
 CLOCK_CALLS = {("time", name) for name in ("monotonic", "monotonic_ns", "time", "time_ns", "perf_counter",
                                            "perf_counter_ns", "process_time", "process_time_ns")} | {
     ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today")}
@@ -211,7 +208,7 @@ def problems(root: Path) -> list[str]:
                 out.extend(f"{module} ({layer}) imports {name}: outside {door}, import {door} itself (its front door)"
                            for name in sorted(imports_of(path, root)) if name.startswith(door + "."))
         if layer not in CLOCK_FREE_EXCEPT and module not in CLOCK_EDGE_MODULES | {CLOCK_READER}:
-            out.extend(f"{module} ({layer}) reads the clock at {where}: ask planner.budget (now, Stopwatch)"
+            out.extend(f"{module} ({layer}) reads the clock at {where}: ask planner.base.budget (now, Stopwatch)"
                        for where in clock_reads(path))
         if layer in DECIDING and re.search(r"(?<![\w.])open\(", path.read_text()):
             out.append(f"{module} ({layer}) opens files")
@@ -412,7 +409,7 @@ def test_planted_imports_into_the_verifier_fail_the_guard(tmp_path: Path, plante
 @pytest.mark.parametrize("module, planted", [
     ("planner/milp/backends.py", "began = time.monotonic()"),
     ("planner/milp/neighbourhood.py", "from time import perf_counter"),
-    ("planner/cycle.py", "stamp = datetime.now()"),
+    ("planner/cycle/__init__.py", "stamp = datetime.now()"),
     ("planner/kueue/semantics.py", "t = time.time()"),
 ])
 def test_a_planted_clock_reading_fails_the_guard(tmp_path: Path, module: str, planted: str) -> None:
@@ -426,7 +423,7 @@ def test_a_planted_clock_reading_fails_the_guard(tmp_path: Path, module: str, pl
 
 def test_reaching_past_the_milps_front_door_fails_the_guard(tmp_path: Path) -> None:
     root = _copy_tree(tmp_path)
-    target = root / "planner" / "cycle.py"
+    target = root / "planner" / "cycle" / "__init__.py"
     target.write_text(target.read_text() + "\nfrom planner.milp.stages import solve as _stages\n")
     assert any("planner.cycle (cycle) imports planner.milp.stages" in p and "front door" in p for p in problems(root))
 

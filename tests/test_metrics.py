@@ -8,7 +8,7 @@ from models import (
     Admission, Decisions, Eviction, Node, ObjectRef, PodSet, PodSetAssignment, Policy,
     ResourceFlavor, Resources, Snapshot, Topology, TopologyRequest, Workload, WorkloadState,
 )
-from planner.metrics import summarize
+from planner.describe.metrics import summarize
 
 GPU = "nvidia.com/gpu"
 HOST = "kubernetes.io/hostname"

@@ -197,7 +197,7 @@ def test_the_time_limit_holds_reading_too(tmp_path):
 def test_the_budget_gives_each_stage_its_share_and_keeps_the_finish():
     """Tiers share TIER_SHARE of the window in turn (time a tier leaves passes on), the
     tail stages the rest, and FINISH_SHARE of the limit stays for after the stages."""
-    from planner.budget import FINISH_SHARE, TIER_SHARE, Budget
+    from planner.base.budget import FINISH_SHARE, TIER_SHARE, Budget
 
     now = [0.0]
     budget = Budget(100.0, clock=lambda: now[0])
@@ -215,7 +215,7 @@ def test_the_budget_gives_each_stage_its_share_and_keeps_the_finish():
 def test_a_part_of_the_budget_is_a_share_of_what_is_left_for_the_tiers_alone():
     """A pass of the MILP's search: PASS_SHARE of what is left before the finish reserve,
     all of it for its tiers (it runs no tail stage and keeps no reserve)."""
-    from planner.budget import FINISH_SHARE, Budget
+    from planner.base.budget import FINISH_SHARE, Budget
     from planner.milp.search import PASS_SHARE
 
     now = [0.0]

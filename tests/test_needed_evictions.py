@@ -89,7 +89,7 @@ import pytest
 
 from builders import ago
 from models import Policy
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot.policy import parse_policy
 
 

@@ -1,4 +1,4 @@
-"""planner.output: the Plan's shape, byte-for-byte YAML, JSON round trip, the table."""
+"""planner.output.document: the Plan's shape, byte-for-byte YAML, JSON round trip, the table."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, PodSetAssignment, SolverReport
-from planner import output
+from planner.output import document as output
 from planner.k8s.annotations import assignment_entry
-from planner.table import View
+from planner.output.table import View
 
 
 def job(name: str, namespace: str = "team-a", kind: str = "Job") -> ObjectRef:

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from models import Decisions, WorkloadState
 from planner import cli as cli_module
-from planner import picture
-from planner.metrics import summarize
+from planner.output import picture
+from planner.describe.metrics import summarize
 from planner.cycle import plan_snapshot
 from planner.snapshot import read_snapshot
 

@@ -17,7 +17,7 @@ import builders as b
 from models import Plan, SolverReport
 from models.plan import Migration
 from planner import cli as cli_module
-from planner import picture
+from planner.output import picture
 from planner.cycle import plan_snapshot
 from planner.snapshot import read_snapshot
 

@@ -1,4 +1,4 @@
-"""waitForPodsReady (planner.podsready): timeouts, backoff, deactivation, recovery and
+"""waitForPodsReady (planner.cycle.podsready): timeouts, backoff, deactivation, recovery and
 blockAdmission on hand-made snapshots, judged at the snapshot's planning time; the
 verifier's own check of those evictions; the reader's count of Ready pods."""
 
@@ -10,9 +10,9 @@ import pytest
 
 from models import Decisions, Eviction, ObjectRef, Plan, SolverReport, WorkloadState
 from models.kueue_config import CREATION_TIMESTAMP, KueueConfig, RequeuingStrategy, WaitForPodsReadyConfig
-from planner import podsready
+from planner.cycle import podsready
 from planner.cycle import plan_snapshot
-from planner.output import plan_to_dict
+from planner.output.document import plan_to_dict
 from planner.snapshot import build_snapshot
 from planner.verify import verify
 from tests.builders import NOW, cq, flavor, job, lq, node, running_job, snapshot

@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, SolverReport
 from planner import cli as cli_module
-from planner import promtext
-
+from planner.cli import outputs
+from planner.output import promtext
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
@@ -139,7 +139,7 @@ def a_plan() -> tuple[Plan, dict]:
 def test_push_reaches_a_real_http_server(gateway, capsys):
     plan, queues = a_plan()
     url = f"http://127.0.0.1:{gateway.server_port}"
-    cli_module.write_metrics(None, url, plan, queues, lambda _: None, conflicts=0)
+    outputs.write_metrics(None, url, plan, queues, lambda _: None, conflicts=0)
     assert len(Gateway.received) == 1
     method, path, content_type, body = Gateway.received[0]
     assert method == "PUT" and path == "/metrics/job/stowplan"
@@ -152,7 +152,7 @@ def test_push_reaches_a_real_http_server(gateway, capsys):
 def test_a_failed_push_is_a_warning_without_credentials(gateway, capsys):
     Gateway.status = 500
     plan, queues = a_plan()
-    cli_module.write_metrics(None, f"http://127.0.0.1:{gateway.server_port}/", plan, queues, lambda _: None)
+    outputs.write_metrics(None, f"http://127.0.0.1:{gateway.server_port}/", plan, queues, lambda _: None)
     err = capsys.readouterr().err
     assert err.startswith("warning: push to Pushgateway http://127.0.0.1:") and "500" in err
     assert promtext.redacted("http://u:pw@h:1/x") == "http://h:1/x"

@@ -11,7 +11,7 @@ MILP's own plan must be the answer, and a fallback fails the test with its reaso
 import pytest
 
 from randomgen import random_snapshot
-from planner import tiers
+from planner.cycle import tiers
 from planner.greedy import greedy
 from planner.cycle import plan_snapshot
 from planner.milp.model import formulate

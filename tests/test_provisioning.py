@@ -13,9 +13,9 @@ import pytest
 from models import ObjectRef
 from models.plan import Admission
 from models.objects import PodSetAssignment
-from planner.errors import InputError
-from planner.output import plan_to_dict
-from planner.provisioning import plan_cycle, pod_template_name, request_name
+from planner.base.errors import InputError
+from planner.output.document import plan_to_dict
+from planner.whatif.provisioning import plan_cycle, pod_template_name, request_name
 from planner.snapshot import build_snapshot
 from planner.verify import verify
 from models.plan import Decisions
@@ -265,7 +265,7 @@ def test_a_running_workload_keeps_its_provisioned_request() -> None:
 
 def test_the_request_of_a_workload_the_plan_evicts_is_deleted() -> None:
     from models.plan import Eviction
-    from planner.provisioning import plan_provisioning
+    from planner.whatif.provisioning import plan_provisioning
 
     running = job("done", 1, suspend=False, assignment='[{"name":"main","count":1,"flavors":{"cpu":"any"},'
                   '"topologyAssignment":{"levels":["kubernetes.io/hostname"],"domains":[{"values":["n1"],"count":1}]}}]')
@@ -325,7 +325,7 @@ def test_the_plan_section_lists_requests_deletions_and_notes() -> None:
 
 
 def test_the_table_lists_the_requests() -> None:
-    from planner.output import render
+    from planner.output.document import render
 
     text = render(run(cluster(job("train", 3), request("gone"))), "table")
     assert "ProvisioningRequests: 1 to create, 0 kept, 1 to delete" in text

@@ -1,4 +1,4 @@
-"""The simulator's core (planner/simulate.py) on tiny hand-built clusters, with the real
+"""The simulator's core (planner/whatif/simulate.py) on tiny hand-built clusters, with the real
 planning cycle (planner.cycle.plan_snapshot) planning each step."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from models import Snapshot, Workload
 from models.trace import Arrival, Trace
 from planner.cycle import plan_snapshot
-from planner.simulate import Planner, percentiles, simulate
+from planner.whatif.simulate import Planner, percentiles, simulate
 from tests.builders import NOW, cq, flavor, job, node, running_job, snapshot
 
 
@@ -146,7 +146,7 @@ def test_the_snapshots_pending_work_is_counted_as_backlog() -> None:
 
 def test_fair_share_distance_sums_each_queues_distance_from_its_fair_allocation() -> None:
     from models import Plan, SolverReport
-    from planner.simulate import fair_distance, fair_summary
+    from planner.whatif.simulate import fair_distance, fair_summary
 
     report = SolverReport("greedy", "feasible", 0.0, 0.0, 0.0)
     fair_on = Plan("s", "", 0, report, summary={"fair_sharing": {"strategies": [], "queues": {
@@ -169,7 +169,7 @@ def test_drain_keeps_planning_until_every_trace_job_has_finished() -> None:
 
 
 def test_drain_stops_when_what_waits_can_never_start() -> None:
-    from planner.simulate import MAX_STALLED_CYCLES
+    from planner.whatif.simulate import MAX_STALLED_CYCLES
 
     too_big = Arrival(replace(job("team", "huge", cq="team", gpu=4, pods=2), cluster_queue="team"), 0, 60)
     summary = simulate(one_node_cluster(), Trace("t", (too_big,), hours=0.0), planner(), interval=60,

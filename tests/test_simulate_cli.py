@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from models import TopologyRequest, WorkloadState
 from planner.cli import cli
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot.trace import parse_trace, read_with_snapshot
 from planner.tools.spec_options import spec_from_options
 from planner.tools import generate as g

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from models import HOSTNAME_LABEL, ObjectRef, Problem, WorkloadState
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot import read_snapshot
 from planner.snapshot.loader import Limits
 from tests.test_snapshot import assignment, base, cluster_queue, job, kueue, node, pod, read, workload, write

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from models import Admission, Eviction, ObjectRef, PendingEntry, Plan, SolverReport, WorkloadState
-from planner import board
+from planner.describe import board
 from planner.k8s.annotations import decode_entries
-from planner.output import render
+from planner.output.document import render
 from planner.snapshot import read_snapshot
-from planner.table import View, age
+from planner.output.table import View, age
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -196,18 +196,18 @@ def test_cli_table_header_namespace_and_summary_only() -> None:
 
 
 def test_colour_on_a_terminal_only_and_no_color_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner import cli as cli_module
+    from planner.cli import console, outputs
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    monkeypatch.setattr(cli_module, "_isatty", lambda stream: True)
-    assert cli_module.table_view(None, None, False, None).color
+    monkeypatch.setattr(console, "isatty", lambda stream: True)
+    assert outputs.table_view(None, None, False, None).color
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not cli_module.table_view(None, None, False, None).color
+    assert not outputs.table_view(None, None, False, None).color
     monkeypatch.delenv("NO_COLOR")
-    monkeypatch.setattr(cli_module, "_isatty", lambda stream: False)
+    monkeypatch.setattr(console, "isatty", lambda stream: False)
     monkeypatch.setenv("COLUMNS", "150")
-    view = cli_module.table_view("ns", "q", True, 7.0)
+    view = outputs.table_view("ns", "q", True, 7.0)
     assert not view.color and view.width == 150 and (view.namespace, view.queue, view.summary_only) == ("ns", "q", True)
     monkeypatch.delenv("COLUMNS")
-    assert cli_module.table_view(None, None, False, None).width == 120      # off a terminal, no COLUMNS
+    assert outputs.table_view(None, None, False, None).width == 120      # off a terminal, no COLUMNS

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from models import ObjectRef, PendingEntry, Plan, SolverReport
-from planner.errors import VerificationError
-from planner.output import render
-from planner.terminal import printable, printable_lines
+from planner.base.errors import VerificationError
+from planner.output.document import render
+from planner.base.terminal import printable, printable_lines
 
 EVIL = "a\x1b]0;title\x07b\x1b[2J\nc\r\td\x7f\x9b\u202ee"
 

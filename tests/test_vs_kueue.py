@@ -9,8 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from planner import cli as cli_module
-from planner import vs_kueue
-
+from planner.describe import vs_kueue
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 

@@ -1,4 +1,4 @@
-"""`stowplan explain` (planner.why): on every fixture's waiting workloads it answers, and
+"""`stowplan explain` (planner.describe.explain): on every fixture's waiting workloads it answers, and
 its smallest change, applied to the snapshot here (by this file's own code) and planned
 again by the cycle, admits the workload. Also: an unknown name is exit 2 naming it; an
 admitted workload needs no change.
@@ -24,7 +24,7 @@ from planner import cli as cli_module
 from planner.cycle import explain_all, explain_one, plan_snapshot
 from planner.kueue.semantics import queue_order_key
 from planner.snapshot import read_snapshot
-from planner.why import Change, Explanation, as_dict, lines, served
+from planner.describe.explain import Change, Explanation, as_dict, lines, served
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SNAPSHOTS = sorted(p for p in FIXTURES.glob("*.yaml") if not p.name.endswith(".plan.yaml")) + \
@@ -44,7 +44,7 @@ def fixture(path: Path) -> tuple[Snapshot, Plan]:
 
 
 def changed(snapshot: Snapshot, change: Change) -> Snapshot:
-    """The change, applied independently of planner.why."""
+    """The change, applied independently of planner.describe.explain."""
     queues = dict(snapshot.cluster_queues)
     if change.quota:
         cq = queues[change.cluster_queue]

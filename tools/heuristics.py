@@ -26,7 +26,7 @@ SETTINGS = {
 
 def one(path: str, setting: str, time_limit: float | None) -> dict[str, object]:
     """Plan `path` in this process with `setting`; the numbers the table shows."""
-    from planner import tiers
+    from planner.cycle import tiers
     from planner.cycle import Heuristics, run_cycle
     from planner.snapshot import read_snapshot
     from models import Decisions

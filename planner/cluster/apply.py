@@ -58,7 +58,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from models import (
     HOSTNAME_LABEL, Admission, Eviction, Migration, NodePins, ObjectRef, Plan, PodSetAssignment, Resize, ResourceFlavor,
 )
-from planner import elastic, interrupt, kinds
+from planner import kinds
+from planner.cycle import elastic
+from planner.base import interrupt
 from planner.cluster import lws as lws_writes
 from planner.cluster import podgroups
 from planner.cluster import pods as pod_writes
@@ -77,7 +79,7 @@ from planner.k8s.annotations import (
 # admitted; an elastic workload's pods, gated by Kueue's webhook until their slice is admitted:
 # workloadslicing.StartWorkloadSlicePods lifts that gate as apply lifts its own)
 HOLD_GATES = (GATE, KUEUE_GATE, ELASTIC_JOB)
-# waitForPodsReady's record (planner.podsready): written by evictions and `mark`
+# waitForPodsReady's record (planner.cycle.podsready): written by evictions and `mark`
 READINESS = (PODS_READY_AT, PODS_NOT_READY_AT)
 DONE = ("Succeeded", "Failed")
 # A multi-cluster apply's marks on the manager's copy (planner.cluster.dispatch): its own
@@ -97,7 +99,7 @@ class ApplyReport:
     unchanged: list[ObjectRef] = dataclasses.field(default_factory=list)
     conflicts: list[tuple[ObjectRef, str]] = dataclasses.field(default_factory=list)
     released: int = 0            # pods given their node and ungated
-    marked: list[ObjectRef] = dataclasses.field(default_factory=list)   # readiness recorded (planner.podsready)
+    marked: list[ObjectRef] = dataclasses.field(default_factory=list)   # readiness recorded (planner.cycle.podsready)
     still_gated: int = 0         # gated pods of admitted workloads left for the next cycle
     requests_created: list[str] = dataclasses.field(default_factory=list)   # ProvisioningRequests (NAMESPACE/NAME)
     requests_deleted: list[str] = dataclasses.field(default_factory=list)
@@ -722,7 +724,7 @@ class Applier:
         return not [p for p in pods if (p.get("status") or {}).get("phase") not in DONE]
 
     def mark(self, ref: ObjectRef, changes: Mapping[str, str | None]) -> bool:
-        """Record what this cycle saw of a running workload's readiness (planner.podsready's
+        """Record what this cycle saw of a running workload's readiness (planner.cycle.podsready's
         marks: an annotation set to a time, or removed): one merge patch of `stowplan.io/*`
         annotations, only while the workload is still running as read. False: skipped."""
         # one object per workload: not a pod group's pods or an LWS group (their readiness is not recorded)

@@ -21,7 +21,7 @@ from planner.cluster.kueue_guard import check_no_kueue_controller
 from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESPACE, Lease
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
 from planner.cluster.reader import LiveSnapshot, read_cluster
-from planner.errors import InputError, StalePlanError
+from planner.base.errors import InputError, StalePlanError
 from planner.k8s.annotations import ASSIGNMENT, MIGRATING_TO, encode_assignment
 
 Say = Callable[[str], None]
@@ -31,7 +31,7 @@ def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str 
               solver: str = "milp", time_limit: float | None = None, gap: float | None = None,
               say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
     """Read the cluster and plan it (pure planning after the read)."""
-    from planner.provisioning import plan_cycle
+    from planner.whatif.provisioning import plan_cycle
 
     live = read_cluster(kube, config_files=config_files, policy_file=policy_file, say=say)
     snap = live.snapshot
@@ -172,9 +172,9 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
 
 def record_readiness(applier: Applier, plan: Plan, live: LiveSnapshot) -> None:
     """waitForPodsReady's record: what this cycle saw of each running workload's pods
-    (planner.podsready's marks, at the snapshot's planning time), on every workload the
+    (planner.cycle.podsready's marks, at the snapshot's planning time), on every workload the
     plan leaves running."""
-    from planner.podsready import judge
+    from planner.cycle.podsready import judge
 
     evicted = {e.workload for e in plan.evictions}
     for ref, changes in sorted(judge(live.snapshot).marks.items()):

@@ -25,7 +25,7 @@ annotation always, the Job's status too when the manager's Job is managed by an
 external controller through `spec.managedBy`, as MultiKueue's are). An eviction of a
 dispatched workload deletes the worker's copy, then clears the mark.
 
-A worker that cannot be reached is reported (planner.errors.WorkerUnreachableError,
+A worker that cannot be reached is reported (planner.base.errors.WorkerUnreachableError,
 exit 7 from the CLI) and left alone for the rest of the cycle: whatever it should have
 received stays suspended on the manager, reserved for it at worst, and the next
 cycle, with the worker back, finishes it.
@@ -45,7 +45,7 @@ from planner.cluster.apply import (
     ATTEMPTS, Applier, admitted_template_spec, fingerprint, rfc3339,
 )
 from planner.cluster.kube import MERGE_PATCH, ApiStatus, Kube, path_of
-from planner.errors import ClusterError
+from planner.base.errors import ClusterError
 from planner.k8s.fields import Bad
 from planner.k8s.annotations import (
     ADMITTED_AT, ASSIGNMENT, DISPATCHED_AT, DISPATCHED_TO, DISPATCHING_TO, EVICTED_AT, EVICTION_REASON,
@@ -563,7 +563,7 @@ def dispatch_live(manager: Kube, workers: Mapping[str, Kube], plan_file: str, *,
     """One multi-cluster cycle on a saved plan: the manager's Lease, the staleness check, the writes."""
     from planner.cluster.lease import Lease
     from planner.cluster.planfile import load_plan_with_fingerprints
-    from planner.errors import StalePlanError
+    from planner.base.errors import StalePlanError
 
     plan, versions, prints = load_plan_with_fingerprints(plan_file, require_versions=False)
     lease = Lease(manager, namespace=lease_namespace, name=lease_name, identity=identity, duration=lease_duration)

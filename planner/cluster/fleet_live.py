@@ -17,7 +17,7 @@ from models import ObjectRef, Plan
 from planner.cluster.cycle import fingerprints, resource_versions
 from planner.cluster.kube import ApiStatus, Kube
 from planner.cluster.reader import LiveSnapshot, read_cluster
-from planner.errors import ClusterError, WorkerUnreachableError
+from planner.base.errors import ClusterError, WorkerUnreachableError
 
 
 def read_workers(workers: Mapping[str, Kube], *, policy_file: str | None = None,

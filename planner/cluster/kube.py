@@ -22,8 +22,8 @@ import threading
 from typing import Any, Callable, Iterator
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from planner import interrupt
-from planner.errors import ClusterError, InputError
+from planner.base import interrupt
+from planner.base.errors import ClusterError, InputError
 
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
@@ -428,7 +428,7 @@ class Kube:
     def write(self, method: str, path: str, body: Any, content_type: str = JSON) -> Any:
         """A write, with dryRun=All when this Kube is a dry run.
 
-        Once Ctrl-C or SIGTERM has come (planner.interrupt), no write starts, from any thread
+        Once Ctrl-C or SIGTERM has come (planner.base.interrupt), no write starts, from any thread
         (Interrupted); a write already in flight finishes first, so the cluster is left as
         after a crash between two writes, which every step is safe against (planner.cluster.apply)."""
         query = [("dryRun", "All")] if self.dry_run else []

@@ -26,7 +26,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 
 from planner.cluster.kube import ApiStatus, Kube, path_of
-from planner.errors import KueueActiveError
+from planner.base.errors import KueueActiveError
 
 NAMESPACE = "kueue-system"
 LEASE_NAME = "c1f6bfd2.kueue.x-k8s.io"

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from planner.cluster.kube import ApiStatus, Kube, path_of
-from planner.errors import ClusterError, LeaseHeldError
+from planner.base.errors import ClusterError, LeaseHeldError
 
 DEFAULT_NAMESPACE = "stowplan-system"
 DEFAULT_NAME = "stowplan-planner"

@@ -12,7 +12,7 @@ import binascii
 from typing import Any
 
 from planner.cluster.kube import ApiStatus, Kube, connect, connect_text, path_of
-from planner.errors import InputError
+from planner.base.errors import InputError
 
 API = "kueue.x-k8s.io/v1beta2"
 SECRET_KEY = "kubeconfig"

@@ -1,9 +1,9 @@
 """The plan file, both ways: what `stowplan plan --out` writes and `apply --plan` reads.
 
-A plan file is the Plan (planner.output's document) with, under `snapshot`, the
+A plan file is the Plan (planner.output.document's document) with, under `snapshot`, the
 resourceVersion (`resourceVersions`) and what planning read (`fingerprints`) of every
 object the plan writes, so applying it later can tell whether the cluster moved on.
-Written as yaml (planner.output's style) or json; read as snapshots are read (a
+Written as yaml (planner.output.document's style) or json; read as snapshots are read (a
 regular file of bounded size, aliases bounded).
 """
 
@@ -18,7 +18,7 @@ from models.objects import Toleration
 from models.provisioning import DeletedRequest, ProvisioningSection, RequestPodSet, WantedRequest
 from planner.k8s.annotations import decode_entries
 from planner.k8s.fields import Bad
-from planner.errors import InputError
+from planner.base.errors import InputError
 
 
 def touched(plan: Plan) -> list[ObjectRef]:
@@ -32,7 +32,7 @@ def ref_key(ref: ObjectRef) -> str:
 
 def plan_document(plan: Plan, versions: Mapping[ObjectRef, str],
                   prints: Mapping[ObjectRef, str] | None = None) -> dict[str, Any]:
-    from planner.output import plan_to_dict
+    from planner.output.document import plan_to_dict
 
     data = plan_to_dict(plan)
     data["snapshot"]["resourceVersions"] = {ref_key(ref): versions[ref] for ref in sorted(versions)}
@@ -45,8 +45,7 @@ def render_saved(plan: Plan, versions: Mapping[ObjectRef, str], fmt: str,
                  prints: Mapping[ObjectRef, str] | None = None) -> str:
     """The plan file `plan --out` writes (yaml or json), with the resourceVersions (and fingerprints)."""
     data = plan_document(plan, versions, prints)
-    from planner import output
-
+    from planner.output import document as output
     if fmt == "json":
         return output.escaped(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)) + "\n"
 
@@ -127,7 +126,7 @@ def load_plan_with_fingerprints(path: str, require_versions: bool = True
 
 
 def section_from_dict(data: Mapping[str, Any]) -> ProvisioningSection:
-    """The plan's `provisioning` section read back (planner.output.provisioning_to_dict's shape);
+    """The plan's `provisioning` section read back (planner.output.document.provisioning_to_dict's shape);
     KeyError, TypeError or ValueError when malformed."""
     from planner.k8s.quantity import QuantityError, parse_quantity
 

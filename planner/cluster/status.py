@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from models import Plan
-from planner import vs_kueue
+from planner.describe import vs_kueue
 from planner.cluster.apply import ApplyReport
 from planner.cluster.kube import MERGE_PATCH, ApiStatus, Kube, path_of
 

@@ -23,7 +23,7 @@ Pending, it is admitted at `replicas`, as Kueue sizes its first slice. Running (
 `spec.suspend` false), each worker group of one host per replica is resizable: its pod
 set counts its most, `maxReplicas` (KubeRay's default 2147483647 means none was set: no
 growth above `replicas`), with its floor, `minReplicas` (at least 1), as min_count; what
-it runs now is its admission's count (planner.elastic).
+it runs now is its admission's count (planner.cycle.elastic).
 A group of `numOfHosts` > 1 keeps its size: its pods come in multi-host replicas, and a
 slice here is of single pods. The head and the submitter never change.
 
@@ -120,7 +120,7 @@ def resize_bounds(group: dict[str, Any], where: str, replicas: int) -> tuple[int
     """(floor, most) of a running elastic worker group at `replicas`, None when it cannot change.
 
     The floor is `minReplicas`, at least 1 (a group at 0 has no pods to plan from; a group
-    running below its floor only grows, planner.elastic); the most is `maxReplicas` when
+    running below its floor only grows, planner.cycle.elastic); the most is `maxReplicas` when
     one was set, at least `replicas`. (A RayJob's `replicas` is the one it was admitted
     at: KubeRay resizes its RayCluster, not its spec.)"""
     low = integer(group.get("minReplicas"), f"{where}.minReplicas", default=0, minimum=0)
@@ -306,7 +306,7 @@ class RayJobAdapter(Adapter):
         return super().write_admission(obj, wanted)
 
 
-# ---------------------------------------------------------------- resizing (elastic, planner.elastic)
+# ---------------------------------------------------------------- resizing (elastic, planner.cycle.elastic)
 
 def worker_groups(cluster: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Pod set name (the groupName lowercased) -> its worker group, in a RayCluster object (the same dicts)."""

@@ -1,7 +1,7 @@
 """Kueue's rules, and the cluster state every decider shares.
 
 Takes a models.Snapshot; gives what greedy (planner.greedy), the MILP (planner.milp)
-and the explainer (planner.explain) all ask of Kueue, so none of them reaches into
+and the explainer (planner.describe.reasons) all ask of Kueue, so none of them reaches into
 another:
 
   semantics   small pure rules: flavor options, node eligibility, priorities, the

@@ -494,7 +494,7 @@ class Rules:
         frs |= {fr for q in registry.by_cq.values() for a in q for fr in a.usage}
         self.columns: dict[FR, int] = {fr: j for j, fr in enumerate(sorted(frs))}
         # Kueue breaks ties between candidates by UID: a rank per workload (then by name).
-        # UID order; an elastic Job's releasable pods (planner.elastic) before the Job: a shrink loses less
+        # UID order; an elastic Job's releasable pods (planner.cycle.elastic) before the Job: a shrink loses less
         self.tie = {w.ref: k for k, w in enumerate(sorted(snapshot.workloads,
                                                           key=lambda w: (w.part_of is None, w.uid, str(w.ref))))}
 
@@ -643,7 +643,7 @@ class Rules:
     def _mismatch(self, cq: ClusterQueue, g: int, flavor: str, members: Sequence[PodSet]) -> str | None:
         for ps in members:
             if ps.fixed_flavors is not None:
-                # a growth slice (planner.elastic) keeps the flavors its running Job has
+                # a growth slice (planner.cycle.elastic) keeps the flavors its running Job has
                 covered = cq.resource_groups[g].covered_resources
                 pinned = {f for r, f in ps.fixed_flavors.items() if r in covered}
                 if pinned and flavor not in pinned:

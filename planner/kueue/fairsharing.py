@@ -10,7 +10,7 @@ dominant resource share (pkg/cache/scheduler/fair_sharing.go): for each resource
 the node uses above its subtree quota, summed over flavors, per mille of what its
 parent could lend it (potentialAvailable, summed over flavors); the largest of these,
 divided by the node's `fairSharing.weight` (a zero weight that borrows is always last).
-That arithmetic is planner.kueue.fair_share's (`Shares`, `DRS`, `compare`), the one the
+That arithmetic is planner.kueue.shares's (`Shares`, `DRS`, `compare`), the one the
 MILP and the reports use too; this module runs Kueue's cycle over it.
 
 This module only computes: every change a search makes to the state is undone
@@ -27,9 +27,9 @@ from models.kueue_config import (  # re-exported: the tests name them here
     DEFAULT_STRATEGIES as DEFAULT_STRATEGIES, LESS_THAN_INITIAL_SHARE as LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE as LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
 )
-# The share arithmetic lives in planner.kueue.fair_share (one implementation for greedy,
+# The share arithmetic lives in planner.kueue.shares (one implementation for greedy,
 # the MILP and the reports); re-exported here for greedy, the assigner and the tests.
-from planner.kueue.fair_share import (
+from planner.kueue.shares import (
     DRS as DRS, FR as FR, NEGATIVE as NEGATIVE, FairSharing as FairSharing, Shares as Shares, UsageOf as Usage,
     compare as compare, weights_of as weights_of,
 )

@@ -36,7 +36,7 @@ MAX_CANDIDATES = 256   # per attempt, after Kueue's ordering: bounds the work on
 
 
 def _fixed(pod_set: PodSet) -> tuple[tuple[str, str], ...] | None:
-    """A growth slice's pinned flavors (planner.elastic), part of what makes two requests the same."""
+    """A growth slice's pinned flavors (planner.cycle.elastic), part of what makes two requests the same."""
     return tuple(sorted(pod_set.fixed_flavors.items())) if pod_set.fixed_flavors is not None else None
 
 
@@ -316,7 +316,7 @@ class Preemption:
 
     @staticmethod
     def _order(w: Workload) -> tuple[int, float, bool, str, str]:
-        # an elastic Job's releasable pods (planner.elastic) before the Job: a shrink loses less
+        # an elastic Job's releasable pods (planner.cycle.elastic) before the Job: a shrink loses less
         return (w.priority, -(w.admitted_at or 0.0), w.part_of is None, w.uid, str(w.ref))
 
     def candidates(self, w: Workload) -> list[Candidate]:

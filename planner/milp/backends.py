@@ -15,8 +15,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from planner import interrupt, progress
-from planner.budget import now
+from planner.base import interrupt
+
+from planner.base import progress
+from planner.base.budget import now
 from planner.milp.rows import Formulation
 from planner.milp.highs import LpRelaxation, dense, highs_from, merged, set_time_limit
 from planner.milp.arrays import INF, ModelArrays
@@ -43,7 +45,7 @@ class StageResult:
 
 
 def record(stages: list[StageResult], result: StageResult) -> None:
-    """Keep a finished stage, and tell whoever listens (planner.progress: the CLI's progress)."""
+    """Keep a finished stage, and tell whoever listens (planner.base.progress: the CLI's progress)."""
     stages.append(result)
     progress.stage_done(result.name, result.status, result.objective, result.bound, result.seconds)
 
@@ -149,7 +151,7 @@ class HighsBackend:
     def _interrupt_when_late(self, event: Any) -> None:
         # Set both ways: HiGHS keeps the flag from one run to the next, so a run after one
         # that was interrupted would stop at its first callback. Ctrl-C and SIGTERM stop it
-        # too (planner.interrupt): the run returns, and `_solve` raises Interrupted.
+        # too (planner.base.interrupt): the run returns, and `_solve` raises Interrupted.
         event.interrupt(now() > self._deadline or interrupt.requested())
 
     def set_objective(self, terms: list[tuple[int, float]], maximize: bool) -> None:

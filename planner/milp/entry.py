@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from models import Decisions, ObjectRef, Policy, Snapshot
-from planner.budget import Budget, Stopwatch
+from planner.base.budget import Budget, Stopwatch
 from planner.milp.arrays import ModelArrays
 from planner.milp.model import formulate
 from planner.milp.rows import Formulation

@@ -3,7 +3,7 @@
 When the Configuration turns fair sharing on, the borrowable pool of each cohort tree
 is shared by weighted max-min of the dominant resource share, before the priority
 tiers. The fair allocation itself is computed exactly outside the solver
-(planner.kueue.fair_share.targets: guarantee first, then weighted water-filling level
+(planner.kueue.shares.targets: guarantee first, then weighted water-filling level
 by level over the cohort tree, on what each queue wants: running plus pending work
 the model can place). The model then only has to come as close to it as whole
 workloads allow, with two stages ahead of the priority tiers:
@@ -59,7 +59,8 @@ from typing import Callable
 import numpy as np
 
 from models.kueue_config import LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
-from planner.kueue import capacity, fair_share
+from planner.kueue import capacity
+from planner.kueue import shares as fair_share
 from planner.kueue.semantics import FlavorResource
 from planner.milp.arrays import INF
 

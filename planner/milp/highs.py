@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from planner import interrupt
+from planner.base import interrupt
 from planner.milp.arrays import ModelArrays
 
 
@@ -134,7 +134,7 @@ def highs_from(arrays: ModelArrays, threads: int, integral: bool = True) -> Any:
 
 def stop_on_signal(event: Any) -> None:
     """A HiGHS interrupt callback: stop the run once SIGINT or SIGTERM has arrived
-    (planner.interrupt; the run is then deferred's, which raises as it returns)."""
+    (planner.base.interrupt; the run is then deferred's, which raises as it returns)."""
     if interrupt.requested():
         event.interrupt(True)
 

@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from planner.budget import now
+from planner.base.budget import now
 
 # The LP may take at most this share of a stage's time; the rest is for the sub-MIPs
 # (and the plain MILP search after them).

@@ -279,7 +279,7 @@ def add_victims(model: Formulation, pending: list[Workload]) -> None:
 
 def add_part_rows(model: Formulation) -> None:
     """e[part] >= e[job]: evicting an elastic Job's core evicts the pods split off it
-    (planner.elastic), so its whole room is freed and its whole cost paid."""
+    (planner.cycle.elastic), so its whole room is freed and its whole cost paid."""
     index = {w.ref: e for w, e in zip(model.victims, model.evict_col)}
     for victim, e in zip(model.victims, model.evict_col):
         core = index.get(victim.part_of) if victim.part_of is not None else None

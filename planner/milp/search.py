@@ -54,7 +54,7 @@ import numpy as np
 
 from models import Decisions, ObjectRef
 from planner.kueue.victims import PreemptionRules
-from planner.budget import Budget
+from planner.base.budget import Budget
 from planner.milp import stages
 from planner.milp.stages import Phase
 from planner.milp.arrays import INF, ModelArrays

@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from planner.budget import Budget
+from planner.base.budget import Budget
 from planner.milp import neighbourhood
 from planner.milp.arrays import INF
 from planner.milp.backends import (

@@ -5,7 +5,7 @@
 (the live cluster reader's way in). What the planner cannot run without (an
 unreadable or malformed file, a document that is not an object, a malformed
 PlannerPolicy, the same object twice) raises
-planner.errors.InputError; every other fault becomes a models.Problem in
+planner.base.errors.InputError; every other fault becomes a models.Problem in
 `Snapshot.problems` and only affects what depends on it, as in Kueue.
 
 This package is an edge: it may import yaml (and the Kubernetes client, for the live

@@ -23,7 +23,7 @@ from models import (
     RequeuingStrategy, WaitForPodsReadyConfig,
 )
 from models.kueue_config import CREATION_TIMESTAMP, DEFAULT_STRATEGIES, EVICTION_TIMESTAMP, STRATEGY_LISTS
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot import loader
 from planner.k8s.fields import MAX_EXACT_INT, Bad, mapping, shown, type_name
 from planner.k8s.quantity import QuantityError, quantity_fraction

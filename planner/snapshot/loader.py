@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import yaml
 
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.k8s.annotations import SNAPSHOT_TIME
 
 if TYPE_CHECKING:   # libyaml's CSafeLoader where present: the same interface, typed as SafeLoader

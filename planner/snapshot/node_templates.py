@@ -24,7 +24,7 @@ from typing import Any
 
 from models import Resources
 from models.capacity import NodeTemplate
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot import loader
 from planner.k8s.fields import Bad, integer, mapping, number, sequence, string, string_map, taints
 from planner.k8s.quantity import QuantityError, parse_quantity

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from models import ObjectRef, Policy
 from models.capacity import NodeTemplate
 from models.objects import ProvisioningPolicy
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot import kueue_config, loader
 from planner.k8s.fields import Bad, shown
 

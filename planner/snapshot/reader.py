@@ -25,7 +25,7 @@ from models import (
 )
 from models.provisioning import ProvisioningCheck, ProvisioningRequestState
 from planner import kinds as kinds_mod
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.k8s import annotations as keys
 from planner.k8s.annotations import decode_assignment
 from planner.kinds import Adapter, PodSetSource
@@ -193,7 +193,7 @@ def _no_gc() -> Iterator[None]:
     """Reading builds millions of small acyclic objects; the cyclic collector would scan
     them again and again for nothing. What was read lives as long as the snapshot, so
     it is frozen out of collection when reading ends (else the first collection after
-    it scans all of it); a planning cycle unfreezes it when it ends (planner.gc_pause)."""
+    it scans all of it); a planning cycle unfreezes it when it ends (planner.cycle.gc_pause)."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -892,7 +892,7 @@ class _Reader:
         self.drafts[item.ref] = Draft(item, fields, reasons)
 
     def read_requeue_state(self, item: Item, annotations: dict[str, str], fields: dict[str, Any]) -> None:
-        """waitForPodsReady's record (planner.podsready): when the pods were seen Ready and
+        """waitForPodsReady's record (planner.cycle.podsready): when the pods were seen Ready and
         not, the requeue count and time, deactivation, and the last eviction's reason."""
         fields["pods_ready_at"] = self.annotation_time(item, annotations, keys.PODS_READY_AT)
         fields["pods_not_ready_at"] = self.annotation_time(item, annotations, keys.PODS_NOT_READY_AT)

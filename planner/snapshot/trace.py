@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from models import ObjectRef, Snapshot
 from models.trace import Arrival, Trace
-from planner.errors import InputError
+from planner.base.errors import InputError
 from planner.snapshot import loader
 from planner.k8s.quantity import QuantityError, parse_quantity
 from planner.k8s.annotations import MIN_PARALLELISM, PRIORITY_LABEL, QUEUE_LABEL, REQUIRED, PREFERRED, UNCONSTRAINED, SLICE_TOPOLOGY, SLICE_SIZE, GROUP

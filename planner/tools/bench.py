@@ -75,8 +75,8 @@ def silent(_: str) -> None:
 
 # ---------------------------------------------------------------- one plan, one process
 
-def plan_in_process(path: Path | str, solver: str, time_limit: float | None = None,
-                    timeout: float = 900.0, keep_plan: bool = False) -> dict[str, Any]:
+def plan_in_subprocess(path: Path | str, solver: str, time_limit: float | None = None,
+                       timeout: float = 900.0, keep_plan: bool = False) -> dict[str, Any]:
     """Plan `path` with `solver` in a fresh interpreter; the record of that plan
     (with the JSON plan itself under "plan" when `keep_plan`).
 
@@ -178,7 +178,7 @@ def bench_scenario(name: str, spec: Any, target: Target, workdir: Path, factor: 
     # machine's speed), greedy once: it has no limit of its own.
     for key, solver, seconds in (("milp", "milp", limit), ("milp_half", "milp", round(limit / 2, 3)),
                                  ("greedy", "greedy", limit)):
-        runs[key] = plan_in_process(path, solver, seconds, timeout)
+        runs[key] = plan_in_subprocess(path, solver, seconds, timeout)
         say(f"{name} {solver} at {seconds:g} s: {brief(runs[key])}")
     return {"scenario": name, "levels": len(spec.levels), **shape, "generate_seconds": generated,
             "time_limit": limit, "target": target, **runs}
@@ -190,7 +190,7 @@ def fixture_paths(folder: Path) -> list[Path]:
 
 
 def bench_fixture(path: Path, say: Say = silent) -> dict[str, Any]:
-    runs = {solver: plan_in_process(path, solver) for solver in ("milp", "greedy")}
+    runs = {solver: plan_in_subprocess(path, solver) for solver in ("milp", "greedy")}
     say(f"{path.name}: milp {brief(runs['milp'])}; greedy {brief(runs['greedy'])}")
     return {"fixture": path.name, "milp": runs["milp"], "greedy": runs["greedy"]}
 

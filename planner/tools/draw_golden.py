@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import yaml
 
 from models import Admission, Eviction, ObjectRef, Plan, Snapshot, SolverReport
-from planner import picture
+from planner.output import picture
 from planner.snapshot import read_snapshot
 from planner.k8s.annotations import decode_assignment
 

@@ -4,10 +4,10 @@
                                       [--fair-sharing as-read|on|off] [--cycles N]...
 
 For every ClusterQueue of a snapshot: its fairSharing.weight, nominal GPUs, demand
-(GPUs of its running and admissible pending workloads, planner.kueue.fair_share.demand), and, per solver, the GPUs it holds
+(GPUs of its running and admissible pending workloads, planner.kueue.shares.demand), and, per solver, the GPUs it holds
 after the plan and its dominant resource share (Kueue's DRS, per mille of what its
 parent can lend, over its weight), beside the target: the weighted max-min
-allocation of the cohort tree's GPUs (planner.kueue.fair_share.targets, the one the
+allocation of the cohort tree's GPUs (planner.kueue.shares.targets, the one the
 MILP aims at and the plan's report shows: each queue's own quota first, then what is
 left shared by weight, level by level, per flavor) and the DRS that allocation gives. Prints a Markdown table (BENCHMARKS.md keeps one).
 """
@@ -24,7 +24,7 @@ from models import Decisions, Snapshot
 from models.resources import is_gpu
 from planner.cycle import plan_snapshot
 from planner.greedy import KueueCycles, greedy
-from planner.kueue import fair_share
+from planner.kueue import shares as fair_share
 from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weights_of
 from planner.kueue.state import ClusterState
 

@@ -2,7 +2,7 @@
 
 For each scale and seed, the family's member (planner/tools/family.py) is written to
 JSON and planned three times, each in its own process as a user runs it
-(`bench.plan_in_process`): the MILP at the scale's time limit (its target less 5%, as
+(`bench.plan_in_subprocess`): the MILP at the scale's time limit (its target less 5%, as
 the scale section: S 1.9 s, M 4.75 s, L 28.5 s, XL 114 s) and at half of it, greedy
 once. Each target is then judged per member from the JSON plans alone:
 
@@ -84,7 +84,7 @@ def bench_member(scale: str, seed: int, workdir: Path, factor: float = 1.0,
     for key, solver, seconds in (("milp", "milp", limit), ("milp_half", "milp", round(limit / 2, 3)),
                                  ("greedy", "greedy", limit)):
         started = time.monotonic()
-        runs[key] = bench.plan_in_process(path, solver, seconds, timeout)
+        runs[key] = bench.plan_in_subprocess(path, solver, seconds, timeout)
         say(f"family {scale} seed {seed} {key} ({time.monotonic() - started:.1f} s): {bench.brief(runs[key])}")
     return {"scale": scale, "seed": seed, "shape": describe(spec), **shape, "running_share": round(share, 4),
             "time_limit": limit, "tier_ratio": target.tier_ratio, "greedy_seconds": target.greedy_seconds,

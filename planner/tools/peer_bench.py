@@ -5,8 +5,8 @@ nodes) the Kueue peer harness (tools/peer, README "Kueue as a peer") runs Kueue
 v0.17.0 on the test control plane and returns the effective snapshot (what Kueue
 saw) with Kueue's decisions on it. That effective snapshot is written to a file and
 planned by greedy and by the MILP, each in its own process as a user runs it
-(planner.tools.bench.plan_in_process). Reported per planner: served GPUs per priority,
-admitted, evicted, free domains (REFERENCE §5, planner.metrics for Kueue's
+(planner.tools.bench.plan_in_subprocess). Reported per planner: served GPUs per priority,
+admitted, evicted, free domains (REFERENCE §5, planner.describe.metrics for Kueue's
 decisions), and each planner's agreement with Kueue (tools/peer/compare.py), with
 greedy's disagreements listed.
 
@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import click
 
-from planner.tools.bench import plan_in_process, write_benchmarks
+from planner.tools.bench import plan_in_subprocess, write_benchmarks
 from planner.tools.generate import generate, preset, to_json
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -87,7 +87,7 @@ def peer_snapshot(name: str, path: Path, workdir: Path, time_limit: float | None
                            "kueue": kueue}
     why = {r.ref: _why(r) for r in run.rows}
     for solver in ("greedy", "milp"):
-        record = plan_in_process(effective, solver, time_limit, keep_plan=True)
+        record = plan_in_subprocess(effective, solver, time_limit, keep_plan=True)
         plan = record.pop("plan", None)
         if plan is not None:
             comparison = compare.compare(run.effective, run.decisions, compare.decisions_from_plan(plan),

@@ -51,7 +51,7 @@ Choices where the contract leaves room:
   and Kueue's "already evicted first" ordering (orderings are the planner's choice).
 - waitForPodsReady evictions (PodsReadyTimeout, Deactivated) are for nobody and
   need no preemption right: only Kueue's condition at the planning time
-  (preemption.py, re-derived here, not planner.podsready's), and the requeue they
+  (preemption.py, re-derived here, not planner.cycle.podsready's), and the requeue they
   record must be the next count with its backoff (or a deactivation past the limit).
 - Stability (nominal quota is a guarantee): stable.py, on its own.
 - Migrations (defragmentation): moves.py, on its own; a moved workload then counts as

@@ -18,8 +18,8 @@ from models import ObjectRef
 from planner.cli import cli
 from planner.cluster import Kube, apply_live, connect, plan_live
 from planner.cluster.apply import ADMITTED_AT, ASSIGNMENT, EVICTED_AT, EVICTION_REASON, GATE
-from planner.errors import ClusterError, LeaseHeldError
-from planner.output import plan_to_dict
+from planner.base.errors import ClusterError, LeaseHeldError
+from planner.output.document import plan_to_dict
 from live_kit import GPU, HOSTNAME, POOL, RACK, Env, per_node, wait_for
 
 

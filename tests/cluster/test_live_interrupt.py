@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 
 HOLD_THIRD_ADMISSION = textwrap.dedent("""
     import sys, time
-    from planner import interrupt
+    from planner.base import interrupt
     from planner.cli import main
     from planner.cluster import kube as kube_module
 

@@ -1,4 +1,4 @@
-"""waitForPodsReady on the real control plane (planner.podsready, planner.cluster.apply).
+"""waitForPodsReady on the real control plane (planner.cycle.podsready, planner.cluster.apply).
 
 A Job is admitted; between planning and the first write its node is cordoned, so its
 released pods can never be scheduled and stay Pending, never Ready. After the timeout

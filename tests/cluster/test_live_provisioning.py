@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from planner.cluster import Kube, apply_live, connect
-from planner.provisioning import pod_template_name
+from planner.whatif.provisioning import pod_template_name
 from live_kit import (
     BLOCK, GPU, HOSTNAME, POOL, PROVISIONING_CLASS as CLASS, RACK, Env, behind_a_provisioning_check,
     drop_provisioning_check, policy_file, wait_for,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from planner.cluster import Kube, apply_live, connect
-from planner.output import plan_to_dict
+from planner.output.document import plan_to_dict
 from live_kit import GPU, HOSTNAME, POOL, RACK, Env
 
 GATE = "stowplan.io/topology"

@@ -13,7 +13,7 @@ Two decisions agree on a workload when the outcome is the same and, for admitted
 and moved ones, so are the flavors of every pod set (nodes are not compared: which
 of two equal nodes a pod takes is not a decision worth a disagreement).
 `agreement` is the share of the snapshot's pending and running workloads on which
-they agree. The REFERENCE §5 metrics of any Decisions come from planner.metrics.
+they agree. The REFERENCE §5 metrics of any Decisions come from planner.describe.metrics.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from models import Admission, Decisions, Eviction, ObjectRef, Plan, PodSetAssignment, Snapshot, WorkloadState
-from planner.metrics import summarize
+from planner.describe.metrics import summarize
 
 KINDS = ("admitted", "pending", "evicted", "running", "moved")
 
@@ -135,7 +135,7 @@ def decisions_from_plan(data: Mapping[str, Any]) -> Decisions:
 
 
 def metrics(snapshot: Snapshot, decisions: Decisions) -> dict[str, object]:
-    """REFERENCE §5 metrics of `decisions` (planner.metrics, the plans' own summary)."""
+    """REFERENCE §5 metrics of `decisions` (planner.describe.metrics, the plans' own summary)."""
     return summarize(snapshot, decisions)
 
 

@@ -3,7 +3,7 @@ workload with its decision, queue, priority, wait, position in its queue, pods,
 flavor and nodes; and the headline's tiers (served volume against the bound).
 
 Pure: plain data out of a Snapshot and a Plan, no I/O and no formatting library
-(planner.table renders it). Queue order and priority come from planner.kueue, so
+(planner.output.table renders it). Queue order and priority come from planner.kueue, so
 POSITION is the order greedy and the MILP take, aging included.
 """
 

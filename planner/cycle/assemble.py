@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from models import Decisions, ObjectRef, PendingEntry, Plan, Snapshot, SolverReport, WorkloadState
-from planner import explain, metrics
-
-
+from planner.describe import reasons as explain
+from planner.describe import metrics
 def assemble(snapshot: Snapshot, decisions: Decisions, report: SolverReport,
              excluded: dict[ObjectRef, str] | None = None) -> Plan:
     """Every pending workload not admitted appears in `pending`, with a reason

@@ -24,10 +24,8 @@ import signal
 import traceback
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from planner import interrupt
-
-from planner import progress
-
+from planner.base import interrupt
+from planner.base import progress
 T = TypeVar("T")
 
 # Linux's prctl(PR_SET_PDEATHSIG): the copy is killed when the cycle's process dies
@@ -139,7 +137,7 @@ def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     except (OSError, AttributeError):   # not Linux: the daemon flag still ends it with the parent
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (planner.interrupt): stop() may end it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler (planner.base.interrupt): stop() may end it
     progress.silence()                              # the parent's terminal shows the parent's progress
     try:
         message: tuple[str, Any] = ("ok", fn(*args))

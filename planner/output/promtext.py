@@ -14,7 +14,7 @@ client (prometheus_client), one registry per cycle:
 | `stowplan_plan_info` | method, status | 1 |
 | `stowplan_served_gpus` | priority | GPUs served after the plan (GPUs only), REFERENCE §5 |
 | `stowplan_served_cores` | priority | CPU cores of CPU-only work served after the plan, REFERENCE §5 |
-| `stowplan_gain_over_greedy_gpus` | priority | served_gpus minus Kueue's way (the greedy plan), planner.vs_kueue |
+| `stowplan_gain_over_greedy_gpus` | priority | served_gpus minus Kueue's way (the greedy plan), planner.describe.vs_kueue |
 | `stowplan_evictions_over_greedy` | | evictions minus Kueue's way's |
 | `stowplan_preemption_cost` | | the evictions' summed cost |
 | `stowplan_migrated_workloads_total`, `stowplan_migration_cost` | | workloads this cycle moves and their summed cost (policy `defragment` on only) |
@@ -37,8 +37,8 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from models import ObjectRef, Plan, Snapshot
-from planner import vs_kueue
-from planner.terminal import printable
+from planner.describe import vs_kueue
+from planner.base.terminal import printable
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in prometheus-client; `_created` samples mean nothing for a one-cycle process
 

@@ -10,7 +10,7 @@ solver gets before its deadline depends on time.
 
 The split, as shares of the limit:
 - reading takes what it takes; Kueue's way (greedy) runs beside the cycle on the
-  second core (planner.beside) and is waited for until the stages' end at the latest;
+  second core (planner.cycle.beside) and is waited for until the stages' end at the latest;
 - FINISH_SHARE is kept at the end for decoding, verifying, explaining and writing;
 - the MILP's passes (planner.milp.search) each take a share of what lies between
   (`part`), their priority tiers in turn (each tier may use the time the ones before
@@ -74,7 +74,7 @@ class Budget:
 
     def until_stages_end(self) -> float:
         """Seconds until the finish reserve begins (never negative): how long the cycle
-        waits for work running beside it (planner.beside)."""
+        waits for work running beside it (planner.cycle.beside)."""
         return max(0.0, self.stages_end - self.clock())
 
     def part(self, share: float) -> "Budget":

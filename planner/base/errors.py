@@ -6,14 +6,14 @@ Exit codes (documented in the README):
   4 cluster API error · 5 another planner holds the lease · 6 saved plan is stale ·
   7 a worker cluster of a multi-cluster apply was unreachable (the rest applied) ·
   8 Kueue's controller manager is active (planner.cluster.kueue_guard) ·
-  130 / 143 stopped by SIGINT / SIGTERM (planner.interrupt.Interrupted: nothing written,
+  130 / 143 stopped by SIGINT / SIGTERM (planner.base.interrupt.Interrupted: nothing written,
   no cluster write started after it).
 """
 
 from __future__ import annotations
 
 from models import ObjectRef
-from planner.terminal import printable
+from planner.base.terminal import printable
 
 
 class StowplanError(Exception):

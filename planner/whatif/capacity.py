@@ -32,8 +32,8 @@ from models import (
     WorkloadState,
 )
 from models.capacity import NodeTemplate
-from planner.errors import InputError
-from planner import label_selector
+from planner.base.errors import InputError
+from planner.base import label_selector
 from planner.kueue.semantics import QuotaTree, eviction_cost, flavor_options, node_allows, quota_usage
 
 Planner = Callable[[Snapshot], Plan]
@@ -318,7 +318,7 @@ def size_units(snapshot: Snapshot, templates: Sequence[NodeTemplate], targets: S
     import highspy
     import numpy as np
 
-    from planner import interrupt
+    from planner.base import interrupt
     from planner.milp import new_highs, stop_on_signal
 
     free = _free_by_node(snapshot)

@@ -4,7 +4,7 @@ An edge module: it may import yaml and json, and it never decides anything. Ever
 format starts from `plan_to_dict`, whose key order is REFERENCE section 4's, so the
 same Plan always gives the same bytes. Floats are rounded for display (6 decimals,
 seconds 3); non-finite numbers (an unknown bound) become null. The table is for a
-terminal: every text in it that came from input is escaped (planner.terminal).
+terminal: every text in it that came from input is escaped (planner.base.terminal).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import yaml
 from models import Admission, Eviction, Migration, ObjectRef, PendingEntry, Plan, PodSetAssignment, Resize, Snapshot, SolverReport
 from models.objects import Toleration
 from models.provisioning import ProvisioningSection, WantedRequest, quantity_text
-from planner import table, why
+from planner.output import table
+from planner.describe import explain as why
 from planner.k8s.annotations import assignment_entry
-from planner.terminal import printable
+from planner.base.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
 KIND = "Plan"
@@ -112,7 +113,7 @@ def _eviction_to_dict(eviction: Eviction) -> dict[str, Any]:
         "for": [ref_to_dict(ref) for ref in eviction.for_],
         "cost": _number(eviction.cost),
     }
-    # waitForPodsReady's evictions (planner.podsready): the requeue they record, and why
+    # waitForPodsReady's evictions (planner.cycle.podsready): the requeue they record, and why
     if eviction.requeue_count is not None:
         out["requeueCount"] = eviction.requeue_count
     if eviction.requeue_at is not None:
@@ -324,7 +325,7 @@ def to_json(plan: Plan) -> str:
 
 def to_table(plan: Plan, snapshot: Snapshot | None = None, view: table.View = table.View(),
              before: Sequence[str] = ()) -> str:
-    """For people: the headline, the workloads, the summary (planner.table)."""
+    """For people: the headline, the workloads, the summary (planner.output.table)."""
     return table.render(plan, snapshot, view, list(before), summary=_plain(plan.summary))
 
 
@@ -355,7 +356,7 @@ def render(plan: Plan, fmt: str, snapshot: Snapshot | None = None, view: table.V
 
 
 def render_explanation(explanation: "why.Explanation", fmt: str) -> str:
-    """One workload's explanation (planner.why) in one of FORMATS."""
+    """One workload's explanation (planner.describe.explain) in one of FORMATS."""
     if fmt == "yaml":
         return dump_yaml(why.as_dict(explanation))
     if fmt == "json":

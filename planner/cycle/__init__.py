@@ -1,7 +1,7 @@
 """One planning cycle, in order, like Kueue's schedule():
 
   1. Kueue's way (greedy: Kueue's own cycle replayed to its fixed point) starts on the
-     second core (planner.beside), with its verification and metrics: the baseline
+     second core (planner.cycle.beside), with its verification and metrics: the baseline
      every plan is shown beside, and a candidate;
   2-3. the MILP, through its one way in (planner.milp `plan`): the model built once,
      then its stages (planner.milp.stages: fair shares, the priority tiers, the
@@ -17,17 +17,17 @@
      the MILP's on a tie;
   6. describe: why each waiting workload waits, and the metrics.
 
-Before them (step 0), waitForPodsReady (planner.podsready): running workloads whose pods
+Before them (step 0), waitForPodsReady (planner.cycle.podsready): running workloads whose pods
 missed their time are evicted (PodsReadyTimeout, or Deactivated past the requeue limit),
 and the steps plan without them; workloads in their backoff wait. Their evictions join
 the plan at the end, verified with it against the snapshot the cycle judged.
 
-The policy's time limit holds the whole cycle (planner.budget); nothing here reads
+The policy's time limit holds the whole cycle (planner.base.budget); nothing here reads
 the clock to decide what to do. Only how far the searches get, and whether Kueue's way
 finished, depend on time, and the plan says so.
 
 `plan_snapshot` is the way in (the CLI, the CronJob, the benchmarks): the policy's
-overrides applied, Python's garbage collector paused for the cycle (planner.gc_pause).
+overrides applied, Python's garbage collector paused for the cycle (planner.cycle.gc_pause).
 Pure: takes a models.Snapshot, returns a models.Plan or raises.
 """
 
@@ -37,18 +37,23 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from models import Decisions, ObjectRef, Plan, Snapshot, SolverReport
-from planner import elastic, fair_report, metrics, tiers, vs_kueue, why
-from planner.kueue import fair_share
+from planner.cycle import elastic
+from planner.describe import fair_report
+from planner.describe import metrics
+from planner.cycle import tiers
+from planner.describe import vs_kueue
+from planner.describe import explain as why
+from planner.kueue import shares as fair_share
 from planner.kueue.semantics import QuotaTree, eviction_cost
 from planner.kueue.victims import PreemptionRules
-from planner.assemble import assemble
-from planner.beside import Beside, reaped
-from planner.budget import Budget, Stopwatch
-from planner.continuation import continued
-from planner.errors import VerificationError
-from planner.gc_pause import cycle_collector
+from planner.cycle.assemble import assemble
+from planner.cycle.beside import Beside, reaped
+from planner.base.budget import Budget, Stopwatch
+from planner.cycle.continuation import continued
+from planner.base.errors import VerificationError
+from planner.cycle.gc_pause import cycle_collector
 from models.plan import Eviction
-from planner import podsready
+from planner.cycle import podsready
 from planner.greedy import greedy
 from planner import milp
 from planner.milp import candidates
@@ -84,7 +89,7 @@ def plan_snapshot(
             mip_gap=policy.mip_gap if gap is None else gap,
         )
         snapshot = replace(snapshot, policy=policy)
-    # Elastic running Jobs: split into what the planners decide (planner.elastic), joined after.
+    # Elastic running Jobs: split into what the planners decide (planner.cycle.elastic), joined after.
     expanded, expansion = elastic.expand(snapshot)
     with cycle_collector(), reaped():     # no copy on the second core outlives the cycle (Ctrl-C included)
         plan = elastic.collapse(run_cycle(expanded, solver, read_seconds), expansion)
@@ -116,7 +121,7 @@ def kueue_way(snapshot: Snapshot, readiness: podsready.Readiness) -> KueueWay:
 
 
 def carry_on(snapshot: Snapshot, decisions: Decisions, rules: PreemptionRules | None) -> Decisions | None:
-    """`decisions` carried on by Kueue's cycle (planner.continuation), if that verifies."""
+    """`decisions` carried on by Kueue's cycle (planner.cycle.continuation), if that verifies."""
     onward = continued(snapshot, decisions, rules)
     return onward if onward is not None and not check(snapshot, onward) else None
 
@@ -138,7 +143,7 @@ def subjects(found: list[Violation], rule: Rule) -> frozenset[ObjectRef]:
 
 class CycleJudge:
     """planner.milp's Judge: the verifier's stability rule, Kueue's cycle carrying
-    a plan on (planner.continuation) to one the verifier accepts, and Kueue's way from
+    a plan on (planner.cycle.continuation) to one the verifier accepts, and Kueue's way from
     the second core (waited for until the stages' end)."""
 
     def __init__(self, snapshot: Snapshot, beside: "Beside[KueueWay]", budget: Budget):
@@ -302,7 +307,7 @@ def finished(snapshot: Snapshot, decisions: Decisions, report: SolverReport, clo
              readiness: podsready.Readiness | None = None, checked: bool = True) -> Plan:
     """The Plan, with explaining what waits and the summary counted in the cycle; the
     summary ends with Kueue's way (greedy's metrics, counted on the second core) beside
-    it (planner.vs_kueue), when it finished.
+    it (planner.describe.vs_kueue), when it finished.
 
     With `readiness` evictions, those join the decisions, and the whole is verified
     against the snapshot the cycle judged (`checked` False: the plan that changes
@@ -370,7 +375,7 @@ def explain_one(snapshot: Snapshot, workload: str, *, solver: str = "milp", time
                 gap: float | None = None, search_time_limit: float = 2.0,
                 read_seconds: float = 0.0) -> "why.Explanation":
     """`stowplan explain`: plan `snapshot` as what-if does and explain one workload in that plan
-    (planner.why), its changes each planned again by this cycle within `search_time_limit`.
+    (planner.describe.explain), its changes each planned again by this cycle within `search_time_limit`.
     Raises why.UnknownWorkload (an input error) when no workload has that name."""
     w = why.find_workload(snapshot, workload)
     plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)

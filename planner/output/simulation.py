@@ -1,4 +1,4 @@
-"""A simulation's result (planner/simulate.py, as plain data) -> JSON, YAML, a table, a picture.
+"""A simulation's result (planner/whatif/simulate.py, as plain data) -> JSON, YAML, a table, a picture.
 
 An edge module (output side): it decides nothing. The JSON keeps the shape the outside
 checks read: `planners.<solver>` with `utilization_useful`, `wait_seconds` (per priority
@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from planner.terminal import printable
+from planner.base.terminal import printable
 
 API_VERSION = "stowplan.io/v1alpha1"
 FORMATS = ("table", "yaml", "json")

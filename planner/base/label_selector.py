@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from planner.errors import InputError
+from planner.base.errors import InputError
 
 EXISTS, NOT_EXISTS, IN, NOT_IN, GT, LT = "exists", "!", "in", "notin", "gt", "lt"
 _OPERATORS = {"=": IN, "==": IN, "!=": NOT_IN, "in": IN, "notin": NOT_IN, ">": GT, "<": LT}

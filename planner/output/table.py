@@ -1,9 +1,9 @@
 """The plan for people (`-o table`, `-o wide`), shaped like `kubectl get` and `squeue`.
 
-An edge module: it renders planner.board's rows with rich (columns measured and cut
+An edge module: it renders planner.describe.board's rows with rich (columns measured and cut
 to the terminal's width with a visible `…`; colour only when the caller says the
 output is a terminal and NO_COLOR is unset) and decides nothing. Every text that came
-from input is escaped (planner.terminal) and handed to rich as plain Text, never as
+from input is escaped (planner.base.terminal) and handed to rich as plain Text, never as
 markup, so a name with `[bold]` or `:smile:` in it prints as written.
 
 Layout: the headline (the objective in its order: served volume per priority tier
@@ -26,8 +26,10 @@ from rich.table import Table
 from rich.text import Text
 
 from models import Plan, Snapshot
-from planner import board, fair_report, vs_kueue
-from planner.terminal import printable
+from planner.describe import board
+from planner.describe import fair_report
+from planner.describe import vs_kueue
+from planner.base.terminal import printable
 
 DEFAULT_WIDTH = 120   # when the output is not a terminal and COLUMNS is unset
 _STYLES = {"admit": "green", "move": "cyan", "resize": "cyan", "evict": "red", "pending": "yellow", "running": "dim"}

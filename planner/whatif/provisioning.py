@@ -10,7 +10,7 @@ out (planner/cluster/provisioning.py writes it). With the policy's `spec.provisi
      most MAX_ATTEMPTS retries).
   2. The pending workloads the gate holds back (planner/snapshot/provisioning.py) that
      have no live request are the targets of the capacity what-if
-     (planner.capacity_plan.plan_additions), planned as if the autoscaler had granted
+     (planner.whatif.capacity.plan_additions), planned as if the autoscaler had granted
      them: the smallest addition of the policy's node templates that lets the cycle
      admit them. Each target that what-if admits gets one request, in queue order
      (priority, then age), while the new nodes the requests ask for stay within
@@ -40,8 +40,7 @@ from models.provisioning import (
     BOOKING_EXPIRED, CAPACITY_REVOKED, FAILED, PROVISIONED, DeletedRequest, ProvisioningCheck, ProvisioningRequestState,
     ProvisioningSection, RequestPodSet, WantedRequest, newest_requests,
 )
-from planner import capacity_plan
-
+from planner.whatif import capacity as capacity_plan
 Planner = Callable[[Snapshot], Plan]
 SPOILT = frozenset({FAILED, BOOKING_EXPIRED, CAPACITY_REVOKED})
 

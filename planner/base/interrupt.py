@@ -1,5 +1,5 @@
 """Ctrl-C (SIGINT) and SIGTERM stop the cycle: nothing is written, nothing applied past
-the write in flight, exit 130 / 143 (planner/cli.py says so in one line).
+the write in flight, exit 130 / 143 (planner/cli/group.py says so in one line).
 
 `handling()` (the CLI, for a whole command) makes either signal raise Interrupted in the
 main thread, wherever Python code runs, so the cycle unwinds through its `finally`s (the

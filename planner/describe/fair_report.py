@@ -7,10 +7,10 @@ summary then holds, under `fair_sharing`:
     queues:
       team-a: {weight: 1, share: 250, target: 250, resource: nvidia.com/gpu, used: 8, fair: 8, over_fair: 0}
 
-`share` is Kueue's weighted DRS after the plan (planner.kueue.fair_share.shares: per
+`share` is Kueue's weighted DRS after the plan (planner.kueue.shares.shares: per
 mille of the parent's lendable quantity of the dominant resource above the queue's
 nominal, over its weight; `null` for a weight-0 queue that borrows: infinite);
-`target` the same share of the fair allocation (planner.kueue.fair_share.targets, over
+`target` the same share of the fair allocation (planner.kueue.shares.targets, over
 what each queue wants: running plus admissible pending work) on the tree's measured
 resource, the one the plan aims at. `used` and `fair` are
 the queue's quota use after the plan and in the fair allocation, of the tree's
@@ -26,7 +26,8 @@ from collections import defaultdict
 from typing import Any
 
 from models import Decisions, Snapshot
-from planner.kueue import capacity, fair_share
+from planner.kueue import capacity
+from planner.kueue import shares as fair_share
 from planner.kueue.semantics import FlavorResource, QuotaTree
 
 KEY = "fair_sharing"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from models import Decisions, Node, Plan, Snapshot, Workload, WorkloadState, is_gpu
-from planner.terminal import printable_lines
+from planner.base.terminal import printable_lines
 
 FORMATS = (".svg", ".png")
 MAX_HOSTS = 2048

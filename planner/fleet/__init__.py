@@ -29,7 +29,7 @@ from models import (
     HOSTNAME_LABEL, Decisions, ObjectRef, PendingEntry, Plan, PodSetAssignment, Snapshot, SolverReport, Workload,
     WorkloadState, is_gpu,
 )
-from planner.fleet_quota import ManagerFlavors, ManagerQuota, dispatched_quota, manager_only
+from planner.fleet.quota import ManagerFlavors, ManagerQuota, dispatched_quota, manager_only
 from planner.greedy import greedy
 from planner.verify import check_fleet, messages
 
@@ -106,7 +106,7 @@ def worker_snapshot(fleet: Fleet, name: str, assigned: Sequence[Workload]) -> Sn
 
 def manager_base_use(fleet: Fleet) -> ManagerQuota:
     """The manager's quota with what dispatched workloads already hold of it
-    (planner.fleet_quota: per flavor and resource, by Kueue's rules)."""
+    (planner.fleet.quota: per flavor and resource, by Kueue's rules)."""
     return dispatched_quota(fleet.manager, fleet.clusters)
 
 
@@ -115,7 +115,7 @@ NO_MANAGER_QUOTA = "no quota left in the manager's ClusterQueue"
 
 def manager_admits(used: ManagerQuota, workload: Workload) -> tuple[PodSetAssignment, ...] | str:
     """The flavors the manager's Kueue reserves for the whole workload beside what `used`
-    holds (planner.fleet_quota), or why it reserves none."""
+    holds (planner.fleet.quota), or why it reserves none."""
     blocker = used.blocker(workload)
     if blocker is not None:
         return blocker
@@ -310,7 +310,7 @@ def merge(fleet: Fleet, assignment: Assignment, plans: Mapping[str, Plan], metho
 
 def plan_fleet(fleet: Fleet, planner: Planner, solver: str = "milp") -> FleetPlan:
     """The best verified candidate (module docstring); raises VerificationError if none verifies."""
-    from planner.errors import VerificationError
+    from planner.base.errors import VerificationError
 
     ff = first_fit(fleet)
     candidates: dict[str, tuple[Assignment, dict[str, Plan]]] = {"first-fit": (ff, plan_assignment(fleet, ff, _greedy_plan))}

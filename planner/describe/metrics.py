@@ -40,8 +40,7 @@ from models import (
     Decisions, Node, ObjectRef, PodSet, PodSetAssignment, Snapshot, Workload, WorkloadState, is_gpu,
 )
 
-from planner import fair_report
-
+from planner.describe import fair_report
 HOSTNAME = "kubernetes.io/hostname"
 CPU = "cpu"
 

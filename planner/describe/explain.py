@@ -28,7 +28,7 @@ from typing import Callable, Iterable
 from models import (ClusterQueue, Decisions, Node, ObjectRef, Plan, PodSet, PodSetAssignment, ResourceFlavor,
                     ResourceGroup, Resources, Snapshot, Workload, WorkloadState, is_gpu)
 from models.plan import HOSTNAME_LABEL
-from planner.errors import InputError, VerificationError
+from planner.base.errors import InputError, VerificationError
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key
 from planner.kueue.state import ClusterState, admission_blocker, amount
 from planner.kueue.victims import Preemption
