@@ -100,3 +100,46 @@ def test_a_resource_that_can_run_out_first_keeps_the_pool_node_by_node():
     roomy = Pools([shape], {"n0": Resources.of({GPU: 8, "cpu": 80, "pods": 110})}, [], set(), set())
     assert roomy.pools[0].aggregated
     assert nodes == list(roomy.pools[0].nodes)
+
+
+def place_pod_by_pod(free: dict[str, dict[str, int]], items: list[tuple[object, dict[str, int], int]],
+                     gpu: str = GPU) -> tuple[dict[object, dict[str, int]], list[object]]:
+    """`place`'s rule one pod at a time (a node the owner uses, first by name, else the fitting
+    node with the fewest GPUs left, then by name): what placing a node's run at once must equal."""
+    have = {n: dict(r) for n, r in free.items()}
+    placed: dict[object, dict[str, int]] = {}
+    failed: list[object] = []
+    order = sorted(range(len(items)), key=lambda i: (-items[i][1].get(gpu, 0), i))
+    for i in order:
+        owner, request, count = items[i]
+        mine = placed.setdefault(owner, {})
+        for _ in range(count):
+            def fits(n: str) -> bool:
+                return all(have[n].get(r, 0) >= v for r, v in request.items())
+            best = next((n for n in sorted(mine) if fits(n)), None) or min(
+                (n for n in have if fits(n)), key=lambda n: (have[n].get(gpu, 0), n), default=None)
+            if best is None:
+                failed.append(owner)
+                break
+            for r, v in request.items():
+                have[best][r] = have[best].get(r, 0) - v
+            mine[best] = mine.get(best, 0) + 1
+    return {o: p for o, p in placed.items() if p}, failed
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_place_gives_a_node_its_run_of_pods_as_pod_by_pod_would(seed):
+    """Issue 40: `place` takes a node's run of pods at once (a million pods cost a search per
+    node used, not per pod); where each pod goes is what the pod-by-pod rule says."""
+    rng = random.Random(5000 + seed)
+    ladder = rng.choice([[1, 2, 4, 8], [1, 2], [2, 8]])
+    frees = [rng.randint(0, 8) for _ in range(rng.randint(1, 6))]
+    pools = pool_of(frees, ladder, cpu_per_gpu=rng.choice([10, 100, 300]))
+    (pool,) = pools.pools
+    items = [Item(("w", rng.randint(0, 3)), rng.randrange(len(ladder)), rng.randint(1, 12))
+             for _ in range(rng.randint(1, 5))]
+    expected = place_pod_by_pod({n: pools.free[n].as_dict() for n in pool.nodes},
+                                [(it.owner, dict(pools.shapes[it.shape].request.items()), it.count) for it in items],
+                                pool.gpu)
+    placed, failed = place(pools, pool, items, set())
+    assert ({o: p for o, p in placed.items() if p}, failed) == expected

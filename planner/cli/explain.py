@@ -17,10 +17,10 @@ from planner.cli.console import (
 from planner.cli.group import cli, exit_codes_help, exits
 from planner.cli.options import CONTEXT, RFC3339Type, cluster_options, connect_kube, solver_options, time_limit_type
 from planner.cli.outputs import write_stdout
-from planner.output.document import FORMATS, render_explanation, render_explanations
+from planner.output.document import FORMATS, explain_limits_help, render_explanation, render_explanations
 
 
-@cli.command("explain", context_settings=CONTEXT, epilog=exit_codes_help("explain"))
+@cli.command("explain", context_settings=CONTEXT, epilog=explain_limits_help() + "\n\n" + exit_codes_help("explain"))
 @click.argument("workload", metavar="WORKLOAD", required=False)
 @click.argument("snapshots", metavar="[SNAPSHOT...]", nargs=-1,
                 type=click.Path(exists=True, dir_okay=True, readable=True, allow_dash=True))
@@ -33,7 +33,8 @@ from planner.output.document import FORMATS, render_explanation, render_explanat
 @solver_options
 @click.option("--search-time-limit", "search_time_limit", metavar="SECONDS", show_envvar=True,
               type=time_limit_type(), default=2.0, show_default=True,
-              help="Time limit of each plan of a changed snapshot while searching for the smallest change.")
+              help="Time limit of each plan of a changed snapshot while searching for the smallest change "
+                   "(the number of those plans is bounded: see Limits of the search below).")
 @click.option("--now", "now", type=RFC3339Type(), show_envvar=True,
               help="Planning time (SNAPSHOT files only). Default: the snapshot's.")
 @click.option("-o", "--output", "output", type=click.Choice([f for f in FORMATS if f != "wide"]), show_envvar=True,
@@ -57,6 +58,8 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
     quota), or running work finishing, each amount tried by planning the changed
     snapshot again (--search-time-limit each). Where no such change can admit it
     (a resource its ClusterQueue does not cover, no eligible node), it says why.
+    The search is bounded in work (the limits below): where a limit cuts it, the
+    output says so, `stopped early: ...`.
     --all explains every waiting workload, each up to its smallest change.
 
     \b

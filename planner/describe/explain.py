@@ -16,6 +16,14 @@ its own) keeps the smallest amount that admits. What no such change can undo (a
 resource the ClusterQueue does not cover, no eligible node, a missing queue) is said
 instead. The plans of changed snapshots are kept per change (Replans), so explaining
 every waiting workload of one snapshot plans each change once.
+
+The search is bounded in work, never in clock time (a plan is a function of its input;
+only how far each plan's solver gets depends on the time limit): every count that grows
+with the input has a limit below (LIMITS), and where one cuts the search the explanation
+says so ("stopped early: ...", `stoppedEarly` in data). So explaining one workload costs
+at most MAX_PLANS plans of changed snapshots, each within the search time limit, each
+with at most MAX_ADDED_NODES nodes more than the snapshot; the numbers here are counts,
+never lists of pods.
 Pure: no I/O; every decision comes from the snapshot and the cycle.
 """
 
@@ -31,16 +39,36 @@ from models.plan import HOSTNAME_LABEL
 from planner.base.errors import InputError, VerificationError
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key
 from planner.kueue.state import ClusterState, admission_blocker, amount
-from planner.kueue.victims import Preemption
+from planner.kueue.victims import MAX_CANDIDATES, Preemption
 
 FlavorResource = tuple[str, str]
 Planner = Callable[[Snapshot], Plan]
 
-MAX_CANDIDATES_SHOWN = 10
-MAX_AHEAD_SHOWN = 5
-MAX_DOUBLINGS = 3        # upwards from the estimate: x2, x4, x8
-MAX_QUOTA_TARGETS = 3
-MAX_FINISHING = 64       # running workloads considered for finishing, lowest priority first
+# ---------------------------------------------------------------- the limits of the search
+#
+# Each caps a count that grows with the input; LIMITS names them for `explain --help` and
+# docs/output.md. Explaining a workload plans at most MAX_PLANS changed snapshots, so its
+# time is at most MAX_PLANS times --search-time-limit (and the work around each plan).
+MAX_PLANS = 64               # changed snapshots planned for one workload: solver calls, each within the limit
+MAX_PLANS_PER_CHANGE = 32    # of those, for one kind of change (its search, the search for an amount that
+                             # displaces nothing, and quota+nodes' quota search down)
+MAX_ADDED_NODES = 1024       # nodes one change adds (each a node object every plan of it holds)
+MAX_QUOTA_TARGETS = 3        # flavors whose quota is searched
+MAX_FINISHING = 64           # running workloads considered for finishing, lowest priority first
+MAX_VICTIMS = MAX_CANDIDATES  # running workloads looked at as victims, per list, in Kueue's order
+MAX_DOUBLINGS = 3            # upwards from the estimate, where no ceiling is known: x2, x4, x8
+MAX_CANDIDATES_SHOWN = 10    # victims shown
+MAX_AHEAD_SHOWN = 5          # workloads ahead shown
+
+LIMITS: tuple[tuple[str, int, str], ...] = (
+    ("plans per workload", MAX_PLANS,
+     "changed snapshots planned for one workload (each a plan within --search-time-limit)"),
+    ("plans per change", MAX_PLANS_PER_CHANGE, "amounts planned for one kind of change"),
+    ("nodes per change", MAX_ADDED_NODES, "nodes one change adds"),
+    ("quota flavors", MAX_QUOTA_TARGETS, "flavors whose quota is searched"),
+    ("workloads finishing", MAX_FINISHING, "running workloads considered for finishing"),
+    ("candidate victims", MAX_VICTIMS, "running workloads looked at as victims"),
+)
 
 
 class UnknownWorkload(InputError):
@@ -142,6 +170,7 @@ class Change:
     # amount was preferred because it displaces nothing, the smallest amount that admits.
     displaces: tuple[Displaced, ...] = ()
     displacing_amount: int | None = None
+    stopped: str = ""    # what limit cut this change's search, and where ("": it ran its course)
 
     @property
     def cost(self) -> float:
@@ -170,6 +199,9 @@ class Explanation:
     notes: tuple[str, ...] = field(default_factory=tuple)
     blocker: str = ""                  # what no change of quota or nodes undoes (then quota is not what is short)
     eviction: EvictionFact | None = None
+    plans: int = 0                     # changed snapshots planned for it (at most MAX_PLANS)
+    victims_found: int = 0             # candidate victims found (`victims` shows the first few)
+    stopped: tuple[str, ...] = ()      # each limit that cut the search, said plainly
 
     @property
     def served(self) -> bool:
@@ -251,8 +283,12 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
     state = ClusterState.after(snapshot, decisions)
     quota = _quota_facts(state, cq, w)
     capacity = _capacity_facts(state, cq, w)
-    victims = _victim_facts(state, w, [e.workload for e in plan.evictions])
+    victims, victims_found, victims_cut = _victim_facts(state, w, [e.workload for e in plan.evictions])
     replans = replan if isinstance(replan, Replans) else Replans(replan)
+    tries = Tries(replans, w.ref)
+    if victims_cut:
+        tries.stopped.append(f"candidate victims: the first {MAX_VICTIMS:,} running workloads in Kueue's order "
+                             f"were looked at, more may be there (limit: {MAX_VICTIMS:,} candidate victims)")
     # What no change of quota, nodes or work finishing can undo: Stowplan's reading of the workload
     # (a LocalQueue or ClusterQueue missing or inactive, a namespace not selected), or a pod set no
     # flavor of its ClusterQueue can take (a resource not covered, no flavor's nodes match it).
@@ -261,9 +297,10 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
          if isinstance(found := state.options(cq, ps), str)), None) or _no_node(snapshot, state, cq, w)
     changes, notes = ([], [f"no change of quota, nodes or work finishing can admit it: {blocker}"]) \
         if blocker is not None else \
-        _changes(snapshot, plan, cq, w, quota, capacity, replans, _waiting_ahead(snapshot, plan, w), first_only)
+        _changes(snapshot, plan, cq, w, quota, capacity, tries, _waiting_ahead(snapshot, plan, w), first_only)
     return replace(base, quota=tuple(quota), capacity=tuple(capacity), victims=tuple(victims),
-                   changes=tuple(changes), notes=tuple(notes), blocker=blocker or "")
+                   victims_found=victims_found, changes=tuple(changes), notes=tuple(notes), blocker=blocker or "",
+                   plans=len(tries.keys), stopped=tuple(tries.stopped))
 
 
 def _eviction_fact(snapshot: Snapshot, plan: Plan, w: Workload) -> EvictionFact | None:
@@ -385,15 +422,19 @@ def _capacity_facts(state: ClusterState, cq: ClusterQueue, w: Workload) -> list[
     return facts
 
 
-def _victim_facts(state: ClusterState, w: Workload, evicted: list[ObjectRef]) -> list[VictimFact]:
+def _victim_facts(state: ClusterState, w: Workload, evicted: list[ObjectRef]) -> tuple[list[VictimFact], int, bool]:
+    """The candidate victims shown (MAX_CANDIDATES_SHOWN), how many were found, and whether a
+    list of them was cut at MAX_VICTIMS (Preemption reads each only that far)."""
     preemption = Preemption(state, gone=evicted)
     allowed = [c.workload for c in preemption.candidates(w)]
-    facts = [VictimFact(v.ref, v.cluster_queue or "", v.priority, True, "allowed") for v in allowed]
+    lower = preemption.lower(w)
     seen = {v.ref for v in allowed}
-    for v in preemption.lower(w):
-        if v.ref not in seen:
-            facts.append(VictimFact(v.ref, v.cluster_queue or "", v.priority, False, preemption.why_not(w, v)))
-    return facts[:MAX_CANDIDATES_SHOWN]
+    protected = [v for v in lower if v.ref not in seen]
+    facts = [VictimFact(v.ref, v.cluster_queue or "", v.priority, True, "allowed") for v in allowed]
+    for v in protected[:max(0, MAX_CANDIDATES_SHOWN - len(facts))]:   # why_not only for those shown
+        facts.append(VictimFact(v.ref, v.cluster_queue or "", v.priority, False, preemption.why_not(w, v)))
+    cut = len(allowed) >= MAX_VICTIMS or len(lower) >= MAX_VICTIMS
+    return facts[:MAX_CANDIDATES_SHOWN], len(allowed) + len(protected), cut
 
 
 # ---------------------------------------------------------------- the changes, by re-planning
@@ -507,58 +548,143 @@ def served_by(plan: Plan, snapshot: Snapshot) -> frozenset[ObjectRef]:
                      | {v.ref for v in snapshot.workloads if v.state is WorkloadState.RUNNING and v.ref not in evicted})
 
 
-def _settle(found: int | None, tried: list[tuple[int, bool]],
-            change: Callable[[int], tuple[tuple[object, ...], Callable[[], Snapshot]]], w: Workload,
-            snapshot: Snapshot, base: frozenset[ObjectRef], replans: Replans,
-            ceiling: int | None = None) -> tuple[int | None, list[tuple[int, bool]], tuple[Displaced, ...], int | None]:
-    """Prefer a change that displaces nothing: when the smallest amount `found` that admits `w`
-    displaces others, look upwards (doubling, MAX_DOUBLINGS times or up to `ceiling`) for an
-    amount that admits it and displaces nothing, then bisect down to the smallest such. Returns
-    the amount chosen, the amounts tried, what it displaces, and the smaller displacing amount
-    when a clean one was preferred."""
+class LimitReached(Exception):
+    """A limit of the search is reached: the search stops where it is; `text` says which."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+
+Key = tuple[object, ...]
+ChangeOf = Callable[[int], tuple[Key, Callable[[], Snapshot]]]   # amount -> (the change's key, the changed snapshot)
+
+
+class Tries:
+    """The changed snapshots one workload's explanation plans, counted against MAX_PLANS and,
+    per kind of change (`begin`), MAX_PLANS_PER_CHANGE. A change counts once, whether its plan
+    is new or kept by Replans from another workload's search, so what a workload is told does
+    not depend on which were explained before it. `stopped` collects what the limits cut."""
+
+    def __init__(self, replans: Replans, ref: ObjectRef):
+        self.replans, self.ref = replans, ref
+        self.keys: set[Key] = set()
+        self.of_change: set[Key] = set()
+        self.stopped: list[str] = []
+
+    def begin(self) -> None:
+        """A new kind of change: its own count of plans starts."""
+        self.of_change = set()
+
+    @property
+    def spent(self) -> bool:
+        return len(self.keys) >= MAX_PLANS
+
+    def admits(self, key: Key, change: Callable[[], Snapshot]) -> bool:
+        """Does the plan of change `key` serve the workload? Raises LimitReached instead of
+        planning one change more than a limit allows."""
+        if key not in self.of_change:
+            if key not in self.keys and len(self.keys) >= MAX_PLANS:
+                raise LimitReached(f"{len(self.keys):,} changed snapshots planned for this workload "
+                                   f"(limit: {MAX_PLANS:,} plans per workload)")
+            if len(self.of_change) >= MAX_PLANS_PER_CHANGE:
+                raise LimitReached(f"{len(self.of_change):,} amounts planned for this change "
+                                   f"(limit: {MAX_PLANS_PER_CHANGE:,} plans per change)")
+            self.keys.add(key)
+            self.of_change.add(key)
+        return self.replans.admits(key, change, self.ref)
+
+    def displaced(self, key: Key, snapshot: Snapshot, base: frozenset[ObjectRef]) -> tuple[Displaced, ...]:
+        return self.replans.displaced(key, snapshot, base, self.ref)
+
+
+def nodes_cut(cap: int) -> str:
+    return f"no amount above {cap:,} nodes planned (limit: {MAX_ADDED_NODES:,} nodes per change)"
+
+
+def _settle(found: int | None, tried: list[tuple[int, bool]], change: ChangeOf, snapshot: Snapshot,
+            base: frozenset[ObjectRef], tries: Tries, ceiling: int | None = None, cap: int | None = None
+            ) -> tuple[int | None, list[tuple[int, bool]], tuple[Displaced, ...], int | None, str]:
+    """Prefer a change that displaces nothing: when the smallest amount `found` that admits the
+    workload displaces others, look upwards (doubling, MAX_DOUBLINGS times or up to `ceiling`,
+    never above `cap`) for an amount that admits it and displaces nothing, then bisect down to
+    the smallest such. Returns the amount chosen, the amounts tried, what it displaces, the
+    smaller displacing amount when a clean one was preferred, and what limit cut the search
+    for a clean one ("" when none did)."""
     if found is None:
-        return None, tried, (), None
-    effects = replans.displaced(change(found)[0], snapshot, base, w.ref)
+        return None, tried, (), None, ""
+    effects = tries.displaced(change(found)[0], snapshot, base)
     if not effects:
-        return found, tried, (), None
+        return found, tried, (), None, ""
     seen = dict(tried)
+    clean_at: int | None = None
 
     def clean(k: int) -> bool:
         key, make = change(k)
-        ok = replans.admits(key, make, w.ref)
+        ok = tries.admits(key, make)
         seen[k] = ok
-        return ok and not replans.displaced(key, snapshot, base, w.ref)
+        return ok and not tries.displaced(key, snapshot, base)
 
     lo, hi = found, found
-    for _ in range(MAX_DOUBLINGS):
-        nxt = hi * 2 if ceiling is None else min(ceiling, hi * 2)
-        if nxt <= hi:
-            break
-        hi = nxt
-        if clean(hi):
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if clean(mid):
-                    hi = mid
-                else:
-                    lo = mid
-            return hi, sorted(seen.items()), (), found
-        lo = hi
-    return found, sorted(seen.items()), effects, None
+    try:
+        for _ in range(MAX_DOUBLINGS):
+            wanted = hi * 2 if ceiling is None else min(ceiling, hi * 2)
+            nxt = wanted if cap is None else min(cap, wanted)
+            if nxt <= hi:
+                if wanted > hi:   # the cap, not the ceiling, ends it
+                    return found, sorted(seen.items()), effects, None, \
+                        nodes_cut(hi) + ", looking for an amount that displaces nothing"
+                break
+            hi = nxt
+            if clean(hi):
+                clean_at = hi
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if clean(mid):
+                        hi = clean_at = mid
+                    else:
+                        lo = mid
+                return hi, sorted(seen.items()), (), found, ""
+            lo = hi
+    except LimitReached as limit:
+        text = limit.text + ", looking for an amount that displaces nothing"
+        if clean_at is not None:
+            return clean_at, sorted(seen.items()), (), found, text
+        return found, sorted(seen.items()), effects, None, text
+    return found, sorted(seen.items()), effects, None, ""
+
+
+def _stops(*texts: str) -> str:
+    return "; then ".join(t for t in texts if t)
 
 
 def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact],
-             capacity: list[CapacityFact], replans: Replans, ahead: list[Workload],
+             capacity: list[CapacityFact], tries: Tries, ahead: list[Workload],
              first_only: bool) -> tuple[list[Change], list[str]]:
-    """The changes tried and, when none admits, why (notes)."""
+    """The changes tried and, when none admits, why (notes). What the limits cut goes to
+    `tries.stopped`."""
     out: list[Change] = []
     notes: list[str] = []
     base = served_by(plan, snapshot)
+    skipped: list[str] = []   # kinds of change not tried: the workload's plans were spent
 
     def done() -> bool:   # a change that admits it and displaces nothing ends a first-only search
         return first_only and any(c.amount is not None and not c.displaces for c in out)
 
-    for option in _quota_targets(cq, quota):
+    def may_try(kind: str) -> bool:
+        if done():
+            return False
+        if tries.spent:
+            skipped.append(kind)
+            return False
+        tries.begin()
+        return True
+
+    targets = _quota_targets(cq, quota)
+    if len(targets) > MAX_QUOTA_TARGETS and not done():
+        tries.stopped.append(f"[quota] {MAX_QUOTA_TARGETS} of {len(targets)} flavors searched "
+                             f"(limit: {MAX_QUOTA_TARGETS} quota flavors)")
+    for option in targets[:MAX_QUOTA_TARGETS]:
         units = {(f.flavor, f.resource): _unit(w, f.resource) for f in option}
         # The estimates: what it lacks; and that plus what the waiting work ahead of it would take first.
         first = max(1, max(math.ceil(max(0, f.needs - f.available) / units[(f.flavor, f.resource)]) for f in option))
@@ -570,41 +696,50 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
             return tuple((f.flavor, f.resource, k * units[(f.flavor, f.resource)]) for f in option)
 
         def more_quota(k: int, amounts: Callable[[int], tuple[tuple[str, str, int], ...]] = amounts
-                       ) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+                       ) -> tuple[Key, Callable[[], Snapshot]]:
             return ("quota", cq.name, amounts(k)), lambda: with_more_quota(snapshot, cq.name, amounts(k))
 
-        if done():
+        if not may_try("quota"):
             continue
-        smallest, tried = _search(first, more_quota, w.ref, replans, hint=hint)
-        smallest, tried, displaces, smaller = _settle(smallest, tried, more_quota, w, snapshot, base, replans)
-        out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
-                          amount=smallest, tried=tuple(tried), displaces=displaces, displacing_amount=smaller))
+        smallest, tried, stopped = _search(first, more_quota, tries, hint=hint)
+        smallest, tried, displaces, smaller, still = _settle(smallest, tried, more_quota, snapshot, base, tries)
+        if tried:
+            out.append(Change("quota", cq.name, quota=amounts(smallest if smallest is not None else max(tried)[0]),
+                              amount=smallest, tried=tuple(tried), displaces=displaces, displacing_amount=smaller,
+                              stopped=_stops(stopped, still)))
     template = _template(snapshot, plan, cq, w)
     if template is None and not done():
         notes.append("no node is eligible for it (its flavors' labels, its node selector and tolerations, "
                      "and a pod's request within a node's allocatable): no nodes to add like one")
-    if template is not None and not done():
+    if template is not None and may_try("nodes"):
         node, per_node = template
         short = sum(max(0, c.needed - c.room) for c in capacity) or sum(ps.minimum for ps in w.pod_sets)
         first = max(1, math.ceil(short / max(1, per_node)))
 
-        def more_nodes(k: int) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+        def more_nodes(k: int) -> tuple[Key, Callable[[], Snapshot]]:
             return ("nodes", node.name, k), lambda: with_more_nodes(snapshot, node.name, k)
 
-        smallest, tried = _search(first, more_nodes, w.ref, replans)
-        smallest, tried, displaces, smaller = _settle(smallest, tried, more_nodes, w, snapshot, base, replans)
+        smallest, tried, stopped = _search(first, more_nodes, tries, cap=MAX_ADDED_NODES)
+        smallest, tried, displaces, smaller, still = _settle(smallest, tried, more_nodes, snapshot, base, tries,
+                                                             cap=MAX_ADDED_NODES)
         out.append(Change("nodes", cq.name, template=node.name, nodes=smallest or 0, amount=smallest,
-                          tried=tuple(tried), displaces=displaces, displacing_amount=smaller))
-        if not any(c.amount is not None and not c.displaces for c in out):
-            change, note = _both(snapshot, plan, cq, w, quota, node, first, replans)
-            if change.amount is None:     # the GPUs' worth was not enough: every resource's worth
-                wider, wide_note = _both(snapshot, plan, cq, w, quota, node, first, replans, wide=True)
+                          tried=tuple(tried), displaces=displaces, displacing_amount=smaller,
+                          stopped=_stops(stopped, still)))
+        if not any(c.amount is not None and not c.displaces for c in out) and may_try("quota+nodes"):
+            change, note = _both(snapshot, plan, cq, w, quota, node, first, tries)
+            # the GPUs' worth was not enough: every resource's worth
+            if change.amount is None and may_try("quota+nodes (every resource's worth)"):
+                wider, wide_note = _both(snapshot, plan, cq, w, quota, node, first, tries, wide=True)
                 if len(wider.quota) > len(change.quota):
                     change, note = wider, wide_note
             out.append(change)
             notes += note
-    finishing = _finishing(snapshot, plan, quota)
-    if finishing and not done():
+    running = _finishing(snapshot, plan, quota)
+    finishing = running[:MAX_FINISHING]
+    if finishing and may_try("finishing"):
+        if len(running) > len(finishing):
+            tries.stopped.append(f"[finishing] the first {len(finishing)} of {len(running):,} running workloads on "
+                                 f"its flavors considered (limit: {MAX_FINISHING} workloads finishing)")
         gpu_short = max((f.needs - f.available for f in quota if f.short and is_gpu(f.resource)), default=0)
         freed, first = 0, len(finishing)
         for k, v in enumerate(finishing, 1):   # the estimate: the first prefix that frees its GPU shortfall
@@ -613,28 +748,35 @@ def _changes(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quot
                 first = k
                 break
 
-        def gone(k: int) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+        def gone(k: int) -> tuple[Key, Callable[[], Snapshot]]:
             prefix = finishing[:min(k, len(finishing))]
             return ("finishing", tuple(v.ref for v in prefix)), lambda: without(snapshot, prefix)
 
-        smallest, tried = _search(first, gone, w.ref, replans, ceiling=len(finishing))
-        smallest, tried, displaces, smaller = _settle(smallest, tried, gone, w, snapshot, base, replans,
-                                                      ceiling=len(finishing))
-        out.append(Change("finishing", cq.name, finishing=tuple(v.ref for v in finishing[:smallest or 0]),
-                          amount=smallest, tried=tuple(tried), displaces=displaces, displacing_amount=smaller))
+        smallest, tried, stopped = _search(first, gone, tries, ceiling=len(finishing))
+        smallest, tried, displaces, smaller, still = _settle(smallest, tried, gone, snapshot, base, tries,
+                                                             ceiling=len(finishing))
+        if tried:
+            out.append(Change("finishing", cq.name, finishing=tuple(v.ref for v in finishing[:smallest or 0]),
+                              amount=smallest, tried=tuple(tried), displaces=displaces, displacing_amount=smaller,
+                              stopped=_stops(stopped, still)))
+    tries.stopped += [f"[{c.kind}] {c.stopped}" for c in out if c.stopped]
+    if skipped:
+        tries.stopped.append(f"{len(tries.keys):,} changed snapshots planned (limit: {MAX_PLANS:,} plans per "
+                             f"workload); not tried: {', '.join(skipped)}")
     if not any(c.amount is not None for c in out) and not notes:
         notes.append("none of the changes tried admits it")
     return out, notes
 
 
 def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: list[QuotaFact], node: Node,
-          first: int, replans: Replans, wide: bool = False) -> tuple[Change, list[str]]:
+          first: int, tries: Tries, wide: bool = False) -> tuple[Change, list[str]]:
     """k more nodes like `node` and their worth of nominal quota (k times the node's allocatable of
     the GPUs and of what is short, on the flavor the workload would use) together: the search on k
     goes up to a ceiling where every waiting workload's pods have a node of their own and their
-    requests quota, so nothing waiting can take all of it first. Then the quota is searched again
-    down in the workload's pods' worth, with those nodes there. `wide`: the nodes' worth of every
-    resource the workload requests (cpu and memory too: the others admitted with the GPUs use them)."""
+    requests quota, so nothing waiting can take all of it first (never above MAX_ADDED_NODES).
+    Then the quota is searched again down in the workload's pods' worth, with those nodes there.
+    `wide`: the nodes' worth of every resource the workload requests (cpu and memory too: the
+    others admitted with the GPUs use them)."""
     # The quota of the flavors the node's flavor option gives each resource: its GPUs and what is short.
     state = ClusterState.after(snapshot, Decisions(plan.admissions, plan.evictions))
     options = _options(state, cq, main_pod_set(w))
@@ -647,29 +789,31 @@ def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: 
         return tuple((f.flavor, f.resource, k * per_node[(f.flavor, f.resource)]) for f in option)
 
     def both(k: int, quota_of: Callable[[int], tuple[tuple[str, str, int], ...]] = worth,
-             q: int | None = None) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+             q: int | None = None) -> tuple[Key, Callable[[], Snapshot]]:
         amounts = quota_of(k if q is None else q)
         return (("quota+nodes", cq.name, amounts, node.name, k),
                 lambda: with_more_nodes(with_more_quota(snapshot, cq.name, amounts), node.name, k))
 
     # Every workload that could take the room first: waiting, or running (a plan may evict it and
-    # it waits again), unless it can never be admitted.
+    # it waits again), unless it can never be admitted. Counted, never listed pod by pod.
     others = [v for v in snapshot.workloads if v.state in (WorkloadState.PENDING, WorkloadState.RUNNING)
               and not v.blocked_reason]
     pods = sum(ps.count for v in others for ps in v.pod_sets)
     demand = [math.ceil(sum(ps.request.get(f.resource) * ps.count for v in others for ps in v.pod_sets)
                         / per_node[(f.flavor, f.resource)]) for f in option]
     ceiling = max(first, pods, *demand)
-    smallest, tried = _search(first, both, w.ref, replans, ceiling=ceiling)
+    smallest, tried, stopped = _search(first, both, tries, ceiling=ceiling, cap=MAX_ADDED_NODES)
     base = served_by(plan, snapshot)
-    smallest, tried, _, smaller = _settle(smallest, tried, both, w, snapshot, base, replans, ceiling=ceiling)
+    smallest, tried, _, smaller, still = _settle(smallest, tried, both, snapshot, base, tries, ceiling=ceiling,
+                                                 cap=MAX_ADDED_NODES)
     notes = []
-    amounts = worth(smallest if smallest is not None else ceiling)
+    amounts = worth(smallest if smallest is not None else min(ceiling, MAX_ADDED_NODES))
     quota_tried: list[tuple[int, bool]] = []
-    if smallest is None:
+    down = ""
+    if smallest is None and not stopped:
         notes.append(f"even {ceiling} more nodes like {node.name} (a node for each of the {pods} pods of the "
                      f"workloads waiting or running) with their worth of nominal quota do not admit it")
-    elif option:
+    elif smallest is not None and option:
         main = main_pod_set(w)
         unit = {f.resource: main.request.get(f.resource) or _unit(w, f.resource) for f in option}
 
@@ -679,22 +823,23 @@ def _both(snapshot: Snapshot, plan: Plan, cq: ClusterQueue, w: Workload, quota: 
         estimate = max(1, max(math.ceil(max(0, f.needs - f.available) / unit[f.resource]) for f in option))
         units = max(1, max(math.ceil(a / unit[r]) for _, r, a in amounts))
 
-        def fewer(j: int) -> tuple[tuple[object, ...], Callable[[], Snapshot]]:
+        def fewer(j: int) -> tuple[Key, Callable[[], Snapshot]]:
             return both(smallest or 0, amounts_of, j)
 
-        least, quota_tried = _search(min(estimate, units), fewer, w.ref, replans, ceiling=units)
+        least, quota_tried, down = _search(min(estimate, units), fewer, tries, ceiling=units)
+        down = down and down + ", searching the quota down"
         if least is not None and sum(a for _, _, a in amounts_of(least)) < sum(a for _, _, a in amounts):
             amounts = amounts_of(least)
     displaces: tuple[Displaced, ...] = ()
     if smallest is not None:
-        displaces = replans.displaced(("quota+nodes", cq.name, amounts, node.name, smallest), snapshot, base, w.ref)
+        displaces = tries.displaced(("quota+nodes", cq.name, amounts, node.name, smallest), snapshot, base)
         whole = worth(smallest)
         if displaces and amounts != whole and \
-                not replans.displaced(("quota+nodes", cq.name, whole, node.name, smallest), snapshot, base, w.ref):
+                not tries.displaced(("quota+nodes", cq.name, whole, node.name, smallest), snapshot, base):
             amounts, displaces = whole, ()   # less quota admits it only by displacing others: keep the nodes' worth
     return (Change("quota+nodes", cq.name, quota=amounts, template=node.name, nodes=smallest or 0, amount=smallest,
                    tried=tuple(tried), quota_tried=tuple(quota_tried), displaces=displaces,
-                   displacing_amount=smaller), notes)
+                   displacing_amount=smaller, stopped=_stops(stopped, still, down)), notes)
 
 
 def without(snapshot: Snapshot, finished: Iterable[Workload]) -> Snapshot:
@@ -716,14 +861,15 @@ def quota_of(v: Workload) -> Resources:
 
 def _finishing(snapshot: Snapshot, plan: Plan, quota: list[QuotaFact]) -> list[Workload]:
     """Running workloads the plan keeps, on a flavor the workload could use, in the order they
-    would best finish for it: lowest priority first, then the most recently admitted."""
+    would best finish for it: lowest priority first, then the most recently admitted (all of
+    them: the caller takes the first MAX_FINISHING and says when there were more)."""
     evicted = {e.workload for e in plan.evictions}
     flavors = {f.flavor for f in quota}
     running = [v for v in snapshot.workloads
                if v.state is WorkloadState.RUNNING and v.ref not in evicted
                and any(f in flavors for psa in v.assignment for f in psa.flavors.values())]
     running.sort(key=lambda v: (v.priority, -(v.admitted_at or 0.0), str(v.ref)))
-    return running[:MAX_FINISHING]
+    return running
 
 
 def _needs_of(workloads: list[Workload], resource: str) -> int:
@@ -736,8 +882,8 @@ def _unit(w: Workload, resource: str) -> int:
 
 
 def _quota_targets(cq: ClusterQueue, quota: list[QuotaFact]) -> list[list[QuotaFact]]:
-    """Per flavor (at most MAX_QUOTA_TARGETS), the flavor/resources worth more quota, listed by the
-    queue: the short ones, else the GPUs."""
+    """Per flavor, the flavor/resources worth more quota, listed by the queue: the short ones,
+    else the GPUs (all of them: the caller searches the first MAX_QUOTA_TARGETS)."""
     listed = {(fq.flavor, r) for g in cq.resource_groups for fq in g.flavors for r in fq.resources}
     mine = [f for f in quota if (f.flavor, f.resource) in listed]
     wanted = [f for f in mine if f.short] or [f for f in mine if is_gpu(f.resource)]
@@ -747,47 +893,64 @@ def _quota_targets(cq: ClusterQueue, quota: list[QuotaFact]) -> list[list[QuotaF
     # Short resources of flavors the workload does not use together are still separate options;
     # a flavor short only in cpu/memory goes with its GPU flavor's change when one is short.
     return [by_flavor[name] for name in sorted(by_flavor, key=lambda n: (not any(is_gpu(f.resource)
-                                                                              for f in by_flavor[n]), n))
-            ][:MAX_QUOTA_TARGETS]
+                                                                              for f in by_flavor[n]), n))]
 
 
-def _search(first: int, change: Callable[[int], tuple[tuple[object, ...], Callable[[], Snapshot]]],
-            ref: ObjectRef, replans: Replans, ceiling: int | None = None,
-            hint: int | None = None) -> tuple[int | None, list[tuple[int, bool]]]:
-    """The smallest k (of those planned) whose changed snapshot admits `ref`.
+def _search(first: int, change: ChangeOf, tries: Tries, ceiling: int | None = None, hint: int | None = None,
+            cap: int | None = None) -> tuple[int | None, list[tuple[int, bool]], str]:
+    """The smallest k (of those planned) whose changed snapshot admits the workload.
 
     The estimate `first` (then one below it, when it admits); when it does not admit, the
     larger estimate `hint` (then one below it) and, when that one admits too, doubling from
     `first` up to it; else doubling from the last amount that did not admit (MAX_DOUBLINGS
     times, or up to `ceiling` when there is one: the ceiling itself is tried last). Then a
-    bisection between the largest amount that did not admit and the smallest that did."""
+    bisection between the largest amount that did not admit and the smallest that did. No
+    amount above `cap` is planned (MAX_ADDED_NODES, for changes that add nodes).
+
+    Returns that amount (None: none planned admits), every amount planned with its answer,
+    and what limit stopped the search ("" when it ran its course); a stopped search gives
+    the smallest amount planned that admits, and says where the smallest may lie."""
     tried: dict[int, bool] = {}
 
     def admits(k: int) -> bool:
         if k not in tried:
             key, changed = change(k)
-            tried[k] = replans.admits(key, changed, ref)
+            tried[k] = tries.admits(key, changed)
         return tried[k]
 
-    def bisect(lo: int, hi: int) -> tuple[int, list[tuple[int, bool]]]:   # lo does not admit, hi does
+    try:
+        return _amounts(first, admits, ceiling, hint, cap), sorted(tried.items()), ""
+    except LimitReached as limit:
+        found = min((k for k, ok in tried.items() if ok), default=None)
+        below = max((k for k, ok in tried.items() if not ok and found is not None and k < found), default=0)
+        where = f"; the smallest that admits is between {below + 1:,} and {found:,}" \
+            if found is not None and below + 1 < found else ""
+        return found, sorted(tried.items()), limit.text + where
+
+
+def _amounts(first: int, admits: Callable[[int], bool], ceiling: int | None, hint: int | None,
+             cap: int | None) -> int | None:
+    """_search's order of amounts (see there); raises LimitReached where a limit stops it."""
+    def bisect(lo: int, hi: int) -> int:   # lo does not admit, hi does
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if admits(mid):
                 hi = mid
             else:
                 lo = mid
-        return hi, sorted(tried.items())
+        return hi
 
-    first = max(1, first if ceiling is None else min(first, ceiling))
+    top = min(k for k in (ceiling, cap) if k is not None) if ceiling is not None or cap is not None else None
+    estimate, first = first, max(1, first if top is None else min(first, top))
     if admits(first):
         if first == 1 or not admits(first - 1):
-            return first, sorted(tried.items())
+            return first
         return bisect(0, first - 1)
     lo = first
-    if hint is not None and hint > first and (ceiling is None or hint <= ceiling):
+    if hint is not None and hint > first and (top is None or hint <= top):
         if admits(hint):
             if not admits(hint - 1):
-                return hint, sorted(tried.items())
+                return hint
             hi, k = hint - 1, first * 2
             while k < hi:
                 if admits(k):
@@ -801,12 +964,17 @@ def _search(first: int, change: Callable[[int], tuple[tuple[object, ...], Callab
         if ceiling is None:
             doublings += 1
             if doublings > MAX_DOUBLINGS:
-                return None, sorted(tried.items())
-            hi *= 2
+                return None
+            nxt = hi * 2
         elif hi >= ceiling:
-            return None, sorted(tried.items())
+            return None
         else:
-            hi = min(ceiling, hi * 2)
+            nxt = min(ceiling, hi * 2)
+        if cap is not None and nxt > cap:
+            if hi >= cap:
+                raise LimitReached(nodes_cut(cap) + (f"; the estimate was {estimate:,}" if estimate > cap else ""))
+            nxt = cap
+        hi = nxt
         if admits(hi):
             return bisect(lo, hi)
         lo = hi
@@ -917,6 +1085,8 @@ def as_dict(e: Explanation) -> dict[str, object]:
                 out["smallerAmountDisplaces"] = c.displacing_amount
         if c.quota_tried:
             out["quotaTried"] = [{"podsWorth": k, "admits": ok} for k, ok in c.quota_tried]
+        if c.stopped:
+            out["stoppedEarly"] = c.stopped
         return out
 
     smallest = e.smallest()
@@ -935,9 +1105,12 @@ def as_dict(e: Explanation) -> dict[str, object]:
                       "bestRoomPods": c.room, "level": c.level, "reason": c.reason} for c in e.capacity],
         "victims": [{"workload": ref(v.workload), "clusterQueue": v.cluster_queue, "priority": v.priority,
                      "preemptible": v.allowed, "why": v.why} for v in e.victims],
+        "victimsFound": max(e.victims_found, len(e.victims)),
         "changes": [change(c) for c in e.changes],
         "smallestChange": None if smallest is None else change(smallest),
         "searchTimeLimitSeconds": e.search_time_limit,
+        "plansTried": e.plans,
+        "stoppedEarly": [f"stopped early: {text}" for text in e.stopped],
         "notes": list(e.notes),
         "eviction": None if e.eviction is None else {
             "reason": e.eviction.reason, "for": [ref(r) for r in e.eviction.preemptors],
@@ -990,8 +1163,12 @@ def lines(e: Explanation) -> list[str]:
         verdict = "preemptible (the plan chose not to)" if v.allowed else f"protected: {v.why}"
         out.append(f"  candidate victim: {v.workload} (ClusterQueue {v.cluster_queue}, priority {v.priority}): "
                    f"{verdict}")
+    if e.victims_found > len(e.victims):
+        out.append(f"  +{e.victims_found - len(e.victims)} more candidate victims not shown")
     if e.changes:
-        out.append(f"  changes tried (each planned again by the cycle, time limit {e.search_time_limit:g}s a plan):")
+        plans = f"; {e.plans} {'plan' if e.plans == 1 else 'plans'}, at most {MAX_PLANS}" if e.plans else ""
+        out.append(f"  changes tried (each planned again by the cycle, time limit {e.search_time_limit:g}s a plan"
+                   f"{plans}):")
     for ch in e.changes:
         unit = {"quota": ("pod's worth", "pods' worth"), "finishing": ("workload", "workloads")}.get(
             ch.kind, ("node", "nodes"))
@@ -1000,6 +1177,8 @@ def lines(e: Explanation) -> list[str]:
             out.append("      then, with those nodes, quota: " + tried_text(ch.quota_tried, ("pod's worth", "pods' worth")))
         if ch.amount is not None:
             out.append(f"      {_displaces_text(ch)}")
+    for text in e.stopped:
+        out.append(f"  stopped early: {text}")
     for note in e.notes:
         out.append(f"  note: {note}")
     smallest = e.smallest()
@@ -1051,7 +1230,7 @@ def _change_text(c: Change) -> str:
         if c.amount is not None:
             parts.append(f"+{c.nodes} {'node' if c.nodes == 1 else 'nodes'} like {c.template}")
         else:   # none admitted: the most tried, not a placeholder
-            most = max((k for k, _ in c.tried), default=0) if c.kind == "nodes" else c.nodes
+            most = max((k for k, _ in c.tried), default=0)
             parts.append(f"up to +{most} {'node' if most == 1 else 'nodes'} like {c.template}" if most
                          else f"more nodes like {c.template}")
     if c.kind == "finishing":

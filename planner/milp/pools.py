@@ -363,15 +363,27 @@ def place(pools: Pools, pool: Pool, items: Sequence[Item], evicted_cols: set[int
     for i in order:
         item = items[i]
         request = shapes[item.shape].request
-        for _ in range(item.count):
+        remaining = item.count
+        # Pod by pod, the next pod goes where the last one went while it still fits there
+        # (that node is the owner's first that fits: the ones before it were full already),
+        # so a node takes its run of pods at once: a search per node used, not per pod.
+        while remaining > 0:
             best = _best_node(have, request, placed[item.owner], gpu)
             if best is None:
                 failed.append(item.owner)
                 break
+            run = min(remaining, _pods_fitting(have[best], request))
             for r, v in request.items():
-                have[best][r] = have[best].get(r, 0) - v
-            placed[item.owner][best] = placed[item.owner].get(best, 0) + 1
+                have[best][r] = have[best].get(r, 0) - v * run
+            placed[item.owner][best] = placed[item.owner].get(best, 0) + run
+            remaining -= run
     return dict(placed), failed
+
+
+def _pods_fitting(left: Mapping[str, int], request: Resources) -> int:
+    """How many pods of `request` fit in `left` (at least one: the caller found it fits)."""
+    counts = [left.get(r, 0) // v for r, v in request.items() if v > 0]
+    return max(1, min(counts)) if counts else 1 << 62
 
 
 def _best_node(have: Mapping[str, Mapping[str, int]], request: Resources, mine: Mapping[str, int],

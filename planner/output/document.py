@@ -355,6 +355,20 @@ def render(plan: Plan, fmt: str, snapshot: Snapshot | None = None, view: table.V
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
+def explain_limits_help() -> str:
+    """The `Limits of the search` block of explain's --help, from planner.why.LIMITS (kept as laid out: \\b)."""
+    import textwrap
+
+    lines = ["\b", "Limits of the search (counts of work, never time; where one cuts the search,",
+             "the output says `stopped early: ...`, stoppedEarly in -o yaml|json):"]
+    for name, value, meaning in why.LIMITS:
+        lines += textwrap.wrap(f"{meaning}", 76, initial_indent=f"  {value:>5,}  {name}: ",
+                               subsequent_indent="         ")
+    lines += textwrap.wrap(f"So one workload's search takes at most {why.MAX_PLANS} times --search-time-limit "
+                           "(and the work around each plan).", 78)
+    return "\n".join(lines)
+
+
 def render_explanation(explanation: "why.Explanation", fmt: str) -> str:
     """One workload's explanation (planner.describe.explain) in one of FORMATS."""
     if fmt == "yaml":
