@@ -253,16 +253,16 @@ def test_out_into_a_missing_folder_is_exit_2(fakes: Fakes, snap: Path, tmp_path:
     assert fakes.read_calls == []                  # checked before reading and solving
 
 
-def test_a_closed_pipe_on_stdout_ends_quietly_with_exit_2(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_closed_pipe_on_stdout_is_exit_2_with_one_line(fakes: Fakes, snap: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> None:
         raise BrokenPipeError(32, "Broken pipe")
 
     import click
 
     monkeypatch.setattr(click, "echo", broken)
-    with pytest.raises(click.exceptions.Exit) as caught:
+    with pytest.raises(InputError) as caught:
         outputs.write_stdout("plan\n")
-    assert caught.value.exit_code == 2
+    assert caught.value.field == "stdout" and "Broken pipe; the output is incomplete" in str(caught.value)
 
 
 def test_problems_are_warned_once_and_the_plan_still_written(fakes: Fakes, snap: Path) -> None:

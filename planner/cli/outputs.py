@@ -79,8 +79,8 @@ AFTER_WRITING = "it came during the final write, which was finished: the output 
 
 def write_stdout(text: str) -> None:
     """The plan on stdout, whole: Ctrl-C meanwhile stops the command once it is written. A
-    reader that went away (`| head`) ends us quietly with exit 2. A closed stdout (`>&-`)
-    or a full one (/dev/full, a full disk) is exit 2, one line."""
+    reader that went away (`| head`), a closed stdout (`>&-`) or a full one (/dev/full, a
+    full disk) is exit 2 with one line: the output is incomplete."""
     if sys.stdout is None:      # Python's stdout when fd 1 was closed at start
         raise InputError("stdout is closed: nothing was written (give --out FILE)", field="stdout")
     try:
@@ -90,12 +90,7 @@ def write_stdout(text: str) -> None:
     except interrupt.Interrupted as stop:
         stop.note = stop.note or AFTER_WRITING
         raise
-    except BrokenPipeError:
-        # Its reader went away (`| head`): the output is incomplete, so not exit 0, and not
-        # exit 1 (nothing is wrong inside); quietly, as a pipeline's tools end.
-        _stdout_to_devnull()
-        raise click.exceptions.Exit(2) from None
-    except (OSError, ValueError) as error:    # ENOSPC, EBADF; ValueError: a closed file object
+    except (OSError, ValueError) as error:    # EPIPE, ENOSPC, EBADF; ValueError: a closed file object
         _stdout_to_devnull()
         reason = getattr(error, "strerror", None) or str(error)
         raise InputError(f"cannot write to stdout: {reason}; the output is incomplete", field="stdout") from None
