@@ -116,7 +116,7 @@ def test_root_holds_only_what_the_planner_needs(image):
     assert members["tmp"].mode & 0o7777 == 0o1777
     assert not any(n.startswith("var/lib/dpkg/status.d/") and n.endswith(("/dpkg", "/tar", "/mawk")) for n in names)
     # the planner's compiled modules ship (read-only root: nothing compiles at run time)
-    assert "usr/local/lib/python3.11/dist-packages/planner/__pycache__/cli.cpython-311.pyc" in names
+    assert "usr/local/lib/python3.11/dist-packages/planner/cli/__pycache__/__init__.cpython-311.pyc" in names
 
 
 def test_locked_debian_packages_are_the_ones_recorded_in_the_image(image, rootfs):
