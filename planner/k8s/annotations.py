@@ -142,9 +142,10 @@ def decode_entries(entries: Any, field: str = "podSets", pod_sets: dict[str, Pod
         if type(entry) is not dict:
             raise Bad(field, f"{where} must be an object")
         name = entry.get("name")
-        if type(name) is not str or (pod_sets is not None and name not in pod_sets):
-            raise Bad(field, f"{where}: pod set {name!r} is not one of {sorted(pod_sets or ())}" if pod_sets is not None
-                      else f"{where}: name must be a string")
+        if pod_sets is not None and (type(name) is not str or name not in pod_sets):
+            raise Bad(field, f"{where}: pod set {name!r} is not one of {sorted(pod_sets)}")
+        if type(name) is not str:
+            raise Bad(field, f"{where}: name must be a string")
         if name in seen:
             raise Bad(field, f"{where}: pod set {name!r} appears twice")
         seen.add(name)

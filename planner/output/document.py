@@ -101,8 +101,6 @@ def _admission_to_dict(admission: Admission) -> dict[str, Any]:
         # written only when planned across clusters, so one-cluster plans stay as they were
         **({"cluster": admission.cluster} if admission.cluster is not None else {}),
     }
-    if admission.cluster is not None:    # multi-cluster plans only: single-cluster output is unchanged
-        out["cluster"] = admission.cluster
     return out
 
 
