@@ -66,9 +66,13 @@ def test_apply_creates_the_request_and_admits_once_provisioned_then_cleans_up(ku
     assert plan.provisioning is not None
     wanted = {r.workload.name: r for r in plan.provisioning.requests}
     assert sorted(wanted) == ["big", "gone", "small"] and all(r.create for r in wanted.values())
-    # the what-if plans all three at once: small and gone take 2 GPUs of the one node, so
-    # big's two 8-GPU pods need two new nodes
-    assert dict(wanted["big"].nodes) == {f"gpu8-{env.s}": 2} and dict(wanted["small"].nodes) == {}
+    # the what-if plans all three at once: big's two 8-GPU pods and the two 1-GPU jobs do not
+    # fit the one 8-GPU node, so two new nodes are bought in all; which workload's request
+    # carries them is a tie the capacity search may break either way (big on two new nodes,
+    # or big on one and the small ones on the other)
+    added = [(template, count) for r in wanted.values() for template, count in r.nodes.items()]
+    assert {template for template, _ in added} == {f"gpu8-{env.s}"} and sum(c for _, c in added) == 2
+    assert dict(wanted["big"].nodes).get(f"gpu8-{env.s}", 0) >= 1
     big = f"job-big-{check}-1"
     assert sorted(report.requests_created) == sorted(f"{env.namespace}/job-{n}-{check}-1" for n in wanted)
     made = requests_of(env)
