@@ -18,6 +18,13 @@ Adding nodes (`plan_additions`), in order:
      waits, one more unit of the cheapest template that could hold it is added and
      the cycle runs again (bounded), and the answer says so.
 
+Steps 1-3 and the order of the tries depend on the input alone. What each try admits
+is the cycle's (`planner`'s) answer: where the planner's search was cut short (a
+solve stopped by its time limit or gap, Kueue's way not finished by its deadline)
+that answer, and so which try is chosen, may depend on time, and a note says which
+tries were (`_cut_short`). A planner bounded by work, not time (the provisioning
+what-if's), makes the whole answer a function of the input.
+
 Draining (`plan_drain`): nodes matching a label selector are removed, their running
 workloads become pending, and the cycle shows where each goes or why it waits.
 """
@@ -416,9 +423,11 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
             blocked.append(block)
     blocked_refs = {b.workload for b in blocked}
     zero = {t.name: 0 for t in templates}
+    cut: list[str] = [f"no nodes ({why})" for why in [_cut_short(baseline)] if why]
     if not [w for w in missing if w.ref not in blocked_refs]:
         if not missing:
             notes.append("every target is admitted without new nodes")
+        notes.extend(_cut_notes(cut))
         return _answer(refs, zero, zero, templates, (), baseline, blocked, notes)
     # sized for every target nodes can help, the ones admitted today too: they need room as well
     wanted = [w for w in targets if w.ref not in blocked_refs]
@@ -434,6 +443,9 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
     for round_ in range(max_rounds + 1):
         nodes = added_nodes(snapshot, templates, chosen)
         plan = planner(replace(snapshot, nodes=tuple(sorted(snapshot.nodes + nodes, key=lambda n: n.name))))
+        why = _cut_short(plan)
+        if why:
+            cut.append(f"{_units_text(chosen)} ({why})")
         admitted = {a.workload for a in plan.admissions}
         still = [w for w in wanted if w.ref not in admitted]
         cost = sum(t.cost * chosen.get(t.name, 0) for t in templates)
@@ -467,10 +479,30 @@ def plan_additions(snapshot: Snapshot, templates: Sequence[NodeTemplate], target
         notes.append(f"the cycle still left {waiting} waiting with {_units_text(chosen)}: tried one more {extra}")
         chosen[extra] = chosen.get(extra, 0) + 1
         tried.append(dict(chosen))
+    notes.extend(_cut_notes(cut))
     assert best is not None
     _, _, chosen, nodes, plan = best
     return replace(_answer(refs, chosen, units, templates, nodes, plan, blocked, notes),
                    tried=tuple(t for t in tried if any(t.values())))
+
+
+def _cut_short(plan: Plan) -> str:
+    """Why `plan`'s search stopped before it was complete, or "" when it did not: a MILP
+    plan not proven optimal (a time limit or gap), or a fallback (the MILP's plan not
+    used, or Kueue's way not finished by its deadline: `message` says which). Kueue's
+    way that finished is complete: it is a replay bounded by its work."""
+    report = plan.solver
+    if report.status == "optimal" or (report.method == "greedy" and report.status != "fallback"):
+        return ""
+    return f"{report.method} {report.status}" + (f": {report.message}" if report.message else "")
+
+
+def _cut_notes(cut: Sequence[str]) -> list[str]:
+    """The note that says which tries a cut-short search planned (none when none was)."""
+    if not cut:
+        return []
+    return [f"the cycle's search was cut short planning with {'; '.join(cut)}: what those tries admit, "
+            f"and so the answer, may change with more time"]
 
 
 def _units_text(units: Mapping[str, int]) -> str:

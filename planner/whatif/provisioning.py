@@ -48,6 +48,11 @@ MAX_NAME = 253                 # a Kubernetes object name
 MAX_ATTEMPTS = 3               # retries per workload and check (Kueue's default backoffLimitCount)
 POD_TEMPLATE_PREFIX = "ppt"    # Kueue's prefix for a request's PodTemplates
 WHAT_IF_SOLVER = "greedy"      # the solver of the what-if's tries (plan_cycle says why)
+# The time each try's Kueue's way may take: no deadline in practice (plan_snapshot takes a
+# number). Kueue's way is a replay bounded by its work; a deadline of the cycle's time
+# limit would let a loaded machine cut a try short, and then which nodes are asked for,
+# and for which workload, would depend on the machine's speed (plan_cycle says more).
+WHAT_IF_SECONDS = 24 * 3600.0
 
 
 def limit_name(full: str) -> str:
@@ -241,7 +246,12 @@ def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | 
     cycle, verified like any plan): it runs a few plans, and a few more MILP solves of
     the full time limit each would multiply the cycle's time, which one time limit
     bounds (a CronJob's run has a deadline). It chooses nodes to ask for, not where the
-    work goes: the cycle that admits the work once the nodes join plans with `solver`."""
+    work goes: the cycle that admits the work once the nodes join plans with `solver`.
+
+    Each try runs to its end (WHAT_IF_SECONDS), not to the cycle's deadline: the requests,
+    the nodes each asks for and the workload that carries them are a function of the
+    snapshot and the policy (where two workloads could carry the same nodes, Kueue's
+    queue order decides: priority, then age, then uid), never of the machine's speed."""
     from planner.cycle import plan_snapshot
 
     plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
@@ -249,7 +259,7 @@ def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | 
         return plan
 
     def planner(snap: Snapshot) -> Plan:
-        return plan_snapshot(snap, solver=WHAT_IF_SOLVER)
+        return plan_snapshot(snap, solver=WHAT_IF_SOLVER, time_limit=WHAT_IF_SECONDS)
 
     return with_provisioning(snapshot, plan, planner)
 
