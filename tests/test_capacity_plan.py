@@ -3,12 +3,14 @@ cannot help, and a drained rack; every expected answer is worked out by hand bel
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from builders import (
     GPU, cq, flavor, job, node, required, res, running_job, snapshot, topology,
 )
-from models import HOSTNAME_LABEL, ObjectRef, Snapshot, Taint
+from models import HOSTNAME_LABEL, ObjectRef, Plan, Snapshot, Taint
 from models.capacity import NodeTemplate
 from planner.whatif.capacity import (
     capacity_lines, drain_lines, drain_to_dict, parse_selector, plan_additions, plan_drain, select_targets, selects,
@@ -203,3 +205,29 @@ def test_targets_that_preemption_admits_need_no_nodes() -> None:
     assert answer.units == {"rack8": 0} and answer.added_nodes == () and answer.quota_blocked == ()
     assert [e.workload.name for e in answer.plan.evictions] == ["busy"]
     assert answer.notes == ("every target is admitted without new nodes",)
+
+
+def test_tries_a_cut_short_search_planned_are_named_in_a_note() -> None:
+    # One 5-GPU job on the full rack: one 8-GPU rack (rack8 x1) admits it. The planner
+    # here is Kueue's way (complete: no note) and the same plans reported as a MILP that
+    # its time limit stopped (status feasible): what such a try admits may change with
+    # more time, and the answer says which tries those were.
+    snap = full_cluster(job("team", "j1", cq="team", pods=5, gpu=1, priority=100))
+    targets = select_targets(snap, 100, [])
+
+    def greedy(s: Snapshot) -> Plan:
+        return plan_snapshot(s, solver="greedy")
+
+    def stopped(s: Snapshot) -> Plan:
+        found = greedy(s)
+        return replace(found, solver=replace(found.solver, method="milp", status="feasible",
+                                             message="stopped by the time limit"))
+
+    complete = plan_additions(snap, [rack_template()], targets, greedy)
+    assert complete.units == {"rack8": 1} and not any("cut short" in n for n in complete.notes)
+    cut = plan_additions(snap, [rack_template()], targets, stopped)
+    assert cut.units == {"rack8": 1}
+    assert [n for n in cut.notes if "cut short" in n] == [
+        "the cycle's search was cut short planning with no nodes (milp feasible: stopped by the time limit); "
+        "rack8 x1 (milp feasible: stopped by the time limit): what those tries admit, and so the answer, "
+        "may change with more time"]
