@@ -6,6 +6,7 @@ add, and says so where it does."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -56,9 +57,17 @@ def set_status(env: Env, name: str, *conditions: str) -> None:
 def test_apply_creates_the_request_and_admits_once_provisioned_then_cleans_up(kube, env, tmp_path):
     check = behind_a_provisioning_check(env)
     policy = policy_file(env, tmp_path)
-    env.job("big", pods=2, gpus=8)      # 16 GPUs on an 8-GPU cluster: no plan places it today
-    env.job("small", pods=1, gpus=1)    # fits today, but its queue's check must be Ready first
-    env.job("gone", pods=1, gpus=1)
+    # small and gone queue ahead of big (Kueue's order: priority, then age, then uid): the
+    # apiserver stamps creation to the second, so big is made once that second has passed
+    # (in one second the random uids would order them, and which request carries the new
+    # nodes with them: tests/test_provisioning_tie.py)
+    older = [env.job("small", pods=1, gpus=1),   # fits today, but its queue's check must be Ready first
+             env.job("gone", pods=1, gpus=1)]
+    stamped = max(j.metadata.creation_timestamp for j in older)
+    wait_for("the second small and gone were made in to pass",
+             lambda: datetime.now(timezone.utc) >= stamped + timedelta(seconds=1, milliseconds=100))
+    made_big = env.job("big", pods=2, gpus=8)      # 16 GPUs on an 8-GPU cluster: no plan places it today
+    assert made_big.metadata.creation_timestamp > stamped
 
     # cycle 1: nothing admitted; one request per workload, with its PodTemplate
     plan, report = cycle(kube, env, policy)
@@ -66,13 +75,10 @@ def test_apply_creates_the_request_and_admits_once_provisioned_then_cleans_up(ku
     assert plan.provisioning is not None
     wanted = {r.workload.name: r for r in plan.provisioning.requests}
     assert sorted(wanted) == ["big", "gone", "small"] and all(r.create for r in wanted.values())
-    # the what-if plans all three at once: big's two 8-GPU pods and the two 1-GPU jobs do not
-    # fit the one 8-GPU node, so two new nodes are bought in all; which workload's request
-    # carries them is a tie the capacity search may break either way (big on two new nodes,
-    # or big on one and the small ones on the other)
-    added = [(template, count) for r in wanted.values() for template, count in r.nodes.items()]
-    assert {template for template, _ in added} == {f"gpu8-{env.s}"} and sum(c for _, c in added) == 2
-    assert dict(wanted["big"].nodes).get(f"gpu8-{env.s}", 0) >= 1
+    # the what-if plans all three at once, in queue order: small and gone take 2 GPUs of the
+    # one node, so big's two 8-GPU pods need two new nodes
+    assert dict(wanted["big"].nodes) == {f"gpu8-{env.s}": 2}
+    assert dict(wanted["small"].nodes) == {} and dict(wanted["gone"].nodes) == {}
     big = f"job-big-{check}-1"
     assert sorted(report.requests_created) == sorted(f"{env.namespace}/job-{n}-{check}-1" for n in wanted)
     made = requests_of(env)
