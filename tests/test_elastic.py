@@ -10,6 +10,7 @@ from models import PodSetAssignment, Resize
 from planner.cycle import elastic
 from planner.cycle import plan_snapshot
 from planner.base.errors import VerificationError
+from planner.verify import check_resizes, messages
 
 QUOTA = {"default": {GPU: 1000, "cpu": 10_000, "memory": "100Ti"}}
 RACK = "rack"
@@ -108,8 +109,9 @@ def _job_snap():
 
 
 def _check(snap, resize):
+    """The verifier's sentences for the plan of `snap` with `resize` as its one resize."""
     plan = plan_snapshot(snap)
-    return elastic.verify(snap, dataclasses.replace(plan, resizes=(resize,)))
+    return messages(check_resizes(snap, dataclasses.replace(plan, resizes=(resize,))))
 
 
 def test_verifier_refuses_a_shrink_below_the_floor():
