@@ -188,6 +188,17 @@ def put(document: Any, index: int, value: Any) -> tuple[Any, Any]:
     return container, key
 
 
+def hostile_text(base: Any, index: int, value: Any, raw: str | None) -> str:
+    """A copy of `base` with its slot `index` (any place in it) made hostile, as text:
+    `value` there, written as JSON; or, with `raw`, those YAML bytes there as they are."""
+    document = json.loads(json.dumps(base))
+    if raw is None:
+        put(document, index, value)
+        return json_text(document)
+    put(document, index, MARK)
+    return yaml_text(document, raw)
+
+
 # ---------------------------------------------------------------- readers
 
 @pytest.mark.parametrize("base", sorted(BASES))
@@ -265,13 +276,7 @@ CONFIGURATION = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configu
 @FUZZ
 @given(index=st.integers(min_value=0), value=hostile, raw=st.one_of(st.none(), raw_yaml))
 def test_kueue_configuration(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
-    config = json.loads(json.dumps(CONFIGURATION))
-    if raw is None:
-        put(config, index, value)
-        text = json_text(config)
-    else:
-        put(config, index, MARK)
-        text = yaml_text(config, raw)
+    text = hostile_text(CONFIGURATION, index, value, raw)
     document = json.loads(json.dumps(TINY))
     document["items"].append({"apiVersion": "v1", "kind": "ConfigMap",
                               "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
@@ -290,14 +295,8 @@ SPEC = {"templates": [{"name": "rack", "cost": 10, "per": "rack", "hosts": 4, "t
 @FUZZ
 @given(index=st.integers(min_value=0), value=hostile, raw=st.one_of(st.none(), raw_yaml))
 def test_capacity_spec(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
-    spec = json.loads(json.dumps(SPEC))
     path = tmp_path / "spec.yaml"
-    if raw is None:
-        put(spec, index, value)
-        path.write_text(json_text(spec))
-    else:
-        put(spec, index, MARK)
-        path.write_text(yaml_text(spec, raw))
+    path.write_text(hostile_text(SPEC, index, value, raw))
     holds(what_if(str(REPO / "fixtures" / "tiny.yaml"), "--add-nodes", str(path)), str(path),
           f"spec {path.read_text()[:300]!r}")
 
@@ -324,14 +323,8 @@ KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
 def test_kubeconfig(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
     from planner.cluster.kube import check_kubeconfig_files
 
-    config = json.loads(json.dumps(KUBECONFIG))
     path = tmp_path / "kubeconfig"
-    if raw is None:
-        put(config, index, value)
-        path.write_text(json_text(config))
-    else:
-        put(config, index, MARK)
-        path.write_text(yaml_text(config, raw))
+    path.write_text(hostile_text(KUBECONFIG, index, value, raw))
     _direct(lambda: check_kubeconfig_files(str(path)), f"kubeconfig {path.read_text()[:300]!r}")
 
 

@@ -400,16 +400,22 @@ def test_api_errors_in_gos_struct_format_lose_env_values_and_commands() -> None:
     assert SECRET not in scrub(f"Env:[]EnvVar{{EnvVar{{Name:PASS,Value:{SECRET},ValueFrom:nil,}},}}")
 
 
-def test_an_exec_plugins_stderr_is_shown_only_with_verbose(tmp_path: Path) -> None:
+def exec_plugin_kubeconfig(tmp_path: Path, script: str) -> str:
+    """A kubeconfig file whose one user logs in through an exec plugin running `script`
+    (its server unreachable), and its path."""
     plugin = tmp_path / "plugin.sh"
-    plugin.write_text(f"#!/bin/sh\necho 'token={SECRET}' >&2\nexit 1\n")
+    plugin.write_text(f"#!/bin/sh\n{script}\n")
     plugin.chmod(0o755)
     kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
                   "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
                   "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
                   "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
                                                             "command": str(plugin), "interactiveMode": "Never"}}}]}
-    path = written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig")
+    return written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig")
+
+
+def test_an_exec_plugins_stderr_is_shown_only_with_verbose(tmp_path: Path) -> None:
+    path = exec_plugin_kubeconfig(tmp_path, f"echo 'token={SECRET}' >&2\nexit 1")
     quiet = process("plan", "--kubeconfig", path, stdin=subprocess.DEVNULL)
     assert quiet.returncode not in (0, 1) and SECRET not in quiet.stderr.decode(), quiet.stderr.decode()
     assert b"shown with -v" in quiet.stderr
@@ -425,15 +431,7 @@ def test_an_exec_plugin_that_hangs_or_floods_is_stopped_at_its_bound(tmp_path: P
     from planner.cluster import kube
 
     monkeypatch.setattr(kube, "EXEC_PLUGIN_SECONDS", 2.0)
-    plugin = tmp_path / "plugin.sh"
-    plugin.write_text(f"#!/bin/sh\n{script}\n")
-    plugin.chmod(0o755)
-    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
-                  "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
-                  "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-                  "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
-                                                            "command": str(plugin), "interactiveMode": "Never"}}}]}
-    result = run("snapshot", "--kubeconfig", written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig"), "-q")
+    result = run("snapshot", "--kubeconfig", exec_plugin_kubeconfig(tmp_path, script), "-q")
     assert result.exit_code == 4, result.stderr      # the client goes on without a token: the server is unreachable
     assert says in caplog.text + result.stderr
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from models import Decisions, Eviction, Resize
+from models import Decisions, Resize
 from planner.cycle import plan_snapshot, subjects
 from planner.verify import Rule, Violation, check, check_resizes, messages, unneeded, unstable, verify
 from test_elastic import _job_snap
-from test_needed_evictions import admit as needed_admit, by_name, laundering_world
+from test_needed_evictions import by_name, laundering_plan, laundering_world
 from test_verify import D, cpu_admit, cpu_cq, cpu_job, mk_snapshot
 from test_verify_stable import borrowed, ref
 
@@ -46,10 +46,8 @@ def test_stability_records_name_the_waiting_workload_and_its_queue() -> None:
 
 def test_an_unneeded_eviction_names_its_victim_first() -> None:
     snap = laundering_world()
-    a, h = by_name(snap, "a-running"), by_name(snap, "h-urgent")
-    laundered = Decisions(
-        (needed_admit(snap, "h-urgent", {"n1": 1}), needed_admit(snap, "b-big", {"n2": 1, "n3": 1, "n4": 1})),
-        (Eviction(a.ref, "Preempted", (h.ref,), cost=1.0),))
+    a = by_name(snap, "a-running")
+    laundered = laundering_plan(snap)
     found = unneeded(snap, laundered)
     assert [v.rule for v in found] == [Rule.NEEDED] and found[0].workload == a.ref
     assert any(v.rule is Rule.NEEDED and v.workload == a.ref for v in check(snap, laundered))
