@@ -9,7 +9,7 @@ import dataclasses
 from models import Decisions, Resize
 from planner.cycle import plan_snapshot, subjects
 from planner.verify import Rule, Violation, check, check_resizes, messages, unneeded, unstable, verify
-from test_elastic import _job_snap
+from test_elastic import job_snap
 from test_needed_evictions import by_name, laundering_plan, laundering_world
 from test_verify import D, cpu_admit, cpu_cq, cpu_job, mk_snapshot
 from test_verify_stable import borrowed, ref
@@ -68,7 +68,7 @@ def test_a_bad_resize_is_a_resize_record_naming_its_workload_and_node() -> None:
     """The resize rules (planner.verify.resize) give records too: a shrink below the floor
     that releases pods on a node the Job does not run on is two RESIZE records about the
     Job, the release's naming its node; their sentences are the ones the cycle's error prints."""
-    snap = _job_snap()          # the elastic Job runs 4 pods on n1, floor 2, most 6
+    snap = job_snap()          # the elastic Job runs 4 pods on n1, floor 2, most 6
     job = snap.workloads[0].ref
     bad = Resize(job, "cq", "main", 4, 1, release=(("n1", 2), ("n2", 1)), reason="Preempted")
     found = check_resizes(snap, dataclasses.replace(plan_snapshot(snap), resizes=(bad,)))

@@ -35,7 +35,6 @@ new sizes, on the expanded snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
 
 from models import (Admission, Eviction, ObjectRef, Plan, PodSet, PodSetAssignment, Resize,
                     Snapshot, Workload, WorkloadState)
