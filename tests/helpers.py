@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import pty
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -34,3 +37,32 @@ def cli_on_a_tty(args: list[str], cwd: Path, stdout: Path) -> tuple[int, str]:
         code = process.wait(timeout=600)
     os.close(main)
     return code, ANSI.sub("", b"".join(chunks).decode(errors="replace").replace("\r", "\n"))
+
+
+class JsonServer:
+    """A real local HTTP server (at `url`) answering every GET with `answer`, bytes of
+    JSON or not, which a test may change between requests; `close()` stops it."""
+
+    def __init__(self, answer: bytes = b"{}") -> None:
+        server = self
+        self.answer = answer
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:   # noqa: N802 - http.server's name
+                body = server.answer
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()

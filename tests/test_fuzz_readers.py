@@ -28,6 +28,7 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import JsonServer
 from planner import cli as cli_module
 from planner.base.errors import InputError
 
@@ -345,40 +346,11 @@ def test_plan_file(tmp_path: Path, bounded: None, index: int, value: Any) -> Non
     _direct(lambda: load_plan(str(path)), f"plan {path.read_text()[:300]!r}")
 
 
-
-class _Server:
-    """A real local HTTP server answering every GET with `answer` (bytes), for Kube.list."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        server_self = self
-        self.answer = b"{}"
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:   # noqa: N802 - http.server's name
-                body = server_self.answer
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
-
-
 @pytest.fixture(scope="module")
-def api_server() -> Iterator[_Server]:
-    server = _Server()
+def api_server() -> Iterator[JsonServer]:
+    server = JsonServer()
     yield server
-    server.http.shutdown()
-    server.http.server_close()
+    server.close()
 
 
 page = st.fixed_dictionaries({"kind": st.one_of(st.just("NodeList"), hostile), "apiVersion": st.one_of(st.just("v1"), hostile)},
@@ -389,7 +361,7 @@ page = st.fixed_dictionaries({"kind": st.one_of(st.just("NodeList"), hostile), "
 
 @FUZZ
 @given(answer=st.one_of(page, hostile))
-def test_api_server_list_pages(api_server: _Server, bounded: None, answer: Any) -> None:
+def test_api_server_list_pages(api_server: JsonServer, bounded: None, answer: Any) -> None:
     from kubernetes import client
 
     from planner.cluster.kube import Kube

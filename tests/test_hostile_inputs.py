@@ -8,12 +8,10 @@ stdin, stdout or a file descriptor is the point); nothing is mocked.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from helpers import JsonServer
 from planner import cli as cli_module
 
 REPO = Path(__file__).resolve().parent.parent
@@ -468,21 +467,6 @@ def test_a_token_in_the_servers_url_is_never_shown(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- a hostile API server
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    answer: Any = None
-
-    def do_GET(self) -> None:   # noqa: N802 - http.server's name
-        body = json.dumps(type(self).answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.mark.parametrize("answer, says", [
     ({"kind": "NodeList", "apiVersion": "v1", "items": [], "metadata": {"continue": "same"}}, "repeated a continue"),
     ({"kind": "NodeList", "apiVersion": "v1", "items": {"a": 1}}, "malformed"),
@@ -495,20 +479,16 @@ def test_a_list_answer_of_the_wrong_shape_or_a_repeated_token_is_exit_2(answer: 
     from planner.cluster.kube import Kube
     from planner.base.errors import InputError
 
-    handler = type("Pages", (_Pages,), {"answer": answer})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = JsonServer(json.dumps(answer).encode())
     try:
         configuration = client.Configuration()
-        configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
+        configuration.host = server.url
         kube = Kube(client.ApiClient(configuration), timeout=10)
         with pytest.raises(InputError) as raised:
             list(kube.list("/api/v1/nodes"))
         assert raised.value.exit_code == 2 and says in str(raised.value)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 # ---------------------------------------------------------------- silently wrong, resolved as REFERENCE §2 says

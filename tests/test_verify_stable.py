@@ -160,28 +160,29 @@ def test_reclaim_of_the_plans_own_admissions_in_priority_order_is_owed():
     assert len(found) == 1 and "Job/a/rack-job" in found[0] and "Job/b/b2" in found[0]
 
 
-def test_reclaim_that_cannot_free_the_required_rack_is_not_owed():
-    # team-a's job needs 16 GPUs in one rack; team-b runs b-old on n1 and b-new on n2, both in
-    # rack r1 (r2 is full of team-a's own work). Reclaim may remove b-new only (team-b is then
-    # within nominal), which frees half a rack: Kueue cannot reclaim enough, the plan stands.
-    snap = two_racks(b_gpus=8, workloads=[
+def rack_job_beside_team_b(b_gpus: int):
+    """team-a waits with a job of 16 GPUs in one rack, running 8 on n3 and n4 (rack r2);
+    team-b runs b-old on n1 and b-new on n2 (rack r1), 8 GPUs each."""
+    return two_racks(b_gpus=b_gpus, workloads=[
         running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
         running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
         running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
         job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
     ])
+
+
+def test_reclaim_that_cannot_free_the_required_rack_is_not_owed():
+    # team-a's job needs 16 GPUs in one rack; team-b runs b-old on n1 and b-new on n2, both in
+    # rack r1 (r2 is full of team-a's own work). Reclaim may remove b-new only (team-b is then
+    # within nominal), which frees half a rack: Kueue cannot reclaim enough, the plan stands.
+    snap = rack_job_beside_team_b(b_gpus=8)
     # team-a uses 8 of 24: the 16-GPU job fits its nominal quota. Removing both of
     # team-b's workloads would free rack r1, but Kueue stops once team-b is within nominal.
     assert stability(snap) == []
 
 
 def test_reclaim_that_frees_the_required_rack_is_owed():
-    snap = two_racks(b_gpus=0, workloads=[
-        running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
-        running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
-        running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
-        job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
-    ])
+    snap = rack_job_beside_team_b(b_gpus=0)
     # team-b borrows all 16 of its GPUs: reclaim removes both and frees rack r1.
     found = stability(snap)
     assert len(found) == 1 and "Job/a/rack-job" in found[0]
