@@ -10,6 +10,7 @@ from models import PodSetAssignment, Resize
 from planner.cycle import elastic
 from planner.cycle import plan_snapshot
 from planner.base.errors import VerificationError
+from planner.verify import check_resizes, messages
 
 QUOTA = {"default": {GPU: 1000, "cpu": 10_000, "memory": "100Ti"}}
 RACK = "rack"
@@ -103,31 +104,33 @@ def test_not_elastic_means_no_resize():
     assert not plan_snapshot(snap_of([node("n1", gpu=8)], [w])).resizes
 
 
-def _job_snap():
+def job_snap():
+    """Two 8-GPU nodes; an elastic Job runs 4 pods on n1, floor 2, most 6."""
     return snap_of([node("n1", gpu=8), node("n2", gpu=8)], [elastic_job("elastic", {"n1": 4}, most=6, floor=2)])
 
 
 def _check(snap, resize):
+    """The verifier's sentences for the plan of `snap` with `resize` as its one resize."""
     plan = plan_snapshot(snap)
-    return elastic.verify(snap, dataclasses.replace(plan, resizes=(resize,)))
+    return messages(check_resizes(snap, dataclasses.replace(plan, resizes=(resize,))))
 
 
 def test_verifier_refuses_a_shrink_below_the_floor():
-    snap = _job_snap()
+    snap = job_snap()
     ref = snap.workloads[0].ref
     bad = Resize(ref, "cq", "main", 4, 1, release=(("n1", 3),), reason="Preempted")
     assert any("below its minimum 2" in v for v in _check(snap, bad))
 
 
 def test_verifier_refuses_a_growth_in_other_flavors():
-    snap = _job_snap()
+    snap = job_snap()
     ref = snap.workloads[0].ref
     slice_ = PodSetAssignment("main", 2, {GPU: "other"}, (HOST,), ((("n2",), 2),))
     assert any("not the ones it runs under" in v for v in _check(snap, Resize(ref, "cq", "main", 4, 6, slice=slice_)))
 
 
 def test_verifier_refuses_growth_past_the_most_and_bad_counts():
-    snap = _job_snap()
+    snap = job_snap()
     ref = snap.workloads[0].ref
     flavors = dict(snap.workloads[0].assignment[0].flavors)
     slice_ = PodSetAssignment("main", 3, flavors, (HOST,), ((("n2",), 3),))
@@ -138,7 +141,7 @@ def test_verifier_refuses_growth_past_the_most_and_bad_counts():
 
 
 def test_the_cycle_refuses_a_plan_whose_resize_breaks_a_rule(monkeypatch):
-    snap = _job_snap()
+    snap = job_snap()
     real = elastic.collapse
 
     def broken(plan, expansion):
@@ -155,7 +158,7 @@ def test_output_and_plan_file_carry_resizes(tmp_path):
     from planner.cluster.planfile import load_plan, render_saved
     from planner.output.document import plan_to_dict
 
-    snap = _job_snap()
+    snap = job_snap()
     plan = plan_snapshot(snap)
     (resize,) = plan.resizes
     data = plan_to_dict(plan)

@@ -13,12 +13,13 @@ import pytest
 
 from models import ObjectRef, PodSetAssignment, Resize
 from planner import kinds
-from planner.cycle import elastic
 from planner.cluster import apply
 from planner.cycle import plan_snapshot
 from planner.kinds import ray
 from planner.snapshot import build_snapshot
 from planner.k8s.fields import Bad
+from planner.verify import check_resizes, messages
+from planner.verify.resize import resizable, resizable_pod_sets
 
 NS = "ml"
 GPU = "nvidia.com/gpu"
@@ -110,11 +111,11 @@ def test_a_running_elastic_raycluster_reads_its_worker_group_as_resizable() -> N
     snap = read(raycluster("rc", group(3, low=2, high=6), running={"head": {"n1": 1}, "gpu": {"n1": 3}}))
     (rc,) = snap.workloads
     sets = {ps.name: ps for ps in rc.pod_sets}
-    assert rc.elastic_job and elastic.resizable(rc)
+    assert rc.elastic_job and resizable(rc)
     assert (sets["gpu"].count, sets["gpu"].min_count) == (6, 2)     # maxReplicas the most, minReplicas the floor
     assert (sets["head"].count, sets["head"].min_count) == (1, None)
     assert {a.name: a.count for a in rc.assignment} == {"gpu": 3, "head": 1}   # replicas, as admitted
-    assert elastic.resizable_pod_sets(rc) == ("gpu",)
+    assert resizable_pod_sets(rc) == ("gpu",)
     assert not snap.problems
 
 
@@ -182,7 +183,7 @@ def test_a_rayjob_is_elastic_only_with_in_tree_autoscaling_and_other_kinds_never
                   "parallelism": 2, "completions": 2, "template": tmpl(1)}}}]}}
     snap = read(rayjob("scaled", True, placed), rayjob("fixed", False, placed), jobset)
     got = by_name(snap)
-    assert got["scaled"].elastic_job and elastic.resizable_pod_sets(got["scaled"]) == ("gpu",)
+    assert got["scaled"].elastic_job and resizable_pod_sets(got["scaled"]) == ("gpu",)
     assert {ps.name: ps.count for ps in got["scaled"].pod_sets}["gpu"] == 4
     assert not got["fixed"].elastic_job and {ps.name: ps.count for ps in got["fixed"].pod_sets}["gpu"] == 2
     assert not got["js"].elastic_job
@@ -224,10 +225,10 @@ def test_the_verifier_refuses_a_resize_of_the_head_and_below_the_floor() -> None
     plan = plan_snapshot(snap)
     ref = snap.workloads[0].ref
     head = Resize(ref, "cq", "head", 1, 2, slice=PodSetAssignment("head", 1, {"cpu": "f"}, (HOST,), ((("n2",), 1),)))
-    found = elastic.verify(snap, dataclasses.replace(plan, resizes=(head,)))
+    found = messages(check_resizes(snap, dataclasses.replace(plan, resizes=(head,))))
     assert any("pod set head is not one it may resize (gpu)" in v for v in found)
     low = Resize(ref, "cq", "gpu", 4, 1, release=(("n1", 3),), reason="Preempted")
-    found = elastic.verify(snap, dataclasses.replace(plan, resizes=(low,)))
+    found = messages(check_resizes(snap, dataclasses.replace(plan, resizes=(low,))))
     assert any("1 pods of gpu is below its minimum 2" in v for v in found)
 
 

@@ -28,6 +28,7 @@ from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import JsonServer
 from planner import cli as cli_module
 from planner.base.errors import InputError
 
@@ -188,6 +189,17 @@ def put(document: Any, index: int, value: Any) -> tuple[Any, Any]:
     return container, key
 
 
+def hostile_text(base: Any, index: int, value: Any, raw: str | None) -> str:
+    """A copy of `base` with its slot `index` (any place in it) made hostile, as text:
+    `value` there, written as JSON; or, with `raw`, those YAML bytes there as they are."""
+    document = json.loads(json.dumps(base))
+    if raw is None:
+        put(document, index, value)
+        return json_text(document)
+    put(document, index, MARK)
+    return yaml_text(document, raw)
+
+
 # ---------------------------------------------------------------- readers
 
 @pytest.mark.parametrize("base", sorted(BASES))
@@ -265,13 +277,7 @@ CONFIGURATION = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configu
 @FUZZ
 @given(index=st.integers(min_value=0), value=hostile, raw=st.one_of(st.none(), raw_yaml))
 def test_kueue_configuration(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
-    config = json.loads(json.dumps(CONFIGURATION))
-    if raw is None:
-        put(config, index, value)
-        text = json_text(config)
-    else:
-        put(config, index, MARK)
-        text = yaml_text(config, raw)
+    text = hostile_text(CONFIGURATION, index, value, raw)
     document = json.loads(json.dumps(TINY))
     document["items"].append({"apiVersion": "v1", "kind": "ConfigMap",
                               "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
@@ -290,14 +296,8 @@ SPEC = {"templates": [{"name": "rack", "cost": 10, "per": "rack", "hosts": 4, "t
 @FUZZ
 @given(index=st.integers(min_value=0), value=hostile, raw=st.one_of(st.none(), raw_yaml))
 def test_capacity_spec(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
-    spec = json.loads(json.dumps(SPEC))
     path = tmp_path / "spec.yaml"
-    if raw is None:
-        put(spec, index, value)
-        path.write_text(json_text(spec))
-    else:
-        put(spec, index, MARK)
-        path.write_text(yaml_text(spec, raw))
+    path.write_text(hostile_text(SPEC, index, value, raw))
     holds(what_if(str(REPO / "fixtures" / "tiny.yaml"), "--add-nodes", str(path)), str(path),
           f"spec {path.read_text()[:300]!r}")
 
@@ -324,14 +324,8 @@ KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
 def test_kubeconfig(tmp_path: Path, bounded: None, index: int, value: Any, raw: str | None) -> None:
     from planner.cluster.kube import check_kubeconfig_files
 
-    config = json.loads(json.dumps(KUBECONFIG))
     path = tmp_path / "kubeconfig"
-    if raw is None:
-        put(config, index, value)
-        path.write_text(json_text(config))
-    else:
-        put(config, index, MARK)
-        path.write_text(yaml_text(config, raw))
+    path.write_text(hostile_text(KUBECONFIG, index, value, raw))
     _direct(lambda: check_kubeconfig_files(str(path)), f"kubeconfig {path.read_text()[:300]!r}")
 
 
@@ -352,40 +346,11 @@ def test_plan_file(tmp_path: Path, bounded: None, index: int, value: Any) -> Non
     _direct(lambda: load_plan(str(path)), f"plan {path.read_text()[:300]!r}")
 
 
-
-class _Server:
-    """A real local HTTP server answering every GET with `answer` (bytes), for Kube.list."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        server_self = self
-        self.answer = b"{}"
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:   # noqa: N802 - http.server's name
-                body = server_self.answer
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
-
-
 @pytest.fixture(scope="module")
-def api_server() -> Iterator[_Server]:
-    server = _Server()
+def api_server() -> Iterator[JsonServer]:
+    server = JsonServer()
     yield server
-    server.http.shutdown()
-    server.http.server_close()
+    server.close()
 
 
 page = st.fixed_dictionaries({"kind": st.one_of(st.just("NodeList"), hostile), "apiVersion": st.one_of(st.just("v1"), hostile)},
@@ -396,7 +361,7 @@ page = st.fixed_dictionaries({"kind": st.one_of(st.just("NodeList"), hostile), "
 
 @FUZZ
 @given(answer=st.one_of(page, hostile))
-def test_api_server_list_pages(api_server: _Server, bounded: None, answer: Any) -> None:
+def test_api_server_list_pages(api_server: JsonServer, bounded: None, answer: Any) -> None:
     from kubernetes import client
 
     from planner.cluster.kube import Kube

@@ -18,7 +18,6 @@ import ast
 import functools
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
@@ -31,12 +30,12 @@ import yaml
 from click.testing import CliRunner, Result
 from prometheus_client.parser import text_string_to_metric_families
 
+from helpers import cli_on_a_tty
 from planner import cli as cli_module
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = str(REPO / "fixtures" / "tiny.yaml")
 TWO = str(REPO / "fixtures" / "two-teams-cohort.yaml")
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 TINY_WORKLOAD = "ml-research/pretrain-small"
 # a generated cluster small enough for a simulation of a few cycles (as tests/test_simulate_cli.py)
 SMALL = ("--preset", "S", "--nodes", "2x2x4", "--set", "teams=3", "--set", "pending=6", "--set", "running=6",
@@ -266,28 +265,6 @@ def plan_json(*args: str) -> dict[str, Any]:
 def placed_nodes(plan: dict[str, Any]) -> set[str]:
     return {value for a in plan["admissions"] for ps in a["podSets"]
             for domain in (ps.get("topologyAssignment") or {}).get("domains", []) for value in domain["values"]}
-
-
-def stderr_on_a_tty(args: list[str], tmp_path: Path) -> tuple[int, str]:
-    """Run the CLI with stderr on a pseudo-terminal (stdout to a file): exit code and what the terminal got."""
-    main, child = pty.openpty()
-    with open(tmp_path / "stdout", "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "planner.cli", *args], cwd=tmp_path, stdout=out,
-                                   stderr=child, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200",
-                                                      "TERM": "xterm"})
-        os.close(child)
-        chunks = []
-        while True:
-            try:
-                data = os.read(main, 65536)
-            except OSError:     # the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-        code = process.wait(timeout=600)
-    os.close(main)
-    return code, ANSI.sub("", b"".join(chunks).decode(errors="replace").replace("\r", "\n"))
 
 
 def policy_file(tmp_path: Path, **spec: Any) -> str:
@@ -565,9 +542,9 @@ def test_quiet_silences_progress_on_a_terminal(command: str, tmp_path: Path) -> 
     def progress(text: str) -> list[str]:
         return [line for line in text.splitlines() if line.startswith("stowplan: ") or "reading the cluster" in line]
 
-    code, loud = stderr_on_a_tty(args, tmp_path)
+    code, loud = cli_on_a_tty(args, tmp_path, tmp_path / "stdout")
     assert progress(loud), (code, loud)
-    code_q, quiet = stderr_on_a_tty([*args, "-q"], tmp_path)
+    code_q, quiet = cli_on_a_tty([*args, "-q"], tmp_path, tmp_path / "stdout")
     assert code_q == code and progress(quiet) == [], quiet
     if command == "what-if":
         assert "warning:" in quiet      # warnings still go to stderr

@@ -8,12 +8,10 @@ stdin, stdout or a file descriptor is the point); nothing is mocked.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from helpers import JsonServer
 from planner import cli as cli_module
 
 REPO = Path(__file__).resolve().parent.parent
@@ -400,16 +399,22 @@ def test_api_errors_in_gos_struct_format_lose_env_values_and_commands() -> None:
     assert SECRET not in scrub(f"Env:[]EnvVar{{EnvVar{{Name:PASS,Value:{SECRET},ValueFrom:nil,}},}}")
 
 
-def test_an_exec_plugins_stderr_is_shown_only_with_verbose(tmp_path: Path) -> None:
+def exec_plugin_kubeconfig(tmp_path: Path, script: str) -> str:
+    """A kubeconfig file whose one user logs in through an exec plugin running `script`
+    (its server unreachable), and its path."""
     plugin = tmp_path / "plugin.sh"
-    plugin.write_text(f"#!/bin/sh\necho 'token={SECRET}' >&2\nexit 1\n")
+    plugin.write_text(f"#!/bin/sh\n{script}\n")
     plugin.chmod(0o755)
     kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
                   "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
                   "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
                   "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
                                                             "command": str(plugin), "interactiveMode": "Never"}}}]}
-    path = written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig")
+    return written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig")
+
+
+def test_an_exec_plugins_stderr_is_shown_only_with_verbose(tmp_path: Path) -> None:
+    path = exec_plugin_kubeconfig(tmp_path, f"echo 'token={SECRET}' >&2\nexit 1")
     quiet = process("plan", "--kubeconfig", path, stdin=subprocess.DEVNULL)
     assert quiet.returncode not in (0, 1) and SECRET not in quiet.stderr.decode(), quiet.stderr.decode()
     assert b"shown with -v" in quiet.stderr
@@ -425,15 +430,7 @@ def test_an_exec_plugin_that_hangs_or_floods_is_stopped_at_its_bound(tmp_path: P
     from planner.cluster import kube
 
     monkeypatch.setattr(kube, "EXEC_PLUGIN_SECONDS", 2.0)
-    plugin = tmp_path / "plugin.sh"
-    plugin.write_text(f"#!/bin/sh\n{script}\n")
-    plugin.chmod(0o755)
-    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
-                  "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
-                  "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-                  "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
-                                                            "command": str(plugin), "interactiveMode": "Never"}}}]}
-    result = run("snapshot", "--kubeconfig", written(tmp_path, yaml.safe_dump(kubeconfig), "kubeconfig"), "-q")
+    result = run("snapshot", "--kubeconfig", exec_plugin_kubeconfig(tmp_path, script), "-q")
     assert result.exit_code == 4, result.stderr      # the client goes on without a token: the server is unreachable
     assert says in caplog.text + result.stderr
 
@@ -470,21 +467,6 @@ def test_a_token_in_the_servers_url_is_never_shown(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- a hostile API server
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    answer: Any = None
-
-    def do_GET(self) -> None:   # noqa: N802 - http.server's name
-        body = json.dumps(type(self).answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.mark.parametrize("answer, says", [
     ({"kind": "NodeList", "apiVersion": "v1", "items": [], "metadata": {"continue": "same"}}, "repeated a continue"),
     ({"kind": "NodeList", "apiVersion": "v1", "items": {"a": 1}}, "malformed"),
@@ -497,20 +479,16 @@ def test_a_list_answer_of_the_wrong_shape_or_a_repeated_token_is_exit_2(answer: 
     from planner.cluster.kube import Kube
     from planner.base.errors import InputError
 
-    handler = type("Pages", (_Pages,), {"answer": answer})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = JsonServer(json.dumps(answer).encode())
     try:
         configuration = client.Configuration()
-        configuration.host = f"http://127.0.0.1:{server.server_address[1]}"
+        configuration.host = server.url
         kube = Kube(client.ApiClient(configuration), timeout=10)
         with pytest.raises(InputError) as raised:
             list(kube.list("/api/v1/nodes"))
         assert raised.value.exit_code == 2 and says in str(raised.value)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 # ---------------------------------------------------------------- silently wrong, resolved as REFERENCE §2 says

@@ -223,6 +223,16 @@ def test_explain_stops(tmp_path: Path) -> None:
 
 # -- the outputs: all or none
 
+def write_plan_and_metrics(folder: Path) -> None:
+    """What the CLI's outputs do for a plan and its metrics file: stage both, then commit."""
+    from planner.cli import outputs as writing
+
+    with writing.Outputs() as outputs:
+        outputs.file(str(folder / "plan.yaml"), "plan\n")
+        outputs.file(str(folder / "m.prom"), "metrics\n", field="--metrics")
+        outputs.commit()
+
+
 def test_a_signal_while_staging_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from planner.cli import outputs as writing
 
@@ -238,10 +248,7 @@ def test_a_signal_while_staging_leaves_nothing(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(writing.os, "fsync", fsync)
     with interrupt.handling():
         with pytest.raises(interrupt.Interrupted) as caught:
-            with writing.Outputs() as outputs:
-                outputs.file(str(tmp_path / "plan.yaml"), "plan\n")
-                outputs.file(str(tmp_path / "m.prom"), "metrics\n", field="--metrics")
-                outputs.commit()
+            write_plan_and_metrics(tmp_path)
     assert caught.value.note == "" and list(tmp_path.iterdir()) == []
 
 
@@ -258,10 +265,7 @@ def test_a_signal_during_the_final_renames_is_honoured_once_they_are_done(tmp_pa
     monkeypatch.setattr(writing.os, "replace", replace)
     with interrupt.handling():
         with pytest.raises(interrupt.Interrupted) as caught:
-            with writing.Outputs() as outputs:
-                outputs.file(str(tmp_path / "plan.yaml"), "plan\n")
-                outputs.file(str(tmp_path / "m.prom"), "metrics\n", field="--metrics")
-                outputs.commit()
+            write_plan_and_metrics(tmp_path)
     assert caught.value.exit_code == 143 and "output is complete" in caught.value.note
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.prom", "plan.yaml"]
     assert (tmp_path / "plan.yaml").read_text() == "plan\n"

@@ -32,15 +32,20 @@ def admitted(plan):
     return {a.workload.name: a for a in plan.admissions}
 
 
-def test_more_volume_beats_the_older_head_at_equal_priority():
-    # 8 GPUs free. Greedy takes the oldest (6 GPUs) and then nothing else fits;
-    # volume comes before age, so the plan takes the two 4-GPU jobs (8 GPUs).
-    snap = one_queue(
+def old_six_and_two_fours():
+    """8 GPUs free; at equal priority, the oldest Job wants 6 and two newer ones 4 each."""
+    return one_queue(
         [node("n1", gpu=8)],
         [job("team", "old-6", pods=6, gpu=1, created=ago(hours=3)),
          job("team", "new-4a", pods=4, gpu=1, created=ago(hours=2)),
          job("team", "new-4b", pods=4, gpu=1, created=ago(hours=1))],
     )
+
+
+def test_more_volume_beats_the_older_head_at_equal_priority():
+    # 8 GPUs free. Greedy takes the oldest (6 GPUs) and then nothing else fits;
+    # volume comes before age, so the plan takes the two 4-GPU jobs (8 GPUs).
+    snap = old_six_and_two_fours()
     greedy_plan = plan_snapshot(snap, solver="greedy")
     assert set(admitted(greedy_plan)) == {"old-6"}
     plan = plan_snapshot(snap)
@@ -155,12 +160,7 @@ def test_slices_stay_whole_inside_racks():
 
 
 def test_pulp_cbc_finds_the_same_plan_as_highs():
-    snap = one_queue(
-        [node("n1", gpu=8)],
-        [job("team", "old-6", pods=6, gpu=1, created=ago(hours=3)),
-         job("team", "new-4a", pods=4, gpu=1, created=ago(hours=2)),
-         job("team", "new-4b", pods=4, gpu=1, created=ago(hours=1))],
-    )
+    snap = old_six_and_two_fours()
     highs = plan_snapshot(snap)
     cbc = plan_snapshot(snap, solver="pulp:CBC")
     assert cbc.solver.method == "pulp:CBC"

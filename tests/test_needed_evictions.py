@@ -39,19 +39,22 @@ def admit(snap, name, nodes):
     return Admission(w.ref, "cq", (assignment(w.pod_sets[0], nodes, "default"),))
 
 
+def laundering_plan(snap, urgent_on=None, big_on=None):
+    """h-urgent admitted on `urgent_on`, b-big on `big_on`, and a-running evicted for
+    h-urgent; by default the issue's plan: h-urgent on n1 (a-running's node), b-big on n2-n4."""
+    a, h = by_name(snap, "a-running"), by_name(snap, "h-urgent")
+    urgent_on = urgent_on or {"n1": 1}
+    big_on = big_on or {"n2": 1, "n3": 1, "n4": 1}
+    return Decisions((admit(snap, "h-urgent", urgent_on), admit(snap, "b-big", big_on)),
+                     (Eviction(a.ref, "Preempted", (h.ref,), cost=1.0),))
+
+
 def test_the_laundering_plan_is_refused():
     snap = laundering_world()
-    a, h = by_name(snap, "a-running"), by_name(snap, "h-urgent")
-    # The issue's plan: h-urgent on n1 (a-running's node), b-big on n2-n4.
-    laundered = Decisions(
-        (admit(snap, "h-urgent", {"n1": 1}), admit(snap, "b-big", {"n2": 1, "n3": 1, "n4": 1})),
-        (Eviction(a.ref, "Preempted", (h.ref,), cost=1.0),))
-    violations = verify(snap, laundered)
+    violations = verify(snap, laundering_plan(snap))
     assert any("a-running" in v and "nobody needed" in v for v in violations), violations
     # The same admissions placed the other way round are refused alike: the rule is about room, not nodes.
-    swapped = Decisions(
-        (admit(snap, "h-urgent", {"n4": 1}), admit(snap, "b-big", {"n1": 1, "n2": 1, "n3": 1})),
-        (Eviction(a.ref, "Preempted", (h.ref,), cost=1.0),))
+    swapped = laundering_plan(snap, urgent_on={"n4": 1}, big_on={"n1": 1, "n2": 1, "n3": 1})
     assert any("nobody needed" in v for v in verify(snap, swapped))
 
 

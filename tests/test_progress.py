@@ -5,39 +5,23 @@ terminal or with --quiet. Run in a real pseudo-terminal, the CLI as a user runs 
 from __future__ import annotations
 
 import os
-import pty
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+from helpers import cli_on_a_tty
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = str(REPO / "fixtures" / "hierarchical-cohorts.yaml")
 TINY = str(REPO / "fixtures" / "tiny.yaml")
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def stderr_on_a_tty(args: list[str], tmp_path: Path) -> str:
-    """Run the CLI with stderr on a pseudo-terminal (stdout to a file); what the terminal got."""
-    main, child = pty.openpty()
-    out = open(tmp_path / "stdout", "wb")
-    process = subprocess.Popen([sys.executable, "-m", "planner.cli", *args], cwd=REPO, stdout=out, stderr=child,
-                               env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "TERM": "xterm"})
-    os.close(child)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 65536)
-        except OSError:     # the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    process.wait(timeout=600)
-    os.close(main)
-    out.close()
-    assert process.returncode == 0, b"".join(chunks).decode(errors="replace")
-    return ANSI.sub("", b"".join(chunks).decode(errors="replace").replace("\r", "\n"))
+    """What the terminal got of a run in the checkout that must succeed."""
+    code, text = cli_on_a_tty(args, REPO, tmp_path / "stdout")
+    assert code == 0, text
+    return text
 
 
 def test_stages_with_objective_and_gap_on_a_terminal(tmp_path: Path) -> None:

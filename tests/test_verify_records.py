@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from models import Decisions, Eviction
-from planner.cycle import subjects
-from planner.verify import Rule, Violation, check, unneeded, unstable, verify
-from test_needed_evictions import admit as needed_admit, by_name, laundering_world
+from models import Decisions, Resize
+from planner.cycle import plan_snapshot, subjects
+from planner.verify import Rule, Violation, check, check_resizes, messages, unneeded, unstable, verify
+from test_elastic import job_snap
+from test_needed_evictions import by_name, laundering_plan, laundering_world
 from test_verify import D, cpu_admit, cpu_cq, cpu_job, mk_snapshot
 from test_verify_stable import borrowed, ref
 
@@ -45,10 +46,8 @@ def test_stability_records_name_the_waiting_workload_and_its_queue() -> None:
 
 def test_an_unneeded_eviction_names_its_victim_first() -> None:
     snap = laundering_world()
-    a, h = by_name(snap, "a-running"), by_name(snap, "h-urgent")
-    laundered = Decisions(
-        (needed_admit(snap, "h-urgent", {"n1": 1}), needed_admit(snap, "b-big", {"n2": 1, "n3": 1, "n4": 1})),
-        (Eviction(a.ref, "Preempted", (h.ref,), cost=1.0),))
+    a = by_name(snap, "a-running")
+    laundered = laundering_plan(snap)
     found = unneeded(snap, laundered)
     assert [v.rule for v in found] == [Rule.NEEDED] and found[0].workload == a.ref
     assert any(v.rule is Rule.NEEDED and v.workload == a.ref for v in check(snap, laundered))
@@ -63,3 +62,19 @@ def test_the_cycle_decides_on_the_rule_and_workload_not_the_sentence() -> None:
     other = Violation(Rule.QUOTA, f"{ref('a', 'other')}: left waiting though it fits", workloads=(ref("a", "other"),))
     assert subjects(reworded + [other], Rule.STABILITY) == frozenset({ref("a", "waiting")})
     assert subjects(reworded + [other], Rule.NEEDED) == frozenset()
+
+
+def test_a_bad_resize_is_a_resize_record_naming_its_workload_and_node() -> None:
+    """The resize rules (planner.verify.resize) give records too: a shrink below the floor
+    that releases pods on a node the Job does not run on is two RESIZE records about the
+    Job, the release's naming its node; their sentences are the ones the cycle's error prints."""
+    snap = job_snap()          # the elastic Job runs 4 pods on n1, floor 2, most 6
+    job = snap.workloads[0].ref
+    bad = Resize(job, "cq", "main", 4, 1, release=(("n1", 2), ("n2", 1)), reason="Preempted")
+    found = check_resizes(snap, dataclasses.replace(plan_snapshot(snap), resizes=(bad,)))
+    assert [(v.rule, v.workload, v.node, v.queue) for v in found] == [
+        (Rule.RESIZE, job, "n2", "cq"), (Rule.RESIZE, job, None, "cq")], found
+    assert messages(found) == [f"resize of {job}: releases 1 pods on n2, where it runs 0",
+                               f"resize of {job}: 1 pods of main is below its minimum 2"]
+    good = Resize(job, "cq", "main", 4, 2, release=(("n1", 2),), reason="Preempted")
+    assert check_resizes(snap, dataclasses.replace(plan_snapshot(snap), resizes=(good,))) == []

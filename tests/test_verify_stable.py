@@ -116,26 +116,32 @@ def test_a_borrower_admitted_by_the_plan_is_reclaimable_too():
     assert verify(snap, fair) == [] and stability_violations(snap, fair) == []
 
 
+def two_racks(b_gpus: int, workloads):
+    """Racks r1 (n1, n2) and r2 (n3, n4) of 8-GPU nodes, one flavor of their topology;
+    team-a (24 GPUs nominal) and team-b (`b_gpus`) in cohort c, both reclaiming from Any."""
+    quotas = {"tas": {GPU: 24, "cpu": 256, "memory": "2Ti"}}
+    b_quotas = {"tas": {GPU: b_gpus, "cpu": 256, "memory": "2Ti"}}
+    nodes = [node(f"n{i}", gpu=8, labels={RACK: "r1" if i <= 2 else "r2"}) for i in range(1, 5)]
+    return snapshot(
+        nodes=nodes, flavors=[flavor("tas", topology="topo")], topologies=[topology("topo", RACK, HOST)],
+        cqs=[cq("team-a", cohort="c", quotas=quotas, reclaim="Any"),
+             cq("team-b", cohort="c", quotas=b_quotas, reclaim="Any")],
+        cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
+        workloads=workloads,
+    )
+
+
 def plan_borrowers_across_racks(b1_priority: int):
     """team-a's rack job needs rack r1 or r2 whole; this plan admits team-b's b2 on n1 (r1;
     n2 is free) and b1 on n3 (r2; n4 runs team-a's own work). team-b is then over its
     nominal quota by one of them: reclaim removes one, which frees a rack only if it is b2
     (the first of the two by UID)."""
-    quotas = {"tas": {GPU: 24, "cpu": 256, "memory": "2Ti"}}
-    b_quotas = {"tas": {GPU: 8, "cpu": 256, "memory": "2Ti"}}
-    nodes = [node(f"n{i}", gpu=8, labels={RACK: "r1" if i <= 2 else "r2"}) for i in range(1, 5)]
-    snap = snapshot(
-        nodes=nodes, flavors=[flavor("tas", topology="topo")], topologies=[topology("topo", RACK, HOST)],
-        cqs=[cq("team-a", cohort="c", quotas=quotas, reclaim="Any"),
-             cq("team-b", cohort="c", quotas=b_quotas, reclaim="Any")],
-        cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
-        workloads=[
-            running_job("a", "mine", nodes={"n4": 1}, gpu=8, admitted=ago(hours=1)),
-            job("b", "b1", gpu=8, priority=b1_priority, created=ago(hours=3)),
-            job("b", "b2", gpu=8, created=ago(hours=3)),
-            job("a", "rack-job", pods=2, gpu=8, topology=required(RACK), created=ago(hours=2)),
-        ],
-    )
+    snap = two_racks(b_gpus=8, workloads=[
+        running_job("a", "mine", nodes={"n4": 1}, gpu=8, admitted=ago(hours=1)),
+        job("b", "b1", gpu=8, priority=b1_priority, created=ago(hours=3)),
+        job("b", "b2", gpu=8, created=ago(hours=3)),
+        job("a", "rack-job", pods=2, gpu=8, topology=required(RACK), created=ago(hours=2)),
+    ])
     plan = Decisions(admissions=(admit("b", "b2", "team-b", {"n1": 1}, "tas"), admit("b", "b1", "team-b", {"n3": 1}, "tas")))
     return snap, plan
 
@@ -154,46 +160,29 @@ def test_reclaim_of_the_plans_own_admissions_in_priority_order_is_owed():
     assert len(found) == 1 and "Job/a/rack-job" in found[0] and "Job/b/b2" in found[0]
 
 
+def rack_job_beside_team_b(b_gpus: int):
+    """team-a waits with a job of 16 GPUs in one rack, running 8 on n3 and n4 (rack r2);
+    team-b runs b-old on n1 and b-new on n2 (rack r1), 8 GPUs each."""
+    return two_racks(b_gpus=b_gpus, workloads=[
+        running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
+        running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
+        running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
+        job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
+    ])
+
+
 def test_reclaim_that_cannot_free_the_required_rack_is_not_owed():
     # team-a's job needs 16 GPUs in one rack; team-b runs b-old on n1 and b-new on n2, both in
     # rack r1 (r2 is full of team-a's own work). Reclaim may remove b-new only (team-b is then
     # within nominal), which frees half a rack: Kueue cannot reclaim enough, the plan stands.
-    quotas = {"tas": {GPU: 24, "cpu": 256, "memory": "2Ti"}}
-    b_quotas = {"tas": {GPU: 8, "cpu": 256, "memory": "2Ti"}}
-    nodes = [node(f"n{i}", gpu=8, labels={RACK: "r1" if i <= 2 else "r2"}) for i in range(1, 5)]
-    snap = snapshot(
-        nodes=nodes, flavors=[flavor("tas", topology="topo")], topologies=[topology("topo", RACK, HOST)],
-        cqs=[cq("team-a", cohort="c", quotas=quotas, reclaim="Any"),
-             cq("team-b", cohort="c", quotas=b_quotas, reclaim="Any")],
-        cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
-        workloads=[
-            running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
-            running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
-            running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
-            job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
-        ],
-    )
+    snap = rack_job_beside_team_b(b_gpus=8)
     # team-a uses 8 of 24: the 16-GPU job fits its nominal quota. Removing both of
     # team-b's workloads would free rack r1, but Kueue stops once team-b is within nominal.
     assert stability(snap) == []
 
 
 def test_reclaim_that_frees_the_required_rack_is_owed():
-    quotas = {"tas": {GPU: 24, "cpu": 256, "memory": "2Ti"}}
-    b_quotas = {"tas": {GPU: 0, "cpu": 256, "memory": "2Ti"}}
-    nodes = [node(f"n{i}", gpu=8, labels={RACK: "r1" if i <= 2 else "r2"}) for i in range(1, 5)]
-    snap = snapshot(
-        nodes=nodes, flavors=[flavor("tas", topology="topo")], topologies=[topology("topo", RACK, HOST)],
-        cqs=[cq("team-a", cohort="c", quotas=quotas, reclaim="Any"),
-             cq("team-b", cohort="c", quotas=b_quotas, reclaim="Any")],
-        cohorts=[cohort("c")], lqs=[lq("a", "lq", "team-a"), lq("b", "lq", "team-b")],
-        workloads=[
-            running_job("b", "b-old", nodes={"n1": 1}, gpu=8, admitted=ago(hours=3)),
-            running_job("b", "b-new", nodes={"n2": 1}, gpu=8, admitted=ago(hours=1)),
-            running_job("a", "mine", nodes={"n3": 1, "n4": 1}, pods=2, gpu=4, admitted=ago(hours=1)),
-            job("a", "rack-job", pods=2, gpu=8, topology=required(RACK)),
-        ],
-    )
+    snap = rack_job_beside_team_b(b_gpus=0)
     # team-b borrows all 16 of its GPUs: reclaim removes both and frees rack r1.
     found = stability(snap)
     assert len(found) == 1 and "Job/a/rack-job" in found[0]

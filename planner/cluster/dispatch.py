@@ -345,21 +345,18 @@ class Dispatcher:
         if not self.manager.dry_run:
             self._release.setdefault(name, {})[ref] = Admission(ref, "", tuple(
                 _assignment(created)), cluster=name)
-        for _ in range(ATTEMPTS):
-            marked, confirmed = marked_for(job)
+
+        def confirm(obj: dict[str, Any]) -> bool:
+            marked, confirmed = marked_for(obj)
             if confirmed and marked == name:
-                break
-            notes = _notes(job)
+                return False
+            notes = _notes(obj)
             notes.pop(DISPATCHING_TO, None)
             notes[DISPATCHED_TO] = name
             notes[DISPATCHED_AT] = rfc3339(self.clock())
-            try:
-                job = self.manager.write("PUT", job_path(ref.namespace, ref.name), job)
-                break
-            except ApiStatus as err:
-                if err.status != 409:
-                    raise
-                job = self.manager.get_or_none(job_path(ref.namespace, ref.name)) or {}
+            return True
+
+        job = self._put_edited(ref, job, confirm)
         if new:
             self.report.dispatched.append((ref, name))
             self._event(job, "Dispatched", f"Dispatched by Stowplan to worker cluster {name}")
@@ -415,21 +412,33 @@ class Dispatcher:
         except Unreachable:
             return
         why = f"{eviction.reason} for {', '.join(str(r) for r in eviction.for_) or 'higher-priority work'}"
-        for _ in range(ATTEMPTS):
-            notes = _notes(job)
+
+        def mark_evicted(obj: dict[str, Any]) -> bool:
+            notes = _notes(obj)
             for key in (DISPATCHED_TO, DISPATCHING_TO, DISPATCHED_AT, WORKER_STATUS):
                 notes.pop(key, None)
             notes[EVICTED_AT] = rfc3339(self.clock())
             notes[EVICTION_REASON] = f"{why} (removed from worker cluster {marked})"
-            try:
-                job = self.manager.write("PUT", job_path(ref.namespace, ref.name), job)
+            return True
+
+        job = self._put_edited(ref, job, mark_evicted)
+        self.report.removed.append((ref, marked))
+        self._event(job, eviction.reason, f"Evicted by Stowplan: {why}; its copy on {marked} is deleted")
+
+    def _put_edited(self, ref: ObjectRef, job: dict[str, Any], edit: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The manager's Job `ref` after `edit` (False: it needs none) and a PUT; on a
+        conflict, read again and edit again, ATTEMPTS times at the most."""
+        for _ in range(ATTEMPTS):
+            if not edit(job):
                 break
+            try:
+                written: dict[str, Any] = self.manager.write("PUT", job_path(ref.namespace, ref.name), job)
+                return written
             except ApiStatus as err:
                 if err.status != 409:
                     raise
                 job = self.manager.get_or_none(job_path(ref.namespace, ref.name)) or {}
-        self.report.removed.append((ref, marked))
-        self._event(job, eviction.reason, f"Evicted by Stowplan: {why}; its copy on {marked} is deleted")
+        return job
 
     def _delete_copy(self, kube: Kube, ref: ObjectRef, uid: str) -> bool:
         """Delete the worker's copy of `ref` if it is the copy of manager UID `uid` (pods go with it)."""

@@ -21,11 +21,12 @@ against a mistake, not a lock. Reading only: RBAC gets `get` on these two object
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+from datetime import timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 
 from planner.cluster.kube import ApiStatus, Kube, path_of
+from planner.cluster.lease import lease_time
 from planner.base.errors import KueueActiveError
 
 NAMESPACE = "kueue-system"
@@ -42,15 +43,6 @@ class Finding:
 
     active: bool
     what: str
-
-
-def _epoch(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def server_time(date_header: str) -> float | None:
@@ -71,7 +63,7 @@ def judge_lease(lease: dict[str, Any] | None, server_now: float | None) -> Findi
     holder = spec.get("holderIdentity")
     if not isinstance(holder, str) or not holder:
         return None
-    renewed = _epoch(spec.get("renewTime")) or _epoch(spec.get("acquireTime"))
+    renewed = lease_time(spec.get("renewTime")) or lease_time(spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds")
     where = f"Lease {NAMESPACE}/{LEASE_NAME} held by {holder}"
     if renewed is None or type(duration) is not int:

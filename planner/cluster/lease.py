@@ -33,7 +33,9 @@ def _micro_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _epoch(text: Any) -> float | None:
+def lease_time(text: Any) -> float | None:
+    """A Lease's renewTime or acquireTime as epoch seconds; None where it is absent or no
+    time (a Lease another program wrote is read leniently: it only ever means "not held")."""
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -71,7 +73,7 @@ class Lease:
             else:
                 held = current.get("spec") or {}
                 holder = held.get("holderIdentity") or ""
-                renewed = _epoch(held.get("renewTime")) or _epoch(held.get("acquireTime")) or 0.0
+                renewed = lease_time(held.get("renewTime")) or lease_time(held.get("acquireTime")) or 0.0
                 expires = renewed + float(held.get("leaseDurationSeconds") or 0)
                 if holder and holder != self.identity and expires > now:
                     raise LeaseHeldError(

@@ -57,7 +57,7 @@ from planner.cycle import podsready
 from planner.greedy import greedy
 from planner import milp
 from planner.milp import candidates
-from planner.verify import Rule, Violation, check, messages, unneeded, unstable
+from planner.verify import Rule, Violation, check, check_resizes, messages, unneeded, unstable
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,9 @@ def plan_snapshot(
     expanded, expansion = elastic.expand(snapshot)
     with cycle_collector(), reaped():     # no copy on the second core outlives the cycle (Ctrl-C included)
         plan = elastic.collapse(run_cycle(expanded, solver, read_seconds), expansion)
-    violations = elastic.verify(snapshot, plan)
-    if violations:
-        raise VerificationError(violations)
+    bad_resizes = check_resizes(snapshot, plan)
+    if bad_resizes:
+        raise VerificationError(messages(bad_resizes))
     return plan
 
 

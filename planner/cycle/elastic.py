@@ -25,26 +25,24 @@ per pod set resized.
     required topology level, to the domain at that level it runs in. Admitting k of its
     pods is Kueue's new slice of `c + k` pods replacing the old one.
 
-Pure: no I/O. `verify` checks the resizes against the snapshot as read (the floor, the
-most, the flavors, the required domain, the released pods existing); the cycle's
-verifier has already checked capacity and quota with the new sizes, on the expanded
-snapshot.
+Pure: no I/O. Which workloads and pod sets may be resized, and their floors, are the
+verifier's definitions (planner.verify.resize), which checks the resizes against the
+snapshot as read (the floor, the most, the flavors, the required domain, the released
+pods existing); the cycle's verifier has already checked capacity and quota with the
+new sizes, on the expanded snapshot.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
 
 from models import (Admission, Eviction, ObjectRef, Plan, PodSet, PodSetAssignment, Resize,
                     Snapshot, Workload, WorkloadState)
 from planner.kueue.semantics import eviction_cost
+from planner.verify.resize import domains_of, floor_of, resizable, resizable_pod_sets
 
 GROW = "+grow-"         # a name suffix no Kubernetes name can carry: no clash with a real object
 PART = "+pod-"
-# The kinds Kueue v0.17 resizes through workload slices (pkg/controller/jobs/{job,raycluster,rayjob}):
-# the reader marks no other kind elastic; this is the core's own guard
-KINDS = ("Job", "RayCluster", "RayJob")
 
 
 @dataclass
@@ -58,30 +56,6 @@ class Expansion:
     @property
     def empty(self) -> bool:
         return not self.jobs
-
-
-def resizable(workload: Workload) -> bool:
-    """A running elastic workload with a pod set it may resize and its assignment known."""
-    return (workload.state is WorkloadState.RUNNING and workload.elastic_job and workload.ref.kind in KINDS
-            and bool(resizable_pod_sets(workload))
-            and sorted(a.name for a in workload.assignment) == sorted(ps.name for ps in workload.pod_sets)
-            and workload.cluster_queue is not None and workload.blocked_reason is None
-            and workload.deactivated is None)
-
-
-def resizable_pod_sets(workload: Workload) -> tuple[str, ...]:
-    """The pod sets a resize may change: a Job's one pod set; of several (a Ray cluster's
-    head and worker groups), those the reader gave a floor (min_count): the worker groups
-    it may resize, never the head or the submitter."""
-    if not workload.elastic_job:
-        return ()
-    if len(workload.pod_sets) == 1:
-        return (workload.pod_sets[0].name,)
-    return tuple(ps.name for ps in workload.pod_sets if ps.min_count is not None)
-
-
-def floor_of(pod_set: PodSet) -> int:
-    return pod_set.min_count if pod_set.min_count is not None else 1
 
 
 def expand(snapshot: Snapshot) -> tuple[Snapshot, Expansion]:
@@ -172,12 +146,6 @@ def _growth_slice(snapshot: Snapshot, job: Workload, pod_set: PodSet, running: P
                    elastic_job=False, resource_version=job.resource_version)
 
 
-def domains_of(snapshot: Snapshot, level: str, nodes: Mapping[str, int]) -> set[str]:
-    """The values of node label `level` on `nodes` (a node without it: "")."""
-    labels = {n.name: n.labels for n in snapshot.nodes}
-    return {labels.get(name, {}).get(level, "") for name in nodes}
-
-
 def collapse(plan: Plan, expansion: Expansion) -> Plan:
     """The planners' answer on the expanded snapshot -> the plan of the snapshot as read."""
     if expansion.empty:
@@ -226,65 +194,6 @@ def collapse(plan: Plan, expansion: Expansion) -> Plan:
     pending = tuple(p for p in plan.pending if p.workload not in expansion.growth)
     return replace(plan, admissions=tuple(admissions), evictions=tuple(evictions), pending=pending,
                    resizes=tuple(resizes))
-
-
-def verify(snapshot: Snapshot, plan: Plan) -> list[str]:
-    """The slice rules, against the snapshot as read: what a resize may do (a floor above
-    what it runs bounds only a shrink: a growth from below it is a growth)."""
-    out: list[str] = []
-    workloads = {w.ref: w for w in snapshot.workloads}
-    touched = {a.workload for a in plan.admissions} | {e.workload for e in plan.evictions} \
-        | {m.workload for m in plan.migrations}
-    seen: set[tuple[ObjectRef, str]] = set()
-    for resize in plan.resizes:
-        ref = resize.workload
-        job = workloads.get(ref)
-        if job is None or not resizable(job):
-            out.append(f"resize of {ref}: not a running elastic workload")
-            continue
-        if resize.pod_set not in resizable_pod_sets(job):
-            out.append(f"resize of {ref}: pod set {resize.pod_set} is not one it may resize "
-                       f"({', '.join(resizable_pod_sets(job))})")
-            continue
-        if (ref, resize.pod_set) in seen or ref in touched:
-            out.append(f"resize of {ref}: the plan changes it twice")
-        seen.add((ref, resize.pod_set))
-        (pod_set,) = [ps for ps in job.pod_sets if ps.name == resize.pod_set]
-        (running,) = [a for a in job.assignment if a.name == resize.pod_set]
-        floor, most = min(floor_of(pod_set), running.count), pod_set.count
-        if resize.from_count != running.count:
-            out.append(f"resize of {ref}: from {resize.pod_set}={resize.from_count}, "
-                       f"but it runs {running.name}={running.count}")
-        per_node = running.pods_per_node()
-        for node, count in resize.release:
-            if count <= 0 or count > per_node.get(node, 0):
-                out.append(f"resize of {ref}: releases {count} pods on {node}, where it runs {per_node.get(node, 0)}")
-        grown = resize.slice.count if resize.slice is not None else 0
-        to = running.count - sum(c for _, c in resize.release) + grown
-        if to != resize.to_count:
-            out.append(f"resize of {ref}: to {resize.to_count}, but its release and slice make {to}")
-        if to < floor:
-            out.append(f"resize of {ref}: {to} pods of {resize.pod_set} is below its minimum {floor}")
-        if to > most:
-            out.append(f"resize of {ref}: {to} pods of {resize.pod_set} is more than its most {most}")
-        if resize.slice is not None:
-            if resize.slice.name != running.name or grown <= 0:
-                out.append(f"resize of {ref}: its slice is not of pod set {running.name}")
-            if dict(resize.slice.flavors) != dict(running.flavors):
-                out.append(f"resize of {ref}: its slice takes flavors {dict(resize.slice.flavors)}, "
-                           f"not the ones it runs under {dict(running.flavors)}")
-            if sum(c for _, c in resize.slice.domains) != grown:
-                out.append(f"resize of {ref}: its slice places {sum(c for _, c in resize.slice.domains)} pods, "
-                           f"not {grown}")
-            level = pod_set.topology.level if pod_set.topology.mode == "required" else None
-            if level:
-                domains = domains_of(snapshot, level, {**per_node, **resize.slice.pods_per_node()})
-                if len(domains) > 1:
-                    out.append(f"resize of {ref}: its slice leaves the {level} domain it requires "
-                               f"({', '.join(sorted(domains))})")
-        if resize.release and resize.reason not in ("Preempted", "Reclaimed"):
-            out.append(f"resize of {ref}: releases pods for no preemption ({resize.reason or 'no reason'})")
-    return out
 
 
 def grown_assignment(running: PodSetAssignment, resize: Resize) -> PodSetAssignment:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import io
 import math
 import os
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from models import Decisions, Node, Plan, Snapshot, Workload, WorkloadState, is_gpu
 from planner.base.terminal import printable_lines
+from planner.output.files import write_whole
 
 FORMATS = (".svg", ".png")
 MAX_HOSTS = 2048
@@ -412,7 +412,7 @@ def draw(snapshot: Snapshot, plan: Plan, path: str, before: bool = False) -> str
     data = buffer.getvalue()
     if svg:
         data = _with_titles(data.decode("utf-8"), [t for _, _, t in titled]).encode("utf-8")
-    _write_bytes(path, data)
+    write_whole(path, data)
     return "racks" if by_rack else "hosts"
 
 
@@ -450,21 +450,3 @@ def png_title(path: str) -> str | None:
             return body.split(b"\x00", 5)[-1].decode("utf-8")
         at += 12 + length
     return None
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    umask = os.umask(0)
-    os.umask(umask)
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~umask)      # as any new file (mkstemp makes it 0600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise

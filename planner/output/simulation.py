@@ -11,12 +11,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 from typing import Any, Callable, Mapping
 
 import yaml
 
 from planner.base.terminal import printable
+from planner.output.files import write_whole
 
 API_VERSION = "stowplan.io/v1alpha1"
 FORMATS = ("table", "yaml", "json")
@@ -146,20 +146,4 @@ def draw(doc: Mapping[str, Any], path: str) -> None:
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         fig.savefig(buffer, format=os.path.splitext(path)[1][1:].lower(), bbox_inches="tight", dpi=100)
     plt.close(fig)
-    _write_bytes(path, buffer.getvalue())
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    write_whole(path, buffer.getvalue(), mode=0o644)

@@ -1147,18 +1147,13 @@ class _Reader:
         for w in workloads:
             if w.state is not WorkloadState.RUNNING:
                 continue
-            requests = {ps.name: ps.request for ps in w.pod_sets}
-            for entry in w.assignment:
-                request = requests.get(entry.name)
-                if request is None:
+            for node, there in w.node_usage.items():
+                if node not in nodes:
                     continue
-                for node, count in entry.pods_per_node().items():
-                    if node not in nodes:
-                        continue
-                    usage = used.setdefault(node, {})
-                    for resource, amount in request.items():
-                        usage[resource] = usage.get(resource, 0) + amount * count
-                    users.setdefault(node, []).append(str(w.ref))
+                usage = used.setdefault(node, {})
+                for resource, amount in there.items():
+                    usage[resource] = usage.get(resource, 0) + amount
+                users.setdefault(node, []).append(str(w.ref))
         for name in sorted(used):
             allocatable = nodes[name][1]
             over = [resource for resource, amount in sorted(used[name].items()) if amount > allocatable.get(resource)]

@@ -56,12 +56,15 @@ Choices where the contract leaves room:
 - Stability (nominal quota is a guarantee): stable.py, on its own.
 - Migrations (defragmentation): moves.py, on its own; a moved workload then counts as
   evicted from its old place and admitted at its new one.
+- Resizes of running elastic workloads: resize.py, `check_resizes`, on its own, against
+  the snapshot as read (the cycle checks the rest on the snapshot planner.cycle.elastic
+  expanded).
 
 One module per rule family, all built on index.py (the snapshot's lookups, the cohort
 tree, the small shared rules) and violation.py (the records), none importing another's
 internals in a circle: placement.py (admission, gang, flavors, nodes, topology, node
 capacity, provisioning checks), quota.py, preemption.py (what an eviction names,
-Kueue's preemption policies, waitForPodsReady), moves.py, stable.py, needed.py (an
+Kueue's preemption policies, waitForPodsReady), moves.py, resize.py, stable.py, needed.py (an
 eviction is needed by whom it is for; the policy's churn bounds), fair.py (fair
 sharing), fleet.py (MultiKueue's fleet and manager quota); entries.py reads the plan
 for the rules checked on their own. This module is the front door.
@@ -78,11 +81,13 @@ from planner.verify.needed import check_needed, unneeded
 from planner.verify.placement import check_admissions, check_node_capacity, check_provisioning
 from planner.verify.preemption import check_evictions
 from planner.verify.quota import check_quota, check_quota_fr
+from planner.verify.resize import check_resizes
 from planner.verify.stable import check_stability, stability_violations, unstable
 from planner.verify.violation import Rule, Violation, messages
 
 __all__ = [
-    "Rule", "SnapshotIndex", "VerifierQuotaTree", "Violation", "check", "check_fleet", "check_quota_fr", "messages",
+    "Rule", "SnapshotIndex", "VerifierQuotaTree", "Violation", "check", "check_fleet", "check_quota_fr", "check_resizes",
+    "messages",
     "selector_matches", "stability_violations", "unneeded", "unstable", "verify", "verify_fleet",
 ]
 

@@ -9,12 +9,13 @@ snapshot and must not import the code that makes plans. Pure: no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence, cast
+from typing import Container, Iterable, Mapping, Sequence, cast
 
 from models import (
     Admission, ClusterQueue, Node, ObjectRef, PodSet, PodSetAssignment, ResourceFlavor, ResourceGroup, Snapshot, Workload,
 )
 from models.objects import tolerated
+from planner.verify.violation import Rule, Violation
 
 HOSTNAME = "kubernetes.io/hostname"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -203,6 +204,32 @@ def cohort_root(ix: SnapshotIndex, cq: ClusterQueue) -> str | None:
         name = parent
     return name
 
+
+
+def listed_once(ix: SnapshotIndex, ref: ObjectRef, seen: Container[ObjectRef], rule: Rule,
+                verb: str, out: list[Violation]) -> Workload | None:
+    """The workload a plan's admission, eviction or migration names, if it exists and is
+    not among those `seen` before it; else None, with the violation ("admitted but not in
+    the snapshot", "evicted more than once", ...) in `out`."""
+    workload = ix.workloads.get(ref)
+    if workload is None:
+        out.append(Violation(rule, f"{ref}: {verb} but not in the snapshot", workloads=(ref,)))
+        return None
+    if ref in seen:
+        out.append(Violation(rule, f"{ref}: {verb} more than once", workloads=(ref,)))
+        return None
+    return workload
+
+
+def pairs_usage(pairs: Iterable[tuple[PodSet, PodSetAssignment]], coverage: Mapping[str, int]) -> dict[FR, int]:
+    """(flavor, resource) -> count x request of the pod sets' flavored resources the queue
+    covers (an uncovered one is no quota usage)."""
+    out: dict[FR, int] = defaultdict(int)
+    for pod_set, psa in pairs:
+        for resource, flavor in psa.flavors.items():
+            if resource in coverage and pod_set.request.get(resource):
+                out[(flavor, resource)] += psa.count * pod_set.request.get(resource)
+    return out
 
 
 def pod_set_of(workload: Workload, name: str) -> PodSet | None:

@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Mapping
 
 from models import Admission, Migration, Node, ObjectRef, PodSetAssignment, ResourceFlavor, Workload, WorkloadState
-from planner.verify.index import AdmittedEntry, SnapshotIndex, label_at, levels_with
+from planner.verify.index import AdmittedEntry, SnapshotIndex, label_at, levels_with, listed_once
 from planner.verify.placement import check_flavors, check_gang, check_groups, check_nodes, check_topology
 from planner.verify.violation import Rule, Violation
 
@@ -45,12 +45,8 @@ def check_migrations(ix: SnapshotIndex, migrations: tuple[Migration, ...], admit
     moved: dict[ObjectRef, AdmittedEntry] = {}
     for migration in migrations:
         ref = migration.workload
-        workload = ix.workloads.get(ref)
+        workload = listed_once(ix, ref, moved, Rule.MIGRATION, "moved", out)
         if workload is None:
-            out.append(Violation(Rule.MIGRATION, f"{ref}: moved but not in the snapshot", workloads=(ref,)))
-            continue
-        if ref in moved:
-            out.append(Violation(Rule.MIGRATION, f"{ref}: moved more than once", workloads=(ref,)))
             continue
         if ref in admitted or ref in evicted:
             out.append(Violation(Rule.MIGRATION, f"{ref}: moved and also {'admitted' if ref in admitted else 'evicted'} in the same plan",

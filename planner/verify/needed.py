@@ -42,7 +42,9 @@ from typing import Callable, Mapping
 from models import Decisions, ObjectRef, PodSet, ResourceFlavor, Snapshot, Workload, WorkloadState, is_gpu
 from models.resources import dominant_units
 from planner.verify.entries import plan_entries
-from planner.verify.index import FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree
+from planner.verify.index import (
+    FR, MAX_NAMED, PREEMPTION_REASONS, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, pairs_usage, pod_set_of,
+)
 from planner.verify.preemption import borrows_alone, preemption_verdict
 from planner.verify.stable import PlanState, pods_in
 from planner.verify.violation import Rule, Violation
@@ -244,25 +246,12 @@ def _over(tree: VerifierQuotaTree, fr: FR, usage: Mapping[str, Mapping[FR, int]]
 
 
 def _workload_usage(w: Workload, coverage: Mapping[str, int]) -> dict[FR, int]:
-    out: dict[FR, int] = defaultdict(int)
-    for psa in w.assignment:
-        pod_set = next((ps for ps in w.pod_sets if ps.name == psa.name), None)
-        if pod_set is None:
-            continue
-        for resource, flavor in psa.flavors.items():
-            if resource in coverage and pod_set.request.get(resource):
-                out[(flavor, resource)] += psa.count * pod_set.request.get(resource)
-    return out
+    pairs = [(pod_set, psa) for psa in w.assignment if (pod_set := pod_set_of(w, psa.name)) is not None]
+    return pairs_usage(pairs, coverage)
 
 
 def _entry_usage(ix: SnapshotIndex, entry: AdmittedEntry) -> dict[FR, int]:
-    coverage = ix.coverage.get(entry.admission.cluster_queue, {})
-    out: dict[FR, int] = defaultdict(int)
-    for pod_set, psa in entry.pairs:
-        for resource, flavor in psa.flavors.items():
-            if resource in coverage and pod_set.request.get(resource):
-                out[(flavor, resource)] += psa.count * pod_set.request.get(resource)
-    return out
+    return pairs_usage(entry.pairs, ix.coverage.get(entry.admission.cluster_queue, {}))
 
 
 def _on_nodes(w: Workload) -> dict[str, dict[str, int]]:

@@ -16,7 +16,7 @@ from models import Admission, ClusterQueue, ObjectRef, PodSet, PodSetAssignment,
 from models.objects import tolerated
 from planner.verify.index import (
     PODS, AdmittedEntry, SnapshotIndex, cohort_problems, label_at, levels_with, named, namespace_allowed, node_problems,
-    per_node, pod_set_of, pods_by_domain,
+    listed_once, per_node, pod_set_of, pods_by_domain,
 )
 from planner.verify.violation import Rule, Violation
 
@@ -60,12 +60,8 @@ def check_admissions(ix: SnapshotIndex, admissions: tuple[Admission, ...], out: 
     admitted: dict[ObjectRef, AdmittedEntry] = {}
     for admission in admissions:
         ref = admission.workload
-        workload = ix.workloads.get(ref)
+        workload = listed_once(ix, ref, admitted, Rule.ADMISSION, "admitted", out)
         if workload is None:
-            out.append(Violation(Rule.ADMISSION, f"{ref}: admitted but not in the snapshot", workloads=(ref,)))
-            continue
-        if ref in admitted:
-            out.append(Violation(Rule.ADMISSION, f"{ref}: admitted more than once", workloads=(ref,)))
             continue
         _check_identity(ix, workload, admission, out)
         pairs = check_gang(workload, admission, out)

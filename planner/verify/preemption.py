@@ -13,8 +13,8 @@ from typing import Mapping
 
 from models import Eviction, ObjectRef, Snapshot, Workload, WorkloadState
 from planner.verify.index import (
-    EVICTION_REASONS, FR, MAX_NAMED, READINESS_REASONS, AdmittedEntry, SnapshotIndex, charge, cohort_root, pod_set_of,
-    quota_table,
+    EVICTION_REASONS, FR, MAX_NAMED, READINESS_REASONS, AdmittedEntry, SnapshotIndex, charge, cohort_root, listed_once,
+    pod_set_of, quota_table,
 )
 from planner.verify.violation import Rule, Violation
 
@@ -26,12 +26,8 @@ def check_evictions(ix: SnapshotIndex, evictions: tuple[Eviction, ...], admitted
     evicted: set[ObjectRef] = set()
     for eviction in evictions:
         ref = eviction.workload
-        workload = ix.workloads.get(ref)
+        workload = listed_once(ix, ref, evicted, Rule.EVICTION, "evicted", out)
         if workload is None:
-            out.append(Violation(Rule.EVICTION, f"{ref}: evicted but not in the snapshot", workloads=(ref,)))
-            continue
-        if ref in evicted:
-            out.append(Violation(Rule.EVICTION, f"{ref}: evicted more than once", workloads=(ref,)))
             continue
         if workload.state is not WorkloadState.RUNNING:
             out.append(Violation(Rule.EVICTION, f"{ref}: evicted but it is {workload.state.value}, not running",

@@ -56,7 +56,7 @@ from models.objects import tolerated
 from planner.verify.entries import plan_entries
 from planner.verify.index import (
     FR, AdmittedEntry, SnapshotIndex, VerifierQuotaTree, cohort_problems, cohort_root, label_at, namespace_allowed,
-    node_problems, pod_set_of, quota_table,
+    node_problems, pairs_usage, pod_set_of, quota_table,
 )
 from planner.verify.violation import Rule, Violation, messages
 
@@ -128,12 +128,7 @@ class _Runner:
         self._on_nodes: dict[str, dict[str, int]] | None = None
 
     def usage(self, coverage: Mapping[str, int]) -> dict[FR, int]:
-        out: dict[FR, int] = defaultdict(int)
-        for pod_set, psa in self.pairs:
-            for resource, flavor in psa.flavors.items():
-                if resource in coverage and pod_set.request.get(resource):
-                    out[(flavor, resource)] += psa.count * pod_set.request.get(resource)
-        return out
+        return pairs_usage(self.pairs, coverage)
 
     def on_nodes(self) -> dict[str, dict[str, int]]:
         """Node -> resource -> what it uses there (worked out once; callers only read it)."""

@@ -35,6 +35,7 @@ class Rule(enum.Enum):
     FAIR_SHARE = "fair-share"        # a fair share left unmet (fair.py)
     FLEET = "fleet"                  # one cluster per workload across MultiKueue workers (fleet.py)
     MANAGER_QUOTA = "manager-quota"  # the MultiKueue manager's quota (fleet.py)
+    RESIZE = "resize"                # an elastic workload grown or shrunk in place (resize.py)
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,31 @@ def namespace(control_plane, api_client, request):
         pass
 
 
+@pytest.fixture
+def kube(control_plane):
+    """Stowplan's own client of the control plane (a module needing more defines its own)."""
+    from planner.cluster import Kube, connect
+
+    return Kube(connect(str(control_plane.kubeconfig)))
+
+
+@pytest.fixture
+def env_factory(control_plane, api_client, namespace):
+    """make(**kw): a test world (live_kit.Env) in this test's namespace; all cleaned up after."""
+    from live_kit import Env
+
+    made = []
+
+    def make(**kw):
+        env = Env(control_plane, api_client, namespace, **kw)
+        made.append(env)
+        return env
+
+    yield make
+    for env in made:
+        env.cleanup()
+
+
 @pytest.fixture(autouse=True)
 def _control_plane_alive(request):
     """After each cluster test, fail loudly if a component has died."""

@@ -23,25 +23,6 @@ from planner.output.document import plan_to_dict
 from live_kit import GPU, HOSTNAME, POOL, RACK, Env, per_node, wait_for
 
 
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
-
-
-@pytest.fixture
-def env_factory(control_plane, api_client, namespace):
-    made = []
-
-    def make(**kw):
-        env = Env(control_plane, api_client, namespace, **kw)
-        made.append(env)
-        return env
-
-    yield make
-    for env in made:
-        env.cleanup()
-
-
 def cycle(kube, env, **kw):
     kw.setdefault("lease_namespace", env.namespace)
     kw.setdefault("identity", "test-planner")

@@ -8,14 +8,9 @@ import json
 
 import pytest
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import apply_live
 from planner.cluster.apply import ASSIGNMENT, MAX_PARALLELISM
 from live_kit import GPU, Env, per_node, wait_for
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import stat
 import subprocess
@@ -21,6 +20,7 @@ from click.testing import CliRunner, Result
 from planner.cli import cli
 from planner.cluster import Kube, connect
 from planner.cluster.lease import Lease
+from helpers import cli_on_a_tty
 from live_kit import Env, wait_for
 
 POLICY = """\
@@ -49,27 +49,6 @@ def process(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in a process of its own: HiGHS writes its log to the process's stderr, past click."""
     return subprocess.run([sys.executable, "-m", "planner.cli", *args], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
-
-
-def stderr_on_a_tty(args: list[str], cwd: Path) -> tuple[int, str]:
-    """Run the CLI with stderr on a pseudo-terminal: exit code and what the terminal got."""
-    main, child = pty.openpty()
-    with open(cwd / "stdout", "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "planner.cli", *args], cwd=cwd, stdout=out, stderr=child,
-                                env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "TERM": "xterm"})
-        os.close(child)
-        chunks = []
-        while True:
-            try:
-                data = os.read(main, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-        code = proc.wait(timeout=600)
-    os.close(main)
-    return code, b"".join(chunks).decode(errors="replace")
 
 
 def admitted_here(plan: dict, env: Env) -> set[str]:
@@ -204,9 +183,9 @@ def test_apply_and_snapshot_quiet_on_a_terminal(control_plane, env, tmp_path):
     kubeconfig = ["--kubeconfig", str(control_plane.kubeconfig)]
     for args in (["snapshot", *kubeconfig, "--out", str(tmp_path / "s.json")],
                  ["apply", *kubeconfig, "--namespace", env.namespace, "--dry-run"]):
-        code, loud = stderr_on_a_tty(args, tmp_path)
+        code, loud = cli_on_a_tty(args, tmp_path, tmp_path / "stdout")
         assert code == 0 and "stowplan: read " in loud, loud
-        code, quiet = stderr_on_a_tty([*args, "-q"], tmp_path)
+        code, quiet = cli_on_a_tty([*args, "-q"], tmp_path, tmp_path / "stdout")
         assert code == 0 and "stowplan: " not in quiet, quiet
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.cluster import Kube, apply_live, connect
-from live_kit import Env, wait_for
+from planner.cluster import Kube, apply_live
+from live_kit import wait_for
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -51,25 +51,6 @@ HOLD_THIRD_ADMISSION = textwrap.dedent("""
     kube_module.Kube.__init__ = init
     main(sys.argv[2:])
 """)
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
-
-
-@pytest.fixture
-def env_factory(control_plane, api_client, namespace):
-    made = []
-
-    def make(**kw):
-        env = Env(control_plane, api_client, namespace, **kw)
-        made.append(env)
-        return env
-
-    yield make
-    for env in made:
-        env.cleanup()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

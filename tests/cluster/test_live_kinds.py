@@ -39,11 +39,6 @@ JOB_NAME = "training.kubeflow.org/job-name"
 
 
 @pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
-
-
-@pytest.fixture
 def env(control_plane, api_client, namespace):
     made = Env(control_plane, api_client, namespace, nodes=4, gpus=8, per_rack=2)
     yield made

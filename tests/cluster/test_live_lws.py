@@ -17,17 +17,12 @@ from typing import Any
 
 import pytest
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import apply_live
 from live_kit import GPU, HOSTNAME, POOL, Env, per_node, wait_for
 
 GROUP = "leaderworkerset.x-k8s.io"
 KUEUE_GATE = "kueue.x-k8s.io/admission"
 GATE = "stowplan.io/topology"
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
 
 
 @pytest.fixture

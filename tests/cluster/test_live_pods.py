@@ -15,28 +15,9 @@ from typing import Any
 
 import pytest
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import apply_live
 from planner.kinds import pods as kind
 from live_kit import GPU, HOSTNAME, RACK, Env, per_node, wait_for
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
-
-
-@pytest.fixture
-def env_factory(control_plane, api_client, namespace):
-    made = []
-
-    def make(**kw):
-        env = Env(control_plane, api_client, namespace, **kw)
-        made.append(env)
-        return env
-
-    yield make
-    for env in made:
-        env.cleanup()
 
 
 def cycle(kube, env, **kw):

@@ -15,7 +15,7 @@ from datetime import datetime
 
 import pytest
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import apply_live
 from planner.cluster.apply import ADMITTED_AT, ASSIGNMENT, EVICTION_REASON
 from live_kit import Env, wait_for
 
@@ -25,11 +25,6 @@ REQUEUE_COUNT = "stowplan.io/requeue-count"
 REQUEUE_AT = "stowplan.io/requeue-at"
 DEACTIVATED = "stowplan.io/deactivated"
 PODS_READY_AT = "stowplan.io/pods-ready-at"
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
 
 
 @pytest.fixture

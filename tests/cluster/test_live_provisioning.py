@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import Kube, apply_live
 from planner.whatif.provisioning import pod_template_name
 from live_kit import (
     BLOCK, GPU, HOSTNAME, POOL, PROVISIONING_CLASS as CLASS, RACK, Env, behind_a_provisioning_check,
@@ -20,11 +20,6 @@ from live_kit import (
 )
 
 AUTOSCALING = ("autoscaling.x-k8s.io", "v1", "provisioningrequests")
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
 
 
 @pytest.fixture

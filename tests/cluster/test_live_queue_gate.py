@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import apply_live
 from planner.cluster.kube import ApiStatus, path_of
 from planner.kinds import pods as kind
 from live_kit import GPU, Env, wait_for
@@ -39,11 +39,6 @@ def pod_body(namespace: str, name: str, queue: str, **meta) -> dict:
 
 def gates(pod: dict) -> list[str]:
     return [g["name"] for g in pod["spec"].get("schedulingGates") or ()]
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
 
 
 @pytest.fixture

@@ -22,16 +22,11 @@ from typing import Any
 
 import pytest
 
-from planner.cluster import Kube, apply_live, connect
+from planner.cluster import apply_live
 from live_kit import GPU, Env, per_node
 
 CLUSTER, GROUP, NODE_TYPE = "ray.io/cluster", "ray.io/group", "ray.io/node-type"
 ELASTIC = "kueue.x-k8s.io/elastic-job"
-
-
-@pytest.fixture
-def kube(control_plane):
-    return Kube(connect(str(control_plane.kubeconfig)))
 
 
 @pytest.fixture
