@@ -14,6 +14,7 @@ from planner.whatif.capacity import (
     capacity_lines, drain_lines, drain_to_dict, parse_selector, plan_additions, plan_drain, select_targets, selects,
     size_units,
 )
+from planner.base.solve_options import SolveOptions
 from planner.cycle import plan_snapshot
 from planner.base.errors import InputError
 
@@ -23,7 +24,7 @@ QUOTA = {"gpu": {GPU: 100, "cpu": 1000, "memory": "10Ti"}}
 
 
 def plan(snap: Snapshot):  # type: ignore[no-untyped-def]
-    return plan_snapshot(snap, solver="milp", time_limit=30)
+    return plan_snapshot(snap, SolveOptions(solver="milp", time_limit=30))
 
 
 def rack_template(cost: float = 10.0) -> NodeTemplate:
