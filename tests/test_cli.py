@@ -333,7 +333,7 @@ CHATTY = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_cli import small_plan
 
-    def plan_snapshot(snapshot, **kwargs):
+    def plan_snapshot(snapshot, options, **kwargs):
         os.write(1, b"native solver chatter on fd 1\\n")
         print("python chatter on sys.stdout")
         import ctypes, ctypes.util
