@@ -114,7 +114,8 @@ def test_explain_answers_and_every_change_it_says_admits_does(path: Path) -> Non
         found += 1
         # Every change said to admit (the sweep below checks the smallest on every fixture).
         for change in [c for c in e.changes if c.amount is not None]:
-            replanned = plan_snapshot(changed(snapshot, change), SolveOptions(solver=solver_for(path), time_limit=SEARCH_LIMIT))
+            replanned = plan_snapshot(changed(snapshot, change),
+                                      SolveOptions(solver=solver_for(path), time_limit=SEARCH_LIMIT))
             assert admitted(replanned, e.workload), (name, change)
     assert found, f"{path.name}: no change found for any of {names}"
 
@@ -148,7 +149,8 @@ def test_every_waiting_workload_of_every_fixture_gets_a_smallest_change_that_adm
         (note,) = e.notes
         assert note.startswith("no change of quota, nodes or work finishing can admit it: "), (e.workload, note)
         more = everything_more(snapshot, e.workload)
-        assert not admitted(plan_snapshot(more, SolveOptions(solver=solver_for(path), time_limit=SEARCH_LIMIT)), e.workload), \
+        searched = SolveOptions(solver=solver_for(path), time_limit=SEARCH_LIMIT)
+        assert not admitted(plan_snapshot(more, searched), e.workload), \
             (e.workload, note)
 
 

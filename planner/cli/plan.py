@@ -93,7 +93,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     done: list[str] = []
     with Outputs() as outputs:     # the plan and its metrics: both written, or neither
         if out in (None, "-"):
-            outputs.stdout(render(plan, fmt, live.snapshot, table_view(namespace, queue, summary_only, options.time_limit)))
+            view = table_view(namespace, queue, summary_only, options.time_limit)
+            outputs.stdout(render(plan, fmt, live.snapshot, view))
         else:
             assert out is not None
             fmt = fmt if fmt in ("yaml", "json") else "yaml"   # a saved plan is a document apply reads back

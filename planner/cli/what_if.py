@@ -302,8 +302,8 @@ def parse_clusters(clusters: Sequence[str], manager: str | None) -> list[tuple[s
 
 
 def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | None, output: str | None,
-                   out: str | None, options: SolveOptions, now: dt.datetime | None, strict: bool, max_file_size: int, quiet: bool, verbose: bool,
-                   view: Any) -> None:
+                   out: str | None, options: SolveOptions, now: dt.datetime | None, strict: bool,
+                   max_file_size: int, quiet: bool, verbose: bool, view: Any) -> None:
     """what-if --cluster: read each worker's snapshot and the manager's, plan the fleet."""
     from planner.snapshot import read_snapshot
     from planner.snapshot.loader import Limits

@@ -55,7 +55,8 @@ def bench(seed: int) -> list[str]:
         seconds = time.monotonic() - began
         ff_began = time.monotonic()
         ff = F.first_fit(fleet)
-        ff_plans: dict[str, Plan] = F.plan_assignment(fleet, ff, lambda s: plan_snapshot(s, SolveOptions(solver="greedy")))
+        greedy = SolveOptions(solver="greedy")
+        ff_plans: dict[str, Plan] = F.plan_assignment(fleet, ff, lambda s: plan_snapshot(s, greedy))
         ff_seconds = time.monotonic() - ff_began
         ff_admitted = {a.workload.name for p in ff_plans.values() for a in p.admissions}
         joint = {a.workload.name for a in result.plan.admissions}
