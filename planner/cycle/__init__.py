@@ -23,12 +23,13 @@ and the steps plan without them; workloads in their backoff wait. Their eviction
 the plan at the end, verified with it against the snapshot the cycle judged.
 
 The time limit (a flag's, else the policy's: planner.base.solve_options) holds the
-whole cycle (planner.base.budget); nothing here reads
-the clock to decide what to do. Only how far the searches get, and whether Kueue's way
-finished, depend on time, and the plan says so.
+whole cycle (planner.base.budget); nothing here reads the clock to decide what to do.
+Only how far the searches get, and whether Kueue's way finished, depend on time, and
+the plan says so.
 
 `plan_snapshot` is the way in (the CLI, the CronJob, the benchmarks): the command's
-SolveOptions merged with the policy, Python's garbage collector paused for the cycle (planner.cycle.gc_pause).
+SolveOptions merged with the policy (in run_cycle), Python's garbage collector paused
+for the cycle (planner.cycle.gc_pause).
 Pure: takes a models.Snapshot, returns a models.Plan or raises.
 """
 
