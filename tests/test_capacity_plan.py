@@ -16,6 +16,7 @@ from planner.whatif.capacity import (
     capacity_lines, drain_lines, drain_to_dict, parse_selector, plan_additions, plan_drain, select_targets, selects,
     size_units,
 )
+from planner.base.solve_options import SolveOptions
 from planner.cycle import plan_snapshot
 from planner.base.errors import InputError
 
@@ -25,7 +26,7 @@ QUOTA = {"gpu": {GPU: 100, "cpu": 1000, "memory": "10Ti"}}
 
 
 def plan(snap: Snapshot):  # type: ignore[no-untyped-def]
-    return plan_snapshot(snap, solver="milp", time_limit=30)
+    return plan_snapshot(snap, SolveOptions(solver="milp", time_limit=30))
 
 
 def rack_template(cost: float = 10.0) -> NodeTemplate:
@@ -216,7 +217,7 @@ def test_tries_a_cut_short_search_planned_are_named_in_a_note() -> None:
     targets = select_targets(snap, 100, [])
 
     def greedy(s: Snapshot) -> Plan:
-        return plan_snapshot(s, solver="greedy")
+        return plan_snapshot(s, SolveOptions(solver="greedy"))
 
     def stopped(s: Snapshot) -> Plan:
         found = greedy(s)

@@ -27,6 +27,7 @@ import builders
 from planner import cli as cli_module
 from planner.cli import console, outputs, snapshot as snapshot_cli, what_if
 from planner.base.errors import InputError, VerificationError
+from planner.base.solve_options import SolveOptions
 
 REPO = Path(__file__).resolve().parent.parent
 NOW_EPOCH = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone.utc).timestamp()
@@ -61,7 +62,7 @@ class Fakes:
         self.read_error: Exception | None = None
         self.plan_error: Exception | None = None
         self.read_calls: list[dict[str, Any]] = []
-        self.plan_calls: list[dict[str, Any]] = []
+        self.plan_calls: list[SolveOptions] = []
 
     def read_snapshot(self, sources: Any, *, policy_file: Any = None, now: Any = None, limits: Any = None) -> Snapshot:
         self.read_calls.append({"sources": list(sources), "policy_file": policy_file, "now": now})
@@ -70,9 +71,9 @@ class Fakes:
             raise self.read_error
         return self.snapshot
 
-    def plan_snapshot(self, snapshot: Snapshot, **kwargs: Any) -> Plan:
-        assert kwargs.pop("read_seconds") >= 0.0  # the CLI times the read and hands it on
-        self.plan_calls.append(kwargs)
+    def plan_snapshot(self, snapshot: Snapshot, options: SolveOptions, *, read_seconds: float) -> Plan:
+        assert read_seconds >= 0.0  # the CLI times the read and hands it on
+        self.plan_calls.append(options)
         if self.plan_error:
             raise self.plan_error
         return small_plan(snapshot.source)
@@ -177,7 +178,7 @@ def test_default_output_off_a_terminal_is_yaml_on_stdout(fakes: Fakes, snap: Pat
     assert yaml.safe_load(result.stdout)["kind"] == "Plan"
     assert result.stderr == ""  # no progress lines when stderr is not a terminal
     assert fakes.read_calls == [{"sources": [str(snap)], "policy_file": None, "now": None}]
-    assert fakes.plan_calls == [{"solver": "milp", "time_limit": None, "gap": None}]
+    assert fakes.plan_calls == [SolveOptions(solver="milp", time_limit=None, gap=None)]
 
 
 @pytest.mark.parametrize("fmt", ["yaml", "json", "table"])
@@ -194,7 +195,7 @@ def test_the_read_time_is_handed_to_the_pipeline(fakes: Fakes, snap: Path,
     monkeypatch.setattr(what_if.time, "monotonic", lambda: next(ticks))
     seen = {}
 
-    def plan_snapshot(snapshot: Snapshot, **kw: Any) -> Plan:
+    def plan_snapshot(snapshot: Snapshot, options: SolveOptions, **kw: Any) -> Plan:
         seen.update(kw)
         return small_plan()
 
@@ -213,7 +214,7 @@ def test_flags_reach_reader_and_planner(fakes: Fakes, snap: Path, tmp_path: Path
     assert result.exit_code == 0, result.stderr
     assert fakes.read_calls == [{"sources": [str(snap), str(tmp_path)], "policy_file": str(policy),
                                  "now": NOW_EPOCH}]
-    assert fakes.plan_calls == [{"solver": "pulp:PULP_CBC_CMD", "time_limit": 7.5, "gap": 0.01}]
+    assert fakes.plan_calls == [SolveOptions(solver="pulp:PULP_CBC_CMD", time_limit=7.5, gap=0.01)]
 
 
 def test_env_vars_configure_every_flag(fakes: Fakes, snap: Path, tmp_path: Path) -> None:
@@ -224,7 +225,7 @@ def test_env_vars_configure_every_flag(fakes: Fakes, snap: Path, tmp_path: Path)
         "STOWPLAN_WHAT_IF_NOW": "2026-12-01T10:30:00+01:00",
     })
     assert result.exit_code == 0, result.stderr
-    assert fakes.plan_calls == [{"solver": "greedy", "time_limit": 3.0, "gap": 0.5}]
+    assert fakes.plan_calls == [SolveOptions(solver="greedy", time_limit=3.0, gap=0.5)]
     assert fakes.read_calls[0]["now"] == NOW_EPOCH
     assert json.loads(out.read_text())["kind"] == "Plan" and result.stdout == ""
 
@@ -332,7 +333,7 @@ CHATTY = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_cli import small_plan
 
-    def plan_snapshot(snapshot, **kwargs):
+    def plan_snapshot(snapshot, options, **kwargs):
         os.write(1, b"native solver chatter on fd 1\\n")
         print("python chatter on sys.stdout")
         import ctypes, ctypes.util

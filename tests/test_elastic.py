@@ -8,6 +8,7 @@ import pytest
 from builders import GPU, cq, flavor, job, lq, node, required, running_job, snapshot, topology
 from models import PodSetAssignment, Resize
 from planner.cycle import elastic
+from planner.base.solve_options import SolveOptions
 from planner.cycle import plan_snapshot
 from planner.base.errors import VerificationError
 from planner.verify import check_resizes, messages
@@ -38,7 +39,7 @@ def test_a_shrink_replaces_an_eviction(solver):
         elastic_job("elastic", {"n1": 6}, most=6, floor=2),
         job("team", "high", pods=4, gpu=1, priority=100),
     ])
-    plan = plan_snapshot(snap, solver=solver)
+    plan = plan_snapshot(snap, SolveOptions(solver=solver))
     assert [a.workload.name for a in plan.admissions] == ["high"]
     assert not plan.evictions
     (resize,) = plan.resizes
@@ -66,7 +67,7 @@ def test_growth_when_capacity_frees():
         elastic_job("elastic", {"n1": 2}, most=6, floor=1),
     ])
     for solver in ("milp", "greedy"):
-        plan = plan_snapshot(snap, solver=solver)
+        plan = plan_snapshot(snap, SolveOptions(solver=solver))
         assert not plan.admissions and not plan.evictions and not plan.pending
         (resize,) = plan.resizes
         assert (resize.from_count, resize.to_count) == (2, 6), solver
@@ -209,7 +210,7 @@ def test_a_growth_slice_keeps_its_flavor_beside_a_look_alike_pending_job(solver)
     snap = snapshot(nodes=nodes, flavors=[flavor("a", node_labels={"pool": "a"}), flavor("b", node_labels={"pool": "b"})],
                     cqs=[cq("cq", quotas=quotas)], lqs=[lq("team", "lq", "cq")],
                     workloads=[dataclasses.replace(w, elastic_job=True), job("team", "other", gpu=1)])
-    plan = plan_snapshot(snap, solver=solver)
+    plan = plan_snapshot(snap, SolveOptions(solver=solver))
     (resize,) = plan.resizes
     assert resize.slice is not None and set(resize.slice.flavors.values()) - {"b"} == set()
     assert resize.slice.pods_per_node() == {"b1": 1}

@@ -13,6 +13,7 @@ import pytest
 
 from models import ObjectRef, PodSetAssignment, Resize
 from planner import kinds
+from planner.base.solve_options import SolveOptions
 from planner.cluster import apply
 from planner.cycle import plan_snapshot
 from planner.kinds import ray
@@ -198,7 +199,7 @@ def test_a_rayjob_is_elastic_only_with_in_tree_autoscaling_and_other_kinds_never
 @pytest.mark.parametrize("solver", ["milp", "greedy"])
 def test_the_plan_grows_a_worker_group_by_a_slice_and_never_the_head(solver: str) -> None:
     snap = read(raycluster("rc", group(3, low=1, high=6), running={"head": {"n1": 1}, "gpu": {"n1": 3}}))
-    plan = plan_snapshot(snap, solver=solver)
+    plan = plan_snapshot(snap, SolveOptions(solver=solver))
     assert not plan.admissions and not plan.evictions
     (resize,) = plan.resizes
     assert (resize.pod_set, resize.from_count, resize.to_count) == ("gpu", 3, 6)
@@ -212,7 +213,7 @@ def test_releasing_workers_replaces_evicting_the_cluster(solver: str) -> None:
     # needs 2 more: releasing 2 workers is enough, evicting the cluster would lose it all
     snap = read(raycluster("rc", group(6, low=2, high=6), running={"head": {"n1": 1}, "gpu": {"n1": 3, "n2": 3}}),
                 job("urgent", 4, priority="high"), gpus=4)
-    plan = plan_snapshot(snap, solver=solver)
+    plan = plan_snapshot(snap, SolveOptions(solver=solver))
     assert [a.workload.name for a in plan.admissions] == ["urgent"] and not plan.evictions
     (resize,) = plan.resizes
     assert (resize.pod_set, resize.from_count, resize.to_count) == ("gpu", 6, 4)

@@ -24,6 +24,7 @@ from click.testing import CliRunner, Result
 
 import planner.cycle as cycle
 from planner import cli as cli_module
+from planner.base.solve_options import SolveOptions
 from planner.describe import explain as why
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,9 +119,9 @@ class Spy:
         self.plan_snapshot = cycle.plan_snapshot
         monkeypatch.setattr(cycle, "plan_snapshot", self)
 
-    def __call__(self, snapshot: Any, **options: Any) -> Any:
-        self.limits.append(options.get("time_limit"))
-        return self.plan_snapshot(snapshot, **options)
+    def __call__(self, snapshot: Any, options: SolveOptions = SolveOptions(), **rest: Any) -> Any:
+        self.limits.append(options.time_limit)
+        return self.plan_snapshot(snapshot, options, **rest)
 
 
 def test_the_plan_limit_says_what_it_left_untried_the_same_on_two_runs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import builders as b
 from models import ObjectRef, WorkloadState
 from planner.cycle import explain_all, explain_one, plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.snapshot import read_snapshot
 from test_why import changed
 
@@ -35,7 +36,7 @@ def test_tiny_changes_list_what_they_displace_and_the_smallest_displaces_nothing
     assert admitting
     for change in admitting:
         after_snapshot = changed(snapshot, change)
-        after = served(plan_snapshot(after_snapshot, time_limit=SEARCH_LIMIT), after_snapshot)
+        after = served(plan_snapshot(after_snapshot, SolveOptions(time_limit=SEARCH_LIMIT)), after_snapshot)
         lost = before - after - set(change.finishing) - {e.workload}
         assert {d.workload for d in change.displaces} == lost, change
     quota = next(c for c in e.changes if c.kind == "quota")

@@ -10,6 +10,7 @@ import pytest
 
 from models import ObjectRef, Snapshot, Workload
 from planner.cycle import explain_one
+from planner.base.solve_options import SolveOptions
 from planner.snapshot import read_snapshot
 from planner.describe.explain import Change, Explanation, QuotaFact, UnknownWorkload, as_dict, find_workload, lines, tried_text
 
@@ -22,7 +23,7 @@ def multi_team():
 
 
 def explained(snapshot, name: str) -> Explanation:
-    return explain_one(snapshot, name, solver="greedy", search_time_limit=2.0)
+    return explain_one(snapshot, name, SolveOptions(solver="greedy"), search_time_limit=2.0)
 
 
 def test_a_node_selector_blocker_marks_no_quota_short_and_tries_nothing(multi_team) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from models import Decisions, FairSharingConfig, KueueConfig, Snapshot, WorkloadState
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.verify import verify
 from planner.kueue.shares import Share, shares, targets, water_fill
 from planner.kueue.semantics import QuotaTree
@@ -79,16 +80,16 @@ def test_kueue_drs_weighted_by_the_parents_lendable():
 
 def test_weighted_split_one_to_three_is_8_and_24_of_32():
     snap = fair(pool({"a": 1, "b": 3}, {"a": 32, "b": 32}))
-    plan = plan_snapshot(snap, time_limit=60)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=60))
     assert plan.solver.method == "milp" and plan.solver.status in ("optimal", "feasible")
     assert gpus_by_queue(snap, plan) == {"a": 8, "b": 24}
 
 
 def test_without_fair_sharing_priority_decides_as_today():
     snap = pool({"a": 1, "b": 3}, {"a": 32, "b": 32}, priorities={"a": 100})
-    assert gpus_by_queue(snap, plan_snapshot(snap, time_limit=60)) == {"a": 32}
+    assert gpus_by_queue(snap, plan_snapshot(snap, SolveOptions(time_limit=60))) == {"a": 32}
     # with fair sharing the weights decide across queues, whatever the priorities
-    assert gpus_by_queue(fair(snap), plan_snapshot(fair(snap), time_limit=60)) == {"a": 8, "b": 24}
+    assert gpus_by_queue(fair(snap), plan_snapshot(fair(snap), SolveOptions(time_limit=60))) == {"a": 8, "b": 24}
 
 
 def test_hierarchical_weights_level_by_level():
@@ -106,14 +107,14 @@ def test_hierarchical_weights_level_by_level():
     want = {f"cq:{n}": {("default", GPU): 32.0} for n in ("prod", "r1", "r2")}
     goal = targets(snap, tree, want)
     assert {n: goal[f"cq:{n}"][("default", GPU)] for n in ("prod", "r1", "r2")} == {"prod": 8, "r1": 6, "r2": 18}
-    assert gpus_by_queue(snap, plan_snapshot(snap, time_limit=60)) == {"prod": 8, "r1": 6, "r2": 18}
+    assert gpus_by_queue(snap, plan_snapshot(snap, SolveOptions(time_limit=60))) == {"prod": 8, "r1": 6, "r2": 18}
 
 
 def test_weight_zero_gets_only_what_nobody_else_wants():
     snap = fair(pool({"a": 1, "z": 0}, {"a": 32, "z": 32}))
-    assert gpus_by_queue(snap, plan_snapshot(snap, time_limit=60)) == {"a": 32}
+    assert gpus_by_queue(snap, plan_snapshot(snap, SolveOptions(time_limit=60))) == {"a": 32}
     snap = fair(pool({"a": 1, "z": 0}, {"a": 20, "z": 32}))
-    assert gpus_by_queue(snap, plan_snapshot(snap, time_limit=60)) == {"a": 20, "z": 12}
+    assert gpus_by_queue(snap, plan_snapshot(snap, SolveOptions(time_limit=60))) == {"a": 20, "z": 12}
 
 
 def contested(strategies: tuple[str, ...]) -> Snapshot:
@@ -133,7 +134,7 @@ def test_less_than_or_equal_to_final_share_refuses_what_would_leave_a_above_b():
     # share after each removal: 750, 500, 250. LessThanOrEqualToFinalShare allows the
     # first two (375 <= 750, 375 <= 500), not the third (375 <= 250): a-big does not fit.
     snap = contested(("LessThanOrEqualToFinalShare",))
-    plan = plan_snapshot(snap, time_limit=60)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=60))
     assert plan.evictions == () and plan.admissions == ()
     assert gpus_by_queue(snap, plan) == {"b": 32}
 
@@ -144,7 +145,7 @@ def test_less_than_initial_share_allows_it_below_bs_share_before():
     # removal the first strategy refused (S2-b). Any three of b's equal jobs.
     for strategies in (("LessThanInitialShare",), ("LessThanOrEqualToFinalShare", "LessThanInitialShare")):
         snap = contested(strategies)
-        plan = plan_snapshot(snap, time_limit=60)
+        plan = plan_snapshot(snap, SolveOptions(time_limit=60))
         assert [a.workload.name for a in plan.admissions] == ["a-big"]
         assert len(plan.evictions) == 3 and {e.workload.namespace for e in plan.evictions} == {"b"}
         assert gpus_by_queue(snap, plan) == {"a": 24, "b": 8}
@@ -161,7 +162,7 @@ def test_equal_shares_after_are_allowed_by_final_share():
         snap.cluster_queues["a"].preemption, reclaim_within_cohort="Any"))
     snap = fair(dataclasses.replace(snap, cluster_queues={**snap.cluster_queues, "a": a}),
                 ("LessThanOrEqualToFinalShare",))
-    plan = plan_snapshot(snap, time_limit=60)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=60))
     assert len(plan.admissions) == 2 and len(plan.evictions) == 2
     assert gpus_by_queue(snap, plan) == {"a": 16, "b": 16}
 
@@ -170,7 +171,7 @@ def test_the_verifier_refuses_evictions_the_strategy_forbids():
     # The plan LessThanInitialShare allows (a-big for three of b's jobs), checked against
     # LessThanOrEqualToFinalShare: a's share after, 375, is above b's after, 250.
     allowed = contested(("LessThanInitialShare",))
-    plan = plan_snapshot(allowed, time_limit=60)
+    plan = plan_snapshot(allowed, SolveOptions(time_limit=60))
     decisions = Decisions(plan.admissions, plan.evictions)
     assert verify(allowed, decisions) == []
     strict = contested(("LessThanOrEqualToFinalShare",))
@@ -234,7 +235,7 @@ def test_twenty_cycles_of_arrivals_stay_within_one_workload_of_the_fair_share():
         # work finishes after 8 to 11 cycles of running
         alive = tuple(w for w in snap.workloads if not (w.state is WorkloadState.RUNNING and finishes.get(w.ref, 1e18) <= now))
         snap = dataclasses.replace(snap, workloads=alive + tuple(new), now=now)
-        plan = plan_snapshot(snap, time_limit=20)
+        plan = plan_snapshot(snap, SolveOptions(time_limit=20))
         assert plan.solver.method == "milp", plan.solver.message
         by_ref = {w.ref: w for w in snap.workloads}
         for e in plan.evictions:
@@ -273,7 +274,7 @@ def test_the_verifier_refuses_a_plan_leaving_a_fair_share_kueue_would_take():
                 ("LessThanOrEqualToFinalShare",))
     problems = verify(snap, Decisions())
     assert len(problems) == 1 and "Job/a/a-1 waits though Kueue's fair sharing would admit it" in problems[0], problems
-    plan = plan_snapshot(snap, time_limit=60)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=60))
     assert plan.solver.method == "milp" and [a.workload.name for a in plan.admissions] == ["a-1"]
     assert len(plan.evictions) == 1
     assert verify(snap, Decisions(plan.admissions, plan.evictions)) == []
@@ -310,8 +311,8 @@ def test_greedy_stays_the_fallback_when_it_is_fairer():
     # gives a (priority 100) all 32: b reaches 0 of its 24, so the first is fairer.
     from planner.cycle import better
     snap = pool({"a": 1, "b": 3}, {"a": 32, "b": 32}, priorities={"a": 100})
-    unfair = plan_snapshot(snap, time_limit=60)
-    fair_plan = plan_snapshot(fair(snap), time_limit=60)
+    unfair = plan_snapshot(snap, SolveOptions(time_limit=60))
+    fair_plan = plan_snapshot(fair(snap), SolveOptions(time_limit=60))
     assert gpus_by_queue(snap, unfair) == {"a": 32} and gpus_by_queue(snap, fair_plan) == {"a": 8, "b": 24}
     as_decisions = [Decisions(p.admissions, p.evictions) for p in (unfair, fair_plan)]
     assert better(fair(snap), as_decisions[1], as_decisions[0]) > 0    # greedy fairer: fall back

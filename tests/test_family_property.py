@@ -18,6 +18,7 @@ import pytest
 
 from models import Decisions
 from planner.cycle import tiers
+from planner.base.solve_options import SolveOptions
 from planner.cycle import plan_snapshot
 from planner.greedy import greedy
 from planner.snapshot import build_snapshot
@@ -68,14 +69,14 @@ def cases(known: dict[int, str]) -> list:
 
 @pytest.mark.parametrize("seed", cases(GREEDY_FAILS))
 def test_greedy_plan_of_every_member_verifies(seed):
-    plan = plan_snapshot(member(seed), solver="greedy")       # raises VerificationError if it breaks a rule
+    plan = plan_snapshot(member(seed), SolveOptions(solver="greedy"))   # raises VerificationError if it breaks a rule
     assert plan.solver.method == "greedy", describe(family(seed, "tiny"))
 
 
 @pytest.mark.parametrize("seed", cases(MILP_FAILS))
 def test_milp_plan_of_every_member_verifies_and_serves_at_least_greedy(seed):
     snapshot = member(seed)
-    plan = plan_snapshot(snapshot, time_limit=TIME_LIMIT)     # raises VerificationError if it breaks a rule
+    plan = plan_snapshot(snapshot, SolveOptions(time_limit=TIME_LIMIT))  # raises VerificationError if it breaks a rule
     mine = tiers.tier_volumes(snapshot, Decisions(plan.admissions, plan.evictions))
     kueue = tiers.tier_volumes(snapshot, greedy(snapshot).decisions)
     assert tiers.compare(mine, kueue) >= 0, (describe(family(seed, "tiny")), plan.solver.status, mine, kueue)

@@ -18,6 +18,7 @@ from models import (
     HOSTNAME_LABEL, Admission, ClusterQueue, Cohort, ObjectRef, PodSetAssignment, Snapshot, Workload, WorkloadState,
 )
 from planner import cli as cli_module
+from planner.base.solve_options import SolveOptions
 from planner import fleet as F
 from planner.cluster.planfile import load_plan, render_saved
 from planner.cycle import plan_snapshot
@@ -39,7 +40,7 @@ def fixture_fleet() -> F.Fleet:
 
 
 def milp(snapshot):  # type: ignore[no-untyped-def]
-    return plan_snapshot(snapshot, time_limit=10)
+    return plan_snapshot(snapshot, SolveOptions(time_limit=10))
 
 
 def test_rebind_resolves_the_workers_queue_and_drops_the_managers_topology_reason() -> None:

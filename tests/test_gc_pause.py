@@ -5,6 +5,7 @@ import gc
 
 from randomgen import random_snapshot
 from planner import cycle
+from planner.base.solve_options import SolveOptions
 from planner.cycle import gc_pause
 from planner.cycle import plan_snapshot
 
@@ -19,7 +20,7 @@ def test_a_cycle_runs_with_the_snapshot_frozen_and_rare_collections(monkeypatch)
         return real(snapshot, solver, read_seconds)
 
     monkeypatch.setattr(cycle, "run_cycle", recording)
-    plan = plan_snapshot(random_snapshot(61_000, with_running=True), time_limit=5.0)
+    plan = plan_snapshot(random_snapshot(61_000, with_running=True), SolveOptions(time_limit=5.0))
     assert plan.solver.status in ("optimal", "feasible")
     ((threshold, frozen),) = seen
     assert threshold == (gc_pause.YOUNG, gc_pause.MIDDLE, gc_pause.OLDEST) and frozen > 0
@@ -46,5 +47,5 @@ def test_what_reading_built_is_frozen_until_a_cycle_ends():
     gc.unfreeze()
     snap = read_snapshot([str(Path(__file__).resolve().parent.parent / "fixtures" / "tiny.yaml")])
     assert gc.get_freeze_count() > 0
-    plan_snapshot(snap, time_limit=5.0)
+    plan_snapshot(snap, SolveOptions(time_limit=5.0))
     assert gc.get_freeze_count() == 0

@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from models import Decisions, SliceLayer, TopologyRequest, WorkloadState
 from planner.tools import generate as g
+from planner.base.solve_options import SolveOptions
 from planner.cli import cli
 from planner.cycle import plan_snapshot
 from planner.snapshot import build_snapshot, read_snapshot
@@ -493,7 +494,7 @@ def test_cli_help_documents_every_parameter_and_preset():
 def test_a_generated_snapshot_plans_and_verifies(solver):
     spec = small_spec(seed=4, pending=40, running=20, fanout=(2, 2, 4))
     snapshot = snapshot_of(spec)
-    plan = plan_snapshot(snapshot, solver=solver, time_limit=20)
+    plan = plan_snapshot(snapshot, SolveOptions(solver=solver, time_limit=20))
     assert plan.solver.status in ("optimal", "feasible")
     assert plan.admissions
     assert verify(snapshot, Decisions(plan.admissions, plan.evictions)) == []

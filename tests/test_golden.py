@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.output.document import plan_to_dict, to_yaml
 from planner.snapshot import read_snapshot
 
@@ -151,7 +152,7 @@ def test_topology_fixture_matches_its_golden_volumes_and_beats_greedy(path):
 
     snapshot = read_snapshot([str(path)])
     assert snapshot.problems == (), [str(p) for p in snapshot.problems]
-    plan = plan_snapshot(snapshot, time_limit=60)
+    plan = plan_snapshot(snapshot, SolveOptions(time_limit=60))
     got = without_timings(plan_to_dict(plan))
     golden = golden_path(path)
     if os.environ.get("STOWPLAN_UPDATE_GOLDEN") == "1" or not golden.exists():
@@ -172,7 +173,7 @@ def test_topology_fixture_matches_its_golden_volumes_and_beats_greedy(path):
         assert stage["objective"] <= stage["bound"] + 1e-6 or not stage["stage"].startswith("priority")
     milp = Decisions(plan.admissions, plan.evictions)
     assert verify(snapshot, milp) == []          # the stability rule included
-    greedy_plan = plan_snapshot(snapshot, solver="greedy")
+    greedy_plan = plan_snapshot(snapshot, SolveOptions(solver="greedy"))
     greedy = Decisions(greedy_plan.admissions, greedy_plan.evictions)
     assert tiers.compare(tiers.tier_volumes(snapshot, milp), tiers.tier_volumes(snapshot, greedy)) >= 0
 
@@ -186,7 +187,7 @@ def test_greedy_floor_never_serves_a_priority_less_than_greedy():
     from planner.cycle import tiers
     snapshot = read_snapshot([str(FIXTURES / "hierarchical-cohorts.yaml")])
     floored = with_(snapshot, policy=with_(snapshot.policy, greedy_floor=True))
-    greedy = plan_snapshot(floored, solver="greedy")
+    greedy = plan_snapshot(floored, SolveOptions(solver="greedy"))
     plan = plan_snapshot(floored)
     mine = tiers.tier_volumes(floored, Decisions(plan.admissions, plan.evictions))
     theirs = tiers.tier_volumes(floored, Decisions(greedy.admissions, greedy.evictions))

@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from helpers import cli_on_a_tty
 from planner import cli as cli_module
+from planner.base.solve_options import SolveOptions
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = str(REPO / "fixtures" / "tiny.yaml")
@@ -742,9 +743,9 @@ def test_search_time_limit_bounds_each_changed_plan(monkeypatch: pytest.MonkeyPa
     limits: list[float | None] = []
     plan_snapshot = cycle.plan_snapshot
 
-    def spy(snapshot: Any, **options: Any) -> Any:
-        limits.append(options.get("time_limit"))
-        return plan_snapshot(snapshot, **options)
+    def spy(snapshot: Any, options: SolveOptions = SolveOptions(), **rest: Any) -> Any:
+        limits.append(options.time_limit)
+        return plan_snapshot(snapshot, options, **rest)
 
     monkeypatch.setattr(cycle, "plan_snapshot", spy)
     chosen = run("explain", TINY_WORKLOAD, TINY, "-o", "json", "-q", "--search-time-limit", "0.75")

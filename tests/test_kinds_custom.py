@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from models import ObjectRef, WorkloadState
 from planner import cli as cli_module
+from planner.base.solve_options import SolveOptions
 from planner import kinds
 from planner.cycle import plan_snapshot
 from planner.base.errors import InputError
@@ -62,7 +63,7 @@ def test_a_custom_kind_is_read_planned_and_admitted_like_a_job() -> None:
     assert r1.ref == ObjectRef("TrainingRun", NS, "r1") and r1.state is WorkloadState.PENDING
     assert [(p.name, p.count) for p in r1.pod_sets] == [("driver", 1), ("workers", 2)]
     assert next(p for p in r1.pod_sets if p.name == "workers").request.get(GPU) == 4
-    plan = plan_snapshot(s, solver="greedy")
+    plan = plan_snapshot(s, SolveOptions(solver="greedy"))
     assert [a.workload.name for a in plan.admissions] == ["r1"]    # 8 GPUs of 16; big asks 40
     assert {ps.name for ps in plan.admissions[0].pod_sets} == {"driver", "workers"}
 
@@ -81,13 +82,13 @@ def test_a_path_that_does_not_resolve_is_a_problem_naming_the_object_and_the_wor
     assert problem.field == "spec.workers.replicas" and "does not resolve" in problem.message
     (w,) = s.workloads
     assert w.blocked_reason and "spec.workers.replicas" in w.blocked_reason
-    assert not plan_snapshot(s, solver="greedy").admissions
+    assert not plan_snapshot(s, SolveOptions(solver="greedy")).admissions
 
 
 def test_admitted_by_stowplan_it_runs_and_its_pods_are_found_by_owner_and_pod_set_label() -> None:
     from planner.k8s.annotations import ADMITTED_AT, ASSIGNMENT, encode_assignment
 
-    (admission,) = plan_snapshot(snap(run("r3")), solver="greedy").admissions
+    (admission,) = plan_snapshot(snap(run("r3")), SolveOptions(solver="greedy")).admissions
     obj = run("r3", suspend=False)
     obj["metadata"]["annotations"] = {ASSIGNMENT: encode_assignment(admission.pod_sets), ADMITTED_AT: T}
     pods = []

@@ -8,6 +8,7 @@ from typing import Any
 
 from models import ObjectRef, WorkloadState
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.kinds import pods as kind
 from planner.snapshot import build_snapshot
 
@@ -101,7 +102,7 @@ def test_which_objects_are_workloads_and_their_pod_sets() -> None:
 def test_the_plan_admits_every_complete_workload() -> None:
     # (the default submitter asks 200Mi of memory: a queue that does not cover memory keeps the
     # RayJob waiting, as in Kueue; this one covers it)
-    plan = plan_snapshot(snapshot(), time_limit=10)
+    plan = plan_snapshot(snapshot(), SolveOptions(time_limit=10))
     # GPUs: rc 2 x 2, rj 1 x 4, solo 1, g 2 x 2 = 13 of 16; h waits for its pods
     assert sorted(str(a.workload) for a in plan.admissions) == [
         f"Pod/{NS}/solo", f"PodGroup/{NS}/g", f"RayCluster/{NS}/rc", f"RayJob/{NS}/rj"]
@@ -157,5 +158,5 @@ def test_each_group_of_a_leaderworkerset_is_a_workload() -> None:
     # templates that hold no pods: the groups run outside Stowplan, and that is said
     assert by_ref[f"LeaderWorkerSet/{NS}/free-0"].state is WorkloadState.EXTERNAL
     assert any("runs outside Stowplan" in p.message for p in snap.problems)
-    plan = plan_snapshot(snap, time_limit=10)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=10))
     assert [str(a.workload) for a in plan.admissions] == [f"LeaderWorkerSet/{NS}/serve-1"]

@@ -9,6 +9,7 @@ from builders import (
 from generated import small_cluster
 from models import ObjectRef, Policy
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.verify import verify
 from models import Decisions
 
@@ -46,7 +47,7 @@ def test_more_volume_beats_the_older_head_at_equal_priority():
     # 8 GPUs free. Greedy takes the oldest (6 GPUs) and then nothing else fits;
     # volume comes before age, so the plan takes the two 4-GPU jobs (8 GPUs).
     snap = old_six_and_two_fours()
-    greedy_plan = plan_snapshot(snap, solver="greedy")
+    greedy_plan = plan_snapshot(snap, SolveOptions(solver="greedy"))
     assert set(admitted(greedy_plan)) == {"old-6"}
     plan = plan_snapshot(snap)
     assert set(admitted(plan)) == {"new-4a", "new-4b"}
@@ -162,7 +163,7 @@ def test_slices_stay_whole_inside_racks():
 def test_pulp_cbc_finds_the_same_plan_as_highs():
     snap = old_six_and_two_fours()
     highs = plan_snapshot(snap)
-    cbc = plan_snapshot(snap, solver="pulp:CBC")
+    cbc = plan_snapshot(snap, SolveOptions(solver="pulp:CBC"))
     assert cbc.solver.method == "pulp:CBC"
     assert set(admitted(cbc)) == set(admitted(highs)) == {"new-4a", "new-4b"}
 
@@ -188,7 +189,7 @@ def test_the_time_limit_holds_reading_too(tmp_path):
     only if it is in already (else the plan says it was not compared), each stage gets
     the least a stage is given, and the plan it returns is verified."""
     snap = small_cluster(tmp_path)
-    out_of_time = plan_snapshot(snap, time_limit=20.0, read_seconds=20.0)
+    out_of_time = plan_snapshot(snap, SolveOptions(time_limit=20.0), read_seconds=20.0)
     assert out_of_time.solver.status in ("optimal", "feasible", "fallback")
     assert out_of_time.solver.seconds["read"] == 20.0
     assert verify(snap, Decisions(admissions=out_of_time.admissions, evictions=out_of_time.evictions)) == []

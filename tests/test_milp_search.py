@@ -13,6 +13,7 @@ loop puts team-a's rows back and the next pass admits team-a's job instead: prio
 from builders import GPU, cohort, cq, flavor, job, lq, node, snapshot
 from models import Decisions
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.verify import verify
 from planner.verify import stability_violations
 
@@ -36,7 +37,7 @@ def contested(with_borrower: bool = True):
 
 def test_the_rows_are_put_back_for_what_the_relaxed_plan_leaves_unstable():
     snap = contested()
-    plan = plan_snapshot(snap, time_limit=30)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=30))
     decisions = Decisions(plan.admissions, plan.evictions)
     assert verify(snap, decisions) == [] and stability_violations(snap, decisions) == []
     assert [a.workload.name for a in plan.admissions] == ["mine"]
@@ -49,7 +50,7 @@ def test_the_rows_are_put_back_for_what_the_relaxed_plan_leaves_unstable():
 
 
 def test_a_plan_the_relaxation_keeps_takes_one_pass():
-    plan = plan_snapshot(contested(with_borrower=False), time_limit=30)
+    plan = plan_snapshot(contested(with_borrower=False), SolveOptions(time_limit=30))
     assert [a.workload.name for a in plan.admissions] == ["mine"]
     assert "stability rows put back" not in plan.solver.message
     assert not any("pass 2" in s["stage"] for s in plan.solver.stages)

@@ -18,6 +18,7 @@ import pytest
 from builders import GPU, ago, cq, flavor, job, lq, node, running_job, snapshot
 from models import Decisions
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.milp import stages
 from planner.milp.rows import Formulation
 from planner.milp.stages import Objective, Phase, Stage
@@ -89,7 +90,7 @@ def test_a_new_tail_stage_runs_in_its_place_and_decides_what_the_stages_before_i
         monkeypatch, victim, other):
     snap = two_victims()
     with_stage(monkeypatch, Spare(victim), before="tie-breakers")
-    plan = plan_snapshot(snap, time_limit=30)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=30))
     assert evicted(plan) == {other} and {a.workload.name for a in plan.admissions} == {"high"}
     assert names(plan)[-3:] == ["preemption cost", f"spare {victim}", "tie-breakers"]
     spare = plan.solver.stages[-2]
@@ -100,7 +101,7 @@ def test_a_new_tail_stage_runs_in_its_place_and_decides_what_the_stages_before_i
 def test_without_the_new_stage_the_list_is_as_it_was(monkeypatch):
     """The same snapshot with STAGES untouched: no stage of the test's, and the tail
     stages in the list's order."""
-    plan = plan_snapshot(two_victims(), time_limit=30)
+    plan = plan_snapshot(two_victims(), SolveOptions(time_limit=30))
     assert not any(n.startswith("spare") or n.startswith("total volume") for n in names(plan))
     assert names(plan)[-2:] == ["preemption cost", "tie-breakers"]
     assert len(evicted(plan)) == 1
@@ -109,7 +110,7 @@ def test_without_the_new_stage_the_list_is_as_it_was(monkeypatch):
 def test_a_new_pass_stage_runs_in_every_pass_after_the_tiers_and_stands_in_the_plan(monkeypatch):
     monkeypatch.setattr(TotalVolume, "solved_after", [])
     with_stage(monkeypatch, TotalVolume(), before="preemption cost")
-    plan = plan_snapshot(two_victims(), time_limit=30)
+    plan = plan_snapshot(two_victims(), SolveOptions(time_limit=30))
     assert evicted(plan) and {a.workload.name for a in plan.admissions} == {"high"}
     # In each pass, after that pass's priority tiers (pass stages come before the tails).
     assert TotalVolume.solved_after and all(done and all(n.startswith("priority") for n in done)

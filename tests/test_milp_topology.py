@@ -3,6 +3,7 @@
 from builders import GPU, cq, flavor, job, lq, node, pod_set, preferred, required, sliced, snapshot, topology, workload
 from models import Decisions
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.verify import verify
 
 DC = "example.com/datacenter"
@@ -28,7 +29,7 @@ def racks_used(plan, name):
 
 
 def checked(snap, solver="milp"):
-    plan = plan_snapshot(snap, solver=solver)
+    plan = plan_snapshot(snap, SolveOptions(solver=solver))
     assert verify(snap, Decisions(plan.admissions, plan.evictions)) == []
     return plan
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from models import HOSTNAME_LABEL, Node, NodePins, ObjectRef, Resources
 from planner.cluster import pods as pod_writes
+from planner.base.solve_options import SolveOptions
 from planner.cluster.apply import GATE, Applier, workload_path
 from planner.cycle import plan_snapshot
 from planner.kinds import pods as pod_kind
@@ -84,7 +85,7 @@ def test_a_unique_label_is_reported_once_and_the_node_still_takes_the_job() -> N
     (problem,) = [p for p in snap.problems if p.field == FIELD]
     assert (problem.file, str(problem.ref)) == ("snap.yaml", "Node/n1")
     assert f"{LABEL!r}, not the node's name" in problem.message
-    (admission,) = plan_snapshot(snap, time_limit=10).admissions
+    (admission,) = plan_snapshot(snap, SolveOptions(time_limit=10)).admissions
     # the plan names the node (the hostname topology level is the node itself)
     assert admission.pod_sets[0].pods_per_node() == {"n1": 2}
 
@@ -95,7 +96,7 @@ def test_nodes_sharing_a_label_are_reported_naming_each_other_and_take_no_new_po
     messages = {str(p.ref): p.message for p in snap.problems if p.field == FIELD}
     assert f"{LABEL!r} is also the label of n2" in messages["Node/n1"]
     assert f"{LABEL!r} is also the label of n1" in messages["Node/n2"]
-    plan = plan_snapshot(snap, time_limit=10)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=10))
     assert plan.admissions == () and [str(p.workload) for p in plan.pending] == [f"Job/{NS}/train"]
 
 
@@ -104,7 +105,7 @@ def test_nodes_sharing_a_label_are_reported_naming_each_other_and_take_no_new_po
 def test_a_job_on_the_relabelled_node_is_pinned_by_the_label_and_its_pods_by_it_too() -> None:
     items = relabelled(job())
     snap = read(items)
-    plan = plan_snapshot(snap, time_limit=10)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=10))
     kube = fake_kube(items)
     ref = ObjectRef("Job", NS, "train")
     applier = Applier(kube, flavors=snap.flavors, planned_versions={}, pins=NodePins.of(snap.nodes))  # type: ignore[arg-type]
@@ -133,7 +134,7 @@ def test_a_job_on_the_relabelled_node_is_pinned_by_the_label_and_its_pods_by_it_
 def test_a_pod_group_on_the_relabelled_node_gets_the_label_as_its_nodeselector() -> None:
     items = relabelled(pod("g-0", 2, group="g", total=2), pod("g-1", 2, group="g", total=2))
     snap = read(items)
-    (admission,) = plan_snapshot(snap, time_limit=10).admissions
+    (admission,) = plan_snapshot(snap, SolveOptions(time_limit=10)).admissions
     assert admission.workload == ObjectRef(pod_kind.GROUP_KIND, NS, "g")
     pods = {f"/api/v1/namespaces/{NS}/pods/{o['metadata']['name']}": o for o in items if o["kind"] == "Pod"}
     kube = FakeKube(pods)
@@ -149,7 +150,7 @@ def test_a_pod_group_on_the_relabelled_node_gets_the_label_as_its_nodeselector()
 def test_a_leaderworkerset_group_on_the_relabelled_node_is_pinned_by_the_label() -> None:
     items = relabelled(lws("serve"), n2_usable=False)
     snap = read(items)
-    plan = plan_snapshot(snap, time_limit=10)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=10))
     assert plan.admissions, plan.pending
     first = plan.admissions[0]
     kube = fake_kube(items)

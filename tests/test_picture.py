@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from models import Decisions, WorkloadState
 from planner import cli as cli_module
+from planner.base.solve_options import SolveOptions
 from planner.output import picture
 from planner.describe.metrics import summarize
 from planner.cycle import plan_snapshot
@@ -32,7 +33,7 @@ def test_what_if_draws_every_fixture_as_png(fixture, tmp_path):
 @pytest.mark.parametrize("fixture", JSON)
 def test_topology_fixtures_draw_as_svg(fixture, tmp_path):
     snapshot = read_snapshot([str(FIXTURES / fixture)])
-    plan = plan_snapshot(snapshot, solver="greedy")
+    plan = plan_snapshot(snapshot, SolveOptions(solver="greedy"))
     out = tmp_path / "plan.svg"
     assert picture.draw(snapshot, plan, str(out)) == "hosts"
     root = ElementTree.fromstring(out.read_bytes())
@@ -57,7 +58,7 @@ def test_cells_hold_what_the_plan_serves():
 
 def test_many_hosts_are_drawn_per_rack(tmp_path, monkeypatch):
     snapshot = read_snapshot([str(FIXTURES / "nvl72.json")])
-    plan = plan_snapshot(snapshot, solver="greedy")
+    plan = plan_snapshot(snapshot, SolveOptions(solver="greedy"))
     monkeypatch.setattr(picture, "MAX_HOSTS", 16)
     assert picture.draw(snapshot, plan, str(tmp_path / "racks.png")) == "racks"
 
@@ -72,7 +73,7 @@ def test_bad_picture_path_is_exit_2_naming_the_option(name, why, tmp_path):
 
 def test_before_holds_what_runs_now_and_marks_the_victims(tmp_path):
     snapshot = read_snapshot([str(FIXTURES / "nvl72.json")])
-    plan = plan_snapshot(snapshot, solver="greedy")
+    plan = plan_snapshot(snapshot, SolveOptions(solver="greedy"))
     assert plan.evictions
     _, hosts = picture.cells(snapshot, Decisions(plan.admissions, plan.evictions), before=True)
     now = summarize(snapshot, Decisions())["served_gpus"]

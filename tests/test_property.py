@@ -12,6 +12,7 @@ import pytest
 
 from randomgen import random_snapshot
 from planner.cycle import tiers
+from planner.base.solve_options import SolveOptions
 from planner.greedy import greedy
 from planner.cycle import plan_snapshot
 from planner.milp.model import formulate
@@ -30,7 +31,7 @@ def decisions_of(plan):
 
 
 def check(snap):
-    plan = plan_snapshot(snap, time_limit=10)
+    plan = plan_snapshot(snap, SolveOptions(time_limit=10))
     assert plan.solver.method == "milp"
     assert plan.solver.status in MILP_STATUSES, f"the cycle fell back to greedy: {plan.solver.message}"
     milp = decisions_of(plan)
@@ -62,7 +63,7 @@ def test_the_milp_strictly_beats_greedy_somewhere():
     better = 0
     for seed in range(60):
         snap = random_snapshot(seed)
-        plan = plan_snapshot(snap, time_limit=10)
+        plan = plan_snapshot(snap, SolveOptions(time_limit=10))
         assert plan.solver.status in MILP_STATUSES, f"seed {seed}: fell back to greedy: {plan.solver.message}"
         if tiers.compare(tiers.tier_volumes(snap, decisions_of(plan)),
                          tiers.tier_volumes(snap, greedy(snap).decisions)) > 0:
@@ -81,6 +82,6 @@ def test_a_fallback_fails_the_check(monkeypatch):
 
     monkeypatch.setattr(search_module, "decode", undecodable)
     snap = random_snapshot(0)
-    assert plan_snapshot(snap, time_limit=10).solver.status == "fallback"
+    assert plan_snapshot(snap, SolveOptions(time_limit=10)).solver.status == "fallback"
     with pytest.raises(AssertionError, match="fell back to greedy"):
         check(snap)

@@ -14,6 +14,7 @@ from models import ObjectRef
 from models.plan import Admission
 from models.objects import PodSetAssignment
 from planner.base.errors import InputError
+from planner.base.solve_options import SolveOptions
 from planner.output.document import plan_to_dict
 from planner.whatif.provisioning import plan_cycle, pod_template_name, request_name
 from planner.snapshot import build_snapshot
@@ -98,7 +99,7 @@ def snap(objects: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
 
 
 def run(objects: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
-    return plan_cycle(snap(objects), solver="greedy")
+    return plan_cycle(snap(objects), SolveOptions(solver="greedy"))
 
 
 # ---------------------------------------------------------------- the policy field
@@ -147,7 +148,7 @@ def test_a_workload_too_big_for_the_cluster_gets_one_request_for_the_nodes_the_w
 
 
 def test_the_milp_cycle_makes_the_same_request() -> None:
-    plan = plan_cycle(snap(cluster(job("train", 3))), solver="milp", time_limit=10)
+    plan = plan_cycle(snap(cluster(job("train", 3))), SolveOptions(solver="milp", time_limit=10))
     assert plan.solver.method == "milp" and plan.admissions == ()
     assert plan.provisioning is not None
     assert [(r.name, dict(r.nodes)) for r in plan.provisioning.requests] == [("job-train-prov-1", {"big": 1})]
@@ -240,7 +241,7 @@ def test_a_long_name_is_cut_with_a_hash_and_its_attempt_read_from_the_label() ->
     obj["metadata"]["labels"]["stowplan.io/provisioning-attempt"] = "2"
     s = snap(cluster(obj))
     assert [(r.name, r.attempt) for r in s.provisioning_requests] == [(name, 2)]
-    plan = plan_cycle(s, solver="greedy")      # no Job of that name: its request goes
+    plan = plan_cycle(s, SolveOptions(solver="greedy"))      # no Job of that name: its request goes
     assert plan.provisioning is not None and [d.name for d in plan.provisioning.deletions] == [name]
 
 
@@ -270,9 +271,9 @@ def test_the_request_of_a_workload_the_plan_evicts_is_deleted() -> None:
     running = job("done", 1, suspend=False, assignment='[{"name":"main","count":1,"flavors":{"cpu":"any"},'
                   '"topologyAssignment":{"levels":["kubernetes.io/hostname"],"domains":[{"values":["n1"],"count":1}]}}]')
     s = snap(cluster(running, request("done", conditions=("Provisioned",))))
-    plan = plan_cycle(s, solver="greedy")
+    plan = plan_cycle(s, SolveOptions(solver="greedy"))
     evicting = replace(plan, evictions=(Eviction(ObjectRef("Job", NS, "done"), "Preempted"),))
-    section = plan_provisioning(s, evicting, lambda snapshot: plan_cycle(snapshot, solver="greedy"))
+    section = plan_provisioning(s, evicting, lambda snapshot: plan_cycle(snapshot, SolveOptions(solver="greedy")))
     assert section is not None
     assert [(d.name, d.reason) for d in section.deletions] == [("job-done-prov-1", "its workload is evicted by this plan")]
 
@@ -282,7 +283,7 @@ def test_without_the_policy_the_check_is_ignored_and_reported() -> None:
     (problem,) = [p for p in s.problems if "ProvisioningRequest admission check" in p.message]
     assert (problem.file, problem.ref, problem.field) == ("test.yaml", ObjectRef("ClusterQueue", "", "cq"),
                                                           "spec.admissionChecksStrategy")
-    plan = plan_cycle(s, solver="greedy")
+    plan = plan_cycle(s, SolveOptions(solver="greedy"))
     assert [a.workload.name for a in plan.admissions] == ["small"] and plan.provisioning is None
 
 

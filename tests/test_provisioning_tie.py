@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from test_provisioning import NS, kueue, snap
+from planner.base.solve_options import SolveOptions
 from planner.whatif.provisioning import plan_cycle
 
 GPU = "nvidia.com/gpu"
@@ -70,7 +71,7 @@ def gpu_cluster(*jobs: dict[str, Any], time_limit: float = 10) -> list[dict[str,
 
 def nodes_asked(objects: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Each request's workload and the new nodes it asks for."""
-    plan = plan_cycle(snap(objects), solver="greedy")
+    plan = plan_cycle(snap(objects), SolveOptions(solver="greedy"))
     assert plan.provisioning is not None
     assert all(r.create for r in plan.provisioning.requests)
     return {r.workload.name: dict(r.nodes) for r in plan.provisioning.requests}

@@ -10,6 +10,7 @@ import pytest
 from models import Snapshot, Workload
 from models.trace import Arrival, Trace
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.whatif.simulate import Planner, percentiles, simulate
 from tests.builders import NOW, cq, flavor, job, node, running_job, snapshot
 
@@ -31,7 +32,7 @@ def arrival(name: str, submit: float, duration: float, *, priority: int = 0, gpu
 
 
 def planner(solver: str = "greedy") -> Planner:
-    return lambda snap: plan_snapshot(snap, solver=solver, time_limit=10)
+    return lambda snap: plan_snapshot(snap, SolveOptions(solver=solver, time_limit=10))
 
 
 def by_name(result_jobs: tuple[object, ...]) -> dict[str, object]:

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from models import Node, ObjectRef, Plan, Snapshot, WorkloadState
 from models.plan import HOSTNAME_LABEL
 from planner import cli as cli_module
+from planner.base.solve_options import SolveOptions
 from planner.cycle import explain_all, explain_one, plan_snapshot
 from planner.kueue.semantics import queue_order_key
 from planner.snapshot import read_snapshot
@@ -40,7 +41,7 @@ def solver_for(path: Path) -> str:
 @lru_cache(maxsize=None)
 def fixture(path: Path) -> tuple[Snapshot, Plan]:
     snapshot = read_snapshot([str(path)])
-    return snapshot, plan_snapshot(snapshot, solver=solver_for(path))
+    return snapshot, plan_snapshot(snapshot, SolveOptions(solver=solver_for(path)))
 
 
 def changed(snapshot: Snapshot, change: Change) -> Snapshot:
@@ -103,7 +104,7 @@ def test_explain_answers_and_every_change_it_says_admits_does(path: Path) -> Non
     assert names, f"{path.name}: no waiting workload to explain"
     found = 0
     for name in names:
-        e = explain_one(snapshot, name, solver=solver_for(path), search_time_limit=SEARCH_LIMIT)
+        e = explain_one(snapshot, name, SolveOptions(solver=solver_for(path)), search_time_limit=SEARCH_LIMIT)
         assert e.state == "waiting" and e.reason, name
         assert e.cluster_position[0] >= 1 and e.local_position[0] >= 1
         assert lines(e) and json.dumps(as_dict(e))
@@ -113,7 +114,8 @@ def test_explain_answers_and_every_change_it_says_admits_does(path: Path) -> Non
         found += 1
         # Every change said to admit (the sweep below checks the smallest on every fixture).
         for change in [c for c in e.changes if c.amount is not None]:
-            replanned = plan_snapshot(changed(snapshot, change), solver=solver_for(path), time_limit=SEARCH_LIMIT)
+            replanned = plan_snapshot(changed(snapshot, change),
+                                      SolveOptions(solver=solver_for(path), time_limit=SEARCH_LIMIT))
             assert admitted(replanned, e.workload), (name, change)
     assert found, f"{path.name}: no change found for any of {names}"
 
@@ -128,7 +130,7 @@ def test_every_waiting_workload_of_every_fixture_gets_a_smallest_change_that_adm
     # greedy's plans do not depend on its limit once it finishes, and 60 s lets it finish on
     # a loaded machine (at 2 s, 1,024+ nodes may admit nothing and the search ends cut short)
     limit = 60.0 if solver_for(path) == "greedy" else SEARCH_LIMIT
-    base, explanations = explain_all(snapshot, solver=solver_for(path), search_time_limit=limit)
+    base, explanations = explain_all(snapshot, SolveOptions(solver=solver_for(path)), search_time_limit=limit)
     # the waiting ones in the plan's order, then the evicted ones (issue 35: --all covers them)
     assert [e.workload for e in explanations] == \
         [p.workload for p in plan.pending] + [v.workload for v in plan.evictions] == \
@@ -141,13 +143,14 @@ def test_every_waiting_workload_of_every_fixture_gets_a_smallest_change_that_adm
         smallest = e.smallest()
         if smallest is not None:
             after = changed(snapshot, smallest)
-            replanned = plan_snapshot(after, solver=solver_for(path), time_limit=limit)
+            replanned = plan_snapshot(after, SolveOptions(solver=solver_for(path), time_limit=limit))
             assert served(replanned, after, e.workload), (e.workload, smallest)
             continue
         (note,) = e.notes
         assert note.startswith("no change of quota, nodes or work finishing can admit it: "), (e.workload, note)
         more = everything_more(snapshot, e.workload)
-        assert not admitted(plan_snapshot(more, solver=solver_for(path), time_limit=SEARCH_LIMIT), e.workload), \
+        searched = SolveOptions(solver=solver_for(path), time_limit=SEARCH_LIMIT)
+        assert not admitted(plan_snapshot(more, searched), e.workload), \
             (e.workload, note)
 
 
@@ -210,7 +213,7 @@ def test_a_full_queue_and_node_names_each_change_and_the_protected_victim() -> N
     assert kinds["finishing"].finishing == (b.running_job("t", "low", cq="cq", gpu=8, nodes={"n1": 1}).ref,)
     assert e.smallest() is both
     for change in (both, kinds["finishing"]):
-        assert admitted(plan_snapshot(changed(snap, change), time_limit=SEARCH_LIMIT), e.workload)
+        assert admitted(plan_snapshot(changed(snap, change), SolveOptions(time_limit=SEARCH_LIMIT)), e.workload)
 
 
 def test_explain_all_answers_for_every_waiting_workload_in_the_plans_order() -> None:

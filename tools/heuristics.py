@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -27,14 +26,13 @@ SETTINGS = {
 def one(path: str, setting: str, time_limit: float | None) -> dict[str, object]:
     """Plan `path` in this process with `setting`; the numbers the table shows."""
     from planner.cycle import tiers
+    from planner.base.solve_options import SolveOptions
     from planner.cycle import Heuristics, run_cycle
     from planner.snapshot import read_snapshot
     from models import Decisions
 
     snapshot = read_snapshot([path])
-    if time_limit is not None:
-        snapshot = replace(snapshot, policy=replace(snapshot.policy, time_limit_seconds=time_limit))
-    plan = run_cycle(snapshot, "milp", heuristics=Heuristics(**SETTINGS[setting]))
+    plan = run_cycle(snapshot, SolveOptions(time_limit=time_limit), heuristics=Heuristics(**SETTINGS[setting]))
     volumes = tiers.tier_volumes(snapshot, Decisions(admissions=plan.admissions, evictions=plan.evictions))
     solver = plan.solver
     return {"status": solver.status, "volumes": {str(k): v for k, v in sorted(volumes.items(), reverse=True)},

@@ -1,10 +1,11 @@
 """The cycle's time, split in one place.
 
-A CronJob has a cycle, not a solver budget: the policy's time limit holds everything
-from reading the snapshot to the plan. This object is made once from that limit and
-hands each step its deadline. This module is the one reader of the clock for
-everything that decides (tests/test_layers.py holds every other deciding module to
-it): `now()` for a deadline, `Stopwatch` for the seconds a step took (reported only).
+A CronJob has a cycle, not a solver budget: the time limit (SolveOptions: --time-limit,
+else the policy's) holds everything from reading the snapshot to the plan. This object
+is made once, by the cycle, from that limit and hands each step its deadline. This
+module is the one reader of the clock for everything that decides (tests/test_layers.py
+holds every other deciding module to it): `now()` for a deadline, `Stopwatch` for the
+seconds a step took (reported only).
 Steps always run in the same order whatever the machine's speed: only how far a
 solver gets before its deadline depends on time.
 

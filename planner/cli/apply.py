@@ -17,8 +17,8 @@ from planner.base.terminal import printable
 from planner.cli.console import Progress, outcome, solver_log, stdout_to_stderr
 from planner.cli.group import cli, exit_codes_help, exits
 from planner.cli.options import (
-    CONTEXT, CheckedFloat, check_workers, cluster_options, connect_kube, metrics_option, solver_options,
-    worker_kubes, worker_options,
+    CONTEXT, CheckedFloat, check_workers, cluster_options, connect_kube, metrics_option, solve_options,
+    solver_options, worker_kubes, worker_options,
 )
 from planner.cli.outputs import check_writable, write_metrics, write_stdout
 
@@ -117,12 +117,13 @@ def apply_command(plan: str | None, dry_run: bool, workers_: Sequence[tuple[str,
     if workers_ or multikueue_config:
         return _dispatch(plan, dry_run, workers_, multikueue_config, kueue_namespace, kubeconfig, context,
                          namespace, lease_name, identity, lease_duration, release_wait, say)
+    options = solve_options(solver, time_limit, gap)
     kube = connect_kube(kubeconfig, context, dry_run=dry_run)
     seen: list[Any] = []     # the snapshot the plan was made from (its workloads' ClusterQueues)
     try:
         with stdout_to_stderr(discard=not verbose), say.planning(f"planning with {solver}"):
             made, report = apply_live(kube, plan_file=plan, config_files=config, policy_file=policy,
-                                      solver=solver, time_limit=time_limit, gap=gap, lease_namespace=namespace,
+                                      options=options, lease_namespace=namespace,
                                       lease_name=lease_name, identity=identity, lease_duration=lease_duration,
                                       release_wait=release_wait, workers=workers, pod_groups=pod_groups, say=say,
                                       allow_kueue_controller=allow_kueue_controller,

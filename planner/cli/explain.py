@@ -15,7 +15,9 @@ from planner.cli.console import (
     warn_early_now,
 )
 from planner.cli.group import cli, exit_codes_help, exits
-from planner.cli.options import CONTEXT, RFC3339Type, cluster_options, connect_kube, solver_options, time_limit_type
+from planner.cli.options import (
+    CONTEXT, RFC3339Type, cluster_options, connect_kube, solve_options, solver_options, time_limit_type,
+)
 from planner.cli.outputs import write_stdout
 from planner.output.document import FORMATS, explain_limits_help, render_explanation, render_explanations
 
@@ -72,6 +74,7 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
 
     say = Progress(quiet)
     solver_log(verbose)
+    options = solve_options(solver, time_limit, gap)
     if every and workload is not None:     # no WORKLOAD: the first argument is a snapshot
         if workload != "-" and not os.path.exists(workload):
             raise InputError(f"with --all there is no WORKLOAD; SNAPSHOT {workload!r} does not exist",
@@ -99,15 +102,14 @@ def explain_command(workload: str | None, snapshots: Sequence[str], every: bool,
     fmt = output or ("table" if stdout_is_a_terminal() else "yaml")
     if workload is None:
         with stdout_to_stderr(discard=not verbose), say.counting("explaining") as step:
-            _, explanations = explain_all(snapshot, solver=solver, time_limit=time_limit, gap=gap,
-                                          search_time_limit=search_time_limit,
+            _, explanations = explain_all(snapshot, options, search_time_limit=search_time_limit,
                                           read_seconds=time.monotonic() - started,
                                           on_each=lambda i, n, ref: step(i, n, str(ref)))
         say(f"explained {len(explanations)} workloads")
         write_stdout(render_explanations(explanations, fmt))
         return
     with stdout_to_stderr(discard=not verbose), say.planning("planning, then re-planning each change", stages=False):
-        explanation = explain_one(snapshot, workload, solver=solver, time_limit=time_limit, gap=gap,
-                                  search_time_limit=search_time_limit, read_seconds=time.monotonic() - started)
+        explanation = explain_one(snapshot, workload, options, search_time_limit=search_time_limit,
+                                  read_seconds=time.monotonic() - started)
     write_stdout(render_explanation(explanation, fmt))
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from models import Plan, Problem, Snapshot
+from planner.base.solve_options import SolveOptions
 from planner.cli.console import Progress, outcome, peak_rss_mib, report_problems, stdout_to_stderr
 
 
@@ -32,15 +33,14 @@ def _for_manager(snapshot: Snapshot) -> Snapshot:
     return replace(snapshot, problems=tuple(p for p in snapshot.problems if not worker_decides(p)))
 
 
-def plan_fleet(workers: Sequence[tuple[str, Snapshot]], manager: Snapshot, solver: str, time_limit: float | None,
-                gap: float | None, read_seconds: float, verbose: bool, say: "Progress") -> Plan:
+def plan_fleet(workers: Sequence[tuple[str, Snapshot]], manager: Snapshot, options: SolveOptions,
+                read_seconds: float, verbose: bool, say: "Progress") -> Plan:
     """One plan over the worker clusters (planner.fleet.plan_fleet_cycle), the same for
     what-if --cluster and plan --worker."""
     from planner import fleet as fleet_module
 
-    with stdout_to_stderr(discard=not verbose), say.planning(f"planning {len(workers)} clusters with {solver}"):
-        result = fleet_module.plan_fleet_cycle(fleet_module.Fleet(tuple(workers), manager), solver, time_limit,
-                                               gap, read_seconds)
+    with stdout_to_stderr(discard=not verbose), say.planning(f"planning {len(workers)} clusters with {options.solver}"):
+        result = fleet_module.plan_fleet_cycle(fleet_module.Fleet(tuple(workers), manager), options, read_seconds)
     plan = replace(result.plan, solver=replace(result.plan.solver, peak_rss_mib=peak_rss_mib()))
     say(f"{outcome(plan)} (chosen: {result.chosen})")
     return plan

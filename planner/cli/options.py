@@ -1,7 +1,8 @@
 """What the commands' flags share: the parameter types (a solver, a size, a time, a
 checked number), the option groups several commands take (cluster, workers, solver,
-table, metrics), what --kubeconfig and --worker turn into, and the naming rule of
-every flag's environment variable (STOWPLAN_<COMMAND>_<FLAG>).
+table, metrics), what --kubeconfig and --worker turn into, the solver flags as the one
+SolveOptions handed down (solve_options), and the naming rule of every flag's environment
+variable (STOWPLAN_<COMMAND>_<FLAG>).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import click
 
 from planner.base.errors import InputError
+from planner.base.solve_options import SolveOptions
 from planner.base.terminal import printable
 
 
@@ -216,6 +218,14 @@ def solver_options(command: F) -> F:
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def solve_options(solver: str, time_limit: float | None, gap: float | None) -> SolveOptions:
+    """--solver, --time-limit and --gap (each its flag's, else its STOWPLAN_<COMMAND>_<FLAG>
+    variable's: click reads both) as the one object the command hands down. A flag left
+    unset stays None: the policy's, merged by the cycle once the policy is read
+    (SolveOptions.merged); threads and seed have no flag and are always the policy's."""
+    return SolveOptions(solver=solver, time_limit=time_limit, gap=gap)
 
 
 def connect_kube(kubeconfig: str | None, context: str | None, dry_run: bool = False) -> Any:

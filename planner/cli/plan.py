@@ -9,12 +9,13 @@ from typing import Any, Sequence
 import click
 
 from planner.base.errors import InputError
+from planner.base.solve_options import SolveOptions
 from planner.cli.console import Progress, outcome, report_problems, solver_log, stdout_is_a_terminal, stdout_to_stderr
 from planner.cli.group import cli, exit_codes_help, exits
 from planner.cli.multicluster import fleet_problems, plan_fleet
 from planner.cli.options import (
-    CONTEXT, check_workers, cluster_options, connect_kube, metrics_option, solver_options, table_options,
-    worker_kubes, worker_options,
+    CONTEXT, check_workers, cluster_options, connect_kube, metrics_option, solve_options, solver_options,
+    table_options, worker_kubes, worker_options,
 )
 from planner.cli.outputs import Outputs, check_distinct, check_writable, out_format, table_view, write_metrics
 from planner.output.document import FORMATS, render
@@ -76,15 +77,15 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     if metrics is not None:
         check_writable(metrics, "--metrics")
     solver_log(verbose)
+    options = solve_options(solver, time_limit, gap)
     kube = connect_kube(kubeconfig, context)
     if worker or multikueue_config:
         _plan_fleet_live(kube, worker_kubes(kube, worker, multikueue_config, kueue_namespace), config, policy,
-                         solver, time_limit, gap, verbose, fmt, out, say,
-                         table_view(namespace, queue, summary_only, time_limit))
+                         options, verbose, fmt, out, say,
+                         table_view(namespace, queue, summary_only, options.time_limit))
         return
     with stdout_to_stderr(discard=not verbose), say.planning(f"reading the cluster and planning with {solver}"):
-        live, plan = plan_live(kube, config_files=config, policy_file=policy, solver=solver,
-                               time_limit=time_limit, gap=gap, say=say)
+        live, plan = plan_live(kube, config_files=config, policy_file=policy, options=options, say=say)
     report_problems(live.snapshot)
     say(outcome(plan))
     from planner.output.promtext import queues_of
@@ -92,7 +93,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
     done: list[str] = []
     with Outputs() as outputs:     # the plan and its metrics: both written, or neither
         if out in (None, "-"):
-            outputs.stdout(render(plan, fmt, live.snapshot, table_view(namespace, queue, summary_only, time_limit)))
+            view = table_view(namespace, queue, summary_only, options.time_limit)
+            outputs.stdout(render(plan, fmt, live.snapshot, view))
         else:
             assert out is not None
             fmt = fmt if fmt in ("yaml", "json") else "yaml"   # a saved plan is a document apply reads back
@@ -104,8 +106,8 @@ def plan_command(kubeconfig: str | None, context: str | None, config: Sequence[s
         say(line)
 
 
-def _plan_fleet_live(manager: Any, kubes: dict[str, Any], config: Sequence[str], policy: str | None, solver: str,
-                     time_limit: float | None, gap: float | None, verbose: bool, fmt: str, out: str | None,
+def _plan_fleet_live(manager: Any, kubes: dict[str, Any], config: Sequence[str], policy: str | None,
+                     options: SolveOptions, verbose: bool, fmt: str, out: str | None,
                      say: "Progress", view: Any) -> None:
     """`plan --worker ...`: the manager and every worker read live, planned as one fleet
     (planner.fleet, as what-if --cluster), shown or saved for `apply --plan FILE --worker ...`."""
@@ -118,7 +120,7 @@ def _plan_fleet_live(manager: Any, kubes: dict[str, Any], config: Sequence[str],
     boss = read_cluster(manager, config_files=config, policy_file=policy, say=say)
     read = read_workers(kubes, policy_file=policy, say=say)
     fleet_problems([(name, live.snapshot) for name, live in read], boss.snapshot)
-    plan = plan_fleet([(name, live.snapshot) for name, live in read], boss.snapshot, solver, time_limit, gap,
+    plan = plan_fleet([(name, live.snapshot) for name, live in read], boss.snapshot, options,
                        time.monotonic() - started, verbose, say)
     done: list[str] = []
     with Outputs() as outputs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import click
@@ -10,7 +11,7 @@ from models import Plan, Snapshot
 from planner.base.errors import InputError
 from planner.cli.console import Progress, report_problems, stdout_is_a_terminal, stdout_to_stderr
 from planner.cli.group import cli, exit_codes_help, exits
-from planner.cli.options import CONTEXT, SizeType, gap_type, time_limit_type
+from planner.cli.options import CONTEXT, SizeType, gap_type, solve_options, time_limit_type
 from planner.cli.outputs import check_writable, emit
 
 
@@ -82,6 +83,7 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
     from planner.snapshot.trace import read_with_snapshot
 
     say = Progress(quiet)
+    options = solve_options(solver, time_limit, gap)
     to_stdout = out in (None, "-")
     if not to_stdout:
         assert out is not None
@@ -96,14 +98,14 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
     snapshot, jobs = read_with_snapshot(trace, list(snapshots), policy_file=policy,
                                         limits=Limits(max_file_bytes=max_file_size))
     report_problems(snapshot)
-    solvers = ["milp", "greedy"] if compare else [solver]
+    solvers = ["milp", "greedy"] if compare else [options.solver]
     results: dict[str, dict[str, object]] = {}
     for name in solvers:
         say(f"simulating {len(jobs.arrivals)} trace jobs with {name}, a cycle every {interval:g} s")
         step = max(1, int(3600 // interval))
 
         def planner(snap: Snapshot, name: str = name) -> Plan:
-            return plan_snapshot(snap, solver=name, time_limit=time_limit, gap=gap)
+            return plan_snapshot(snap, replace(options, solver=name))
 
         def progress(done: int, total: int, name: str = name) -> None:
             if done % step == 0 or done == total:
@@ -114,8 +116,8 @@ def simulate_command(snapshots: Sequence[str], trace: str, interval: float, hour
                               drain=drain, progress=progress)
         results[name] = result.as_dict()
     doc = document(results, snapshot=",".join(snapshots), trace=trace, interval=interval, seed=seed,
-                   hours=max(float(str(r["hours"])) for r in results.values()), time_limit=time_limit, gap=gap,
-                   drain=drain)
+                   hours=max(float(str(r["hours"])) for r in results.values()), time_limit=options.time_limit,
+                   gap=options.gap, drain=drain)
     fmt = output or ("table" if to_stdout and stdout_is_a_terminal() else "json")
     emit(render(doc, fmt), None if to_stdout else out, say)
     if picture is not None:

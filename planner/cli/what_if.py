@@ -15,6 +15,7 @@ import click
 
 from models import Plan, Snapshot
 from planner.base.errors import InputError
+from planner.base.solve_options import SolveOptions
 from planner.cli.console import (
     Progress, outcome, peak_rss_mib, report_problems, say_assumed_configuration, solver_log, stdout_is_a_terminal,
     stdout_to_stderr, warn_early_now,
@@ -22,7 +23,8 @@ from planner.cli.console import (
 from planner.cli.group import cli, exit_codes_help, exits
 from planner.cli.multicluster import fleet_problems, plan_fleet
 from planner.cli.options import (
-    CONTEXT, RFC3339Type, SizeType, SolverType, gap_type, metrics_option, table_options, time_limit_type,
+    CONTEXT, RFC3339Type, SizeType, SolverType, gap_type, metrics_option, solve_options, table_options,
+    time_limit_type,
 )
 from planner.cli.outputs import (
     Outputs, check_distinct, check_writable, emit, out_format, table_view, write_metrics,
@@ -156,14 +158,15 @@ def what_if(
       stowplan what-if snap.yaml --remove-nodes example.com/rack=r7
       stowplan what-if --cluster east=east.yaml --cluster west=west.yaml --manager mgr.yaml
     """
+    options = solve_options(solver, time_limit, gap)
     if clusters or manager is not None:
         if snapshots:
             raise InputError("give SNAPSHOT or --cluster NAME=SNAPSHOT, not both", field="--cluster")
         if any(v is not None for v in (add_nodes, remove_nodes, picture, picture_before, metrics)):
             raise InputError("--add-nodes, --remove-nodes, --picture, --picture-before and --metrics plan one "
                              "cluster; not with --cluster", field="--cluster")
-        _what_if_fleet(clusters, manager, policy, output, out, solver, time_limit, gap, now, strict,
-                       max_file_size, quiet, verbose, table_view(namespace, queue, summary_only, time_limit,
+        _what_if_fleet(clusters, manager, policy, output, out, options, now, strict,
+                       max_file_size, quiet, verbose, table_view(namespace, queue, summary_only, options.time_limit,
                                                                  out in (None, "-")))
         return
     if not snapshots:
@@ -234,11 +237,11 @@ def what_if(
         if templates is None and selector is None:
             from planner.whatif.provisioning import plan_cycle
 
-            plan = plan_cycle(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+            plan = plan_cycle(snapshot, options, read_seconds=read_seconds)
         else:
             from planner.whatif import capacity as capacity_plan
             def planner(snap: Snapshot) -> Plan:
-                return plan_snapshot(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+                return plan_snapshot(snap, options, read_seconds=read_seconds)
 
             if templates is not None:
                 names = [n.strip() for n in (workload_names or "").split(",") if n.strip()]
@@ -259,7 +262,7 @@ def what_if(
     plan = replace(plan, solver=replace(plan.solver, peak_rss_mib=peak_rss_mib()))
     say(outcome(plan))
 
-    view = table_view(namespace, queue, summary_only, time_limit, to_stdout)
+    view = table_view(namespace, queue, summary_only, options.time_limit, to_stdout)
     text = render(plan, fmt, snapshot, view) if answer is None else render_what_if(plan, fmt, answer, lines, snapshot, view)
     from planner.output.promtext import queues_of
 
@@ -299,9 +302,8 @@ def parse_clusters(clusters: Sequence[str], manager: str | None) -> list[tuple[s
 
 
 def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | None, output: str | None,
-                   out: str | None, solver: str, time_limit: float | None, gap: float | None,
-                   now: dt.datetime | None, strict: bool, max_file_size: int, quiet: bool, verbose: bool,
-                   view: Any) -> None:
+                   out: str | None, options: SolveOptions, now: dt.datetime | None, strict: bool,
+                   max_file_size: int, quiet: bool, verbose: bool, view: Any) -> None:
     """what-if --cluster: read each worker's snapshot and the manager's, plan the fleet."""
     from planner.snapshot import read_snapshot
     from planner.snapshot.loader import Limits
@@ -332,7 +334,7 @@ def _what_if_fleet(clusters: Sequence[str], manager: str | None, policy: str | N
     if strict and problems:
         raise InputError(f"{problems} input problem(s) reported above and --strict is set; no plan written")
     boss = workers[0][1] if boss is None else boss
-    plan = plan_fleet(workers, boss, solver, time_limit, gap, time.monotonic() - started, verbose, say)
+    plan = plan_fleet(workers, boss, options, time.monotonic() - started, verbose, say)
     text = render(plan, fmt, boss, view)
     done: list[str] = []
     with Outputs() as outputs:

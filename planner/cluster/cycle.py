@@ -22,14 +22,14 @@ from planner.cluster.lease import DEFAULT_DURATION, DEFAULT_NAME, DEFAULT_NAMESP
 from planner.cluster.planfile import load_plan_with_fingerprints, touched
 from planner.cluster.reader import LiveSnapshot, read_cluster
 from planner.base.errors import InputError, StalePlanError
+from planner.base.solve_options import SolveOptions
 from planner.k8s.annotations import ASSIGNMENT, MIGRATING_TO, encode_assignment
 
 Say = Callable[[str], None]
 
 
 def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str | None = None,
-              solver: str = "milp", time_limit: float | None = None, gap: float | None = None,
-              say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
+              options: SolveOptions = SolveOptions(), say: Say = lambda _: None) -> tuple[LiveSnapshot, Plan]:
     """Read the cluster and plan it (pure planning after the read)."""
     from planner.whatif.provisioning import plan_cycle
 
@@ -37,7 +37,7 @@ def plan_live(kube: Kube, *, config_files: Sequence[str] = (), policy_file: str 
     snap = live.snapshot
     say(f"read {snap.object_count} objects, {len(snap.workloads)} workloads, {len(snap.nodes)} nodes "
         f"in {live.seconds:.2f}s; planning")
-    plan = plan_cycle(snap, solver=solver, time_limit=time_limit, gap=gap, read_seconds=live.seconds)
+    plan = plan_cycle(snap, options, read_seconds=live.seconds)
     return live, plan
 
 
@@ -108,8 +108,8 @@ def stale_objects(plan: Plan, versions: Mapping[ObjectRef, str], live: LiveSnaps
 
 
 def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequence[str] = (),
-               policy_file: str | None = None, solver: str = "milp", time_limit: float | None = None,
-               gap: float | None = None, lease_namespace: str = DEFAULT_NAMESPACE, lease_name: str = DEFAULT_NAME,
+               policy_file: str | None = None, options: SolveOptions = SolveOptions(),
+               lease_namespace: str = DEFAULT_NAMESPACE, lease_name: str = DEFAULT_NAME,
                identity: str | None = None, lease_duration: int = DEFAULT_DURATION, release_wait: float = 5.0,
                workers: int = 8, allow_kueue_controller: bool = False, pod_groups: bool = False,
                say: Say = lambda _: None, warn: Say | None = None,
@@ -129,8 +129,8 @@ def apply_live(kube: Kube, *, plan_file: str | None = None, config_files: Sequen
         say(f"took Lease {lease_namespace}/{lease_name} as {lease.identity}")
     try:
         if plan_file is None:
-            live, plan = plan_live(kube, config_files=config_files, policy_file=policy_file, solver=solver,
-                                   time_limit=time_limit, gap=gap, say=say)
+            live, plan = plan_live(kube, config_files=config_files, policy_file=policy_file, options=options,
+                                   say=say)
             versions, prints = resource_versions(plan, live), fingerprints(plan, live)
         else:
             plan, versions, prints = load_plan_with_fingerprints(plan_file)

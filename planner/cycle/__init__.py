@@ -22,12 +22,14 @@ missed their time are evicted (PodsReadyTimeout, or Deactivated past the requeue
 and the steps plan without them; workloads in their backoff wait. Their evictions join
 the plan at the end, verified with it against the snapshot the cycle judged.
 
-The policy's time limit holds the whole cycle (planner.base.budget); nothing here reads
-the clock to decide what to do. Only how far the searches get, and whether Kueue's way
-finished, depend on time, and the plan says so.
+The time limit (a flag's, else the policy's: planner.base.solve_options) holds the
+whole cycle (planner.base.budget); nothing here reads the clock to decide what to do.
+Only how far the searches get, and whether Kueue's way finished, depend on time, and
+the plan says so.
 
-`plan_snapshot` is the way in (the CLI, the CronJob, the benchmarks): the policy's
-overrides applied, Python's garbage collector paused for the cycle (planner.cycle.gc_pause).
+`plan_snapshot` is the way in (the CLI, the CronJob, the benchmarks): the command's
+SolveOptions merged with the policy (in run_cycle), Python's garbage collector paused
+for the cycle (planner.cycle.gc_pause).
 Pure: takes a models.Snapshot, returns a models.Plan or raises.
 """
 
@@ -49,6 +51,7 @@ from planner.kueue.victims import PreemptionRules
 from planner.cycle.assemble import assemble
 from planner.cycle.beside import Beside, reaped
 from planner.base.budget import Budget, Stopwatch
+from planner.base.solve_options import SolveOptions
 from planner.cycle.continuation import continued
 from planner.base.errors import VerificationError
 from planner.cycle.gc_pause import cycle_collector
@@ -68,31 +71,17 @@ class Heuristics:
     rins: bool = True            # each tier's search around its LP point (planner.milp.neighbourhood)
 
 
-def plan_snapshot(
-    snapshot: Snapshot,
-    *,
-    solver: str = "milp",
-    time_limit: float | None = None,
-    gap: float | None = None,
-    read_seconds: float = 0.0,
-) -> Plan:
+def plan_snapshot(snapshot: Snapshot, options: SolveOptions = SolveOptions(), *, read_seconds: float = 0.0) -> Plan:
     """Plan one cycle. Raises VerificationError if the chosen plan breaks a rule.
 
-    `time_limit` and `gap` override the snapshot's policy; `read_seconds` is how long
-    reading took, reported in the plan's timings.
+    `options` are the command's flags (a field left None is the policy's: run_cycle
+    merges them); `read_seconds` is how long reading took, reported in the plan's
+    timings and counted in the time limit.
     """
-    if time_limit is not None or gap is not None:
-        policy = snapshot.policy
-        policy = replace(
-            policy,
-            time_limit_seconds=policy.time_limit_seconds if time_limit is None else time_limit,
-            mip_gap=policy.mip_gap if gap is None else gap,
-        )
-        snapshot = replace(snapshot, policy=policy)
     # Elastic running Jobs: split into what the planners decide (planner.cycle.elastic), joined after.
     expanded, expansion = elastic.expand(snapshot)
     with cycle_collector(), reaped():     # no copy on the second core outlives the cycle (Ctrl-C included)
-        plan = elastic.collapse(run_cycle(expanded, solver, read_seconds), expansion)
+        plan = elastic.collapse(run_cycle(expanded, options, read_seconds), expansion)
     bad_resizes = check_resizes(snapshot, plan)
     if bad_resizes:
         raise VerificationError(messages(bad_resizes))
@@ -175,10 +164,12 @@ class CycleJudge:
         return Beside(carry_on, self.snapshot, decisions, rules).result(timeout=timeout)
 
 
-def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
+def run_cycle(snapshot: Snapshot, options: SolveOptions, read_seconds: float = 0.0,
               heuristics: Heuristics = Heuristics()) -> Plan:
-    policy = snapshot.policy
-    budget = Budget(policy.time_limit_seconds, spent=read_seconds)
+    """The cycle's steps on `snapshot`, `options` merged with its policy (plan_snapshot's way in)."""
+    options = options.merged(snapshot.policy)
+    solver, limit = options.solver, options.seconds
+    budget = Budget(limit, spent=read_seconds)
     clock = Clock(read_seconds)
     # 0. waitForPodsReady: what timed out leaves, what waits out its backoff waits.
     readiness = podsready.judge(snapshot)
@@ -190,14 +181,13 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
         clock.lap("build")
         if way is None:
             return nothing_new(snapshot, clock, readiness, "greedy",
-                               f"Kueue's way did not finish within the time limit ({policy.time_limit_seconds:g} s)")
+                               f"Kueue's way did not finish within the time limit ({limit:g} s)")
         if way.violations:
             raise VerificationError(messages(list(way.violations)))
         return finished(snapshot, way.decisions, greedy_report(snapshot, way.decisions, clock), clock,
                         way=way, readiness=readiness)
     # 2-3. The MILP: the model, once, and its stages.
-    found = milp.plan(snapshot, CycleJudge(snapshot, beside, budget), budget,
-                      milp.Options.of(policy, solver, rins=heuristics.rins))
+    found = milp.plan(snapshot, CycleJudge(snapshot, beside, budget), budget, options, rins=heuristics.rins)
     clock.lap_split("build", found.build_seconds, "solve")
     # 4. Kueue's way, by the stages' end at the latest.
     way = beside.result(timeout=budget.until_stages_end())
@@ -210,7 +200,7 @@ def run_cycle(snapshot: Snapshot, solver: str, read_seconds: float = 0.0,
             why = f"MILP plan failed verification ({violations[0].message})"
     choice = choose(snapshot, found, way, why)
     clock.lap("verify")
-    notes = [note for note in (choice.note, way_note(way, policy.time_limit_seconds)) if note]
+    notes = [note for note in (choice.note, way_note(way, limit)) if note]
     if choice.kind == "greedy":
         assert way is not None
         report = replace(greedy_report(snapshot, way.decisions, clock, status="fallback", message="; ".join(notes),
@@ -371,33 +361,31 @@ class Clock:
         return out
 
 
-def explain_one(snapshot: Snapshot, workload: str, *, solver: str = "milp", time_limit: float | None = None,
-                gap: float | None = None, search_time_limit: float = 2.0,
-                read_seconds: float = 0.0) -> "why.Explanation":
+def explain_one(snapshot: Snapshot, workload: str, options: SolveOptions = SolveOptions(), *,
+                search_time_limit: float = 2.0, read_seconds: float = 0.0) -> "why.Explanation":
     """`stowplan explain`: plan `snapshot` as what-if does and explain one workload in that plan
     (planner.describe.explain), its changes each planned again by this cycle within `search_time_limit`.
     Raises why.UnknownWorkload (an input error) when no workload has that name."""
     w = why.find_workload(snapshot, workload)
-    plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+    plan = plan_snapshot(snapshot, options, read_seconds=read_seconds)
 
     def replan(changed: Snapshot) -> Plan:
-        return plan_snapshot(changed, solver=solver, time_limit=search_time_limit, gap=gap)
+        return plan_snapshot(changed, replace(options, time_limit=search_time_limit))
 
     return why.explain_workload(snapshot, w, plan, replan, search_time_limit)
 
 
-def explain_all(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | None = None,
-                gap: float | None = None, search_time_limit: float = 2.0,
+def explain_all(snapshot: Snapshot, options: SolveOptions = SolveOptions(), *, search_time_limit: float = 2.0,
                 read_seconds: float = 0.0,
                 on_each: Callable[[int, int, ObjectRef], None] | None = None) -> tuple[Plan, list["why.Explanation"]]:
     """`stowplan explain --all`: plan `snapshot` once and explain every workload the plan leaves
     waiting (in the plan's order), then every workload it evicts, each up to its smallest change (the first kind that admits it;
     the kinds after it are not tried). The plans of changed snapshots are shared between the
     workloads (why.Replans): a change planned for one is not planned again for the next."""
-    plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+    plan = plan_snapshot(snapshot, options, read_seconds=read_seconds)
 
     def replan(changed: Snapshot) -> Plan:
-        return plan_snapshot(changed, solver=solver, time_limit=search_time_limit, gap=gap)
+        return plan_snapshot(changed, replace(options, time_limit=search_time_limit))
 
     replans = why.Replans(replan)
     by_ref = {w.ref: w for w in snapshot.workloads}

@@ -29,6 +29,7 @@ from models import (
     HOSTNAME_LABEL, Decisions, ObjectRef, PendingEntry, Plan, PodSetAssignment, Snapshot, SolverReport, Workload,
     WorkloadState, is_gpu,
 )
+from planner.base.solve_options import SolveOptions
 from planner.fleet.quota import ManagerFlavors, ManagerQuota, dispatched_quota, manager_only
 from planner.greedy import greedy
 from planner.verify import check_fleet, messages
@@ -212,7 +213,7 @@ def best_fit(fleet: Fleet) -> Assignment:
 
 def _greedy_plan(snapshot: Snapshot) -> Plan:
     from planner.cycle import plan_snapshot
-    return plan_snapshot(snapshot, solver="greedy")
+    return plan_snapshot(snapshot, SolveOptions(solver="greedy"))
 
 
 def plan_assignment(fleet: Fleet, assignment: Assignment, planner: Planner) -> dict[str, Plan]:
@@ -346,16 +347,16 @@ def decisions_of(plan: Plan) -> Decisions:
     return Decisions(plan.admissions, plan.evictions, plan.migrations)
 
 
-def plan_fleet_cycle(fleet: Fleet, solver: str = "milp", time_limit: float | None = None,
-                     gap: float | None = None, read_seconds: float = 0.0) -> FleetPlan:
+def plan_fleet_cycle(fleet: Fleet, options: SolveOptions = SolveOptions(), read_seconds: float = 0.0) -> FleetPlan:
     """The fleet planned as `what-if --cluster` (snapshot files) and `plan --worker` (read
-    live) plan it: each worker by the one-cluster cycle (planner.cycle), `time_limit` shared
+    live) plan it: each worker by the one-cluster cycle (planner.cycle), the options' time limit shared
     among the candidates' worker plans (two candidates planned per worker)."""
     from planner.cycle import plan_snapshot
 
-    share = None if time_limit is None else time_limit / max(1, 2 * len(fleet.clusters))
+    limit = options.time_limit
+    share = replace(options, time_limit=None if limit is None else limit / max(1, 2 * len(fleet.clusters)))
 
     def planner(snap: Snapshot) -> Plan:
-        return plan_snapshot(snap, solver=solver, time_limit=share, gap=gap, read_seconds=read_seconds)
+        return plan_snapshot(snap, share, read_seconds=read_seconds)
 
-    return plan_fleet(fleet, planner, solver)
+    return plan_fleet(fleet, planner, options.solver)

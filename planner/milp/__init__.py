@@ -22,10 +22,10 @@ Takes a models.Snapshot (and greedy's Decisions as a start); gives Decisions.
   decode        a column vector -> Decisions (every pod on a node)
   search        the passes: the PASS stages with the stability rows off, rows put back
                 where the verifier's rule flags them, then the TAIL stages
-  entry         the one way in: plan(snapshot, judge, budget, Options) -> Outcome
+  entry         the one way in: plan(snapshot, judge, budget, SolveOptions) -> Outcome
 
 Everything outside planner/milp imports this package, never its modules (tests/test_layers.py):
-`plan(snapshot, judge, budget, Options.of(policy, solver))`, with the cycle's `Judge`
+`plan(snapshot, judge, budget, options)` (planner.base.solve_options, merged with the policy), with the cycle's `Judge`
 (the verifier's rules, Kueue's cycle and Kueue's own plan, which this layer may not
 import); and for the capacity what-if's own small model, a quiet HiGHS (`new_highs`,
 `stop_on_signal`).
@@ -34,11 +34,11 @@ The model never has a column per (workload, node) nor, where nodes are
 interchangeable, per (shape, node): see planner/milp/model.py.
 """
 
-from planner.milp.entry import Options, Outcome, plan
+from planner.milp.entry import Outcome, plan
 from planner.milp.rows import candidates
 from planner.milp.highs import new_highs, show_solver_log, stop_on_signal
 from planner.milp.search import Judge
 from planner.milp.backends import PulpBackend
 
-__all__ = ["Judge", "Options", "Outcome", "PulpBackend", "candidates", "new_highs", "plan", "show_solver_log",
+__all__ = ["Judge", "Outcome", "PulpBackend", "candidates", "new_highs", "plan", "show_solver_log",
            "stop_on_signal"]

@@ -1,7 +1,8 @@
 """The MILP's one way in: `plan(snapshot, judge, budget, options) -> Outcome`.
 
 It holds the whole of the MILP's part of a cycle: the model built once
-(planner.milp.model), the backend `options` choose (make_backend), and the search
+(planner.milp.model), the backend `options` (planner.base.solve_options, merged with
+the policy by the cycle) choose (make_backend), and the search
 (planner.milp.search: the passes with the stability rows off and put back where the
 judge's rule flags them, then the tails; the stages of planner.milp.stages in each).
 The cycle (planner.cycle) calls only this, and keeps what is its own: Kueue's way
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models import Decisions, ObjectRef, Policy, Snapshot
+from models import Decisions, ObjectRef, Snapshot
 from planner.base.budget import Budget, Stopwatch
+from planner.base.solve_options import SolveOptions
 from planner.milp.arrays import ModelArrays
 from planner.milp.model import formulate
 from planner.milp.rows import Formulation
@@ -26,29 +28,11 @@ from planner.milp.search import solve as search
 from planner.milp.backends import Backend, HighsBackend, PulpBackend
 
 
-@dataclass(frozen=True)
-class Options:
-    """How to solve: the backend (`milp`: HiGHS through highspy; `pulp:NAME`: any solver
-    PuLP drives), the relative gap each stage stops at, threads and seed (a fixed seed
-    and thread count: the same snapshot, the same plan), and the search around each
-    tier's LP point (RINS; off only to measure what it adds)."""
-
-    solver: str = "milp"
-    gap: float = 1e-4
-    threads: int = 1
-    seed: int = 0
-    rins: bool = True
-
-    @classmethod
-    def of(cls, policy: Policy, solver: str = "milp", rins: bool = True) -> "Options":
-        return cls(solver=solver, gap=policy.mip_gap, threads=policy.threads, seed=policy.seed, rins=rins)
-
-
-def make_backend(arrays: ModelArrays, options: Options) -> Backend:
+def make_backend(arrays: ModelArrays, options: SolveOptions) -> Backend:
     if options.solver == "milp":
-        return HighsBackend(arrays, threads=options.threads, seed=options.seed)
+        return HighsBackend(arrays, threads=options.thread_count, seed=options.random_seed)
     if options.solver.startswith("pulp:"):
-        return PulpBackend(arrays, options.solver.split(":", 1)[1], threads=options.threads)
+        return PulpBackend(arrays, options.solver.split(":", 1)[1], threads=options.thread_count)
     raise ValueError(f"unknown solver {options.solver!r}")
 
 
@@ -71,13 +55,16 @@ class Outcome:
     build_seconds: float = 0.0
 
 
-def plan(snapshot: Snapshot, judge: Judge, budget: Budget, options: Options) -> Outcome:
-    """The best plan the MILP finds for `snapshot` within `budget`."""
+def plan(snapshot: Snapshot, judge: Judge, budget: Budget, options: SolveOptions, rins: bool = True) -> Outcome:
+    """The best plan the MILP finds for `snapshot` within `budget` (made from `options`'
+    time limit), `options` merged with the policy: the backend they choose, the gap each
+    stage stops at, threads and seed. `rins`: the search around each tier's LP point
+    (off only to measure what it adds)."""
     watch = Stopwatch()     # reported only
     form = formulate(snapshot, locality=True)
     built = watch.seconds()
-    found = search(form, lambda arrays: make_backend(arrays, options), budget, options.gap, judge,
-                   search=options.rins)
+    found = search(form, lambda arrays: make_backend(arrays, options), budget, options.stage_gap, judge,
+                   search=rins)
     return Outcome(found.decisions, found.status, found.bound, found.gap, tuple(s.as_dict() for s in found.stages),
                    notes(form, found), found.message, model_size(form), dict(form.excluded), built)
 

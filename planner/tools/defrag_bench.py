@@ -22,6 +22,7 @@ import click
 
 from models import Plan, Snapshot, WorkloadState, is_gpu
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.snapshot.reader import read_snapshot
 from planner.tools.generate import BLOCK, RACK, generate, preset, to_json
 
@@ -47,7 +48,7 @@ def required_gpus(snapshot: Snapshot, plan: Plan) -> int:
 
 def measure(snapshot: Snapshot, defragment: bool, budget: int, time_limit: float) -> dict[str, Any]:
     policy = dataclasses.replace(snapshot.policy, defragment=defragment, max_migrations_per_cycle=budget)
-    plan = plan_snapshot(dataclasses.replace(snapshot, policy=policy), time_limit=time_limit)
+    plan = plan_snapshot(dataclasses.replace(snapshot, policy=policy), SolveOptions(time_limit=time_limit))
     served = plan.summary.get("served_gpus", {})
     return {
         "defragment": "on" if defragment else "off",

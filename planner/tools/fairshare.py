@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 from models import Decisions, Snapshot
 from models.resources import is_gpu
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.greedy import KueueCycles, greedy
 from planner.kueue import shares as fair_share
 from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weights_of
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plans = {}
     how: dict[str, str] = {}
     for solver in solvers:
-        plan = plan_snapshot(snapshot, solver=solver, time_limit=args.time_limit)
+        plan = plan_snapshot(snapshot, SolveOptions(solver=solver, time_limit=args.time_limit))
         plans[solver] = Decisions(admissions=plan.admissions, evictions=plan.evictions)
         how[solver] = f" ({plan.solver.method}, {plan.solver.status})"
     for n in args.cycles:

@@ -17,6 +17,7 @@ import yaml
 
 from models import Plan
 from planner import fleet as F
+from planner.base.solve_options import SolveOptions
 from planner.cycle import plan_snapshot
 from planner.snapshot import read_snapshot
 from planner.tools import fleet_gen
@@ -50,11 +51,12 @@ def bench(seed: int) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         fleet = read_fleet(seed, Path(tmp))
         began = time.monotonic()
-        result = F.plan_fleet(fleet, lambda s: plan_snapshot(s, time_limit=10))
+        result = F.plan_fleet(fleet, lambda s: plan_snapshot(s, SolveOptions(time_limit=10)))
         seconds = time.monotonic() - began
         ff_began = time.monotonic()
         ff = F.first_fit(fleet)
-        ff_plans: dict[str, Plan] = F.plan_assignment(fleet, ff, lambda s: plan_snapshot(s, solver="greedy"))
+        greedy = SolveOptions(solver="greedy")
+        ff_plans: dict[str, Plan] = F.plan_assignment(fleet, ff, lambda s: plan_snapshot(s, greedy))
         ff_seconds = time.monotonic() - ff_began
         ff_admitted = {a.workload.name for p in ff_plans.values() for a in p.admissions}
         joint = {a.workload.name for a in result.plan.admissions}

@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Sequence
 
 from models import ObjectRef, Plan, Snapshot, Workload, WorkloadState
 from models.capacity import NodeTemplate
+from planner.base.solve_options import SolveOptions
 from models.objects import PodSetAssignment, Toleration
 from models.provisioning import (
     BOOKING_EXPIRED, CAPACITY_REVOKED, FAILED, PROVISIONED, DeletedRequest, ProvisioningCheck, ProvisioningRequestState,
@@ -238,15 +239,14 @@ def with_provisioning(snapshot: Snapshot, plan: Plan, planner: Planner) -> Plan:
     return plan if section is None else replace(plan, provisioning=section)
 
 
-def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | None = None,
-               gap: float | None = None, read_seconds: float = 0.0) -> Plan:
+def plan_cycle(snapshot: Snapshot, options: SolveOptions = SolveOptions(), *, read_seconds: float = 0.0) -> Plan:
     """One cycle's plan (planner.cycle.plan_snapshot) with its provisioning section.
 
     The what-if behind the section plans each try with the greedy solver (Kueue's own
     cycle, verified like any plan): it runs a few plans, and a few more MILP solves of
     the full time limit each would multiply the cycle's time, which one time limit
     bounds (a CronJob's run has a deadline). It chooses nodes to ask for, not where the
-    work goes: the cycle that admits the work once the nodes join plans with `solver`.
+    work goes: the cycle that admits the work once the nodes join plans with `options`.
 
     Each try runs to its end (WHAT_IF_SECONDS), not to the cycle's deadline: the requests,
     the nodes each asks for and the workload that carries them are a function of the
@@ -254,12 +254,12 @@ def plan_cycle(snapshot: Snapshot, *, solver: str = "milp", time_limit: float | 
     queue order decides: priority, then age, then uid), never of the machine's speed."""
     from planner.cycle import plan_snapshot
 
-    plan = plan_snapshot(snapshot, solver=solver, time_limit=time_limit, gap=gap, read_seconds=read_seconds)
+    plan = plan_snapshot(snapshot, options, read_seconds=read_seconds)
     if not snapshot.policy.provisioning.enabled:
         return plan
 
     def planner(snap: Snapshot) -> Plan:
-        return plan_snapshot(snap, solver=WHAT_IF_SOLVER, time_limit=WHAT_IF_SECONDS)
+        return plan_snapshot(snap, SolveOptions(solver=WHAT_IF_SOLVER, time_limit=WHAT_IF_SECONDS))
 
     return with_provisioning(snapshot, plan, planner)
 

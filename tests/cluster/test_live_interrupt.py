@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from planner.base.solve_options import SolveOptions
 from planner.cluster import Kube, apply_live
 from live_kit import wait_for
 
@@ -97,8 +98,8 @@ def test_apply_stops_after_the_write_in_flight(kube, env_factory, control_plane,
     assert not lease["spec"].get("holderIdentity")
 
     # the next cycle (another planner) plans from there and applies the rest
-    plan, report = apply_live(kube, lease_namespace=env.namespace, identity="next-planner", solver="greedy",
-                              release_wait=2)
+    plan, report = apply_live(kube, lease_namespace=env.namespace, identity="next-planner",
+                              options=SolveOptions(solver="greedy"), release_wait=2)
     assert sorted(r.name for r in report.admitted) == sorted(set(names) - set(admitted))
     assert report.conflicts == []
     wait_for("every job admitted", lambda: all(

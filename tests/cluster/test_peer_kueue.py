@@ -38,6 +38,7 @@ from peer_kit import (
     GPU, cluster_queue, flavor, job, local_queue, namespace, node, priority_class, snapshot_document, topology,
 )
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from planner.snapshot import read_snapshot
 from tools.peer.compare import compare, decisions_of, outcomes, report_lines
 from tools.peer.harness import PeerOptions, available, run_kueue
@@ -205,7 +206,7 @@ def gpus_by_queue(snapshot: Any, decisions: Any) -> dict[str, int]:
 def test_greedy_decides_as_kueue_does(manifest, tmp_path, name):
     path = generated(tmp_path) if name == "generated-s128" else REPO / "fixtures" / name
     result = run_kueue(path, PeerOptions(), manifest=manifest)
-    greedy = decisions_of(plan_snapshot(result.effective, solver="greedy"))
+    greedy = decisions_of(plan_snapshot(result.effective, SolveOptions(solver="greedy")))
     comparison = compare(result.effective, result.decisions, greedy)
     lines = [f"{name}: settled {result.settled}; {result.seconds}"] + [f"note: {n}" for n in result.notes]
     if result.left_out:

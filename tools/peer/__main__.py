@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from planner.cycle import plan_snapshot
+from planner.base.solve_options import SolveOptions
 from tools.peer.compare import compare, decisions_of, metrics, report_lines
 from tools.peer.harness import PeerOptions, available, run_kueue
 from tools.peer.workloads import as_dict
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for path in args.snapshots:
         run = run_kueue(path, options, say=lambda m: print(f"peer: {m}", file=sys.stderr, flush=True))
-        greedy = decisions_of(plan_snapshot(run.effective, solver="greedy"))
+        greedy = decisions_of(plan_snapshot(run.effective, SolveOptions(solver="greedy")))
         comparison = compare(run.effective, run.decisions, greedy)
         print(f"== {path}: settled {run.settled}, seconds {run.seconds}")
         for note in run.notes:
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                   "kueue": metrics(run.effective, run.decisions), "greedy": metrics(run.effective, greedy),
                   "rows": [as_dict(r) for r in run.rows]}
         if args.milp:
-            milp = decisions_of(plan_snapshot(run.effective, solver="milp", time_limit=args.time_limit))
+            milp = decisions_of(plan_snapshot(run.effective, SolveOptions(solver="milp", time_limit=args.time_limit)))
             record["milp"] = metrics(run.effective, milp)
         for name in ("kueue", "greedy", "milp"):
             if name in record:

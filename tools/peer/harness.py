@@ -3,7 +3,7 @@
     run = run_kueue("fixtures/tiny.yaml")
     run.decisions          # models.Decisions on run.effective (the snapshot as Kueue saw it)
     run.rows               # per workload: admitted / pending / evicted / running / moved, and why
-    plan_snapshot(run.effective, solver="greedy")   # greedy on exactly what Kueue saw
+    plan_snapshot(run.effective, SolveOptions(solver="greedy"))   # greedy on exactly what Kueue saw
 
 One run, on a control plane of its own (tests/controlplane/rig.py) with Kueue's
 manager beside it (tools/peer/kueue.py):
