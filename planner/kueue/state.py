@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from models import (
-    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, Node, ObjectRef, PodSet, PodSetAssignment, Resources,
+    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, FlavorResource, Node, ObjectRef, PodSet, PodSetAssignment, Resources,
     Snapshot, Workload, WorkloadState, is_gpu,
 )
 from planner.kueue import placement
@@ -25,7 +25,6 @@ from planner.kueue.placement import DomainTree, Placement
 from planner.kueue.semantics import FlavorOption, QuotaTree, flavor_options, namespace_allowed, node_allows
 from planner.kueue.topology import levels_for, node_path
 
-FlavorResource = tuple[str, str]
 GIB = 1 << 30
 
 
