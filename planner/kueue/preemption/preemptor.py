@@ -69,8 +69,8 @@ class Preemptor:
         self._views: dict[str, tuple[int, QueueView]] = {}
         # A search's candidates per queue, and what they could free at most, kept while the
         # queue's list (and so its usage, when nominating) stays the same.
-        self._sources: dict[tuple[Any, ...], Source] = {}
-        self._reaches: dict[tuple[int, bool], tuple[Source, Reach]] = {}
+        self.sources: dict[tuple[Any, ...], Source] = {}
+        self.reaches: dict[tuple[int, bool], tuple[Source, Reach]] = {}
         self._quota_arrays: QuotaArrays | None = None
         self._usage = np.zeros((0, 0), dtype=np.int64)
         self._usage_at = -1
@@ -162,7 +162,7 @@ class Preemptor:
             ctx = Search(self, w, cq, frs, {fr: 0 for fr in frs})
             overlay = Overlay(state, frs)
             for s in ctx.same + ctx.hierarchy + ctx.priority:
-                freed = ctx._most_freed(s, False)
+                freed = ctx.most_freed(s, False)
                 overlay.change_usage(s.name, {fr: int(freed[j]) for fr, j in self.columns.items() if freed[j]}, -1)
             found = self._ceilings[key] = {fr: self.quota.available(cq.name, fr, overlay) for fr in frs}
         return found

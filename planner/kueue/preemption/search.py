@@ -201,9 +201,9 @@ class Search:
         equal = cq.preemption.within_cluster_queue == "LowerOrNewerEqualPriority" and name == cq.name
         key = (name, self.preemptor.registry.version.get(name, 0), lca, advantage, cq.name, w.priority,
                w.queued_at if equal else None, self.need_key)
-        found = self.preemptor._sources.get(key)
+        found = self.preemptor.sources.get(key)
         if found is None:
-            found = self.preemptor._sources[key] = self._make_source(name, lca, advantage)
+            found = self.preemptor.sources[key] = self._make_source(name, lca, advantage)
         return found
 
     def _make_source(self, name: str, lca: str | None, advantage: bool) -> Source:
@@ -338,7 +338,7 @@ class Search:
         columns = self.preemptor.columns
         for sources in (self.same, self.hierarchy, self.priority):
             for s in sources:
-                freed = self._most_freed(s, borrowing)
+                freed = self.most_freed(s, borrowing)
                 overlay.change_usage(s.name, {fr: int(freed[j]) for fr, j in columns.items() if freed[j]}, -1)
         return self._quota_fits(borrowing, overlay)
 
@@ -355,16 +355,16 @@ class Search:
                 return False
         return True
 
-    def _most_freed(self, s: Source, borrowing: bool) -> np.ndarray:
+    def most_freed(self, s: Source, borrowing: bool) -> np.ndarray:
         return self._reach(s, borrowing).freed
 
     def _reach(self, s: Source, borrowing: bool) -> "Reach":
         """What a run could take from `s` at most (kept with the source: the same while
         its queue's list, and so its usage when nominating, stays the same)."""
         key = (id(s), borrowing)
-        found = self.preemptor._reaches.get(key)
+        found = self.preemptor.reaches.get(key)
         if found is None or found[0] is not s:
-            found = self.preemptor._reaches[key] = (s, self._make_reach(s, borrowing))
+            found = self.preemptor.reaches[key] = (s, self._make_reach(s, borrowing))
         return found[1]
 
     def _make_reach(self, s: Source, borrowing: bool) -> "Reach":
