@@ -23,7 +23,8 @@ Usage = Callable[[str, FR], int]   # tree node ("cq:NAME" | "cohort:NAME") -> us
 
 
 class UsageLookup(Protocol):
-    """Usage of the cohort tree with some workloads taken away (Overlay, _Scratch)."""
+    """Usage of the cohort tree with some workloads taken away (Overlay, a search's copies:
+    planner.kueue.preemption.search)."""
 
     def get(self, node: str, fr: FR) -> int: ...
 
