@@ -80,8 +80,7 @@ class Rules:
         self.place = place
         self._empty = empty
         self.quota = Quota(state)
-        # Skip work whose answer is known without it (a search that cannot succeed); off,
-        # every search runs in full: the plain path that tests compare the shortcuts with.
+        # Targets and the oracle; `shortcuts` are the preemptor's (see Preemptor).
         self.preemptor = Preemptor(snapshot, state, registry, self.quota, place, fits, fair, shortcuts)
         self._options: dict[tuple[str, tuple[tuple[str, str], ...]], FlavorOption] = {}
         self._tas_only: dict[str, bool] = {}

@@ -44,7 +44,7 @@ class Preemptor:
     `place` and `fits` are the flavor assigner's (planner.kueue.flavors.Place, Fits);
     `quota` its quota questions, shared so that their caches are. `fair`: Kueue's fair
     sharing (Configuration fairSharing.enable): preemption is then fairPreemptions and
-    a borrowing preemptor may reclaim. `shortcuts` as Rules has it.
+    a borrowing preemptor may reclaim.
     """
 
     def __init__(self, snapshot: Snapshot, state: "ClusterState", registry: Registry, quota: Quota, place: Place,
@@ -55,6 +55,8 @@ class Preemptor:
         self.place = place
         self.fits = fits
         self.fair = fair
+        # Skip work whose answer is known without it (a search that cannot succeed); off,
+        # every search runs in full: the plain path that tests compare the shortcuts with.
         self.shortcuts = shortcuts
         self._ceilings: dict[tuple[Any, ...], dict[FR, int]] = {}
         self._ceilings_at: tuple[Any, ...] = ()
