@@ -5,7 +5,7 @@ these types. Nothing here does I/O or imports anything outside the standard libr
 `planner` imports `models`, never the reverse.
 """
 
-from models.resources import Resources, GPU_SUFFIX, dominant_units, is_gpu
+from models.resources import Resources, FlavorResource, GPU_SUFFIX, dominant_units, is_gpu
 from models.objects import (
     ObjectRef,
     Problem,
@@ -58,7 +58,7 @@ from models.plan import (
 )
 
 __all__ = [
-    "Resources", "GPU_SUFFIX", "dominant_units", "is_gpu",
+    "Resources", "FlavorResource", "GPU_SUFFIX", "dominant_units", "is_gpu",
     "ObjectRef", "Problem", "Taint", "Toleration", "Node", "NodePins", "hostname_pin", "Topology", "ResourceFlavor",
     "Quota", "FlavorQuotas", "ResourceGroup", "PreemptionPolicy", "ClusterQueue",
     "Cohort", "LocalQueue", "TopologyRequest", "SliceLayer", "PodSet",

@@ -14,6 +14,9 @@ CPU = "cpu"
 PODS = "pods"
 GPU_SUFFIX = "/gpu"
 
+# (flavor, resource): the key of a ClusterQueue's quota, and of every usage table kept against it.
+FlavorResource = tuple[str, str]
+
 
 def is_gpu(resource: str) -> bool:
     """A GPU-like extended resource (`nvidia.com/gpu`, `amd.com/gpu`, ...)."""

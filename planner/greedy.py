@@ -3,7 +3,7 @@
 `greedy()` runs KueueCycles (below) until nothing changes: each cycle pops the head
 of every active ClusterQueue, nominates every head against the state at the start of
 the cycle (planner.kueue.assigner: Kueue's flavor assigner, then node placement, then
-its classical preemption), orders them as Kueue's iterator does (lower borrowing
+its preemption, planner.kueue.preemption), orders them as Kueue's iterator does (lower borrowing
 height first, then priority, then queue time), and processes them in order: admit,
 issue preemptions and hold the room, hold quota, skip, or set aside. Stowplan plans the
 end state; the KueueCycles docstring says how Kueue's requeues and evictions are
@@ -22,15 +22,19 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from models import Admission, ClusterQueue, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
-from planner.kueue import assigner, fairsharing
+from models import Admission, ClusterQueue, Decisions, FlavorResource, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
+from planner.kueue import fairsharing
+from planner.kueue.assigner import Rules
 from planner.kueue.capacity import cluster_queue_usage, quota_usage_of
 from planner.kueue.semantics import (
     admission_fair_sharing, borrowing_queues, effective_priority, eviction_cost, evictable, kueue_amounts,
     preemption_reason, queue_order_key,
 )
 from planner.kueue.fit import fits_fixed, place_fixed
-from planner.kueue.state import ClusterState, FlavorResource, PodSetChoice, admission_blocker
+from planner.kueue.flavors import FIT, NO_FIT, PREEMPT, Assignment
+from planner.kueue.preemption import RECLAIMED, Target
+from planner.kueue.registry import Admitted, Registry
+from planner.kueue.state import ClusterState, PodSetChoice, admission_blocker
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,8 @@ class _Queue:
 class _Entry:
     pending: _Pending
     cq: ClusterQueue
-    assignment: "assigner.Assignment"
-    targets: list["assigner.Target"]
+    assignment: Assignment
+    targets: list[Target]
     order: tuple[Any, ...]
 
 
@@ -145,7 +149,7 @@ class KueueCycles:
 
     Each cycle: 1. pop the head of every active ClusterQueue (the sticky preemptor
     first); 2. nominate every head against the state at the start of the cycle
-    (planner.kueue.assigner: flavors, then nodes, then preemption targets); 3. order them: lower
+    (planner.kueue.assigner: flavors, then nodes, then planner.kueue.preemption's targets); 3. order them: lower
     borrowing height first, then higher priority, then older; 4. process in order: a
     NoFit head, or one needing preemption with no targets, is set aside (in a queue
     whose reclaimWithinCohort is not Any the latter still holds what it could claim
@@ -188,17 +192,15 @@ class KueueCycles:
     def __init__(self, snapshot: Snapshot, eviction_cycles: int | None = None,
                  protected: Mapping[ObjectRef, str] | None = None, fair: "fairsharing.FairSharing | None" = None,
                  shortcuts: bool = True):
-        self.kr = assigner
         self.snapshot = snapshot
         self.state = ClusterState(snapshot)
-        self.registry = assigner.Registry()
+        self.registry = Registry()
         self._empty: ClusterState | None = None
         tree = self.state.quota
-        self.rules = assigner.Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty,
-                                    shortcuts=shortcuts)
         # Kueue's fair sharing (fairSharing.enable): heads by the tournament, fair preemption.
         self.shares = fairsharing.Shares(tree, fair) if fair is not None else None
-        self.rules.fair = self.shares
+        self.rules = Rules(snapshot, self.state, self.registry, place_fixed, fits_fixed, self.empty,
+                           shortcuts=shortcuts, fair=self.shares)
         # Admission fair sharing: what admissions of this plan add to their LocalQueues'
         # usage (Kueue's entry penalties), on top of the snapshot's decayed usage.
         self.afs = admission_fair_sharing(snapshot)
@@ -213,7 +215,7 @@ class KueueCycles:
             if w.state is WorkloadState.RUNNING and w.cluster_queue is not None \
                     and f"cq:{w.cluster_queue}" in tree.parent:
                 kept = self.protected.get(w.ref)
-                self.registry.add(assigner.Admitted(
+                self.registry.add(Admitted(
                     w, w.cluster_queue, quota_usage_of(w), evictable(w, snapshot) and kept != ALL, False,
                     w.admitted_at if w.admitted_at is not None else snapshot.now, reclaimable=kept is None))
             if w.state is not WorkloadState.PENDING:
@@ -233,11 +235,11 @@ class KueueCycles:
         self.tree_queues: dict[str, list[str]] = defaultdict(list)
         for name in self.names:
             self.tree_queues[self._root(name)].append(name)
-        self.admitted: dict[ObjectRef, tuple[Admission, "assigner.Admitted"]] = {}
+        self.admitted: dict[ObjectRef, tuple[Admission, Admitted]] = {}
         self.evictions: dict[ObjectRef, Eviction] = {}
         # Evictions issued and not complete: victim -> (target, preemptor, the cycle at whose
         # end it completes). See EVICTION_CYCLES.
-        self.evicting: dict[ObjectRef, tuple["assigner.Target", Workload, int]] = {}
+        self.evicting: dict[ObjectRef, tuple[Target, Workload, int]] = {}
         self.eviction_cycles = max(1, eviction_cycles if eviction_cycles is not None else EVICTION_CYCLES)
         self.cycle = 0
         self.undone = 0
@@ -298,9 +300,9 @@ class KueueCycles:
         heads = [p for name in self.names if (p := self.queues[name].pop()) is not None]
         if not heads:
             return False
-        self.rules.steady = True     # nothing is held while nominating
+        self.rules.preemptor.steady = True     # nothing is held while nominating
         entries = [self._nominate(p) for p in heads]
-        self.rules.steady = False
+        self.rules.preemptor.steady = False
         entries.sort(key=lambda e: e.order)
         if self.shares is not None:
             return self._process(self._tournament(entries))
@@ -324,25 +326,25 @@ class KueueCycles:
         queue = self.queues[w.queue_name]
         last = p.last if p.last is not None and p.generation >= queue.generation else None
         assignment, targets = self.rules.nominate(w, queue.cq, last, queue.generation)
-        if assignment.mode != self.kr.FIT and assignment.reason:
+        if assignment.mode != FIT and assignment.reason:
             p.reason = assignment.reason
         order = (assignment.borrowing, p.key[0]) + p.key[2:]   # across queues: no LocalQueue usage
         return _Entry(p, queue.cq, assignment, targets, order)
 
     def _process(self, entries: Iterable[_Entry]) -> bool:
         """Step 5 of schedule(), then the cycle's end; whether anything moved."""
-        kr, state = self.kr, self.state
-        preempted: dict[ObjectRef, "assigner.Admitted"] = {}
+        state = self.state
+        preempted: dict[ObjectRef, Admitted] = {}
         held: list[tuple[str, list[PodSetChoice]]] = []            # room held until the cycle ends
-        victims: list[tuple["assigner.Target", Workload]] = []
+        victims: list[tuple[Target, Workload]] = []
         moved = False
         for e in entries:
             a, cq, queue = e.assignment, e.cq, self.queues[e.cq.name]
             if e.targets and self.taken_back and any(
                     (e.pending.workload.ref, t.admitted.ref) in self.taken_back for t in e.targets):
                 e.targets = []     # it would evict again what took its room back: see taken_back
-            if a.mode == kr.NO_FIT or (a.mode == kr.PREEMPT and not e.targets):
-                if a.mode == kr.PREEMPT and cq.preemption.reclaim_within_cohort != "Any":
+            if a.mode == NO_FIT or (a.mode == PREEMPT and not e.targets):
+                if a.mode == PREEMPT and cq.preemption.reclaim_within_cohort != "Any":
                     reserved = self._reserve(e, preempted)
                     if reserved:
                         held.append(reserved)
@@ -365,7 +367,7 @@ class KueueCycles:
                     victims.append((t, e.pending.workload))
             state.commit(cq.name, a.choices)
             moved = True
-            if a.mode == kr.PREEMPT:
+            if a.mode == PREEMPT:
                 held.append((cq.name, a.choices))
                 e.pending.last = None
                 queue.push(e.pending)
@@ -378,8 +380,8 @@ class KueueCycles:
         self._evict(victims, preempted)
         return moved
 
-    def _evict(self, victims: Sequence[tuple["assigner.Target", Workload]],
-               preempted: Mapping[ObjectRef, "assigner.Admitted"]) -> None:
+    def _evict(self, victims: Sequence[tuple[Target, Workload]],
+               preempted: Mapping[ObjectRef, Admitted]) -> None:
         """Evictions issued this cycle start; those due complete. Until then a victim
         holds its quota and nodes (it was released only for the rest of this cycle's
         checks, as Kueue's fits() does) and is a candidate of its own kind: already
@@ -416,7 +418,7 @@ class KueueCycles:
         e.pending.last = None
         self.queues[e.cq.name].push(e.pending)
 
-    def _reserve(self, e: _Entry, preempted: Mapping[ObjectRef, "assigner.Admitted"]) -> tuple[str, list[PodSetChoice]] | None:
+    def _reserve(self, e: _Entry, preempted: Mapping[ObjectRef, Admitted]) -> tuple[str, list[PodSetChoice]] | None:
         """resourcesToReserve: a head that needs preemption but has no targets holds, for
         the rest of the cycle, its nodes as placed on an empty cluster and the quota it
         could claim (up to nominal; up to the borrowing limit if it borrows)."""
@@ -454,7 +456,7 @@ class KueueCycles:
                 state.charge(name, fr, -v)
 
     def _admit(self, e: _Entry) -> None:
-        kr, w, cq = self.kr, e.pending.workload, e.cq
+        w, cq = e.pending.workload, e.cq
         choices = e.assignment.choices
         assert choices is not None
         self.sequence += 1
@@ -462,7 +464,7 @@ class KueueCycles:
         assignment = tuple(c.assignment() for c in choices)
         view = replace(w, state=WorkloadState.RUNNING, assignment=assignment, admitted_at=when)
         minimum = self.snapshot.policy.minimum_runtime_seconds
-        entry = kr.Admitted(view, cq.name, quota_usage_of(view), not w.non_preemptible and minimum <= 0, True, when)
+        entry = Admitted(view, cq.name, quota_usage_of(view), not w.non_preemptible and minimum <= 0, True, when)
         self.registry.add(entry)
         self.admitted[w.ref] = (Admission(workload=w.ref, cluster_queue=cq.name, pod_sets=assignment), entry)
         self.pending.pop(w.ref, None)
@@ -473,7 +475,7 @@ class KueueCycles:
             self.penalty[lq] = self.penalty.get(lq, 0.0) + (penalty / weight if weight > 0 else penalty)
             self.queues[cq.name].rekey(self._key)
 
-    def _complete(self, victims: Sequence[tuple["assigner.Target", Workload]]) -> None:
+    def _complete(self, victims: Sequence[tuple[Target, Workload]]) -> None:
         """The evictions complete: the victims leave the cache (already released), their
         queues' generations move on, a victim admitted by this plan is pending again,
         and everything set aside in their cohort trees goes back to its queue."""
@@ -574,5 +576,5 @@ class KueueCycles:
                 out[ref] = replace(e, for_=(found,))
             else:
                 out[ref] = e
-                self.unsupported[ref] = RECLAIM if e.reason == assigner.RECLAIMED else ALL
+                self.unsupported[ref] = RECLAIM if e.reason == RECLAIMED else ALL
         return out

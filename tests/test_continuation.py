@@ -8,7 +8,7 @@ undoes at once; carried on by Kueue's cycle it becomes a plan Kueue leaves as it
 from builders import GPU, ago, cohort, cq, flavor, job, lq, node, running_job, snapshot
 from models import Admission, Decisions, Eviction, ObjectRef, PodSetAssignment, WorkloadState
 from planner.cycle.continuation import after, continued, justified
-from planner.kueue.victims import PreemptionRules
+from planner.kueue.preemption.victims import PreemptionRules
 from planner.kueue.semantics import QuotaTree
 from planner.verify import verify
 from planner.verify import stability_violations

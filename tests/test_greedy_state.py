@@ -82,7 +82,7 @@ def test_minimal_victims_is_kueues_one_at_a_time_answer(seed: int) -> None:
     one-at-a-time search gives, left released the same way, with fewer fit tests."""
     import random
 
-    from planner.kueue.victims import minimal_victims
+    from planner.kueue.preemption.victims import minimal_victims
 
     rng = random.Random(seed)
     snapshot, candidates, want = search_case(rng)
@@ -113,7 +113,7 @@ def test_minimal_victims_told_of_a_misfit_spares_that_fit_test(seed: int) -> Non
     the state left are the same, with one fit test fewer; with no candidates, none."""
     import random
 
-    from planner.kueue.victims import minimal_victims
+    from planner.kueue.preemption.victims import minimal_victims
 
     snapshot, candidates, want = search_case(random.Random(seed))
     answers, tests, frees = [], [], []

@@ -47,7 +47,7 @@ from planner.describe import vs_kueue
 from planner.describe import explain as why
 from planner.kueue import shares as fair_share
 from planner.kueue.semantics import QuotaTree, eviction_cost
-from planner.kueue.victims import PreemptionRules
+from planner.kueue.preemption.victims import PreemptionRules
 from planner.cycle.assemble import assemble
 from planner.cycle.beside import Beside, reaped
 from planner.base.budget import Budget, Stopwatch

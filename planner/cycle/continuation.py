@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from models import Admission, Decisions, Eviction, ObjectRef, Snapshot, Workload, WorkloadState
 from planner.kueue import capacity, semantics
-from planner.kueue.victims import PreemptionRules
+from planner.kueue.preemption.victims import PreemptionRules
 from planner.greedy import greedy
 
 

@@ -33,15 +33,14 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
-from models import (ClusterQueue, Decisions, Node, ObjectRef, Plan, PodSet, PodSetAssignment, ResourceFlavor,
+from models import (ClusterQueue, Decisions, FlavorResource, Node, ObjectRef, Plan, PodSet, PodSetAssignment, ResourceFlavor,
                     ResourceGroup, Resources, Snapshot, Workload, WorkloadState, is_gpu)
 from models.plan import HOSTNAME_LABEL
 from planner.base.errors import InputError, VerificationError
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key
 from planner.kueue.state import ClusterState, admission_blocker, amount
-from planner.kueue.victims import MAX_CANDIDATES, Preemption
+from planner.kueue.preemption.victims import MAX_CANDIDATES, Preemption
 
-FlavorResource = tuple[str, str]
 Planner = Callable[[Snapshot], Plan]
 
 # ---------------------------------------------------------------- the limits of the search

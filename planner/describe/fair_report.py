@@ -25,10 +25,10 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from models import Decisions, Snapshot
+from models import Decisions, FlavorResource, Snapshot
 from planner.kueue import capacity
 from planner.kueue import shares as fair_share
-from planner.kueue.semantics import FlavorResource, QuotaTree
+from planner.kueue.semantics import QuotaTree
 
 KEY = "fair_sharing"
 

@@ -17,14 +17,13 @@ Pure: no I/O, no clock; deterministic.
 
 from __future__ import annotations
 
-from models import ClusterQueue, Decisions, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
+from models import ClusterQueue, Decisions, FlavorResource, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.kueue.fit import Tentative, try_counts
 from planner.kueue.state import PodSetChoice, ClusterState, admission_blocker, amount, pod_shape, pods, quantity
-from planner.kueue.victims import Preemption, minimal_victims
+from planner.kueue.preemption.victims import Preemption, minimal_victims
 from planner.kueue.placement import Placement
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key, quota_usage
 
-FlavorResource = tuple[str, str]
 
 
 def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef, str]:

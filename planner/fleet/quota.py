@@ -4,8 +4,8 @@ The manager runs Kueue like any cluster: its ClusterQueue reserves quota for a w
 before MultiKueue dispatches it, per flavor and resource, flavor by flavor in the
 ResourceGroup's order with the queue's flavorFungibility, borrowing from its cohort only as
 far as the cohort tree allows (borrowing and lending limits, nested cohorts). So this is
-planner.kueue.assigner's flavor assigner (Kueue's flavorassigner and quota arithmetic, the
-same greedy uses) over a ClusterState of the manager, with two differences that MultiKueue
+planner.kueue.assigner's flavor assigner (Kueue's flavorassigner, with planner.kueue.quota's
+arithmetic: the same greedy uses) over a ClusterState of the manager, with two differences that MultiKueue
 makes:
 - the manager's flavors carry no nodes, and topology is the worker's: a pod set is given
   flavors by quota alone (its TAS request is the worker's to meet);
@@ -24,8 +24,10 @@ from typing import Mapping, Sequence
 from models import (
     ClusterQueue, ObjectRef, PodSet, PodSetAssignment, Snapshot, TopologyRequest, Workload, WorkloadState,
 )
-from planner.kueue import assigner
+from planner.kueue.assigner import Rules
 from planner.kueue.capacity import quota_usage_of
+from planner.kueue.flavors import FIT
+from planner.kueue.registry import Registry
 from planner.kueue.semantics import FlavorOption, quota_usage
 from planner.kueue.state import ClusterState, PodSetChoice, admission_blocker
 
@@ -67,7 +69,7 @@ class ManagerQuota:
         # The manager's own copies hold nothing here: what holds quota is charged by hold().
         self.state = ClusterState(manager, evicted=[w.ref for w in manager.workloads])
         self._empty: ClusterState | None = None
-        self.rules = assigner.Rules(manager, self.state, assigner.Registry(), _place, _fits, self.empty)
+        self.rules = Rules(manager, self.state, Registry(), _place, _fits, self.empty)
         self.held: ManagerFlavors = {}
         self._views: dict[ObjectRef, tuple[Workload, Workload]] = {}
 
@@ -90,7 +92,7 @@ class ManagerQuota:
         cq = self.manager.cluster_queues[str(workload.cluster_queue)]
         wanted = tuple(counts.get(ps.name, 0) if counts is not None else ps.count for ps in view.pod_sets)
         result = self.rules.assign(view, cq, wanted)
-        if result.mode != assigner.FIT:
+        if result.mode != FIT:
             return result.reason or f"no quota left in the manager's ClusterQueue {cq.name}"
         return tuple(PodSetAssignment(a.pod_set.name, a.count, dict(sorted(a.flavors.items())), (), ())
                      for a in result.pod_sets)

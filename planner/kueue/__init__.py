@@ -11,9 +11,17 @@ another:
   placement   Kueue's TAS placement: how many pods on which node, for one pod set
   state       ClusterState: free nodes and quota usage, updated in place
   fit         does a workload fit the state, and where (PodSetChoice)
-  victims     Kueue's classical preemption: who may evict whom (PreemptionRules),
-              which running workloads to evict (Preemption)
-  assigner    Kueue's flavor assigner and preemption targets for one head workload
+  registry    the admitted workloads per queue, in Kueue's candidate order
+  quota       Kueue's quota arithmetic beyond available() (Quota, Overlay)
+  shares      Kueue's fair-sharing arithmetic (dominant resource shares, targets)
+  fairsharing Kueue's fair sharing for greedy: the admission tournament, fair preemption
+  flavors     which flavors a pod set may take; the assignment's modes and types
+  assigner    Kueue's flavor assigner for one head workload (Rules), and its
+              getAssignments: `Rules(...).assign(w, cq)`, then `.targets_for(w, cq, a)`
+  preemption/ Kueue's preemption: greedy's Preemptor (preemptor), one classical
+              search (search), fair-sharing targets (fair); who may evict whom
+              (victims.PreemptionRules), which running workloads to evict
+              (victims.Preemption, minimal_victims)
 
 Only computes: no I/O, nothing of the cluster, click, yaml or the Kubernetes client.
 """

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, Mapping
 
-from models import ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState
+from models import FlavorResource, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState
 
-FlavorResource = tuple[str, str]
 
 
 def pod_set_by_name(workload: Workload, name: str) -> PodSet | None:

@@ -14,8 +14,8 @@ That arithmetic is planner.kueue.shares's (`Shares`, `DRS`, `compare`), the one 
 MILP and the reports use too; this module runs Kueue's cycle over it.
 
 This module only computes: every change a search makes to the state is undone
-before it returns. The cycle that asks (planner.greedy) and the flavor assigner
-(planner.kueue.assigner) call it; it imports neither.
+before it returns. The cycle that asks (planner.greedy) and the preemptor
+(planner.kueue.preemption) call it; it imports neither.
 """
 
 from __future__ import annotations
@@ -23,20 +23,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
+from models import FlavorResource as FR
 from models.kueue_config import (  # re-exported: the tests name them here
     DEFAULT_STRATEGIES as DEFAULT_STRATEGIES, LESS_THAN_INITIAL_SHARE as LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE as LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
 )
 # The share arithmetic lives in planner.kueue.shares (one implementation for greedy,
-# the MILP and the reports); re-exported here for greedy, the assigner and the tests.
+# the MILP and the reports); re-exported here for greedy, the preemptor and the tests.
 from planner.kueue.shares import (
-    DRS as DRS, FR as FR, NEGATIVE as NEGATIVE, FairSharing as FairSharing, Shares as Shares, UsageOf as Usage,
+    DRS as DRS, NEGATIVE as NEGATIVE, FairSharing as FairSharing, Shares as Shares, UsageOf as Usage,
     compare as compare, weights_of as weights_of,
 )
 
 if TYPE_CHECKING:
     from models import Snapshot
-    from planner.kueue.assigner import Admitted
+    from planner.kueue.registry import Admitted
     from planner.kueue.state import ClusterState
 
 

@@ -13,11 +13,11 @@ from typing import Sequence
 
 import numpy as np
 
-from models import ClusterQueue, PodSet, Workload
+from models import ClusterQueue, FlavorResource, PodSet, Workload
 from planner.kueue import placement
 from planner.kueue.placement import level_noun
 from planner.kueue.semantics import FlavorOption, quota_usage
-from planner.kueue.state import FlavorResource, ClusterState, EligibleNodes, PodSetChoice, pod_shape, pods
+from planner.kueue.state import ClusterState, EligibleNodes, PodSetChoice, pod_shape, pods
 
 
 # ---------------------------------------------------------------- one workload

@@ -148,8 +148,15 @@ def leaf_counts(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     need = request > 0
     if not need.any():
         return np.zeros(free.shape[0], dtype=np.int64)
-    fits = free[:, need] // request[need]
-    counts: np.ndarray = np.maximum(fits.min(axis=1), 0)
+    return pods_fitting(free[:, need], request[need])
+
+
+def pods_fitting(room: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """Pods fitting in each row of `room` (rows: nodes; columns: the resources a pod asks
+    for, `amounts` of each, all > 0): the least whole number over the columns, never
+    below 0 (an overcommitted node takes none). The one count of pods on free capacity,
+    here and in planner.kueue.state."""
+    counts: np.ndarray = np.maximum((room // amounts).min(axis=1), 0)
     return counts
 
 

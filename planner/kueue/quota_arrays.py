@@ -15,9 +15,9 @@ from typing import Mapping
 
 import numpy as np
 
+from models import FlavorResource as FR
 from planner.kueue.semantics import QuotaTree
 
-FR = tuple[str, str]
 UNLIMITED = np.iinfo(np.int64).max // 4
 
 

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence, cast
 
 from models import (
-    ClusterQueue, Node, PodSet, PodSetAssignment, ResourceFlavor, ResourceGroup, Snapshot, Workload, dominant_units,
+    ClusterQueue, FlavorResource, Node, PodSet, PodSetAssignment, ResourceFlavor, ResourceGroup, Snapshot, Workload, dominant_units,
 )
 from models.objects import tolerated
 from models.resources import CPU, PODS, is_gpu
 
-FlavorResource = tuple[str, str]   # (flavor, resource)
 
 
 # ---------------------------------------------------------------- label selectors

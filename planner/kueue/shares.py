@@ -30,13 +30,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from models import Snapshot, Workload, WorkloadState, is_gpu
+from models import FlavorResource, Snapshot, Workload, WorkloadState, is_gpu
 from models.kueue_config import DEFAULT_STRATEGIES
 from planner.kueue import capacity
-from planner.kueue.semantics import FlavorResource, QuotaTree, namespace_allowed
+from planner.kueue.semantics import QuotaTree, namespace_allowed
 
 Usage = Mapping[str, Mapping[FlavorResource, float]]     # cq:NAME -> flavor/resource -> amount
-FR = FlavorResource
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ class DRS:
     ratio: float = 0.0                       # unweighted, per mille of the lendable
     resource: str = ""
     borrowing: bool = False
-    borrowed: tuple[FR, ...] = ()
+    borrowed: tuple[FlavorResource, ...] = ()
 
     def is_zero(self) -> bool:
         return self.ratio == 0
@@ -77,7 +76,7 @@ class DRS:
     def zero_weight_borrows(self) -> bool:
         return self.weight == 0 and not self.is_zero()
 
-    def borrowing_on(self, requested: Mapping[FR, int]) -> bool:
+    def borrowing_on(self, requested: Mapping[FlavorResource, int]) -> bool:
         """IsBorrowingOn: borrows some flavor/resource the workload asks for."""
         return any(requested.get(fr, 0) > 0 for fr in self.borrowed)
 
@@ -97,7 +96,7 @@ def compare(a: DRS, b: DRS) -> int:
     return (x > y) - (x < y)
 
 
-UsageOf = Callable[[str, FR], float]     # node, flavor/resource -> what the node uses
+UsageOf = Callable[[str, FlavorResource], float]     # node, flavor/resource -> what the node uses
 
 
 class Shares:
@@ -107,18 +106,18 @@ class Shares:
     def __init__(self, tree: QuotaTree, fair: FairSharing):
         self.tree = tree
         self.fair = fair
-        self._frs: dict[str, frozenset[FR]] = {}
+        self._frs: dict[str, frozenset[FlavorResource]] = {}
         self._lendable: dict[str, dict[str, int]] = {}
-        self._potential: dict[tuple[str, FR], int] = {}
+        self._potential: dict[tuple[str, FlavorResource], int] = {}
 
-    def frs(self, node: str) -> frozenset[FR]:
+    def frs(self, node: str) -> frozenset[FlavorResource]:
         """The flavor/resources of the node's SubtreeQuota: its own and its subtree's."""
         found = self._frs.get(node)
         if found is None:
             found = self._frs[node] = frozenset(tree_frs(self.tree, node))
         return found
 
-    def potential(self, node: str, fr: FR) -> int:
+    def potential(self, node: str, fr: FlavorResource) -> int:
         """potentialAvailable: the most the node could take, all else empty."""
         key = (node, fr)
         found = self._potential.get(key)
@@ -151,7 +150,7 @@ class Shares:
         if parent is None:
             return DRS(weight)
         borrowed: dict[str, float] = {}
-        frs: list[FR] = []
+        frs: list[FlavorResource] = []
         for fr in sorted(self.frs(node)):
             over = usage(node, fr) - self.tree.subtree_quota(node, fr)
             if over > 1e-9:                 # quantities are whole; a target's may be fractional
@@ -258,7 +257,7 @@ def shares(snapshot: Snapshot, tree: QuotaTree, usage: Usage) -> dict[str, Share
     used = node_usage(tree, usage)
     arithmetic = Shares(tree, weights_of(snapshot))
 
-    def usage_of(node: str, fr: FR) -> float:
+    def usage_of(node: str, fr: FlavorResource) -> float:
         return used.get(node, {}).get(fr, 0.0)
 
     out: dict[str, Share] = {}

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from models import (
-    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, Node, ObjectRef, PodSet, PodSetAssignment, Resources,
+    HOSTNAME_LABEL, Admission, ClusterQueue, Decisions, FlavorResource, Node, ObjectRef, PodSet, PodSetAssignment, Resources,
     Snapshot, Workload, WorkloadState, is_gpu,
 )
 from planner.kueue import placement
@@ -25,7 +25,6 @@ from planner.kueue.placement import DomainTree, Placement
 from planner.kueue.semantics import FlavorOption, QuotaTree, flavor_options, namespace_allowed, node_allows
 from planner.kueue.topology import levels_for, node_path
 
-FlavorResource = tuple[str, str]
 GIB = 1 << 30
 
 
@@ -193,7 +192,7 @@ class ReleasedView:
         touched = np.unique(leaf)
         if len(self.need):
             room = self.state.free[self.eligible.rows[touched]][:, self.need] + self.gained[touched]
-            self.counts[touched] = np.maximum((room // self.amounts).min(axis=1), 0)
+            self.counts[touched] = placement.pods_fitting(room, self.amounts)
 
     def fits(self) -> bool:
         return placement.fits_counts(self.eligible.tree, self.counts, self.count, self.pod_set.topology)
@@ -398,8 +397,7 @@ class ClusterState:
         need, amounts = self._columns(request)
         if not len(need):
             return np.zeros(len(rows), dtype=np.int64)
-        counts: np.ndarray = np.maximum((self.free[rows][:, need] // amounts).min(axis=1), 0)
-        return counts
+        return placement.pods_fitting(self.free[rows][:, need], amounts)
 
     def place(self, option: FlavorOption, pod_set: PodSet, count: int) -> Placement:
         seen = self._placing_of.get((id(option), id(pod_set)))
@@ -466,7 +464,7 @@ class ClusterState:
             np.add.at(gained, inverse, freed.used[mine][:, need])
             room = self.free[eligible.rows[leaves]][:, need] + gained
             counts = counts.copy()
-            counts[leaves] = np.maximum((room // amounts).min(axis=1), 0) if len(need) else 0
+            counts[leaves] = placement.pods_fitting(room, amounts) if len(need) else 0
         return placement.fits_counts(eligible.tree, counts, count, pod_set.topology)
 
     def take(self, pods: Mapping[str, int], request: Resources, sign: int = 1) -> None:

@@ -4,7 +4,7 @@ Takes a models.Snapshot (and greedy's Decisions as a start); gives Decisions.
 
   rows          the Formulation (the one model class) and the shared rows: classes of
                 identical workloads, flavor options
-                (OptionColumns), victims (who may evict whom: planner.kueue.victims),
+                (OptionColumns), victims (who may evict whom: planner.kueue.preemption.victims),
                 quota, objectives
   guarantee     the stability rows: nominal quota is a guarantee
   model         Snapshot -> Formulation (columns and rows as arrays), decision-sized

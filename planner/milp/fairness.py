@@ -58,10 +58,10 @@ from typing import Callable
 
 import numpy as np
 
+from models import FlavorResource
 from models.kueue_config import LESS_THAN_OR_EQUAL_TO_FINAL_SHARE
 from planner.kueue import capacity
 from planner.kueue import shares as fair_share
-from planner.kueue.semantics import FlavorResource
 from planner.milp.arrays import INF
 
 from planner.milp.rows import Formulation, queue_usage_terms, resource_units

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from models import ClusterQueue, ObjectRef, PodSet, Resources, Snapshot, Workload
+from models import ClusterQueue, FlavorResource, ObjectRef, PodSet, Resources, Snapshot, Workload
 from planner.kueue import capacity, semantics, topology
 from planner.milp.arrays import INF, ModelArrays
 
@@ -53,7 +53,6 @@ from planner.milp.rows import Formulation, OptionColumns, queue_usage_terms, res
 if TYPE_CHECKING:
     from models import ResourceFlavor
 
-FlavorResource = tuple[str, str]
 Terms = list[tuple[int, float]]
 MAX_CHOICES = 16    # flavor combinations per multi-pod-set workload
 

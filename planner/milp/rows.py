@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models import HOSTNAME_LABEL, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
+from models import HOSTNAME_LABEL, FlavorResource, ObjectRef, PodSet, Resources, Snapshot, Workload, WorkloadState, is_gpu
 from models.objects import Toleration
 from planner.kueue import capacity, semantics, topology
-from planner.kueue.victims import PreemptionRules
+from planner.kueue.preemption.victims import PreemptionRules
 from planner.milp.arrays import INF, ModelArrays
-from planner.kueue.semantics import FlavorOption, FlavorResource, QuotaTree
+from planner.kueue.semantics import FlavorOption, QuotaTree
 
 if TYPE_CHECKING:   # their rows are added after these (planner.milp.model), from what this module defines
     from planner.milp import guarantee

@@ -53,7 +53,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from models import Decisions, ObjectRef
-from planner.kueue.victims import PreemptionRules
+from planner.kueue.preemption.victims import PreemptionRules
 from planner.base.budget import Budget
 from planner.milp import stages
 from planner.milp.stages import Phase

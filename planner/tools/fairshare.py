@@ -20,13 +20,13 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
-from models import Decisions, Snapshot
+from models import Decisions, FlavorResource as FR, Snapshot
 from models.resources import is_gpu
 from planner.cycle import plan_snapshot
 from planner.base.solve_options import SolveOptions
 from planner.greedy import KueueCycles, greedy
 from planner.kueue import shares as fair_share
-from planner.kueue.fairsharing import FR, Shares, from_snapshot, live_usage, weights_of
+from planner.kueue.fairsharing import Shares, from_snapshot, live_usage, weights_of
 from planner.kueue.state import ClusterState
 
 

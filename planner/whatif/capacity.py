@@ -41,6 +41,7 @@ from models import (
 from models.capacity import NodeTemplate
 from planner.base.errors import InputError
 from planner.base import label_selector
+from planner.kueue.capacity import free_capacity
 from planner.kueue.semantics import QuotaTree, eviction_cost, flavor_options, node_allows, quota_usage
 
 Planner = Callable[[Snapshot], Plan]
@@ -244,21 +245,9 @@ def _eligible(snapshot: Snapshot, workload: Workload, ps: PodSet, node: Node) ->
 
 
 def _free_by_node(snapshot: Snapshot) -> dict[str, Resources]:
-    """Each usable node's room: allocatable less unmanaged usage less running workloads' pods."""
-    free = {n.name: n.free for n in snapshot.nodes if n.usable}
-    for w in snapshot.workloads:
-        if w.state != WorkloadState.RUNNING:
-            continue
-        requests = {ps.name: ps.request for ps in w.pod_sets}
-        for a in w.assignment:
-            if HOSTNAME_LABEL not in a.levels:
-                continue
-            at = a.levels.index(HOSTNAME_LABEL)
-            for values, count in a.domains:
-                host = values[at]
-                if host in free:
-                    free[host] = free[host] - requests.get(a.name, Resources()).scaled(count)
-    return {k: v.clipped() for k, v in free.items()}
+    """Each usable node's room: allocatable less unmanaged usage less running workloads'
+    pods (planner.kueue.capacity.free_capacity), never below zero."""
+    return {k: v.clipped() for k, v in free_capacity(snapshot).items()}
 
 
 # ---------------------------------------------------------------- the capacity MILP

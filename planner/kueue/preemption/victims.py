@@ -1,10 +1,14 @@
 """Kueue's classical preemption: who may evict whom, and which running workloads to evict.
 
+The victim search's primitives: `minimal_victims` (remove candidates in order until
+the preemptor fits, then put back what it does not need), built of
+`first_fitting_prefix` and `put_back`, which greedy's search
+(planner.kueue.preemption.search) runs on its own copies too.
 `PreemptionRules` takes a snapshot and answers who may evict whom under its
 ClusterQueues' policies (the MILP's victim columns and the continuation ask it).
 `Preemption` takes a `ClusterState` and a preemptor; gives the candidates
 (`Candidate`) in Kueue's order and the minimal set whose eviction lets it fit
-(`minimal_victims`).
+(`minimal_victims`); the explainer asks it.
 Deciding which workloads to evict only computes; nothing here issues an eviction.
 """
 
@@ -20,14 +24,14 @@ from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 
-from models import ClusterQueue, Eviction, ObjectRef, PodSet, Snapshot, Workload, WorkloadState
+from models import ClusterQueue, Eviction, FlavorResource, ObjectRef, PodSet, Snapshot, Workload, WorkloadState
 from planner.kueue import capacity, semantics
 from planner.kueue.capacity import cluster_queue_usage, quota_usage_of
 from planner.kueue.semantics import (
     QuotaTree, borrowing_queues, eviction_cost, evictable, must_borrow, preemption_reason, quota_usage,
 )
 from planner.kueue.fit import evaluate, fits_at
-from planner.kueue.state import FlavorResource, ClusterState, Freed, PodSetChoice
+from planner.kueue.state import ClusterState, Freed, PodSetChoice
 
 
 # ---------------------------------------------------------------- preemption
