@@ -39,7 +39,8 @@ from models.plan import HOSTNAME_LABEL
 from planner.base.errors import InputError, VerificationError
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key
 from planner.kueue.state import ClusterState, admission_blocker, amount
-from planner.kueue.preemption.victims import MAX_CANDIDATES, Preemption
+from planner.describe.protected import MAX_LOWER, Protected
+from planner.kueue.preemption.after_plan import AfterPlan
 
 Planner = Callable[[Snapshot], Plan]
 
@@ -54,7 +55,7 @@ MAX_PLANS_PER_CHANGE = 32    # of those, for one kind of change (its search, the
 MAX_ADDED_NODES = 1024       # nodes one change adds (each a node object every plan of it holds)
 MAX_QUOTA_TARGETS = 3        # flavors whose quota is searched
 MAX_FINISHING = 64           # running workloads considered for finishing, lowest priority first
-MAX_VICTIMS = MAX_CANDIDATES  # running workloads looked at as victims, per list, in Kueue's order
+MAX_VICTIMS = MAX_LOWER      # running workloads looked at as victims, per list, in Kueue's order
 MAX_DOUBLINGS = 3            # upwards from the estimate, where no ceiling is known: x2, x4, x8
 MAX_CANDIDATES_SHOWN = 10    # victims shown
 MAX_AHEAD_SHOWN = 5          # workloads ahead shown
@@ -278,11 +279,11 @@ def explain_workload(snapshot: Snapshot, w: Workload, plan: Plan, replan: Planne
     cq = snapshot.cluster_queues.get(w.cluster_queue or "")
     if cq is None:
         return replace(base, notes=("its ClusterQueue is unknown: no change to quota or nodes can admit it",))
-    decisions = Decisions(plan.admissions, plan.evictions)
+    decisions = Decisions(plan.admissions, plan.evictions, plan.migrations)
     state = ClusterState.after(snapshot, decisions)
     quota = _quota_facts(state, cq, w)
     capacity = _capacity_facts(state, cq, w)
-    victims, victims_found, victims_cut = _victim_facts(state, w, [e.workload for e in plan.evictions])
+    victims, victims_found, victims_cut = _victim_facts(snapshot, decisions, state, w)
     replans = replan if isinstance(replan, Replans) else Replans(replan)
     tries = Tries(replans, w.ref)
     if victims_cut:
@@ -421,18 +422,23 @@ def _capacity_facts(state: ClusterState, cq: ClusterQueue, w: Workload) -> list[
     return facts
 
 
-def _victim_facts(state: ClusterState, w: Workload, evicted: list[ObjectRef]) -> tuple[list[VictimFact], int, bool]:
+def _victim_facts(snapshot: Snapshot, decisions: Decisions, state: ClusterState,
+                  w: Workload) -> tuple[list[VictimFact], int, bool]:
     """The candidate victims shown (MAX_CANDIDATES_SHOWN), how many were found, and whether a
-    list of them was cut at MAX_VICTIMS (Preemption reads each only that far)."""
-    preemption = Preemption(state, gone=evicted)
-    allowed = [c.workload for c in preemption.candidates(w)]
-    lower = preemption.lower(w)
+    list of them was cut at MAX_VICTIMS. The allowed ones are greedy's search's candidates
+    (planner.kueue.after_plan: the victims greedy would pick come from them, in this
+    order); then lower-priority work the policies or that search leave alone, and why."""
+    candidates = AfterPlan(snapshot, decisions, state).candidates(w)
+    allowed = [a.view for a in candidates[:MAX_VICTIMS]]
+    gone = {e.workload for e in decisions.evictions} | {m.workload for m in decisions.migrations}
+    protection = Protected(state, gone, MAX_VICTIMS)
+    lower = protection.lower(w)
     seen = {v.ref for v in allowed}
     protected = [v for v in lower if v.ref not in seen]
     facts = [VictimFact(v.ref, v.cluster_queue or "", v.priority, True, "allowed") for v in allowed]
     for v in protected[:max(0, MAX_CANDIDATES_SHOWN - len(facts))]:   # why_not only for those shown
-        facts.append(VictimFact(v.ref, v.cluster_queue or "", v.priority, False, preemption.why_not(w, v)))
-    cut = len(allowed) >= MAX_VICTIMS or len(lower) >= MAX_VICTIMS
+        facts.append(VictimFact(v.ref, v.cluster_queue or "", v.priority, False, protection.why_not(w, v)))
+    cut = len(candidates) > MAX_VICTIMS or len(lower) >= MAX_VICTIMS
     return facts[:MAX_CANDIDATES_SHOWN], len(allowed) + len(protected), cut
 
 

@@ -9,9 +9,10 @@ are explained for the first flavor option, as a user reads the ClusterQueue.
 When it does not fit, one clause says what preemption could do: evicting running
 work its policies allow would make room (and the plan chose not to), or lower
 priority work would make room but may not be evicted, and why (the policy value,
-non-preemptible, minimum runtime). The victims are found as greedy finds them
-(Kueue's order, minimal set) and the state is restored afterwards; one hint is
-computed per shape of request (cached), as that search is most of the cost.
+non-preemptible, minimum runtime). Whether preemption would make room, and by evicting
+whom, is greedy's own search's answer (planner.kueue.preemption.after_plan), so a
+reason never claims what greedy would not do; the state is restored afterwards, and one
+hint is computed per shape of request (cached), as that search is most of the cost.
 Pure: no I/O, no clock; deterministic.
 """
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 from models import ClusterQueue, Decisions, FlavorResource, ObjectRef, PodSet, Snapshot, Workload, WorkloadState, is_gpu
 from planner.kueue.fit import Tentative, try_counts
 from planner.kueue.state import PodSetChoice, ClusterState, admission_blocker, amount, pod_shape, pods, quantity
-from planner.kueue.preemption.victims import Preemption, minimal_victims
+from planner.describe.protected import Protected
+from planner.kueue.preemption.after_plan import AfterPlan
+from planner.kueue.preemption.victims import minimal_victims
 from planner.kueue.placement import Placement
 from planner.kueue.semantics import FlavorOption, node_allows, queue_order_key, quota_usage
 
@@ -33,7 +36,7 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef,
     waiting = [w for w in sorted(snapshot.workloads, key=lambda w: w.ref)
                if w.state is WorkloadState.PENDING and w.ref not in chosen]
     heads = _strict_fifo_heads(snapshot, waiting)
-    hints = _Hints(state, [e.workload for e in decisions.evictions])
+    hints = _Hints(snapshot, decisions, state)
     out: dict[ObjectRef, str] = {}
     for w in sorted(waiting, key=lambda w: -w.priority):
         out[w.ref] = _reason(state, w, heads, hints)
@@ -43,57 +46,54 @@ def pending_reasons(snapshot: Snapshot, decisions: Decisions) -> dict[ObjectRef,
 class _Hints:
     """The preemption clause of a reason, built lazily and cached per shape of request."""
 
-    def __init__(self, state: ClusterState, evicted: list[ObjectRef]):
-        self.state, self.evicted = state, evicted
-        self.preemption: Preemption | None = None
+    def __init__(self, snapshot: Snapshot, decisions: Decisions, state: ClusterState):
+        self.snapshot, self.decisions, self.state = snapshot, decisions, state
+        self.search: AfterPlan | None = None
+        self.protected: Protected | None = None
         self.cache: dict[object, str] = {}
 
     def clause(self, w: Workload, counts: list[int]) -> str:
-        snapshot = self.state.snapshot
-        cq = snapshot.cluster_queues[w.queue_name]
+        cq = self.snapshot.cluster_queues[w.queue_name]
         key: object = None
         if cq.preemption.within_cluster_queue != "LowerOrNewerEqualPriority":  # else queue time matters
             key = (cq.name, w.priority, tuple(counts),
-                   tuple((ps.request, ps.topology, tuple(sorted(ps.node_selector.items())), ps.tolerations)
-                         for ps in w.pod_sets))
+                   tuple((ps.request, ps.count, ps.minimum, ps.topology, tuple(sorted(ps.node_selector.items())),
+                          ps.tolerations) for ps in w.pod_sets))
             if key in self.cache:
                 return self.cache[key]
-        if self.preemption is None:
-            self.preemption = Preemption(self.state, gone=self.evicted)
-        text = _preemption_clause(self.preemption, w, counts)
+        text = self._clause(w, counts)
         if key is not None:
             self.cache[key] = text
         return text
 
+    def _clause(self, w: Workload, counts: list[int]) -> str:
+        if self.search is None:
+            self.search = AfterPlan(self.snapshot, self.decisions, self.state)
+        targets = self.search.targets(w)
+        if targets:
+            return f"; preempting {_room([t.admitted.view for t in targets])} would make room, which this plan did not choose"
+        if self.protected is None:
+            gone = {e.workload for e in self.decisions.evictions} | {m.workload for m in self.decisions.migrations}
+            self.protected = Protected(self.state, gone)
+        state = self.state
 
-def _preemption_clause(hint: Preemption, w: Workload, counts: list[int]) -> str:
-    state = hint.state
+        def fits() -> bool:
+            return not isinstance(try_counts(state, w, counts), str)
 
-    def fits() -> bool:
-        return not isinstance(try_counts(state, w, counts), str)
-
-    def room(victims: list[Workload], lower: str = "") -> str:
-        n = sum(psa.count for v in victims for psa in v.assignment)
-        return f"{len(victims)} {lower}running workload{'' if len(victims) == 1 else 's'} ({pods(n)})"
-
-    allowed = [c.workload for c in hint.candidates(w)]
-    found = minimal_victims(state, allowed, fits) if allowed else None
-    if found is not None:
-        victims = [allowed[i] for i in found]
+        lower = self.protected.lower(w)
+        found = minimal_victims(state, lower, fits) if lower else None
+        if not found:
+            return ""
+        victims = [lower[i] for i in found]
         for v in victims:
             state.release(v, sign=-1)
-        if victims:
-            return f"; preempting {room(victims)} would make room, which this plan did not choose"
-        return ""
-    lower = hint.lower(w)
-    found = minimal_victims(state, lower, fits) if lower else None
-    if not found:
-        return ""
-    victims = [lower[i] for i in found]
-    for v in victims:
-        state.release(v, sign=-1)
-    why = sorted({hint.why_not(w, v) for v in victims})
-    return f"; evicting {room(victims, 'lower-priority ')} would make room, but {' and '.join(why[:2])}"
+        why = sorted({self.protected.why_not(w, v) for v in victims})
+        return f"; evicting {_room(victims, 'lower-priority ')} would make room, but {' and '.join(why[:2])}"
+
+
+def _room(victims: list[Workload], lower: str = "") -> str:
+    n = sum(psa.count for v in victims for psa in v.assignment)
+    return f"{len(victims)} {lower}running workload{'' if len(victims) == 1 else 's'} ({pods(n)})"
 
 
 def _strict_fifo_heads(snapshot: Snapshot, waiting: list[Workload]) -> dict[str, Workload]:

@@ -21,7 +21,7 @@ another:
   preemption/ Kueue's preemption: greedy's Preemptor (preemptor), one classical
               search (search), fair-sharing targets (fair); who may evict whom
               (victims.PreemptionRules), which running workloads to evict
-              (victims.Preemption, minimal_victims)
+              (preemptor, search, fair; after_plan for the explainer)
 
 Only computes: no I/O, nothing of the cluster, click, yaml or the Kubernetes client.
 """

@@ -41,7 +41,7 @@ from planner.kueue.flavors import (
 from planner.kueue.preemption import Target
 from planner.kueue.preemption.preemptor import Preemptor
 from planner.kueue.quota import Quota
-from planner.kueue.registry import Registry
+from planner.kueue.registry import Admitted, Registry
 from planner.kueue.semantics import FlavorOption
 
 if TYPE_CHECKING:
@@ -401,6 +401,13 @@ class Rules:
                 return a, targets
         return None
 
+
+    def candidates(self, w: Workload, cq: ClusterQueue) -> list[Admitted]:
+        """The candidates nominate()'s search walks for `w`'s full request, in Kueue's
+        order (Preemptor.candidates); [] unless that request needs preemption."""
+        self.preemptor.epoch += 1
+        a = self.assign(w, cq)
+        return self.preemptor.candidates(w, cq, a) if a.mode == PREEMPT else []
 
     def targets_for(self, w: Workload, cq: ClusterQueue, a: Assignment) -> list[Target]:
         """The preemptor's targets for `a`, an assignment of `w` in Preempt mode

@@ -9,7 +9,9 @@
               holds the share arithmetic it runs)
   victims     the victim-search primitives (minimal_victims, first_fitting_prefix,
               put_back), who may evict whom in a snapshot (PreemptionRules, the MILP's
-              and the continuation's), and the explainer's Preemption
+              and the continuation's)
+  after_plan  AfterPlan: greedy's search asked about the cluster a plan leaves, for the
+              plan's pending reasons and explain (one search: they say what greedy does)
 
 This module holds what they all return: a `Target` and its reason.
 """

@@ -31,7 +31,7 @@ from planner.kueue.preemption import Target, fair
 from planner.kueue.preemption.search import QueueView, Reach, Search, Source
 from planner.kueue.quota import Overlay, Quota, UsageLookup
 from planner.kueue.quota_arrays import QuotaArrays
-from planner.kueue.registry import Registry
+from planner.kueue.registry import Admitted, Registry
 from planner.kueue.semantics import FlavorOption
 
 if TYPE_CHECKING:
@@ -245,6 +245,20 @@ class Preemptor:
                 return []
             a.choices = placed
         return targets
+
+    def candidates(self, w: Workload, cq: ClusterQueue, a: Assignment) -> list[Admitted]:
+        """The candidates targets_for's search walks for `a` (an assignment of `w` in
+        Preempt mode), in Kueue's order: the classical search's, or fair sharing's
+        findCandidates. [] where that search would not run: nothing needs preemption, or
+        the request is above what the queue may ever take (`ceiling`)."""
+        ceiling = self.ceiling(w, cq)
+        frs = a.need_preemption()
+        if not frs or any(v > ceiling.get(fr, v) for fr, v in a.usage.items()):
+            return []
+        if self.fair is not None:
+            return fair.candidates(self, w, cq, frs)
+        order = Search(self, w, cq, frs, a.usage).order()
+        return [order.member(k) for k in range(len(order.index))]
 
     def targets(self, w: Workload, cq: ClusterQueue, frs_need: set[FR], usage: Mapping[FR, int],
                 nodes_fit: Callable[[], bool] | None,

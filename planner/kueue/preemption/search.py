@@ -278,7 +278,7 @@ class Search:
         state = self.preemptor.state
         return all(state.used(self.cq.name, fr) < state.nominal(self.cq.name, fr) for fr in self.frs_need)
 
-    def _order(self) -> "_Order":
+    def order(self) -> "_Order":
         """Every candidate in Kueue's order: those already being evicted first, then the
         hierarchy candidates, the priority ones, the preemptor's own queue's; within each,
         merged across queues by priority, newest admitted first, UID. As arrays (one row
@@ -407,7 +407,7 @@ class Search:
             return None
         if nodes_fit is not None and picks and self.preemptor.shortcuts and not self._nodes_could_fit(borrowing, picks):
             return None
-        order = self._order()
+        order = self.order()
         removed, first, taken = self._sequence(borrowing, order, sorted(frs))
         if first is None:
             return None
