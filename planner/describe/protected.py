@@ -39,6 +39,7 @@ class Protected:
         self.root = {name: self.tree.root_of(f"cq:{name}") for name in snap.cluster_queues
                      if f"cq:{name}" in self.tree.parent}
         self._needs: dict[object, tuple[set[FlavorResource], np.ndarray]] = {}
+        self._held: dict[ObjectRef, tuple[frozenset[FlavorResource], np.ndarray]] = {}
 
     def lower(self, w: Workload) -> list[Workload]:
         """Running work of lower base priority in `w`'s queue or cohort tree that it could
@@ -102,10 +103,16 @@ class Protected:
         return self._needs[shape]
 
     def _uses(self, v: Workload, needs: set[FlavorResource], rows: np.ndarray) -> bool:
-        if any(amount > 0 and fr in needs for fr, amount in quota_usage_of(v).items()):
-            return True
-        nodes = {n for psa in v.assignment for n in psa.pods_per_node()}
-        return any(rows[self.state.row[n]] for n in nodes if n in self.state.row)
+        """Does `v` charge one of `needs` or run on one of `rows`? (What `v` holds never
+        changes: read once per workload, as every waiting workload asks.)"""
+        held = self._held.get(v.ref)
+        if held is None:
+            frs = frozenset(fr for fr, amount in quota_usage_of(v).items() if amount > 0)
+            nodes = {n for psa in v.assignment for n in psa.pods_per_node()}
+            held = self._held[v.ref] = (frs, np.array(sorted(self.state.row[n] for n in nodes if n in self.state.row),
+                                                      dtype=np.int64))
+        frs, at = held
+        return not frs.isdisjoint(needs) or bool(rows[at].any())
 
 
 def _order(w: Workload) -> tuple[int, float, bool, str, str]:
